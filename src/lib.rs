@@ -1,0 +1,7 @@
+//! vk-observer: observes Vibe Kanban (VK) through its streams, keeps an event-sourced cache in
+//! sled and serves MCP task tools from that cache. See ARCHITECTURE.md for the code map.
+
+#[cfg(feature = "sim")]
+pub mod sim;
+
+pub mod store;

@@ -1,0 +1,430 @@
+//! How each domain event changes the projections, inside one pending batch.
+//!
+//! Every write goes through "is this a real difference?": an upsert of an identical object, or a
+//! log entry re-sent with the same content, changes nothing and moves no token. Snapshots remove
+//! what their scope no longer holds, cascading to children (task → attempts → sessions,
+//! processes → log entries), so a resync converges on exactly VK's state.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use super::codec::{decode, encode, same_json};
+use super::events::{Channel, DomainEvent, object_id, uuid_field};
+use super::keys::{self, table};
+use super::overlay::Overlay;
+use super::StoreError;
+
+/// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
+pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
+
+pub struct Pending<'t, 'c> {
+    pub ov: Overlay<'t>,
+    pub next: u64,
+    pub changed: bool,
+    pub attempts: BTreeSet<Uuid>,
+    pub notes: Vec<String>,
+    pub max_index: &'c mut MaxIndexCache,
+    pub entry_cap: u64,
+}
+
+type R<T = ()> = Result<T, StoreError>;
+
+impl<'t, 'c> Pending<'t, 'c> {
+    pub fn apply(&mut self, ev: DomainEvent) -> R {
+        match ev {
+            DomainEvent::ProjectsSnapshot { projects } => self.projects_snapshot(projects),
+            DomainEvent::ReposSnapshot { project_id, repos } => {
+                self.repos_snapshot(project_id, repos)
+            }
+            DomainEvent::TaskUpserted { task } => self.task_upsert(&task).map(|_| ()),
+            DomainEvent::TaskRemoved { task_id } => self.remove_task(task_id),
+            DomainEvent::TasksSnapshot { project_id, tasks } => {
+                self.tasks_snapshot(project_id, tasks)
+            }
+            DomainEvent::AttemptsSnapshot { task_id, attempts } => {
+                self.attempts_snapshot(task_id, attempts)
+            }
+            DomainEvent::SessionsSnapshot {
+                attempt_id,
+                sessions,
+            } => self.sessions_snapshot(attempt_id, sessions),
+            DomainEvent::ProcessUpserted {
+                attempt_id,
+                process,
+            } => self.process_upsert(attempt_id, &process).map(|_| ()),
+            DomainEvent::ProcessRemoved {
+                attempt_id,
+                process_id,
+            } => self.remove_process(attempt_id, process_id),
+            DomainEvent::ProcessesSnapshot {
+                attempt_id,
+                processes,
+            } => self.processes_snapshot(attempt_id, processes),
+            DomainEvent::LogEntriesPut {
+                attempt_id,
+                process_id,
+                channel,
+                entries,
+            } => self.put_logs(attempt_id, process_id, channel, entries),
+            DomainEvent::ChangesUpdated {
+                attempt_id,
+                changes,
+            } => {
+                if self.upsert(keys::id_key(table::CHANGES, attempt_id).as_slice(), &changes)? {
+                    self.attempts.insert(attempt_id);
+                    self.note(format!("changes:{attempt_id}"));
+                }
+                Ok(())
+            }
+            DomainEvent::UpstreamSeq { seq } => {
+                self.ov
+                    .insert(&keys::meta_key(keys::meta::SSE_SEQ), seq.to_be_bytes().to_vec());
+                Ok(())
+            }
+            DomainEvent::UpstreamIncarnation { id } => {
+                self.ov
+                    .insert(&keys::meta_key(keys::meta::VK_INCARNATION), id.into_bytes());
+                Ok(())
+            }
+        }
+    }
+
+    fn note(&mut self, s: String) {
+        if self.notes.len() < 32 {
+            self.notes.push(s);
+        }
+    }
+
+    /// Write `value` under `key` unless the stored JSON already means the same. True if changed.
+    fn upsert(&mut self, key: &[u8], value: &Value) -> R<bool> {
+        let json = serde_json::to_vec(value).map_err(StoreError::Encode)?;
+        if let Some(old) = self.ov.get(key)? {
+            if let Some((_, old_json)) = decode(&old) {
+                if same_json(old_json, &json) {
+                    return Ok(false);
+                }
+            }
+        }
+        self.ov.insert(key, encode(self.next, &json));
+        self.changed = true;
+        Ok(true)
+    }
+
+    fn remove_entity(&mut self, key: &[u8]) -> R<bool> {
+        if self.ov.contains(key)? {
+            self.ov.remove(key);
+            self.changed = true;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn set_index(&mut self, table: u8, a: Uuid, b: Uuid) {
+        self.ov.insert(&keys::pair_key(table, a, b), Vec::new());
+    }
+
+    /// Second ids of the `table ‖ a ‖ b` index under `a`.
+    fn children(&self, table: u8, a: Uuid) -> R<Vec<Uuid>> {
+        let prefix = keys::id_key(table, a);
+        Ok(self
+            .ov
+            .keys_with_prefix(&prefix)?
+            .iter()
+            .filter_map(|k| keys::uuid_at(k, 17))
+            .collect())
+    }
+
+    fn stored_value(&self, key: &[u8]) -> R<Option<Value>> {
+        Ok(match self.ov.get(key)? {
+            Some(v) => decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok()),
+            None => None,
+        })
+    }
+
+    // ---- projects and repos ----
+
+    fn projects_snapshot(&mut self, projects: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for p in &projects {
+            let Some(id) = object_id(p) else { continue };
+            keep.insert(id);
+            if self.upsert(&keys::id_key(table::PROJECTS, id), p)? {
+                self.note(format!("project:{id}"));
+            }
+        }
+        for k in self.ov.keys_with_prefix(&[table::PROJECTS])? {
+            let Some(id) = keys::uuid_at(&k, 1) else { continue };
+            if !keep.contains(&id) {
+                self.remove_project(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_project(&mut self, id: Uuid) -> R {
+        self.remove_entity(&keys::id_key(table::PROJECTS, id))?;
+        for repo in self.children(table::REPOS, id)? {
+            self.remove_entity(&keys::pair_key(table::REPOS, id, repo))?;
+        }
+        for task in self.children(table::IDX_PROJECT_TASKS, id)? {
+            self.remove_task(task)?;
+        }
+        self.note(format!("project_removed:{id}"));
+        Ok(())
+    }
+
+    fn repos_snapshot(&mut self, project: Uuid, repos: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for r in &repos {
+            let Some(id) = object_id(r) else { continue };
+            keep.insert(id);
+            if self.upsert(&keys::pair_key(table::REPOS, project, id), r)? {
+                self.note(format!("repo:{id}"));
+            }
+        }
+        for id in self.children(table::REPOS, project)? {
+            if !keep.contains(&id) {
+                self.remove_entity(&keys::pair_key(table::REPOS, project, id))?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- tasks ----
+
+    fn task_upsert(&mut self, task: &Value) -> R<Option<Uuid>> {
+        let (Some(id), Some(project)) = (object_id(task), uuid_field(task, "project_id")) else {
+            return Err(StoreError::Invalid("task without id or project_id"));
+        };
+        if self.upsert(&keys::id_key(table::TASKS, id), task)? {
+            self.set_index(table::IDX_PROJECT_TASKS, project, id);
+            self.note(format!("task:{id}"));
+        }
+        Ok(Some(id))
+    }
+
+    fn tasks_snapshot(&mut self, project: Uuid, tasks: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for t in &tasks {
+            if let Some(id) = self.task_upsert(t)? {
+                keep.insert(id);
+            }
+        }
+        for id in self.children(table::IDX_PROJECT_TASKS, project)? {
+            if !keep.contains(&id) {
+                self.remove_task(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_task(&mut self, id: Uuid) -> R {
+        let key = keys::id_key(table::TASKS, id);
+        if let Some(project) = self
+            .stored_value(&key)?
+            .and_then(|t| uuid_field(&t, "project_id"))
+        {
+            self.ov
+                .remove(&keys::pair_key(table::IDX_PROJECT_TASKS, project, id));
+        }
+        if self.remove_entity(&key)? {
+            self.note(format!("task_removed:{id}"));
+        }
+        for attempt in self.children(table::IDX_TASK_ATTEMPTS, id)? {
+            self.remove_attempt(id, attempt)?;
+        }
+        Ok(())
+    }
+
+    // ---- attempts ----
+
+    fn attempts_snapshot(&mut self, task: Uuid, attempts: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for a in &attempts {
+            let Some(id) = object_id(a) else { continue };
+            keep.insert(id);
+            if self.upsert(&keys::id_key(table::ATTEMPTS, id), a)? {
+                self.set_index(table::IDX_TASK_ATTEMPTS, task, id);
+                self.attempts.insert(id);
+                self.note(format!("attempt:{id}"));
+            }
+        }
+        for id in self.children(table::IDX_TASK_ATTEMPTS, task)? {
+            if !keep.contains(&id) {
+                self.remove_attempt(task, id)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_attempt(&mut self, task: Uuid, id: Uuid) -> R {
+        self.ov
+            .remove(&keys::pair_key(table::IDX_TASK_ATTEMPTS, task, id));
+        self.remove_entity(&keys::id_key(table::ATTEMPTS, id))?;
+        for s in self.children(table::IDX_ATTEMPT_SESSIONS, id)? {
+            self.ov
+                .remove(&keys::pair_key(table::IDX_ATTEMPT_SESSIONS, id, s));
+            self.remove_entity(&keys::id_key(table::SESSIONS, s))?;
+        }
+        for p in self.children(table::IDX_ATTEMPT_PROCESSES, id)? {
+            self.remove_process(id, p)?;
+        }
+        self.remove_entity(&keys::id_key(table::CHANGES, id))?;
+        // The attempt's token stays as a tombstone so a waiter on it wakes and sees it gone.
+        self.attempts.insert(id);
+        self.note(format!("attempt_removed:{id}"));
+        Ok(())
+    }
+
+    // ---- sessions ----
+
+    fn sessions_snapshot(&mut self, attempt: Uuid, sessions: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for s in &sessions {
+            let Some(id) = object_id(s) else { continue };
+            keep.insert(id);
+            if self.upsert(&keys::id_key(table::SESSIONS, id), s)? {
+                self.set_index(table::IDX_ATTEMPT_SESSIONS, attempt, id);
+                self.attempts.insert(attempt);
+                self.note(format!("session:{id}"));
+            }
+        }
+        for id in self.children(table::IDX_ATTEMPT_SESSIONS, attempt)? {
+            if !keep.contains(&id) {
+                self.ov
+                    .remove(&keys::pair_key(table::IDX_ATTEMPT_SESSIONS, attempt, id));
+                self.remove_entity(&keys::id_key(table::SESSIONS, id))?;
+                self.attempts.insert(attempt);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- processes and logs ----
+
+    fn process_upsert(&mut self, attempt: Uuid, p: &Value) -> R<Option<Uuid>> {
+        let Some(id) = object_id(p) else {
+            return Err(StoreError::Invalid("process without id"));
+        };
+        if self.upsert(&keys::id_key(table::PROCESSES, id), p)? {
+            self.set_index(table::IDX_ATTEMPT_PROCESSES, attempt, id);
+            self.ov.insert(
+                &keys::id_key(table::PROCESS_ATTEMPT, id),
+                attempt.as_bytes().to_vec(),
+            );
+            self.attempts.insert(attempt);
+            self.note(format!("process:{id}"));
+        }
+        Ok(Some(id))
+    }
+
+    fn processes_snapshot(&mut self, attempt: Uuid, processes: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for p in &processes {
+            if let Some(id) = self.process_upsert(attempt, p)? {
+                keep.insert(id);
+            }
+        }
+        for id in self.children(table::IDX_ATTEMPT_PROCESSES, attempt)? {
+            if !keep.contains(&id) {
+                self.remove_process(attempt, id)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_process(&mut self, attempt: Uuid, id: Uuid) -> R {
+        self.ov
+            .remove(&keys::pair_key(table::IDX_ATTEMPT_PROCESSES, attempt, id));
+        self.ov.remove(&keys::id_key(table::PROCESS_ATTEMPT, id));
+        self.remove_entity(&keys::id_key(table::PROCESSES, id))?;
+        for ch in [Channel::Normalized, Channel::Raw] {
+            for k in self.ov.keys_with_prefix(&keys::id_key(ch.table(), id))? {
+                self.ov.remove(&k);
+                self.changed = true;
+            }
+            for k in self.ov.keys_with_prefix(&keys::replaced_prefix(ch, id))? {
+                self.ov.remove(&k);
+            }
+            self.max_index.remove(&(id, ch));
+        }
+        self.attempts.insert(attempt);
+        self.note(format!("process_removed:{id}"));
+        Ok(())
+    }
+
+    fn max_index(&mut self, pid: Uuid, ch: Channel) -> R<Option<u64>> {
+        if let Some(m) = self.max_index.get(&(pid, ch)) {
+            return Ok(*m);
+        }
+        let prefix = keys::id_key(ch.table(), pid);
+        let last = self
+            .ov
+            .last_key_with_prefix(&prefix)?
+            .and_then(|k| keys::trailing_u64(&k));
+        self.max_index.insert((pid, ch), last);
+        Ok(last)
+    }
+
+    fn put_logs(
+        &mut self,
+        attempt: Uuid,
+        pid: Uuid,
+        ch: Channel,
+        entries: Vec<(u64, Box<RawValue>)>,
+    ) -> R {
+        let mut max = self.max_index(pid, ch)?;
+        let (mut appended, mut replaced) = (0usize, 0usize);
+        for (idx, entry) in entries {
+            let key = keys::log_key(ch, pid, idx);
+            let json = entry.get().as_bytes();
+            let is_new = max.is_none_or(|m| idx > m);
+            if !is_new {
+                if let Some(old) = self.ov.get(&key)? {
+                    if decode(&old).is_some_and(|(_, j)| same_json(j, json)) {
+                        continue;
+                    }
+                    self.ov
+                        .insert(&keys::replaced_key(ch, pid, self.next, idx), Vec::new());
+                    replaced += 1;
+                } else {
+                    appended += 1; // filling a hole below the max
+                }
+            } else {
+                appended += 1;
+                max = Some(idx);
+            }
+            self.ov.insert(&key, encode(self.next, json));
+        }
+        self.max_index.insert((pid, ch), max);
+        if appended + replaced > 0 {
+            self.changed = true;
+            self.attempts.insert(attempt);
+            self.note(format!(
+                "logs:{pid}:{}:+{appended}~{replaced}",
+                ch.as_str()
+            ));
+            if let Some(m) = max {
+                self.enforce_entry_cap(pid, ch, m)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Keep at most `entry_cap` entries per process log (0 = no cap), dropping the oldest.
+    fn enforce_entry_cap(&mut self, pid: Uuid, ch: Channel, max: u64) -> R {
+        if self.entry_cap == 0 || max < self.entry_cap {
+            return Ok(());
+        }
+        let floor = max + 1 - self.entry_cap;
+        let start = keys::log_key(ch, pid, 0);
+        let end = keys::log_key(ch, pid, floor);
+        for k in self.ov.keys_in_range(&start, &end)? {
+            self.ov.remove(&k);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,73 @@
+//! Domain events: what ingest tells the store writer. Each variant is a fact about VK's state,
+//! already decoded from the wire; snapshots carry the full membership of a scope so the writer
+//! can compute removals. Entities stay VK's JSON objects (`Value`), log entries VK's raw bytes.
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+pub use super::keys::Channel;
+
+#[derive(Debug, Clone)]
+pub enum DomainEvent {
+    /// The whole project list (VK's projects stream only ever sends full snapshots).
+    ProjectsSnapshot { projects: Vec<Value> },
+    /// All repositories of a project.
+    ReposSnapshot { project_id: Uuid, repos: Vec<Value> },
+    TaskUpserted { task: Value },
+    TaskRemoved { task_id: Uuid },
+    /// Every task of a project (a tasks-stream snapshot).
+    TasksSnapshot { project_id: Uuid, tasks: Vec<Value> },
+    /// Every attempt (VK workspace) of a task.
+    AttemptsSnapshot { task_id: Uuid, attempts: Vec<Value> },
+    /// Every session of an attempt.
+    SessionsSnapshot { attempt_id: Uuid, sessions: Vec<Value> },
+    ProcessUpserted { attempt_id: Uuid, process: Value },
+    ProcessRemoved { attempt_id: Uuid, process_id: Uuid },
+    /// Every execution process of an attempt (a process-stream snapshot).
+    ProcessesSnapshot { attempt_id: Uuid, processes: Vec<Value> },
+    /// Log entries by index; an index already stored with other content is a replacement.
+    LogEntriesPut {
+        attempt_id: Uuid,
+        process_id: Uuid,
+        channel: Channel,
+        entries: Vec<(u64, Box<RawValue>)>,
+    },
+    /// VK's change summary of an attempt (`GET /api/task-attempts/{id}/changes?force=true`).
+    ChangesUpdated { attempt_id: Uuid, changes: Value },
+    /// The last VK SSE sequence id applied (meta only: moves no token).
+    UpstreamSeq { seq: u64 },
+    /// What identifies the running VK (meta only): changes when VK restarts.
+    UpstreamIncarnation { id: String },
+}
+
+impl DomainEvent {
+    /// Short name for logs and the event record.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DomainEvent::ProjectsSnapshot { .. } => "projects_snapshot",
+            DomainEvent::ReposSnapshot { .. } => "repos_snapshot",
+            DomainEvent::TaskUpserted { .. } => "task_upserted",
+            DomainEvent::TaskRemoved { .. } => "task_removed",
+            DomainEvent::TasksSnapshot { .. } => "tasks_snapshot",
+            DomainEvent::AttemptsSnapshot { .. } => "attempts_snapshot",
+            DomainEvent::SessionsSnapshot { .. } => "sessions_snapshot",
+            DomainEvent::ProcessUpserted { .. } => "process_upserted",
+            DomainEvent::ProcessRemoved { .. } => "process_removed",
+            DomainEvent::ProcessesSnapshot { .. } => "processes_snapshot",
+            DomainEvent::LogEntriesPut { .. } => "log_entries_put",
+            DomainEvent::ChangesUpdated { .. } => "changes_updated",
+            DomainEvent::UpstreamSeq { .. } => "upstream_seq",
+            DomainEvent::UpstreamIncarnation { .. } => "upstream_incarnation",
+        }
+    }
+}
+
+/// The `id` field of a VK object as a UUID.
+pub fn object_id(v: &Value) -> Option<Uuid> {
+    uuid_field(v, "id")
+}
+
+pub fn uuid_field(v: &Value, field: &str) -> Option<Uuid> {
+    v.get(field)?.as_str()?.parse().ok()
+}

@@ -1,0 +1,165 @@
+//! Key layout of the projection tree.
+//!
+//! Everything the writer maintains lives in ONE sled tree, each table behind a one-byte prefix,
+//! so that one `apply_batch` covers a whole event batch atomically (sled batches are atomic only
+//! within a tree). Ids are 16-byte UUIDs and numbers big-endian `u64`, so byte order equals the
+//! order of the tuples and range scans come out sorted.
+
+use uuid::Uuid;
+
+/// One-byte table prefixes. Never renumber: they are on disk.
+pub mod table {
+    pub const META: u8 = 0x00;
+    pub const EVENTS: u8 = 0x01;
+    pub const PROJECTS: u8 = 0x02;
+    pub const REPOS: u8 = 0x03; // project ‖ repo
+    pub const TASKS: u8 = 0x04;
+    pub const ATTEMPTS: u8 = 0x05;
+    pub const SESSIONS: u8 = 0x06;
+    pub const PROCESSES: u8 = 0x07;
+    pub const LOGS_NORMALIZED: u8 = 0x08; // process ‖ entry_index
+    pub const LOGS_RAW: u8 = 0x09; // process ‖ entry_index
+    pub const CHANGES: u8 = 0x0A; // attempt
+    pub const ATTEMPT_TOKENS: u8 = 0x0B; // attempt -> u64
+    pub const PROCESS_ATTEMPT: u8 = 0x0C; // process -> attempt
+    pub const REPLACED: u8 = 0x0D; // channel ‖ process ‖ token ‖ entry_index
+    pub const IDX_PROJECT_TASKS: u8 = 0x10; // project ‖ task
+    pub const IDX_TASK_ATTEMPTS: u8 = 0x11; // task ‖ attempt
+    pub const IDX_ATTEMPT_SESSIONS: u8 = 0x12; // attempt ‖ session
+    pub const IDX_ATTEMPT_PROCESSES: u8 = 0x13; // attempt ‖ process
+}
+
+/// Names of the `META` entries.
+pub mod meta {
+    pub const EPOCH: &[u8] = b"epoch";
+    pub const TOKEN: &[u8] = b"token";
+    pub const SCHEMA: &[u8] = b"schema";
+    pub const SSE_SEQ: &[u8] = b"sse_seq";
+    pub const VK_INCARNATION: &[u8] = b"vk_incarnation";
+}
+
+/// Which log of a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    Normalized,
+    Raw,
+}
+
+impl Channel {
+    pub fn table(self) -> u8 {
+        match self {
+            Channel::Normalized => table::LOGS_NORMALIZED,
+            Channel::Raw => table::LOGS_RAW,
+        }
+    }
+    pub fn byte(self) -> u8 {
+        match self {
+            Channel::Normalized => 0,
+            Channel::Raw => 1,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Normalized => "normalized",
+            Channel::Raw => "raw",
+        }
+    }
+}
+
+pub fn meta_key(name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + name.len());
+    k.push(table::META);
+    k.extend_from_slice(name);
+    k
+}
+
+pub fn id_key(table: u8, id: Uuid) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[0] = table;
+    k[1..].copy_from_slice(id.as_bytes());
+    k
+}
+
+pub fn pair_key(table: u8, a: Uuid, b: Uuid) -> [u8; 33] {
+    let mut k = [0u8; 33];
+    k[0] = table;
+    k[1..17].copy_from_slice(a.as_bytes());
+    k[17..].copy_from_slice(b.as_bytes());
+    k
+}
+
+pub fn u64_key(table: u8, n: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = table;
+    k[1..].copy_from_slice(&n.to_be_bytes());
+    k
+}
+
+/// `table ‖ process ‖ entry_index`.
+pub fn log_key(channel: Channel, process: Uuid, index: u64) -> [u8; 25] {
+    let mut k = [0u8; 25];
+    k[0] = channel.table();
+    k[1..17].copy_from_slice(process.as_bytes());
+    k[17..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+/// `REPLACED ‖ channel ‖ process ‖ token ‖ entry_index`: which entries a batch replaced in place.
+pub fn replaced_key(channel: Channel, process: Uuid, token: u64, index: u64) -> [u8; 34] {
+    let mut k = [0u8; 34];
+    k[0] = table::REPLACED;
+    k[1] = channel.byte();
+    k[2..18].copy_from_slice(process.as_bytes());
+    k[18..26].copy_from_slice(&token.to_be_bytes());
+    k[26..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+pub fn replaced_prefix(channel: Channel, process: Uuid) -> [u8; 18] {
+    let mut k = [0u8; 18];
+    k[0] = table::REPLACED;
+    k[1] = channel.byte();
+    k[2..].copy_from_slice(process.as_bytes());
+    k
+}
+
+/// Decode the trailing big-endian `u64` of a key.
+pub fn trailing_u64(key: &[u8]) -> Option<u64> {
+    let n = key.len();
+    if n < 8 {
+        return None;
+    }
+    Some(u64::from_be_bytes(key[n - 8..].try_into().ok()?))
+}
+
+/// Decode a 16-byte UUID at `at`.
+pub fn uuid_at(key: &[u8], at: usize) -> Option<Uuid> {
+    key.get(at..at + 16).and_then(|b| Uuid::from_slice(b).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn log_keys_sort_like_tuples(a in any::<u128>(), b in any::<u128>(), i in any::<u64>(), j in any::<u64>()) {
+            let (pa, pb) = (Uuid::from_u128(a), Uuid::from_u128(b));
+            let ka = log_key(Channel::Normalized, pa, i);
+            let kb = log_key(Channel::Normalized, pb, j);
+            prop_assert_eq!(ka.cmp(&kb), (pa, i).cmp(&(pb, j)));
+            prop_assert_eq!(trailing_u64(&ka), Some(i));
+            prop_assert_eq!(uuid_at(&ka, 1), Some(pa));
+        }
+
+        #[test]
+        fn replaced_keys_sort_by_token_then_index(t1 in any::<u64>(), t2 in any::<u64>(), i in any::<u64>(), j in any::<u64>()) {
+            let p = Uuid::from_u128(7);
+            let ka = replaced_key(Channel::Raw, p, t1, i);
+            let kb = replaced_key(Channel::Raw, p, t2, j);
+            prop_assert_eq!(ka.cmp(&kb), (t1, i).cmp(&(t2, j)));
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The event-sourced cache in sled: projections of VK's objects and logs, a global change token,
+//! an event record per batch, and the notify hub that wakes long-polls after each commit.
+//!
+//! Invariants: only [`writer::Writer`] mutates the projection tree; the token never decreases and
+//! is persisted atomically with the data it stamps; readers see whole batches or nothing.
+
+pub mod apply;
+pub mod codec;
+pub mod events;
+pub mod keys;
+pub mod notify;
+pub mod overlay;
+pub mod reader;
+pub mod token;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use keys::{meta, meta_key};
+use notify::NotifyHub;
+pub use reader::StoreReader;
+use token::{Epoch, Token};
+
+/// On-disk layout version. Bump on any incompatible change to keys or values.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("sled: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("cannot encode a value: {0}")]
+    Encode(serde_json::Error),
+    #[error("invalid event: {0}")]
+    Invalid(&'static str),
+    #[error(
+        "the data dir {dir} holds schema version {found}, this build uses {SCHEMA_VERSION}; \
+         move the directory aside (it is a cache: the daemon rebuilds it from VK)"
+    )]
+    Incompatible { dir: PathBuf, found: u32 },
+    #[error(
+        "the data dir {dir} is corrupted ({source}); move it aside and restart: \
+         the daemon rebuilds the cache from VK"
+    )]
+    Corrupt { dir: PathBuf, source: sled::Error },
+    #[error("the store writer has stopped")]
+    WriterGone,
+}
+
+/// Retention settings.
+#[derive(Debug, Clone)]
+pub struct Retention {
+    /// Drop attempts with no running process whose last change is older than this (0 = keep).
+    pub finished_attempt_days: u64,
+    /// Keep at most this many entries per process log, oldest dropped first (0 = no cap).
+    pub max_entries_per_process: u64,
+    /// Keep the event records of the last N batches (0 = keep all).
+    pub events_kept: u64,
+    /// How often the writer runs the retention pass.
+    pub prune_every: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            finished_attempt_days: 30,
+            max_entries_per_process: 0,
+            events_kept: 100_000,
+            prune_every: Duration::from_secs(600),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: sled::Db,
+    tree: sled::Tree,
+    idem: sled::Tree,
+    epoch: Epoch,
+    hub: NotifyHub,
+    retention: Retention,
+    last_commit_ms: AtomicI64,
+    dir: Option<PathBuf>,
+}
+
+impl Store {
+    /// Open (or create) the store in `dir`.
+    pub fn open(dir: &Path, retention: Retention) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(64 * 1024 * 1024)
+            .flush_every_ms(Some(500))
+            .open()
+            .map_err(|e| match e {
+                sled::Error::Corruption { .. } => StoreError::Corrupt {
+                    dir: dir.to_path_buf(),
+                    source: e,
+                },
+                other => StoreError::Sled(other),
+            })?;
+        Self::from_db(db, retention, Some(dir.to_path_buf()))
+    }
+
+    /// A throwaway store (tests and benches).
+    pub fn open_temporary(retention: Retention) -> Result<Store, StoreError> {
+        let db = sled::Config::new().temporary(true).open()?;
+        Self::from_db(db, retention, None)
+    }
+
+    fn from_db(db: sled::Db, retention: Retention, dir: Option<PathBuf>) -> Result<Store, StoreError> {
+        let tree = db.open_tree("projections")?;
+        let idem = db.open_tree("idempotency")?;
+        let schema = tree.get(meta_key(meta::SCHEMA))?;
+        let epoch = match schema {
+            None => {
+                let epoch: u64 = rand::random();
+                let mut b = sled::Batch::default();
+                b.insert(meta_key(meta::SCHEMA), SCHEMA_VERSION.to_be_bytes().to_vec());
+                b.insert(meta_key(meta::EPOCH), epoch.to_be_bytes().to_vec());
+                b.insert(meta_key(meta::TOKEN), 0u64.to_be_bytes().to_vec());
+                tree.apply_batch(b)?;
+                db.flush()?;
+                Epoch(epoch)
+            }
+            Some(v) => {
+                let found = v
+                    .as_ref()
+                    .try_into()
+                    .map(u32::from_be_bytes)
+                    .unwrap_or(0);
+                if found != SCHEMA_VERSION {
+                    return Err(StoreError::Incompatible {
+                        dir: dir.clone().unwrap_or_default(),
+                        found,
+                    });
+                }
+                Epoch(read_u64(&tree, meta::EPOCH)?.unwrap_or(0))
+            }
+        };
+        let token = read_u64(&tree, meta::TOKEN)?.unwrap_or(0);
+        Ok(Store {
+            inner: Arc::new(Inner {
+                db,
+                tree,
+                idem,
+                epoch,
+                hub: NotifyHub::new(token),
+                retention,
+                last_commit_ms: AtomicI64::new(0),
+                dir,
+            }),
+        })
+    }
+
+    pub fn epoch(&self) -> Epoch {
+        self.inner.epoch
+    }
+
+    /// The latest committed token number.
+    pub fn current_token(&self) -> u64 {
+        self.inner.hub.current()
+    }
+
+    pub fn token(&self) -> Token {
+        Token {
+            epoch: self.inner.epoch,
+            seq: self.current_token(),
+        }
+    }
+
+    pub fn hub(&self) -> &NotifyHub {
+        &self.inner.hub
+    }
+
+    pub fn retention(&self) -> &Retention {
+        &self.inner.retention
+    }
+
+    pub fn read(&self) -> StoreReader {
+        StoreReader::new(self.inner.tree.clone())
+    }
+
+    pub(crate) fn tree(&self) -> &sled::Tree {
+        &self.inner.tree
+    }
+
+    /// The tree of request_id idempotency records (written by the proxy, not by the writer).
+    pub fn idempotency_tree(&self) -> &sled::Tree {
+        &self.inner.idem
+    }
+
+    pub fn dir(&self) -> Option<&Path> {
+        self.inner.dir.as_deref()
+    }
+
+    /// When the last batch that changed something was committed (unix ms; 0 = never since start).
+    pub fn last_commit_ms(&self) -> i64 {
+        self.inner.last_commit_ms.load(Ordering::Relaxed)
+    }
+
+    /// Bytes sled uses on disk.
+    pub fn size_on_disk(&self) -> u64 {
+        self.inner.db.size_on_disk().unwrap_or(0)
+    }
+
+    /// Force everything written so far to disk.
+    pub fn flush(&self) -> Result<usize, StoreError> {
+        Ok(self.inner.db.flush()?)
+    }
+
+    pub async fn flush_async(&self) -> Result<usize, StoreError> {
+        Ok(self.inner.db.flush_async().await?)
+    }
+
+    /// Called by the writer after a commit: publish the token, then wake waiters.
+    pub(crate) fn committed(&self, token: u64, attempts: &[uuid::Uuid], projects: &[uuid::Uuid]) {
+        self.inner
+            .last_commit_ms
+            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+        self.inner.hub.publish(token, attempts, projects);
+    }
+}
+
+fn read_u64(tree: &sled::Tree, name: &[u8]) -> Result<Option<u64>, StoreError> {
+    Ok(tree
+        .get(meta_key(name))?
+        .and_then(|v| v.as_ref().try_into().ok().map(u64::from_be_bytes)))
+}

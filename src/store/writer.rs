@@ -1,0 +1,240 @@
+//! THE ONE WRITER. It owns every mutation of the projection tree: for each batch of domain
+//! events it builds one pending batch, and if anything really changed it stamps the batch with
+//! the next global token (persisted in the same atomic `apply_batch`), bumps the token of every
+//! attempt touched, records a compact event, commits, and only then wakes waiters.
+//!
+//! Ingest talks to it through a [`WriterHandle`] (an mpsc queue), so writes are serialised
+//! without locks and readers never see a half-applied batch.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use super::apply::{MaxIndexCache, Pending};
+use super::codec::decode;
+use super::events::{DomainEvent, uuid_field};
+use super::keys::{self, table};
+use super::overlay::Overlay;
+use super::{Retention, Store, StoreError};
+
+/// What one committed batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The new global token, or `None` if nothing changed (no token consumed).
+    pub token: Option<u64>,
+    /// Attempts whose token moved.
+    pub attempts: Vec<Uuid>,
+}
+
+pub struct Writer {
+    store: Store,
+    token: u64,
+    max_index: MaxIndexCache,
+    retention: Retention,
+}
+
+impl Writer {
+    pub fn new(store: Store) -> Self {
+        let token = store.current_token();
+        let retention = store.retention().clone();
+        Writer {
+            store,
+            token,
+            max_index: MaxIndexCache::new(),
+            retention,
+        }
+    }
+
+    /// Apply one batch atomically. On error nothing is written and no token is consumed.
+    pub fn apply(&mut self, events: Vec<DomainEvent>) -> Result<Applied, StoreError> {
+        let result = self.apply_inner(events);
+        if result.is_err() {
+            // The cache may describe writes that were never committed.
+            self.max_index.clear();
+        }
+        result
+    }
+
+    fn apply_inner(&mut self, events: Vec<DomainEvent>) -> Result<Applied, StoreError> {
+        let tree = self.store.tree();
+        let next = self.token + 1;
+        let mut p = Pending {
+            ov: Overlay::new(tree),
+            next,
+            changed: false,
+            attempts: BTreeSet::new(),
+            notes: Vec::new(),
+            max_index: &mut self.max_index,
+            entry_cap: self.retention.max_entries_per_process,
+        };
+        let n_events = events.len();
+        for ev in events {
+            p.apply(ev)?;
+        }
+        if !p.changed {
+            if !p.ov.is_empty() {
+                tree.apply_batch(p.ov.into_batch())?; // meta only (upstream seq)
+            }
+            return Ok(Applied::default());
+        }
+        let attempts: Vec<Uuid> = p.attempts.iter().copied().collect();
+        for a in &attempts {
+            p.ov.insert(
+                &keys::id_key(table::ATTEMPT_TOKENS, *a),
+                next.to_be_bytes().to_vec(),
+            );
+        }
+        let record = serde_json::json!({
+            "at": chrono::Utc::now().to_rfc3339(),
+            "events": n_events,
+            "changes": p.notes,
+        });
+        p.ov.insert(
+            &keys::u64_key(table::EVENTS, next),
+            serde_json::to_vec(&record).map_err(StoreError::Encode)?,
+        );
+        p.ov.insert(
+            &keys::meta_key(keys::meta::TOKEN),
+            next.to_be_bytes().to_vec(),
+        );
+        let projects = projects_of(&p.ov, &attempts);
+        tree.apply_batch(p.ov.into_batch())?;
+        self.token = next;
+        self.store.committed(next, &attempts, &projects);
+        Ok(Applied {
+            token: Some(next),
+            attempts,
+        })
+    }
+
+    /// Retention pass: drop finished attempts not touched for `finished_attempt_days` and event
+    /// records beyond `events_kept`. Runs as an ordinary batch, so it moves tokens like any other
+    /// removal.
+    pub fn prune(&mut self, now: chrono::DateTime<chrono::Utc>) -> Result<Applied, StoreError> {
+        let mut removals = Vec::new();
+        if self.retention.finished_attempt_days > 0 {
+            let cutoff = now - chrono::Duration::days(self.retention.finished_attempt_days as i64);
+            removals = self.store.read().expired_attempts(cutoff)?;
+        }
+        let tree = self.store.tree();
+        if self.retention.events_kept > 0 && self.token > self.retention.events_kept {
+            let end = keys::u64_key(table::EVENTS, self.token - self.retention.events_kept);
+            let mut b = sled::Batch::default();
+            for item in tree.range(keys::u64_key(table::EVENTS, 0)..end) {
+                b.remove(item?.0);
+            }
+            tree.apply_batch(b)?;
+        }
+        if removals.is_empty() {
+            return Ok(Applied::default());
+        }
+        let events = removals
+            .into_iter()
+            .map(|(task_id, attempt)| {
+                // Re-snapshot the task's attempts without the expired one.
+                let keep = self
+                    .store
+                    .read()
+                    .attempts_of_task(task_id)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|a| a.id != attempt)
+                    .map(|a| a.value)
+                    .collect();
+                DomainEvent::AttemptsSnapshot {
+                    task_id,
+                    attempts: keep,
+                }
+            })
+            .collect();
+        self.apply(events)
+    }
+}
+
+/// Projects owning the given attempts (attempt → task → project), read through the batch.
+fn projects_of(ov: &Overlay<'_>, attempts: &[Uuid]) -> Vec<Uuid> {
+    let mut out = BTreeSet::new();
+    for a in attempts {
+        let task = read_json(ov, &keys::id_key(table::ATTEMPTS, *a))
+            .and_then(|v| uuid_field(&v, "task_id"));
+        let project = task
+            .and_then(|t| read_json(ov, &keys::id_key(table::TASKS, t)))
+            .and_then(|v| uuid_field(&v, "project_id"));
+        if let Some(p) = project {
+            out.insert(p);
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn read_json(ov: &Overlay<'_>, key: &[u8]) -> Option<serde_json::Value> {
+    let v = ov.get(key).ok()??;
+    let (_, j) = decode(&v)?;
+    serde_json::from_slice(j).ok()
+}
+
+/// A request to the writer task.
+pub struct WriteRequest {
+    pub events: Vec<DomainEvent>,
+    pub done: Option<oneshot::Sender<Result<Applied, StoreError>>>,
+}
+
+/// The sending side ingest holds. Cloneable; the writer task ends when every handle is dropped.
+#[derive(Clone)]
+pub struct WriterHandle {
+    tx: mpsc::Sender<WriteRequest>,
+}
+
+impl WriterHandle {
+    /// Queue a batch and wait until it is committed (or failed).
+    pub async fn write(&self, events: Vec<DomainEvent>) -> Result<Applied, StoreError> {
+        let (done, rx) = oneshot::channel();
+        self.tx
+            .send(WriteRequest {
+                events,
+                done: Some(done),
+            })
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
+        rx.await.map_err(|_| StoreError::WriterGone)?
+    }
+}
+
+/// Start the writer task. Also runs the retention pass every `retention.prune_every`.
+pub fn spawn_writer(store: Store) -> (WriterHandle, tokio::task::JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::channel::<WriteRequest>(256);
+    let prune_every = store.retention().prune_every;
+    let mut writer = Writer::new(store);
+    let task = tokio::task::spawn_blocking(move || {
+        let mut last_prune = std::time::Instant::now();
+        while let Some(req) = rx.blocking_recv() {
+            let kinds: Vec<&'static str> = req.events.iter().map(|e| e.kind()).collect();
+            let result = writer.apply(req.events);
+            if let Err(e) = &result {
+                tracing::error!(error = %e, ?kinds, "store batch failed; nothing was written");
+                metrics::counter!("vk_observer_store_batch_errors_total").increment(1);
+            }
+            if let Some(done) = req.done {
+                let _ = done.send(result);
+            }
+            if last_prune.elapsed() >= prune_every {
+                last_prune = std::time::Instant::now();
+                if let Err(e) = writer.prune(chrono::Utc::now()) {
+                    tracing::warn!(error = %e, "retention pass failed");
+                }
+                writer.store.hub().collect_garbage();
+            }
+        }
+        let _ = writer.store.flush();
+    });
+    (WriterHandle { tx }, task)
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    is_send::<Writer>();
+    is_send::<Arc<Store>>();
+}
