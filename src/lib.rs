@@ -5,3 +5,6 @@
 pub mod sim;
 
 pub mod store;
+pub mod upstream;
+pub mod health;
+pub mod ingest;

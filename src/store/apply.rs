@@ -79,6 +79,14 @@ impl<'t, 'c> Pending<'t, 'c> {
                 }
                 Ok(())
             }
+            DomainEvent::LogsComplete {
+                process_id,
+                channel,
+            } => {
+                self.ov
+                    .insert(&keys::complete_key(channel, process_id), Vec::new());
+                Ok(())
+            }
             DomainEvent::UpstreamSeq { seq } => {
                 self.ov
                     .insert(&keys::meta_key(keys::meta::SSE_SEQ), seq.to_be_bytes().to_vec());
@@ -346,6 +354,7 @@ impl<'t, 'c> Pending<'t, 'c> {
                 self.ov.remove(&k);
                 self.changed = true;
             }
+            self.ov.remove(&keys::complete_key(ch, id));
             for k in self.ov.keys_with_prefix(&keys::replaced_prefix(ch, id))? {
                 self.ov.remove(&k);
             }

@@ -33,6 +33,8 @@ pub enum DomainEvent {
         channel: Channel,
         entries: Vec<(u64, Box<RawValue>)>,
     },
+    /// The process has ended and its whole log is stored (meta only: moves no token).
+    LogsComplete { process_id: Uuid, channel: Channel },
     /// VK's change summary of an attempt (`GET /api/task-attempts/{id}/changes?force=true`).
     ChangesUpdated { attempt_id: Uuid, changes: Value },
     /// The last VK SSE sequence id applied (meta only: moves no token).
@@ -56,6 +58,7 @@ impl DomainEvent {
             DomainEvent::ProcessRemoved { .. } => "process_removed",
             DomainEvent::ProcessesSnapshot { .. } => "processes_snapshot",
             DomainEvent::LogEntriesPut { .. } => "log_entries_put",
+            DomainEvent::LogsComplete { .. } => "logs_complete",
             DomainEvent::ChangesUpdated { .. } => "changes_updated",
             DomainEvent::UpstreamSeq { .. } => "upstream_seq",
             DomainEvent::UpstreamIncarnation { .. } => "upstream_incarnation",

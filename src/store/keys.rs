@@ -23,6 +23,7 @@ pub mod table {
     pub const ATTEMPT_TOKENS: u8 = 0x0B; // attempt -> u64
     pub const PROCESS_ATTEMPT: u8 = 0x0C; // process -> attempt
     pub const REPLACED: u8 = 0x0D; // channel ‖ process ‖ token ‖ entry_index
+    pub const LOGS_COMPLETE: u8 = 0x0E; // channel ‖ process: the log is final and fully stored
     pub const IDX_PROJECT_TASKS: u8 = 0x10; // project ‖ task
     pub const IDX_TASK_ATTEMPTS: u8 = 0x11; // task ‖ attempt
     pub const IDX_ATTEMPT_SESSIONS: u8 = 0x12; // attempt ‖ session
@@ -113,6 +114,14 @@ pub fn replaced_key(channel: Channel, process: Uuid, token: u64, index: u64) -> 
     k[2..18].copy_from_slice(process.as_bytes());
     k[18..26].copy_from_slice(&token.to_be_bytes());
     k[26..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+pub fn complete_key(channel: Channel, process: Uuid) -> [u8; 18] {
+    let mut k = [0u8; 18];
+    k[0] = table::LOGS_COMPLETE;
+    k[1] = channel.byte();
+    k[2..].copy_from_slice(process.as_bytes());
     k
 }
 

@@ -259,6 +259,11 @@ impl StoreReader {
         Ok(self.tree.get(k)?.and_then(|v| to_entry(&k, &v)))
     }
 
+    /// True once the process ended and its whole log was stored.
+    pub fn logs_complete(&self, process: Uuid, ch: Channel) -> R<bool> {
+        Ok(self.tree.contains_key(keys::complete_key(ch, process))?)
+    }
+
     pub fn upstream_seq(&self) -> R<Option<u64>> {
         Ok(self
             .tree

@@ -1,0 +1,77 @@
+//! Shared liveness facts: how the upstream connection is doing, whether bootstrap finished, and
+//! counters of what ingest survived. Written by ingest with atomics, read by every tool response
+//! (freshness) and by `/healthz`, `/readyz` and `/metrics`.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamState {
+    /// The SSE stream is open and VK answers.
+    Connected,
+    /// The connection dropped recently; the daemon is reconnecting.
+    Reconnecting,
+    /// VK has not answered for a while; reads are served from the cache.
+    Down,
+}
+
+#[derive(Default)]
+pub struct Health {
+    state: AtomicU8,
+    bootstrapped: AtomicBool,
+    last_upstream_event_ms: AtomicI64,
+    pub garbage_frames: AtomicU64,
+    pub resyncs: AtomicU64,
+    pub reconnects: AtomicU64,
+    pub log_entries_received: AtomicU64,
+}
+
+impl Health {
+    pub fn new() -> Self {
+        let h = Health::default();
+        h.state.store(2, Ordering::Relaxed);
+        h
+    }
+
+    pub fn set_state(&self, s: UpstreamState) {
+        let v = match s {
+            UpstreamState::Connected => 0,
+            UpstreamState::Reconnecting => 1,
+            UpstreamState::Down => 2,
+        };
+        self.state.store(v, Ordering::Relaxed);
+        metrics::gauge!("vk_observer_upstream_state").set(v as f64);
+    }
+
+    pub fn state(&self) -> UpstreamState {
+        match self.state.load(Ordering::Relaxed) {
+            0 => UpstreamState::Connected,
+            1 => UpstreamState::Reconnecting,
+            _ => UpstreamState::Down,
+        }
+    }
+
+    pub fn set_bootstrapped(&self) {
+        self.bootstrapped.store(true, Ordering::Release);
+    }
+
+    pub fn bootstrapped(&self) -> bool {
+        self.bootstrapped.load(Ordering::Acquire)
+    }
+
+    /// Something arrived from VK (any stream).
+    pub fn touch(&self) {
+        self.last_upstream_event_ms
+            .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
+    }
+
+    pub fn last_upstream_event_ms(&self) -> i64 {
+        self.last_upstream_event_ms.load(Ordering::Relaxed)
+    }
+
+    pub fn garbage(&self, stream: &'static str, detail: &str) {
+        self.garbage_frames.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("vk_observer_garbage_frames_total", "stream" => stream).increment(1);
+        tracing::warn!(stream, detail = %detail.chars().take(200).collect::<String>(), "skipped a frame VK sent that does not parse");
+    }
+}

@@ -1,0 +1,432 @@
+//! The ingest coordinator: one task that decides what to fetch, open and close. It reacts to
+//! signals from the stream followers and jobs, coalesces task hints (VK sends a burst per
+//! change), persists the SSE seq only once every hint before it is handled, keeps a process
+//! stream open per active attempt and a log follower per running, non-dev-server process, and
+//! says when bootstrap is done. It never writes projections itself except the seq.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::IngestConfig;
+use super::jobs::Jobs;
+use super::logs::LogFollower;
+use super::objects::{ObjectFollower, ObjectStream};
+use super::signal::Signal;
+use crate::health::Health;
+use crate::store::Store;
+use crate::store::events::{Channel, DomainEvent};
+use crate::store::writer::WriterHandle;
+use crate::upstream::VkClient;
+use crate::upstream::wire::ProcessFacts;
+
+struct ProcessStream {
+    cancel: CancellationToken,
+    snapshot_seen: bool,
+    running: HashSet<Uuid>,
+    idle_since: Option<Instant>,
+}
+
+pub struct Coordinator {
+    pub client: VkClient,
+    pub store: Store,
+    pub writer: WriterHandle,
+    pub signals: UnboundedSender<Signal>,
+    pub health: Arc<Health>,
+    pub cfg: IngestConfig,
+    pub jobs: Jobs,
+    cancel: CancellationToken,
+    projects_stream: Option<CancellationToken>,
+    projects_seen: bool,
+    task_streams: HashMap<Uuid, CancellationToken>,
+    tasks_snapshot_seen: HashSet<Uuid>,
+    deep_on_snapshot: bool,
+    process_streams: HashMap<Uuid, ProcessStream>,
+    log_followers: HashSet<(Uuid, Channel)>,
+    running_seen: HashSet<Uuid>,
+    hinted: HashSet<Uuid>,
+    hint_deadline: Option<Instant>,
+    refreshing: usize,
+    pending_seq: Option<u64>,
+    changes_due: HashMap<Uuid, Instant>,
+}
+
+impl Coordinator {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: VkClient,
+        store: Store,
+        writer: WriterHandle,
+        signals: UnboundedSender<Signal>,
+        health: Arc<Health>,
+        cfg: IngestConfig,
+        cancel: CancellationToken,
+    ) -> Self {
+        let jobs = Jobs {
+            client: client.clone(),
+            store: store.clone(),
+            writer: writer.clone(),
+            signals: signals.clone(),
+            limit: Arc::new(tokio::sync::Semaphore::new(cfg.rest_concurrency)),
+        };
+        Coordinator {
+            client,
+            store,
+            writer,
+            signals,
+            health,
+            cfg,
+            jobs,
+            cancel,
+            projects_stream: None,
+            projects_seen: false,
+            task_streams: HashMap::new(),
+            tasks_snapshot_seen: HashSet::new(),
+            deep_on_snapshot: true,
+            process_streams: HashMap::new(),
+            log_followers: HashSet::new(),
+            running_seen: HashSet::new(),
+            hinted: HashSet::new(),
+            hint_deadline: None,
+            refreshing: 0,
+            pending_seq: None,
+            changes_due: HashMap::new(),
+        }
+    }
+
+    pub async fn run(mut self, mut rx: UnboundedReceiver<Signal>) {
+        let mut tick = tokio::time::interval(self.cfg.tick);
+        loop {
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                Some(sig) = rx.recv() => self.handle(sig),
+                _ = tick.tick() => self.on_tick().await,
+            }
+        }
+    }
+
+    fn handle(&mut self, sig: Signal) {
+        match sig {
+            Signal::TaskHints { task_ids } => {
+                self.hinted.extend(task_ids);
+                self.hint_deadline
+                    .get_or_insert_with(|| Instant::now() + self.cfg.hint_debounce);
+            }
+            Signal::SseSeq { seq } => self.pending_seq = Some(seq),
+            Signal::ResyncAll { reason, watermark } => self.resync_all(&reason, watermark),
+            Signal::Projects { ids } => self.on_projects(ids),
+            Signal::TasksSnapshot {
+                project_id,
+                task_ids,
+            } => {
+                self.tasks_snapshot_seen.insert(project_id);
+                for t in task_ids {
+                    self.start_refresh(t, self.deep_on_snapshot);
+                }
+            }
+            Signal::Processes {
+                attempt_id,
+                snapshot,
+                processes,
+                removed,
+            } => self.on_processes(attempt_id, snapshot, processes, removed),
+            Signal::ProcessStreamGone { attempt_id } => {
+                self.process_streams.remove(&attempt_id);
+            }
+            Signal::LogDone {
+                process_id,
+                channel,
+                ..
+            } => {
+                self.log_followers.remove(&(process_id, channel));
+            }
+            Signal::TaskRefreshed { attempts, .. } => {
+                self.refreshing = self.refreshing.saturating_sub(1);
+                for a in attempts {
+                    self.ensure_process_stream(a);
+                }
+            }
+            Signal::Nudge {
+                task_id,
+                attempt_id,
+            } => {
+                let task = task_id.or_else(|| {
+                    let a = self.store.read().attempt(attempt_id?).ok()??;
+                    crate::store::events::uuid_field(&a.value, "task_id")
+                });
+                if let Some(t) = task {
+                    self.start_refresh(t, true);
+                }
+                if let Some(a) = attempt_id {
+                    self.ensure_process_stream(a);
+                }
+            }
+        }
+    }
+
+    fn resync_all(&mut self, reason: &str, watermark: Option<u64>) {
+        tracing::info!(reason, "resyncing with VK");
+        self.health
+            .resyncs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::counter!("vk_observer_resyncs_total", "scope" => "all").increment(1);
+        self.deep_on_snapshot = reason != "resume";
+        if watermark.is_some() {
+            self.pending_seq = watermark;
+        }
+        // Fresh snapshots from every object stream; the writer keeps only real differences.
+        if let Some(c) = self.projects_stream.take() {
+            c.cancel();
+        }
+        for (_, c) in self.task_streams.drain() {
+            c.cancel();
+        }
+        for (_, s) in self.process_streams.drain() {
+            s.cancel.cancel();
+        }
+        self.tasks_snapshot_seen.clear();
+        self.projects_seen = false;
+        self.spawn_object(ObjectStream::Projects, |c, s| c.projects_stream = Some(s));
+        // Attempts with a running process or an in-progress task get their process stream back.
+        let reader = self.store.read();
+        let active: Vec<Uuid> = reader
+            .attempts()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|a| self.attempt_active(a.id))
+            .map(|a| a.id)
+            .collect();
+        for a in active {
+            self.ensure_process_stream(a);
+        }
+    }
+
+    fn on_projects(&mut self, ids: Vec<Uuid>) {
+        self.projects_seen = true;
+        let keep: HashSet<Uuid> = ids.iter().copied().collect();
+        self.task_streams.retain(|p, c| {
+            let k = keep.contains(p);
+            if !k {
+                c.cancel();
+            }
+            k
+        });
+        for p in ids {
+            self.spawn_repos_refresh(p);
+            if !self.task_streams.contains_key(&p) {
+                self.spawn_object(ObjectStream::Tasks { project_id: p }, move |c, s| {
+                    c.task_streams.insert(p, s);
+                });
+            }
+        }
+    }
+
+    fn spawn_repos_refresh(&self, project_id: Uuid) {
+        let client = self.client.clone();
+        let writer = self.writer.clone();
+        let limit = self.jobs.limit.clone();
+        tokio::spawn(async move {
+            let Ok(_p) = limit.acquire().await else { return };
+            match client.project_repos(project_id).await {
+                Ok(repos) => {
+                    let _ = writer
+                        .write(vec![DomainEvent::ReposSnapshot { project_id, repos }])
+                        .await;
+                }
+                Err(e) => tracing::warn!(%project_id, error = %e, "repository refresh failed"),
+            }
+        });
+    }
+
+    fn spawn_object(&mut self, stream: ObjectStream, record: impl FnOnce(&mut Self, CancellationToken)) {
+        let token = self.cancel.child_token();
+        let f = ObjectFollower {
+            stream,
+            client: self.client.clone(),
+            writer: self.writer.clone(),
+            signals: self.signals.clone(),
+            health: self.health.clone(),
+            cfg: self.cfg.clone(),
+        };
+        tokio::spawn(f.run(token.clone()));
+        record(self, token);
+    }
+
+    fn start_refresh(&mut self, task: Uuid, deep: bool) {
+        self.refreshing += 1;
+        self.jobs.refresh_task(task, deep);
+    }
+
+    fn ensure_process_stream(&mut self, attempt_id: Uuid) {
+        if self.process_streams.contains_key(&attempt_id) {
+            return;
+        }
+        let mut token = None;
+        self.spawn_object(ObjectStream::Processes { attempt_id }, |_, s| token = Some(s));
+        if let Some(cancel) = token {
+            self.process_streams.insert(
+                attempt_id,
+                ProcessStream {
+                    cancel,
+                    snapshot_seen: false,
+                    running: HashSet::new(),
+                    idle_since: None,
+                },
+            );
+        }
+    }
+
+    fn on_processes(&mut self, attempt: Uuid, snapshot: bool, procs: Vec<ProcessFacts>, removed: Vec<Uuid>) {
+        let reader = self.store.read();
+        let mut changes_needed = false;
+        let mut unknown_session = false;
+        for p in &procs {
+            if let Some(s) = p.session_id {
+                unknown_session |= reader.session(s).ok().flatten().is_none();
+            }
+            if p.is_dev_server() {
+                continue;
+            }
+            if p.is_running() {
+                self.running_seen.insert(p.id);
+            } else {
+                changes_needed |= self.running_seen.remove(&p.id) || snapshot;
+            }
+            for ch in self.cfg.channels() {
+                let complete = reader.logs_complete(p.id, ch).unwrap_or(false);
+                if (p.is_running() || !complete) && !self.log_followers.contains(&(p.id, ch)) {
+                    self.spawn_log_follower(attempt, p.id, ch);
+                }
+            }
+        }
+        if let Some(s) = self.process_streams.get_mut(&attempt) {
+            if snapshot {
+                s.snapshot_seen = true;
+                s.running.clear();
+            }
+            for p in &procs {
+                if p.is_running() && !p.is_dev_server() {
+                    s.running.insert(p.id);
+                } else {
+                    s.running.remove(&p.id);
+                }
+            }
+            for r in &removed {
+                s.running.remove(r);
+            }
+        }
+        if unknown_session {
+            self.jobs.refresh_sessions(attempt);
+        }
+        if changes_needed {
+            self.changes_due
+                .insert(attempt, Instant::now() + self.cfg.changes_debounce);
+        }
+    }
+
+    fn spawn_log_follower(&mut self, attempt_id: Uuid, process_id: Uuid, channel: Channel) {
+        self.log_followers.insert((process_id, channel));
+        let f = LogFollower {
+            process_id,
+            attempt_id,
+            channel,
+            client: self.client.clone(),
+            store: self.store.clone(),
+            writer: self.writer.clone(),
+            signals: self.signals.clone(),
+            health: self.health.clone(),
+            cfg: self.cfg.clone(),
+        };
+        tokio::spawn(f.run(self.cancel.child_token()));
+    }
+
+    /// Does the attempt still need a live process stream?
+    fn attempt_active(&self, attempt: Uuid) -> bool {
+        let reader = self.store.read();
+        let running = reader
+            .processes_of_attempt(attempt)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|p| ProcessFacts::from_value(&p.value))
+            .any(|f| f.is_running() && !f.is_dev_server());
+        if running {
+            return true;
+        }
+        let task_in_progress = reader
+            .attempt(attempt)
+            .ok()
+            .flatten()
+            .and_then(|a| crate::store::events::uuid_field(&a.value, "task_id"))
+            .and_then(|t| reader.task(t).ok().flatten())
+            .and_then(|t| t.value.get("has_in_progress_attempt")?.as_bool())
+            .unwrap_or(false);
+        task_in_progress
+    }
+
+    async fn on_tick(&mut self) {
+        let now = Instant::now();
+        if self.hint_deadline.is_some_and(|d| d <= now) {
+            self.hint_deadline = None;
+            for t in std::mem::take(&mut self.hinted) {
+                self.start_refresh(t, true);
+            }
+        }
+        // Changes summaries after processes ended.
+        let due: Vec<Uuid> = self
+            .changes_due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(a, _)| *a)
+            .collect();
+        for a in due {
+            self.changes_due.remove(&a);
+            self.jobs.refresh_changes(a);
+        }
+        // Close process streams of attempts that went quiet.
+        let quiet: Vec<Uuid> = self
+            .process_streams
+            .iter()
+            .filter(|(_, s)| s.snapshot_seen && s.running.is_empty())
+            .map(|(a, _)| *a)
+            .collect();
+        for a in quiet {
+            let active = self.attempt_active(a);
+            let linger = self.cfg.process_stream_linger;
+            if let Some(s) = self.process_streams.get_mut(&a) {
+                if active {
+                    s.idle_since = None;
+                } else if s.idle_since.get_or_insert(now).elapsed() >= linger {
+                    s.cancel.cancel();
+                    self.process_streams.remove(&a);
+                }
+            }
+        }
+        for s in self.process_streams.values_mut() {
+            if !s.running.is_empty() {
+                s.idle_since = None;
+            }
+        }
+        let quiet_hints = self.hinted.is_empty() && self.refreshing == 0;
+        if quiet_hints {
+            if let Some(seq) = self.pending_seq.take() {
+                if let Err(e) = self.writer.write(vec![DomainEvent::UpstreamSeq { seq }]).await {
+                    tracing::warn!(error = %e, "cannot persist the SSE seq");
+                    self.pending_seq = Some(seq);
+                }
+            }
+        }
+        if !self.health.bootstrapped()
+            && self.projects_seen
+            && quiet_hints
+            && self.task_streams.keys().all(|p| self.tasks_snapshot_seen.contains(p))
+            && self.process_streams.values().all(|s| s.snapshot_seen)
+        {
+            tracing::info!("bootstrap done: the cache reflects VK");
+            self.health.set_bootstrapped();
+        }
+    }
+}

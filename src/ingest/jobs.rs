@@ -1,0 +1,122 @@
+//! Targeted REST refetches, each a short job run under a shared concurrency limit: a task's
+//! attempts (VK has no stream of workspaces), an attempt's sessions, an attempt's change summary.
+//! Jobs write through the writer and report back to the coordinator with a signal.
+
+use std::sync::Arc;
+
+use tokio::sync::Semaphore;
+use tokio::sync::mpsc::UnboundedSender;
+use uuid::Uuid;
+
+use super::signal::Signal;
+use crate::store::Store;
+use crate::store::events::DomainEvent;
+use crate::store::writer::WriterHandle;
+use crate::upstream::{UpstreamError, VkClient};
+
+#[derive(Clone)]
+pub struct Jobs {
+    pub client: VkClient,
+    pub store: Store,
+    pub writer: WriterHandle,
+    pub signals: UnboundedSender<Signal>,
+    pub limit: Arc<Semaphore>,
+}
+
+impl Jobs {
+    /// Refetch a task's attempts; for attempts that changed (or all, when `deep`) also their
+    /// sessions. Always answers with `TaskRefreshed` naming the attempts to look at more closely.
+    pub fn refresh_task(&self, task_id: Uuid, deep: bool) {
+        let j = self.clone();
+        tokio::spawn(async move {
+            let attempts = j.refresh_task_inner(task_id, deep).await.unwrap_or_else(|e| {
+                tracing::warn!(%task_id, error = %e, "task refresh failed");
+                Vec::new()
+            });
+            let _ = j.signals.send(Signal::TaskRefreshed { task_id, attempts });
+        });
+    }
+
+    async fn refresh_task_inner(&self, task_id: Uuid, deep: bool) -> Result<Vec<Uuid>, String> {
+        let _permit = self.limit.acquire().await.map_err(|e| e.to_string())?;
+        let attempts = match self.client.attempts_of_task(task_id).await {
+            Ok(a) => a,
+            // VK answers 404/500 for a task that no longer exists; the task stream removes it.
+            Err(UpstreamError::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e.to_string()),
+        };
+        let ids: Vec<Uuid> = attempts
+            .iter()
+            .filter_map(crate::store::events::object_id)
+            .collect();
+        let applied = self
+            .writer
+            .write(vec![DomainEvent::AttemptsSnapshot {
+                task_id,
+                attempts,
+            }])
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut look = Vec::new();
+        for a in ids {
+            let known_sessions = !self
+                .store
+                .read()
+                .sessions_of_attempt(a)
+                .map_err(|e| e.to_string())?
+                .is_empty();
+            if deep || applied.attempts.contains(&a) || !known_sessions {
+                self.sessions_inner(a).await?;
+                look.push(a);
+            }
+        }
+        Ok(look)
+    }
+
+    async fn sessions_inner(&self, attempt_id: Uuid) -> Result<(), String> {
+        let sessions = self
+            .client
+            .sessions_of_attempt(attempt_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.writer
+            .write(vec![DomainEvent::SessionsSnapshot {
+                attempt_id,
+                sessions,
+            }])
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// Refetch an attempt's sessions (a process named a session we do not know yet).
+    pub fn refresh_sessions(&self, attempt_id: Uuid) {
+        let j = self.clone();
+        tokio::spawn(async move {
+            let Ok(_permit) = j.limit.acquire().await else { return };
+            if let Err(e) = j.sessions_inner(attempt_id).await {
+                tracing::warn!(%attempt_id, error = %e, "session refresh failed");
+            }
+        });
+    }
+
+    /// Refetch VK's change summary of an attempt.
+    pub fn refresh_changes(&self, attempt_id: Uuid) {
+        let j = self.clone();
+        tokio::spawn(async move {
+            let Ok(_permit) = j.limit.acquire().await else { return };
+            match j.client.changes(attempt_id).await {
+                Ok(changes) => {
+                    let _ = j
+                        .writer
+                        .write(vec![DomainEvent::ChangesUpdated {
+                            attempt_id,
+                            changes,
+                        }])
+                        .await;
+                }
+                Err(e) => tracing::warn!(%attempt_id, error = %e, "change summary refresh failed"),
+            }
+        });
+    }
+}

@@ -1,0 +1,238 @@
+//! Follower of one process log (normalized or raw), one explicit state machine:
+//! `Connecting → Streaming → Finished`, with `Backoff` after a drop while the process runs and
+//! `Backfill` (log history v2, cursor paging over everything VK still has) when the process has
+//! ended (VK closes with 4404) or the socket keeps failing. Entries are written in chunks; the
+//! writer dedups identical re-sends, so replays after a reconnect cost nothing but a compare.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::IngestConfig;
+use super::backoff::Reconnect;
+use super::signal::Signal;
+use crate::health::Health;
+use crate::store::Store;
+use crate::store::events::{Channel, DomainEvent};
+use crate::store::writer::WriterHandle;
+use crate::upstream::VkClient;
+use crate::upstream::wire::{LogFrame, ProcessFacts};
+use crate::upstream::ws::{self, WsEnd};
+
+enum State {
+    Connecting,
+    Streaming(Box<ws::WsStream>),
+    Backoff(Duration),
+    Backfill,
+    Done { complete: bool },
+}
+
+pub struct LogFollower {
+    pub process_id: Uuid,
+    pub attempt_id: Uuid,
+    pub channel: Channel,
+    pub client: VkClient,
+    pub store: Store,
+    pub writer: WriterHandle,
+    pub signals: UnboundedSender<Signal>,
+    pub health: Arc<Health>,
+    pub cfg: IngestConfig,
+}
+
+type Chunk = Vec<(u64, Box<RawValue>)>;
+
+impl LogFollower {
+    fn path(&self) -> String {
+        let kind = match self.channel {
+            Channel::Normalized => "normalized-logs",
+            Channel::Raw => "raw-logs",
+        };
+        format!("/api/execution-processes/{}/{kind}/v2/ws", self.process_id)
+    }
+
+    pub async fn run(self, cancel: CancellationToken) {
+        let mut state = State::Connecting;
+        let mut reconnect = Reconnect::new(self.cfg.reconnect_min, self.cfg.reconnect_max);
+        loop {
+            state = tokio::select! {
+                _ = cancel.cancelled() => return,
+                next = self.step(state, &mut reconnect) => next,
+            };
+            if let State::Done { complete } = state {
+                if complete {
+                    let _ = self
+                        .writer
+                        .write(vec![DomainEvent::LogsComplete {
+                            process_id: self.process_id,
+                            channel: self.channel,
+                        }])
+                        .await;
+                }
+                let _ = self.signals.send(Signal::LogDone {
+                    process_id: self.process_id,
+                    channel: self.channel,
+                    complete,
+                });
+                return;
+            }
+        }
+    }
+
+    async fn step(&self, state: State, reconnect: &mut Reconnect) -> State {
+        match state {
+            State::Connecting => match ws::connect(&self.client, &self.path()).await {
+                Ok(ws) => State::Streaming(Box::new(ws)),
+                Err(e) if reconnect.failures >= 3 => {
+                    tracing::debug!(pid = %self.process_id, error = %e, "log socket keeps failing: reading history instead");
+                    State::Backfill
+                }
+                Err(_) => State::Backoff(reconnect.next_delay()),
+            },
+            State::Streaming(mut ws) => self.stream(&mut ws, reconnect).await,
+            State::Backoff(d) => {
+                tokio::time::sleep(d).await;
+                State::Connecting
+            }
+            State::Backfill => match self.backfill().await {
+                Ok(()) => State::Done {
+                    complete: !self.still_running(),
+                },
+                Err(e) if reconnect.failures < 6 => {
+                    tracing::warn!(pid = %self.process_id, error = %e, "log history backfill failed; retrying");
+                    tokio::time::sleep(reconnect.next_delay()).await;
+                    State::Backfill
+                }
+                Err(e) => {
+                    tracing::error!(pid = %self.process_id, error = %e, "giving up on log history for now");
+                    State::Done { complete: false }
+                }
+            },
+            State::Done { complete } => State::Done { complete },
+        }
+    }
+
+    /// Read frames until the log ends or the socket drops; write entries in chunks.
+    async fn stream(&self, ws: &mut ws::WsStream, reconnect: &mut Reconnect) -> State {
+        let mut chunk: Chunk = Vec::new();
+        let flush_every = self.cfg.log_flush_interval;
+        let mut frames = 0usize;
+        loop {
+            let next = if chunk.is_empty() {
+                Ok(ws::next_text(ws).await)
+            } else {
+                tokio::time::timeout(flush_every, ws::next_text(ws)).await
+            };
+            let frame = match next {
+                Err(_) => {
+                    if self.flush(&mut chunk).await.is_err() {
+                        return State::Backoff(reconnect.next_delay());
+                    }
+                    continue;
+                }
+                Ok(f) => f,
+            };
+            match frame {
+                Ok(text) => {
+                    frames += 1;
+                    if frames == 1 {
+                        reconnect.reset();
+                    }
+                    self.health.touch();
+                    match LogFrame::parse(&text) {
+                        Ok(LogFrame::Entry { entry_index, entry }) => {
+                            chunk.push((entry_index, entry));
+                            if chunk.len() >= self.cfg.log_chunk
+                                && self.flush(&mut chunk).await.is_err()
+                            {
+                                return State::Backoff(reconnect.next_delay());
+                            }
+                        }
+                        Ok(LogFrame::Finished) => {
+                            if self.flush(&mut chunk).await.is_err() {
+                                return State::Backfill;
+                            }
+                            return State::Done { complete: true };
+                        }
+                        Err(e) => self.health.garbage("log_ws", &format!("{e}: {text}")),
+                    }
+                }
+                Err(WsEnd::Closed { code: 4404, .. }) => {
+                    let _ = self.flush(&mut chunk).await;
+                    return State::Backfill;
+                }
+                Err(end) => {
+                    let _ = self.flush(&mut chunk).await;
+                    tracing::debug!(pid = %self.process_id, ?end, "log socket dropped");
+                    return if self.still_running() {
+                        State::Backoff(reconnect.next_delay())
+                    } else {
+                        State::Backfill
+                    };
+                }
+            }
+        }
+    }
+
+    async fn flush(&self, chunk: &mut Chunk) -> Result<(), ()> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        let entries = std::mem::take(chunk);
+        self.health
+            .log_entries_received
+            .fetch_add(entries.len() as u64, Ordering::Relaxed);
+        self.writer
+            .write(vec![DomainEvent::LogEntriesPut {
+                attempt_id: self.attempt_id,
+                process_id: self.process_id,
+                channel: self.channel,
+                entries,
+            }])
+            .await
+            .map(|_| ())
+            .map_err(|e| tracing::error!(error = %e, "cannot store log entries"))
+    }
+
+    fn still_running(&self) -> bool {
+        self.store
+            .read()
+            .process(self.process_id)
+            .ok()
+            .flatten()
+            .and_then(|p| ProcessFacts::from_value(&p.value))
+            .is_some_and(|f| f.is_running())
+    }
+
+    /// Page through VK's log history, newest first, writing every page.
+    async fn backfill(&self) -> Result<(), String> {
+        let mut cursor = None;
+        let mut pages = 0;
+        loop {
+            let page = self
+                .client
+                .log_history(self.process_id, self.channel, 1000, cursor)
+                .await
+                .map_err(|e| e.to_string())?;
+            pages += 1;
+            if page.history_truncated {
+                tracing::warn!(pid = %self.process_id, "VK truncated this log's history: older entries are only what the daemon streamed live");
+            }
+            let mut entries: Chunk = page
+                .entries
+                .into_iter()
+                .map(|e| (e.entry_index, e.entry))
+                .collect();
+            let smallest = entries.first().map(|e| e.0);
+            self.flush(&mut entries).await.map_err(|_| "store".to_string())?;
+            match (page.has_more, page.next_cursor.or(smallest)) {
+                (true, Some(c)) if c > 0 && Some(c) != cursor && pages < 10_000 => cursor = Some(c),
+                _ => return Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Ingest: turns VK's streams into domain events for the store writer. The SSE follower gives
+//! hints and resume; object followers materialise projects, tasks and processes; log followers
+//! stream entries and backfill history; the coordinator decides what runs. See coordinator.rs.
+
+pub mod backoff;
+pub mod coordinator;
+pub mod jobs;
+pub mod logs;
+pub mod materialize;
+pub mod objects;
+pub mod signal;
+pub mod sse;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio_util::sync::CancellationToken;
+
+use crate::health::Health;
+use crate::store::Store;
+use crate::store::events::Channel;
+use crate::store::writer::WriterHandle;
+use crate::upstream::VkClient;
+pub use signal::Signal;
+
+/// Ingest tuning; defaults suit a real VK, tests shorten them.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// Follow raw stdout/stderr logs too (not only normalized entries).
+    pub raw_logs: bool,
+    pub reconnect_min: Duration,
+    pub reconnect_max: Duration,
+    /// Reconnect the SSE stream if nothing (not even VK's 15 s keep-alive) arrived for this long.
+    pub stall_after: Duration,
+    /// Consecutive failed connects before the upstream is reported `down`.
+    pub down_after_failures: u32,
+    pub hint_debounce: Duration,
+    pub changes_debounce: Duration,
+    pub process_stream_linger: Duration,
+    pub rest_concurrency: usize,
+    pub log_chunk: usize,
+    pub log_flush_interval: Duration,
+    pub tick: Duration,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            raw_logs: true,
+            reconnect_min: Duration::from_millis(200),
+            reconnect_max: Duration::from_secs(10),
+            stall_after: Duration::from_secs(50),
+            down_after_failures: 5,
+            hint_debounce: Duration::from_millis(50),
+            changes_debounce: Duration::from_millis(300),
+            process_stream_linger: Duration::from_secs(5),
+            rest_concurrency: 8,
+            log_chunk: 512,
+            log_flush_interval: Duration::from_millis(10),
+            tick: Duration::from_millis(25),
+        }
+    }
+}
+
+impl IngestConfig {
+    pub fn channels(&self) -> Vec<Channel> {
+        if self.raw_logs {
+            vec![Channel::Normalized, Channel::Raw]
+        } else {
+            vec![Channel::Normalized]
+        }
+    }
+}
+
+/// A running ingest: cancel to stop every stream.
+pub struct Ingest {
+    pub signals: UnboundedSender<Signal>,
+    pub cancel: CancellationToken,
+}
+
+impl Ingest {
+    pub fn start(
+        client: VkClient,
+        store: Store,
+        writer: WriterHandle,
+        health: Arc<Health>,
+        cfg: IngestConfig,
+        cancel: CancellationToken,
+    ) -> Ingest {
+        let (tx, rx) = unbounded_channel();
+        let coordinator = coordinator::Coordinator::new(
+            client.clone(),
+            store.clone(),
+            writer.clone(),
+            tx.clone(),
+            health.clone(),
+            cfg.clone(),
+            cancel.clone(),
+        );
+        tokio::spawn(coordinator.run(rx));
+        let sse = sse::SseFollower {
+            client,
+            store,
+            writer,
+            signals: tx.clone(),
+            health,
+            cfg,
+        };
+        tokio::spawn(sse.run(cancel.clone()));
+        Ingest { signals: tx, cancel }
+    }
+}

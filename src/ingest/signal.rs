@@ -1,0 +1,41 @@
+//! Messages from the stream tasks to the coordinator. Stream tasks write what they learned to
+//! the store themselves (through the writer handle); signals only carry what the coordinator
+//! needs to decide what to fetch, open or close next.
+
+use uuid::Uuid;
+
+use crate::store::keys::Channel;
+use crate::upstream::wire::ProcessFacts;
+
+#[derive(Debug)]
+pub enum Signal {
+    /// `invalidate` from SSE or the companion of an object-stream frame.
+    TaskHints { task_ids: Vec<Uuid> },
+    /// An SSE event was received; its id is applied once the hints before it are handled.
+    SseSeq { seq: u64 },
+    /// VK cannot resume (`invalidate_all`, restarted, lagged): refetch everything.
+    ResyncAll { reason: String, watermark: Option<u64> },
+    /// A projects snapshot was written.
+    Projects { ids: Vec<Uuid> },
+    /// A tasks-stream snapshot of a project was written.
+    TasksSnapshot { project_id: Uuid, task_ids: Vec<Uuid> },
+    /// Processes of an attempt as now stored (snapshot or single changes).
+    Processes {
+        attempt_id: Uuid,
+        snapshot: bool,
+        processes: Vec<ProcessFacts>,
+        removed: Vec<Uuid>,
+    },
+    /// A process stream ended for good (VK says the workspace is gone).
+    ProcessStreamGone { attempt_id: Uuid },
+    /// A log follower finished: `complete` means every entry of the ended process is stored.
+    LogDone {
+        process_id: Uuid,
+        channel: Channel,
+        complete: bool,
+    },
+    /// A REST refresh of a task's attempts finished.
+    TaskRefreshed { task_id: Uuid, attempts: Vec<Uuid> },
+    /// A mutation went through the proxy: refresh this scope now instead of waiting for SSE.
+    Nudge { task_id: Option<Uuid>, attempt_id: Option<Uuid> },
+}

@@ -1,0 +1,210 @@
+//! The `/api/events` consumer, one explicit state machine:
+//! `Connecting → Streaming → (dropped | stalled) → Backoff → Connecting`.
+//!
+//! On each connect it compares VK's incarnation (`/api/config/status` `loaded_at_unix_ms`) with
+//! the stored one: same VK → resume with `after_seq` = last applied seq; another VK (restart) or no
+//! stored seq → connect without resume and ask for a full resync. Event ids going backwards or
+//! `invalidate_all` also mean resync. Hints go to the coordinator, which persists the seq once the
+//! hints before it are handled, so a crash never skips a hint.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use super::IngestConfig;
+use super::backoff::Reconnect;
+use super::signal::Signal;
+use crate::health::{Health, UpstreamState};
+use crate::store::Store;
+use crate::store::events::DomainEvent;
+use crate::store::writer::WriterHandle;
+use crate::upstream::sse::SseEvents;
+use crate::upstream::wire::{InvalidateAll, InvalidateHints};
+use crate::upstream::{VkClient, sse};
+
+enum State {
+    Connecting,
+    Streaming { events: SseEvents, last_id: Option<u64> },
+    Backoff { delay: Duration },
+}
+
+pub struct SseFollower {
+    pub client: VkClient,
+    pub store: Store,
+    pub writer: WriterHandle,
+    pub signals: UnboundedSender<Signal>,
+    pub health: Arc<Health>,
+    pub cfg: IngestConfig,
+}
+
+impl SseFollower {
+    pub async fn run(self, cancel: CancellationToken) {
+        let mut state = State::Connecting;
+        let mut reconnect = Reconnect::new(self.cfg.reconnect_min, self.cfg.reconnect_max);
+        let mut first = true;
+        loop {
+            state = tokio::select! {
+                _ = cancel.cancelled() => return,
+                next = self.step(state, &mut reconnect, &mut first) => next,
+            };
+        }
+    }
+
+    async fn step(&self, state: State, reconnect: &mut Reconnect, first: &mut bool) -> State {
+        match state {
+            State::Connecting => match self.connect(*first).await {
+                Ok((events, last_id)) => {
+                    *first = false;
+                    reconnect.reset();
+                    self.health.set_state(UpstreamState::Connected);
+                    State::Streaming { events, last_id }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot connect to VK's event stream");
+                    let delay = reconnect.next_delay();
+                    self.health.set_state(if reconnect.failures >= self.cfg.down_after_failures {
+                        UpstreamState::Down
+                    } else {
+                        UpstreamState::Reconnecting
+                    });
+                    State::Backoff { delay }
+                }
+            },
+            State::Streaming {
+                mut events,
+                mut last_id,
+            } => {
+                match tokio::time::timeout(self.cfg.stall_after, events.next()).await {
+                    Err(_) => {
+                        tracing::warn!("VK's event stream stalled; reconnecting");
+                        self.lost()
+                    }
+                    Ok(None) => {
+                        tracing::info!("VK's event stream ended; reconnecting");
+                        self.lost()
+                    }
+                    Ok(Some(Err(e))) => {
+                        tracing::warn!(error = %e, "VK's event stream broke; reconnecting");
+                        self.lost()
+                    }
+                    Ok(Some(Ok(ev))) => {
+                        self.health.touch();
+                        self.handle(ev, &mut last_id);
+                        State::Streaming { events, last_id }
+                    }
+                }
+            }
+            State::Backoff { delay } => {
+                tokio::time::sleep(delay).await;
+                State::Connecting
+            }
+        }
+    }
+
+    fn lost(&self) -> State {
+        self.health
+            .reconnects
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::counter!("vk_observer_upstream_reconnects_total").increment(1);
+        self.health.set_state(UpstreamState::Reconnecting);
+        State::Backoff {
+            delay: self.cfg.reconnect_min,
+        }
+    }
+
+    /// Decide how to (re)connect: resume after the stored seq if VK is the same run.
+    async fn connect(&self, first: bool) -> Result<(SseEvents, Option<u64>), String> {
+        let incarnation = self
+            .client
+            .config_status()
+            .await
+            .map_err(|e| e.to_string())?
+            .loaded_at_unix_ms
+            .map(|ms| ms.to_string());
+        let reader = self.store.read();
+        let stored_incarnation = reader.upstream_incarnation().map_err(|e| e.to_string())?;
+        let stored_seq = reader.upstream_seq().map_err(|e| e.to_string())?;
+        let same_vk = incarnation.is_some() && incarnation == stored_incarnation;
+        let resume = if same_vk { stored_seq } else { None };
+        let events = sse::connect(&self.client, resume)
+            .await
+            .map_err(|e| e.to_string())?;
+        if resume.is_none() {
+            if let Some(id) = incarnation {
+                let _ = self
+                    .writer
+                    .write(vec![DomainEvent::UpstreamIncarnation { id }])
+                    .await;
+            }
+            let reason = if first { "bootstrap" } else { "vk_restarted" };
+            let _ = self.signals.send(Signal::ResyncAll {
+                reason: reason.into(),
+                watermark: None,
+            });
+        } else if first {
+            // Resuming: the coordinator still verifies the object streams by snapshot.
+            let _ = self.signals.send(Signal::ResyncAll {
+                reason: "resume".into(),
+                watermark: None,
+            });
+        }
+        tracing::info!(?resume, "connected to VK's event stream");
+        Ok((events, resume))
+    }
+
+    fn handle(&self, ev: sse_stream::Sse, last_id: &mut Option<u64>) {
+        let id = ev.id.as_deref().and_then(|s| s.trim().parse::<u64>().ok());
+        let name = ev.event.as_deref().unwrap_or("message");
+        let data = ev.data.as_deref().unwrap_or("");
+        match name {
+            "invalidate" => match serde_json::from_str::<InvalidateHints>(data) {
+                Ok(h) => {
+                    if !h.task_ids.is_empty() {
+                        let _ = self.signals.send(Signal::TaskHints {
+                            task_ids: h.task_ids,
+                        });
+                    }
+                }
+                Err(e) => self.health.garbage("sse", &format!("{e}: {data}")),
+            },
+            "invalidate_all" => match serde_json::from_str::<InvalidateAll>(data) {
+                Ok(all) => {
+                    tracing::warn!(reason = %all.reason, watermark = ?all.watermark, "VK cannot resume its event stream: resyncing");
+                    let _ = self.signals.send(Signal::ResyncAll {
+                        reason: all.reason,
+                        watermark: all.watermark.or(id),
+                    });
+                    *last_id = all.watermark.or(id);
+                    return;
+                }
+                Err(e) => self.health.garbage("sse", &format!("{e}: {data}")),
+            },
+            "json_patch" => {
+                if serde_json::from_str::<json_patch::Patch>(data).is_err() {
+                    self.health.garbage("sse", data);
+                }
+            }
+            _ => {
+                if !(ev.event.is_none() && ev.data.is_none()) {
+                    self.health.garbage("sse", &format!("unknown event {name}: {data}"));
+                }
+            }
+        }
+        if let Some(id) = id {
+            if last_id.is_some_and(|prev| id <= prev) {
+                // Ids restart when VK restarts.
+                tracing::warn!(id, prev = ?last_id, "VK's event ids went backwards: resyncing");
+                let _ = self.signals.send(Signal::ResyncAll {
+                    reason: "ids_restarted".into(),
+                    watermark: Some(id),
+                });
+            } else {
+                let _ = self.signals.send(Signal::SseSeq { seq: id });
+            }
+            *last_id = Some(id);
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! WebSocket connections to VK: upgrade with auth, then a stream of text frames and a typed end
+//! (VK's 4404 for a finished process, a normal close, or an abrupt drop as VK does after
+//! `finished`). Pings are answered by tungstenite.
+
+use futures::StreamExt;
+use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
+
+use super::rest::VkClient;
+
+/// How a WebSocket ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WsEnd {
+    /// Closed with a code (4404 = VK says the process or workspace does not exist / is finished).
+    Closed { code: u16, reason: String },
+    /// Dropped without a close frame (VK does this right after a log stream's `finished`).
+    Dropped(String),
+}
+
+pub type WsStream =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+pub async fn connect(client: &VkClient, path_and_query: &str) -> Result<WsStream, String> {
+    let url = client.ws_url(path_and_query);
+    let mut req = url.as_str().into_client_request().map_err(|e| e.to_string())?;
+    if let Some(t) = client.token() {
+        let v = format!("Bearer {t}").parse().map_err(|_| "bad token".to_string())?;
+        req.headers_mut().insert("authorization", v);
+    }
+    let cfg = tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(64 << 20))
+        .max_frame_size(Some(16 << 20));
+    let (ws, _) = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tokio_tungstenite::connect_async_with_config(req, Some(cfg), false),
+    )
+    .await
+    .map_err(|_| format!("timed out connecting to {url}"))?
+    .map_err(|e| format!("{url}: {e}"))?;
+    Ok(ws)
+}
+
+/// Next text frame, or how the socket ended. Binary frames are reported as garbage text.
+pub async fn next_text(ws: &mut WsStream) -> Result<String, WsEnd> {
+    loop {
+        match ws.next().await {
+            None => return Err(WsEnd::Dropped("stream ended".into())),
+            Some(Err(e)) => return Err(WsEnd::Dropped(e.to_string())),
+            Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_string()),
+            Some(Ok(Message::Binary(b))) => return Ok(String::from_utf8_lossy(&b).into_owned()),
+            Some(Ok(Message::Close(frame))) => {
+                let (code, reason) = frame
+                    .map(|f| (u16::from(f.code), f.reason.to_string()))
+                    .unwrap_or((1005, String::new()));
+                return Err(WsEnd::Closed { code, reason });
+            }
+            Some(Ok(_)) => continue, // ping/pong/frame
+        }
+    }
+}
