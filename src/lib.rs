@@ -8,3 +8,6 @@ pub mod store;
 pub mod upstream;
 pub mod health;
 pub mod ingest;
+pub mod config;
+pub mod daemon;
+pub mod http;

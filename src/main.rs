@@ -1,1 +1,200 @@
-fn main() {}
+//! The `vk-observer` command: `serve` (the daemon) and `demo` (the daemon plus the built-in VK
+//! simulator playing scripted attempts, so a newcomer can try it without VK).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use vk_observer::config::{self, FileConfig};
+use vk_observer::daemon::{Daemon, DaemonOptions};
+use vk_observer::ingest::IngestConfig;
+
+#[derive(Parser)]
+#[command(name = "vk-observer", version, about = "Observe Vibe Kanban, cache it in sled, serve MCP task tools from the cache")]
+struct Cli {
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true, env = "VK_OBSERVER_LOG_JSON")]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon against a VK server.
+    Serve {
+        /// VK's base URL, e.g. http://127.0.0.1:3000 (default: VK's port file).
+        #[arg(long, env = "VK_OBSERVER_UPSTREAM")]
+        upstream: Option<String>,
+        /// Bearer token when VK runs with token access control.
+        #[arg(long, env = "VK_OBSERVER_UPSTREAM_TOKEN", hide_env_values = true)]
+        upstream_token: Option<String>,
+        /// Address to serve /mcp, /healthz, /readyz and /metrics on.
+        #[arg(long, env = "VK_OBSERVER_LISTEN")]
+        listen: Option<SocketAddr>,
+        /// Where the sled cache lives.
+        #[arg(long, env = "VK_OBSERVER_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// TOML config file (flags and environment override it).
+        #[arg(long, env = "VK_OBSERVER_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Run the daemon beside the built-in VK simulator playing scripted attempts.
+    Demo {
+        #[arg(long, default_value = config::DEFAULT_LISTEN)]
+        listen: SocketAddr,
+        /// Cache directory (default: a fresh temporary directory).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Seconds between scripted attempts.
+        #[arg(long, default_value_t = 20)]
+        every: u64,
+    },
+}
+
+fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    if json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_tracing(cli.log_json);
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .ok();
+    match cli.command {
+        Command::Serve {
+            upstream,
+            upstream_token,
+            listen,
+            data_dir,
+            config,
+        } => {
+            let file = match &config {
+                Some(p) => FileConfig::load(p)?,
+                None => FileConfig::default(),
+            };
+            let s = config::resolve(upstream, upstream_token, listen, data_dir, file)?;
+            let ingest = IngestConfig {
+                raw_logs: s.raw_logs,
+                ..IngestConfig::default()
+            };
+            let daemon = Daemon::start(DaemonOptions {
+                upstream: &s.upstream,
+                upstream_token: s.upstream_token,
+                listen: s.listen,
+                data_dir: &s.data_dir,
+                retention: s.retention,
+                ingest,
+                metrics,
+            })
+            .await?;
+            eprintln!("vk-observer: serving on http://{} (upstream {})", daemon.addr, s.upstream);
+            wait_for_signal().await;
+            daemon.shutdown().await;
+        }
+        Command::Demo {
+            listen,
+            data_dir,
+            every,
+        } => demo(listen, data_dir, every, metrics).await?,
+    }
+    Ok(())
+}
+
+#[cfg(feature = "sim")]
+async fn demo(
+    listen: SocketAddr,
+    data_dir: Option<PathBuf>,
+    every: u64,
+    metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+) -> anyhow::Result<()> {
+    use vk_observer::sim::{AttemptScript, Sim, SimConfig, SimFile};
+    let sim = Sim::start(SimConfig {
+        step_delay: std::time::Duration::from_millis(300),
+        ..SimConfig::default()
+    })
+    .await?;
+    let project = sim.add_project("Demo", &["demo"]);
+    let tmp = tempdir_for_demo();
+    let dir = data_dir.unwrap_or_else(|| tmp.clone());
+    let daemon = Daemon::start(DaemonOptions {
+        upstream: &sim.base_url(),
+        upstream_token: None,
+        listen,
+        data_dir: &dir,
+        retention: Default::default(),
+        ingest: IngestConfig::default(),
+        metrics,
+    })
+    .await?;
+    eprintln!(
+        "vk-observer demo: simulated VK at {} · daemon at http://{} · cache in {}",
+        sim.base_url(),
+        daemon.addr,
+        dir.display()
+    );
+    let player = sim.clone();
+    let script = tokio::spawn(async move {
+        for n in 1u64.. {
+            let task = player.add_task(project, &format!("Demo task {n}"), Some("Scripted by the simulator."));
+            let files = vec![SimFile {
+                repo: "demo".into(),
+                path: format!("src/demo_{n}.rs"),
+                change: "added".into(),
+                additions: 3,
+                deletions: 0,
+                content: format!("// demo {n}\nfn main() {{}}\n"),
+            }];
+            player
+                .run_attempt_script(task, AttemptScript { files, ..AttemptScript::default() })
+                .await;
+            tokio::time::sleep(std::time::Duration::from_secs(every)).await;
+        }
+    });
+    wait_for_signal().await;
+    script.abort();
+    daemon.shutdown().await;
+    sim.shutdown().await;
+    Ok(())
+}
+
+#[cfg(feature = "sim")]
+fn tempdir_for_demo() -> PathBuf {
+    std::env::temp_dir().join(format!("vk-observer-demo-{}", std::process::id()))
+}
+
+#[cfg(not(feature = "sim"))]
+async fn demo(
+    _: SocketAddr,
+    _: Option<PathBuf>,
+    _: u64,
+    _: Option<metrics_exporter_prometheus::PrometheusHandle>,
+) -> anyhow::Result<()> {
+    anyhow::bail!("this build has no simulator: rebuild with the `sim` feature")
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

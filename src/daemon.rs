@@ -1,0 +1,89 @@
+//! Wiring of one running daemon: open the store, start the writer and ingest, serve HTTP, and
+//! shut down in order on a signal (stop ingest, drain the writer, flush sled).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::health::Health;
+use crate::http::{AppState, router};
+use crate::ingest::{Ingest, IngestConfig};
+use crate::store::{Retention, Store};
+use crate::upstream::VkClient;
+
+pub struct Daemon {
+    pub store: Store,
+    pub health: Arc<Health>,
+    pub addr: SocketAddr,
+    pub ingest: Ingest,
+    cancel: CancellationToken,
+    server: tokio::task::JoinHandle<()>,
+    writer_task: tokio::task::JoinHandle<()>,
+}
+
+pub struct DaemonOptions<'a> {
+    pub upstream: &'a str,
+    pub upstream_token: Option<String>,
+    pub listen: SocketAddr,
+    pub data_dir: &'a Path,
+    pub retention: Retention,
+    pub ingest: IngestConfig,
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+}
+
+impl Daemon {
+    pub async fn start(opts: DaemonOptions<'_>) -> anyhow::Result<Daemon> {
+        let store = Store::open(opts.data_dir, opts.retention)?;
+        let (writer, writer_task) = crate::store::writer::spawn_writer(store.clone());
+        let health = Arc::new(Health::new());
+        let client = VkClient::new(opts.upstream, opts.upstream_token)?;
+        let cancel = CancellationToken::new();
+        let ingest = Ingest::start(
+            client,
+            store.clone(),
+            writer,
+            health.clone(),
+            opts.ingest,
+            cancel.child_token(),
+        );
+        let listener = tokio::net::TcpListener::bind(opts.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", opts.listen))?;
+        let addr = listener.local_addr()?;
+        let app = router(AppState {
+            store: store.clone(),
+            health: health.clone(),
+            metrics: opts.metrics,
+        });
+        let stop = cancel.clone();
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        });
+        tracing::info!(%addr, epoch = %store.epoch(), token = store.current_token(), "vk-observer is serving");
+        Ok(Daemon {
+            store,
+            health,
+            addr,
+            ingest,
+            cancel,
+            server,
+            writer_task,
+        })
+    }
+
+    /// Stop streams and the server, let the writer drain, flush sled.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        let _ = self.server.await;
+        drop(self.ingest);
+        // The writer ends once every handle (held by ingest tasks) is gone.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.writer_task).await;
+        if let Err(e) = self.store.flush_async().await {
+            tracing::error!(error = %e, "final flush failed");
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! The axum app on the listen address: `/healthz` (the process is up), `/readyz` (bootstrap done:
+//! the cache reflects VK), `/metrics` (Prometheus text). The MCP endpoint is mounted here too.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::health::Health;
+use crate::store::Store;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub health: Arc<Health>,
+    pub metrics: Option<PrometheusHandle>,
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(state)
+}
+
+async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
+    axum::Json(serde_json::json!({
+        "status": "ok",
+        "upstream": s.health.state(),
+        "token": s.store.token().to_string(),
+    }))
+}
+
+async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
+    let ready = s.health.bootstrapped();
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        code,
+        axum::Json(serde_json::json!({ "ready": ready, "upstream": s.health.state() })),
+    )
+}
+
+async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
+    metrics::gauge!("vk_observer_store_token").set(s.store.current_token() as f64);
+    metrics::gauge!("vk_observer_store_disk_bytes").set(s.store.size_on_disk() as f64);
+    match &s.metrics {
+        Some(h) => (StatusCode::OK, h.render()),
+        None => (StatusCode::NOT_FOUND, "metrics recorder not installed".into()),
+    }
+}

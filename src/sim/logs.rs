@@ -1,0 +1,178 @@
+//! Per-process log endpoints: the v2 log WebSockets (history as `append`, then live
+//! `append`/`replace`, `finished` and a dropped connection; 4404 when the process is not live)
+//! and the REST history pages (latest `limit` entries before `cursor`, ascending).
+
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
+
+use super::core::Inner;
+use super::http::{AppState, not_found, ok};
+use super::types::{Channel, ProcessStatus};
+use super::world::LogEvent;
+
+const MAX_PAGE: usize = 1000;
+
+/// First index still kept: VK's history cap, and the `skip_history` fault (older half gone).
+fn retained_from(inner: &Inner, len: usize, with_faults: bool) -> usize {
+    let mut lower = len.saturating_sub(inner.cfg.history_max_entries);
+    if with_faults && inner.faults().skip_history {
+        lower = lower.max(len / 2);
+    }
+    lower
+}
+
+#[derive(Deserialize)]
+pub(crate) struct HistoryQuery {
+    limit: Option<usize>,
+    cursor: Option<i64>,
+}
+
+fn page(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Option<Value> {
+    let w = inner.world();
+    w.processes.get(&pid)?;
+    let logs = w.logs.get(&pid)?;
+    let (entries, _) = logs.channel(ch);
+    let default = match ch {
+        Channel::Normalized => 20,
+        Channel::Raw => 200,
+    };
+    let limit = q.limit.unwrap_or(default).clamp(1, MAX_PAGE);
+    let lower = retained_from(inner, entries.len(), true);
+    let upper = match q.cursor {
+        Some(c) => usize::try_from(c.max(0)).unwrap_or(0).min(entries.len()),
+        None => entries.len(),
+    };
+    let start = upper.saturating_sub(limit).max(lower);
+    let items: Vec<Value> = (start..upper.max(start))
+        .map(|i| json!({"entry_index": i, "entry": entries[i]}))
+        .collect();
+    Some(json!({
+        "entries": items,
+        "next_cursor": if start < upper { Some(start) } else { None },
+        "has_more": start < upper && start > lower,
+        "history_truncated": lower > 0,
+    }))
+}
+
+pub(crate) async fn normalized_history(
+    State(inner): State<AppState>,
+    Path(pid): Path<Uuid>,
+    Query(q): Query<HistoryQuery>,
+) -> Response {
+    page(&inner, pid, Channel::Normalized, q).map_or_else(not_found, ok)
+}
+
+pub(crate) async fn raw_history(
+    State(inner): State<AppState>,
+    Path(pid): Path<Uuid>,
+    Query(q): Query<HistoryQuery>,
+) -> Response {
+    page(&inner, pid, Channel::Raw, q).map_or_else(not_found, ok)
+}
+
+pub(crate) async fn normalized_ws(
+    State(inner): State<AppState>,
+    Path(pid): Path<Uuid>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    ws.on_upgrade(move |s| serve(inner, s, pid, Channel::Normalized))
+}
+
+pub(crate) async fn raw_ws(
+    State(inner): State<AppState>,
+    Path(pid): Path<Uuid>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    ws.on_upgrade(move |s| serve(inner, s, pid, Channel::Raw))
+}
+
+fn frame(ev: &LogEvent) -> String {
+    match ev {
+        LogEvent::Append(i, e) => json!({"type": "append", "entry_index": i, "entry": e}),
+        LogEvent::Replace(i, e) => json!({"type": "replace", "entry_index": i, "entry": e}),
+        LogEvent::Finished => json!({"type": "finished"}),
+    }
+    .to_string()
+}
+
+async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel) {
+    let kill = inner.conn_token();
+    let subscribed = {
+        let w = inner.world();
+        let live = w
+            .processes
+            .get(&pid)
+            .is_some_and(|p| p.status == ProcessStatus::Running);
+        match w.logs.get(&pid) {
+            Some(logs) if live && !logs.finished => {
+                let (entries, tx) = logs.channel(ch);
+                let lower = retained_from(&inner, entries.len(), false);
+                let history: Vec<LogEvent> = (lower..entries.len())
+                    .map(|i| LogEvent::Append(i as u64, entries[i].clone()))
+                    .collect();
+                Some((history, tx.subscribe()))
+            }
+            _ => None,
+        }
+    };
+    let Some((history, mut rx)) = subscribed else {
+        let close = CloseFrame {
+            code: 4404,
+            reason: "execution_process_not_found".into(),
+        };
+        let _ = socket.send(Message::Close(Some(close))).await;
+        return;
+    };
+    let limit = inner.faults().drop_log_ws_after;
+    let mut sent = 0usize;
+    let mut out = |ev: &LogEvent| {
+        sent += 1;
+        (frame(ev), limit.is_some_and(|n| sent > n))
+    };
+    for ev in &history {
+        let (text, over) = out(ev);
+        if over || !send(&inner, &mut socket, text).await {
+            return;
+        }
+    }
+    loop {
+        tokio::select! {
+            _ = kill.cancelled() => return,
+            _ = inner.shutdown.cancelled() => return,
+            incoming = socket.recv() => {
+                if !matches!(incoming, Some(Ok(_))) { return; }
+            }
+            ev = rx.recv() => {
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
+                };
+                let (text, over) = out(&ev);
+                if over || !send(&inner, &mut socket, text).await { return; }
+                // After `finished` VK drops the connection without a close frame.
+                if matches!(ev, LogEvent::Finished) { return; }
+            }
+        }
+    }
+}
+
+async fn send(inner: &Inner, socket: &mut WebSocket, text: String) -> bool {
+    if inner.faults().garbage_ws {
+        for junk in [
+            "<<not json>>",
+            r#"{"type":"append","entry_index":"seven","entry":3}"#,
+        ] {
+            if socket.send(Message::Text(junk.into())).await.is_err() {
+                return false;
+            }
+        }
+    }
+    socket.send(Message::Text(text.into())).await.is_ok()
+}

@@ -1,0 +1,187 @@
+//! Public value types of the simulator API: configuration, script descriptions, fault switches,
+//! call counters and the ground-truth snapshot tests compare the daemon's cache with.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+/// How the simulator behaves; every field mirrors a VK knob or a test convenience.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Period of the SSE `:` keep-alive comment (VK: 15 s).
+    pub keepalive: Duration,
+    /// Delay before SSE/object-stream frames go out (VK's outbox poll). Log WS are immediate.
+    pub outbox_delay: Duration,
+    /// `VK_LOG_HISTORY_MAX_ENTRIES`: entries of history kept per process and channel.
+    pub history_max_entries: usize,
+    /// When set, `/api/**` requires this token (Bearer / X-API-Token; `?token=` on SSE and WS).
+    pub auth_token: Option<String>,
+    /// Pause between scripted steps.
+    pub step_delay: Duration,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            keepalive: Duration::from_secs(15),
+            outbox_delay: Duration::ZERO,
+            history_max_entries: 5000,
+            auth_token: None,
+            step_delay: Duration::from_millis(20),
+        }
+    }
+}
+
+/// Ids of a freshly created attempt (a VK workspace) and its first session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptIds {
+    pub attempt_id: Uuid,
+    pub session_id: Uuid,
+}
+
+/// `run_reason` of an execution process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunReason {
+    SetupScript,
+    CodingAgent,
+    CleanupScript,
+    DevServer,
+}
+
+impl RunReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunReason::SetupScript => "setupscript",
+            RunReason::CodingAgent => "codingagent",
+            RunReason::CleanupScript => "cleanupscript",
+            RunReason::DevServer => "devserver",
+        }
+    }
+}
+
+/// Which log history of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    Normalized,
+    Raw,
+}
+
+/// `status` of an execution process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessStatus {
+    Running,
+    Completed,
+    Failed,
+    Killed,
+}
+
+impl ProcessStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcessStatus::Running => "running",
+            ProcessStatus::Completed => "completed",
+            ProcessStatus::Failed => "failed",
+            ProcessStatus::Killed => "killed",
+        }
+    }
+}
+
+/// One changed file of an attempt, as VK's diff would report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimFile {
+    pub repo: String,
+    pub path: String,
+    /// `added` / `modified` / `deleted` / `renamed`.
+    pub change: String,
+    pub additions: u64,
+    pub deletions: u64,
+    pub content: String,
+}
+
+/// How the coding agent of a script ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentOutcome {
+    Succeed,
+    Fail,
+    Killed,
+}
+
+/// A scripted attempt: setup → coding agent → cleanup (VK skips cleanup after a failed agent).
+#[derive(Debug, Clone)]
+pub struct AttemptScript {
+    pub executor: String,
+    pub setup: bool,
+    pub agent: AgentOutcome,
+    pub normalized_entries: usize,
+    pub raw_entries: usize,
+    pub replacements: usize,
+    pub cleanup: bool,
+    pub files: Vec<SimFile>,
+    pub dev_server: bool,
+}
+
+impl Default for AttemptScript {
+    fn default() -> Self {
+        Self {
+            executor: "CLAUDE_CODE".to_string(),
+            setup: true,
+            agent: AgentOutcome::Succeed,
+            normalized_entries: 6,
+            raw_entries: 6,
+            replacements: 1,
+            cleanup: true,
+            files: Vec::new(),
+            dev_server: false,
+        }
+    }
+}
+
+/// Fault switches; all off by default.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Inject unparseable `data:` events between real SSE events.
+    pub garbage_sse: bool,
+    /// Inject non-JSON and wrong-typed frames into object and log WebSockets.
+    pub garbage_ws: bool,
+    /// Close each log WebSocket abruptly after N frames.
+    pub drop_log_ws_after: Option<usize>,
+    /// History v2 answers only from entry index K = len/2 on (older entries gone, truncated).
+    pub skip_history: bool,
+    /// New SSE connections get headers and then nothing at all (no events, no keep-alive).
+    pub stall_sse: bool,
+}
+
+/// How many times each route was called.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimCounters {
+    pub task_creations: u64,
+    pub task_updates: u64,
+    pub task_deletions: u64,
+    pub attempt_creations: u64,
+    pub follow_ups: u64,
+    pub queue_posts: u64,
+    pub stops: u64,
+    /// Every REST GET under `/api` (WS upgrades and SSE excluded).
+    pub rest_gets: u64,
+    pub sse_connections: u64,
+    pub ws_connections: u64,
+    /// `"METHOD /matched/route"` → calls.
+    pub by_route: BTreeMap<String, u64>,
+}
+
+/// The ground truth, as VK's REST would return it now.
+#[derive(Debug, Clone, Default)]
+pub struct Truth {
+    pub projects: BTreeMap<Uuid, Value>,
+    pub repos: BTreeMap<Uuid, Vec<Value>>,
+    pub tasks: BTreeMap<Uuid, Value>,
+    pub attempts: BTreeMap<Uuid, Value>,
+    pub sessions: BTreeMap<Uuid, Value>,
+    pub processes: BTreeMap<Uuid, Value>,
+    pub normalized_logs: BTreeMap<Uuid, Vec<Value>>,
+    pub raw_logs: BTreeMap<Uuid, Vec<Value>>,
+    pub changes: BTreeMap<Uuid, Value>,
+    pub attempt_status: BTreeMap<Uuid, Value>,
+}

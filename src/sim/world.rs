@@ -1,0 +1,514 @@
+//! The simulated VK database: rows for projects, tasks, workspaces (attempts), sessions,
+//! processes, coding-agent turns, per-process log stores and attempt changes. Mutations return
+//! the outbox changes VK would enqueue for them; they never talk to the network.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use super::types::{Channel, ProcessStatus, RunReason, SimFile};
+use super::util::{VK_DATA, WORKTREES, attempt_dir, now_ts};
+
+/// One DB change as VK's outbox records it; the dispatcher reads the current row later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    TaskCreated(Uuid),
+    TaskUpdated(Uuid),
+    TaskDeleted(Uuid),
+    /// Workspace created/updated/deleted: VK emits a task `replace` for its task.
+    Workspace(Uuid),
+    ProcessCreated(Uuid),
+    ProcessUpdated(Uuid),
+}
+
+pub(crate) struct Repo {
+    pub id: Uuid,
+    pub name: String,
+    pub path: String,
+    pub created_at: String,
+}
+
+pub(crate) struct Project {
+    pub id: Uuid,
+    pub name: String,
+    pub repos: Vec<Repo>,
+}
+
+pub(crate) struct Task {
+    pub id: Uuid,
+    pub project_id: Uuid,
+    pub title: String,
+    pub description: Option<String>,
+    pub status: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub ord: u64,
+}
+
+pub(crate) struct Workspace {
+    pub id: Uuid,
+    pub task_id: Uuid,
+    pub container_ref: Option<String>,
+    pub branch: String,
+    /// (repo id, target branch)
+    pub repos: Vec<(Uuid, String)>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub ord: u64,
+}
+
+pub(crate) struct Session {
+    pub id: Uuid,
+    pub workspace_id: Uuid,
+    pub executor: Option<String>,
+    /// The agent's own session id, used by follow-up requests.
+    pub agent_session: Uuid,
+    pub created_at: String,
+    pub updated_at: String,
+    pub ord: u64,
+}
+
+pub(crate) struct Process {
+    pub id: Uuid,
+    pub session_id: Uuid,
+    pub run_reason: RunReason,
+    pub action: Value,
+    pub status: ProcessStatus,
+    pub exit_code: Option<i64>,
+    pub started_at: String,
+    pub completed_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub ord: u64,
+}
+
+pub(crate) struct Turn {
+    pub row: i64,
+    pub turn_id: Uuid,
+    pub session_id: Uuid,
+    pub process_id: Uuid,
+    pub prompt: Option<String>,
+    pub summary: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// What a log WebSocket forwards.
+#[derive(Debug, Clone)]
+pub(crate) enum LogEvent {
+    Append(u64, Value),
+    Replace(u64, Value),
+    Finished,
+}
+
+pub(crate) struct ProcLogs {
+    pub normalized: Vec<Value>,
+    pub raw: Vec<Value>,
+    pub finished: bool,
+    pub normalized_tx: broadcast::Sender<LogEvent>,
+    pub raw_tx: broadcast::Sender<LogEvent>,
+}
+
+impl ProcLogs {
+    fn new() -> Self {
+        Self {
+            normalized: Vec::new(),
+            raw: Vec::new(),
+            finished: false,
+            normalized_tx: broadcast::channel(4096).0,
+            raw_tx: broadcast::channel(4096).0,
+        }
+    }
+
+    pub fn channel(&self, ch: Channel) -> (&Vec<Value>, &broadcast::Sender<LogEvent>) {
+        match ch {
+            Channel::Normalized => (&self.normalized, &self.normalized_tx),
+            Channel::Raw => (&self.raw, &self.raw_tx),
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct World {
+    pub projects: Vec<Project>,
+    pub tasks: HashMap<Uuid, Task>,
+    pub workspaces: HashMap<Uuid, Workspace>,
+    pub sessions: HashMap<Uuid, Session>,
+    pub processes: HashMap<Uuid, Process>,
+    pub logs: HashMap<Uuid, ProcLogs>,
+    pub changes: HashMap<Uuid, Vec<SimFile>>,
+    pub turns: Vec<Turn>,
+    /// session → queued message (VK's `QueuedMessage` JSON) and its idempotency (key, hash).
+    pub queue: HashMap<Uuid, (Value, Option<(String, String)>)>,
+    ord: u64,
+}
+
+impl World {
+    fn next_ord(&mut self) -> u64 {
+        self.ord += 1;
+        self.ord
+    }
+
+    pub fn add_project(&mut self, name: &str, repo_names: &[&str]) -> Uuid {
+        let id = Uuid::new_v4();
+        let ts = now_ts();
+        let repos = repo_names
+            .iter()
+            .map(|r| Repo {
+                id: Uuid::new_v4(),
+                name: (*r).to_string(),
+                path: format!("{VK_DATA}/repos/{r}"),
+                created_at: ts.clone(),
+            })
+            .collect();
+        self.projects.push(Project {
+            id,
+            name: name.to_string(),
+            repos,
+        });
+        id
+    }
+
+    pub fn project(&self, id: Uuid) -> Option<&Project> {
+        self.projects.iter().find(|p| p.id == id)
+    }
+
+    pub fn add_task(&mut self, project_id: Uuid, title: &str, desc: Option<&str>) -> Uuid {
+        let id = Uuid::new_v4();
+        let ts = now_ts();
+        let ord = self.next_ord();
+        self.tasks.insert(
+            id,
+            Task {
+                id,
+                project_id,
+                title: title.to_string(),
+                description: desc.map(str::to_string),
+                status: "todo".to_string(),
+                created_at: ts.clone(),
+                updated_at: ts,
+                ord,
+            },
+        );
+        id
+    }
+
+    pub fn set_task_status(&mut self, task_id: Uuid, status: &str) -> Option<Change> {
+        let task = self.tasks.get_mut(&task_id)?;
+        task.status = status.to_string();
+        task.updated_at = now_ts();
+        Some(Change::TaskUpdated(task_id))
+    }
+
+    /// Removes a task with its attempts, sessions, processes and logs (VK's cascade).
+    pub fn delete_task(&mut self, task_id: Uuid) -> bool {
+        if self.tasks.remove(&task_id).is_none() {
+            return false;
+        }
+        let ws: Vec<Uuid> = self
+            .workspaces
+            .values()
+            .filter(|w| w.task_id == task_id)
+            .map(|w| w.id)
+            .collect();
+        for w in ws {
+            self.workspaces.remove(&w);
+            self.changes.remove(&w);
+            let sessions: Vec<Uuid> = self.sessions_of(w);
+            for s in sessions {
+                self.sessions.remove(&s);
+                self.queue.remove(&s);
+                let procs: Vec<Uuid> = self
+                    .processes
+                    .values()
+                    .filter(|p| p.session_id == s)
+                    .map(|p| p.id)
+                    .collect();
+                for p in procs {
+                    self.processes.remove(&p);
+                    self.logs.remove(&p);
+                }
+                self.turns.retain(|t| t.session_id != s);
+            }
+        }
+        true
+    }
+
+    /// Creates a workspace with its repos (all of the project's when `repos` is empty).
+    pub fn create_workspace(&mut self, task_id: Uuid, repos: Vec<(Uuid, String)>) -> Option<Uuid> {
+        let task = self.tasks.get(&task_id)?;
+        let id = Uuid::new_v4();
+        let repos = if repos.is_empty() {
+            self.project(task.project_id)
+                .map(|p| p.repos.iter().map(|r| (r.id, "main".to_string())).collect())
+                .unwrap_or_default()
+        } else {
+            repos
+        };
+        let branch = format!("vk/{}", attempt_dir(&id, &task.title));
+        let ts = now_ts();
+        let ord = self.next_ord();
+        self.workspaces.insert(
+            id,
+            Workspace {
+                id,
+                task_id,
+                container_ref: None,
+                branch,
+                repos,
+                created_at: ts.clone(),
+                updated_at: ts,
+                ord,
+            },
+        );
+        Some(id)
+    }
+
+    /// Sets the worktree folder once the container exists.
+    pub fn set_container(&mut self, ws_id: Uuid) -> Option<Change> {
+        let title = {
+            let ws = self.workspaces.get(&ws_id)?;
+            self.tasks.get(&ws.task_id)?.title.clone()
+        };
+        let ws = self.workspaces.get_mut(&ws_id)?;
+        ws.container_ref = Some(format!("{WORKTREES}/{}", attempt_dir(&ws.id, &title)));
+        ws.updated_at = now_ts();
+        Some(Change::Workspace(ws.task_id))
+    }
+
+    pub fn add_session(&mut self, ws_id: Uuid, executor: &str) -> Option<Uuid> {
+        if !self.workspaces.contains_key(&ws_id) {
+            return None;
+        }
+        let id = Uuid::new_v4();
+        let ts = now_ts();
+        let ord = self.next_ord();
+        self.sessions.insert(
+            id,
+            Session {
+                id,
+                workspace_id: ws_id,
+                executor: Some(executor.to_string()),
+                agent_session: Uuid::new_v4(),
+                created_at: ts.clone(),
+                updated_at: ts,
+                ord,
+            },
+        );
+        Some(id)
+    }
+
+    pub fn sessions_of(&self, ws_id: Uuid) -> Vec<Uuid> {
+        let mut s: Vec<&Session> = self
+            .sessions
+            .values()
+            .filter(|s| s.workspace_id == ws_id)
+            .collect();
+        s.sort_by_key(|s| std::cmp::Reverse(s.ord));
+        s.into_iter().map(|s| s.id).collect()
+    }
+
+    pub fn task_of_session(&self, session_id: Uuid) -> Option<Uuid> {
+        let s = self.sessions.get(&session_id)?;
+        Some(self.workspaces.get(&s.workspace_id)?.task_id)
+    }
+
+    /// Processes of a workspace, oldest first.
+    pub fn processes_of_workspace(&self, ws_id: Uuid) -> Vec<&Process> {
+        let mut v: Vec<&Process> = self
+            .processes
+            .values()
+            .filter(|p| {
+                self.sessions
+                    .get(&p.session_id)
+                    .is_some_and(|s| s.workspace_id == ws_id)
+            })
+            .collect();
+        v.sort_by_key(|p| p.ord);
+        v
+    }
+
+    /// Processes of all workspaces of a task, oldest first.
+    pub fn processes_of_task(&self, task_id: Uuid) -> Vec<&Process> {
+        let mut v: Vec<&Process> = self
+            .processes
+            .values()
+            .filter(|p| self.task_of_session(p.session_id) == Some(task_id))
+            .collect();
+        v.sort_by_key(|p| p.ord);
+        v
+    }
+
+    pub fn insert_process(&mut self, session_id: Uuid, reason: RunReason, action: Value) -> Uuid {
+        let id = Uuid::new_v4();
+        let ts = now_ts();
+        let ord = self.next_ord();
+        self.processes.insert(
+            id,
+            Process {
+                id,
+                session_id,
+                run_reason: reason,
+                action,
+                status: ProcessStatus::Running,
+                exit_code: None,
+                started_at: ts.clone(),
+                completed_at: None,
+                created_at: ts.clone(),
+                updated_at: ts.clone(),
+                ord,
+            },
+        );
+        self.logs.insert(id, ProcLogs::new());
+        if reason == RunReason::CodingAgent {
+            let prompt = action_prompt(&self.processes[&id].action);
+            let row = i64::try_from(self.turns.len()).unwrap_or(i64::MAX - 1) + 1;
+            self.turns.push(Turn {
+                row,
+                turn_id: Uuid::new_v4(),
+                session_id,
+                process_id: id,
+                prompt,
+                summary: None,
+                created_at: ts.clone(),
+                updated_at: ts,
+            });
+        }
+        id
+    }
+
+    /// Marks a process finished; returns false when unknown or already finished.
+    pub fn complete_process(
+        &mut self,
+        pid: Uuid,
+        status: ProcessStatus,
+        exit: Option<i64>,
+    ) -> bool {
+        let Some(p) = self.processes.get_mut(&pid) else {
+            return false;
+        };
+        if p.status != ProcessStatus::Running {
+            return false;
+        }
+        p.status = status;
+        p.exit_code = exit;
+        if status != ProcessStatus::Running {
+            p.completed_at = Some(now_ts());
+        }
+        p.updated_at = now_ts();
+        let summary = self
+            .logs
+            .get(&pid)
+            .and_then(|l| last_assistant_text(&l.normalized));
+        if let Some(turn) = self.turns.iter_mut().find(|t| t.process_id == pid) {
+            turn.summary = summary;
+            turn.updated_at = now_ts();
+        }
+        if let Some(logs) = self.logs.get_mut(&pid) {
+            logs.finished = true;
+            let _ = logs.normalized_tx.send(LogEvent::Finished);
+            let _ = logs.raw_tx.send(LogEvent::Finished);
+        }
+        true
+    }
+
+    /// Appends a log entry; returns its index, or None for an unknown or finished process.
+    pub fn append_log(&mut self, pid: Uuid, ch: Channel, entry: Value) -> Option<u64> {
+        let logs = self.logs.get_mut(&pid)?;
+        if logs.finished {
+            return None;
+        }
+        let (list, tx) = match ch {
+            Channel::Normalized => (&mut logs.normalized, &logs.normalized_tx),
+            Channel::Raw => (&mut logs.raw, &logs.raw_tx),
+        };
+        let idx = list.len() as u64;
+        list.push(entry.clone());
+        let _ = tx.send(LogEvent::Append(idx, entry));
+        Some(idx)
+    }
+
+    pub fn replace_log(&mut self, pid: Uuid, ch: Channel, idx: u64, entry: Value) -> bool {
+        let Some(logs) = self.logs.get_mut(&pid) else {
+            return false;
+        };
+        let (list, tx) = match ch {
+            Channel::Normalized => (&mut logs.normalized, &logs.normalized_tx),
+            Channel::Raw => (&mut logs.raw, &logs.raw_tx),
+        };
+        let Some(slot) = usize::try_from(idx).ok().and_then(|i| list.get_mut(i)) else {
+            return false;
+        };
+        *slot = entry.clone();
+        let _ = tx.send(LogEvent::Replace(idx, entry));
+        true
+    }
+
+    /// Is some setup/agent/cleanup process of this task still running?
+    pub fn task_has_running(&self, task_id: Uuid) -> bool {
+        self.processes_of_task(task_id)
+            .iter()
+            .any(|p| p.run_reason != RunReason::DevServer && p.status == ProcessStatus::Running)
+    }
+
+    /// Repos of a workspace with their target branch.
+    pub fn workspace_repos(&self, ws_id: Uuid) -> Vec<(&Repo, String)> {
+        let Some(ws) = self.workspaces.get(&ws_id) else {
+            return Vec::new();
+        };
+        let Some(project) = self
+            .tasks
+            .get(&ws.task_id)
+            .and_then(|t| self.project(t.project_id))
+        else {
+            return Vec::new();
+        };
+        ws.repos
+            .iter()
+            .filter_map(|(rid, tb)| {
+                project
+                    .repos
+                    .iter()
+                    .find(|r| r.id == *rid)
+                    .map(|r| (r, tb.clone()))
+            })
+            .collect()
+    }
+
+    /// The repo name scripts run in (VK: the first repo).
+    pub fn first_repo_name(&self, ws_id: Uuid) -> Option<String> {
+        self.workspace_repos(ws_id)
+            .first()
+            .map(|(r, _)| r.name.clone())
+    }
+
+    /// A `ScriptRequest` executor action (script redacted, as VK serves it).
+    pub fn script_action(context: &str, working_dir: Option<&str>, next: Value) -> Value {
+        json!({
+            "typ": {"type": "ScriptRequest", "script": "<redacted>", "language": "Bash",
+                    "context": context, "working_dir": working_dir},
+            "next_action": next,
+        })
+    }
+}
+
+/// The prompt inside a coding-agent executor action.
+pub(crate) fn action_prompt(action: &Value) -> Option<String> {
+    action
+        .pointer("/typ/prompt")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+fn last_assistant_text(entries: &[Value]) -> Option<String> {
+    entries.iter().rev().find_map(|e| {
+        let c = e.get("content")?;
+        if c.pointer("/entry_type/type")?.as_str()? == "assistant_message" {
+            c.get("content")?.as_str().map(str::to_string)
+        } else {
+            None
+        }
+    })
+}

@@ -1,0 +1,98 @@
+//! End to end: the daemon against the simulator on real sockets; after scripted attempts the
+//! cache holds exactly the simulator's state, field by field, logs and replacements included.
+
+mod support;
+
+use std::time::Duration;
+
+use vk_observer::sim::{AgentOutcome, AttemptScript, SimFile};
+use vk_observer::store::keys::Channel;
+
+fn files(n: usize) -> Vec<SimFile> {
+    (0..n)
+        .map(|i| SimFile {
+            repo: "demo".into(),
+            path: format!("src/f{i}.rs"),
+            change: "added".into(),
+            additions: 2 + i as u64,
+            deletions: 0,
+            content: format!("fn f{i}() {{}}\n"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripted_attempt_is_mirrored_exactly() {
+    let sim = support::sim().await;
+    let project = sim.add_project("Demo", &["demo", "docs"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+
+    let t1 = sim.add_task(project, "Add a greeting file", Some("Please write a greeting file."));
+    let ok = sim
+        .run_attempt_script(
+            t1,
+            AttemptScript {
+                normalized_entries: 40,
+                raw_entries: 30,
+                replacements: 5,
+                files: files(3),
+                dev_server: true,
+                ..AttemptScript::default()
+            },
+        )
+        .await;
+    let t2 = sim.add_task(project, "Task that should FAIL", None);
+    sim.run_attempt_script(t2, AttemptScript { agent: AgentOutcome::Fail, ..AttemptScript::default() })
+        .await;
+    sim.follow_up_script(ok.session_id, "now add a second line", AttemptScript { normalized_entries: 10, replacements: 2, ..AttemptScript::default() })
+        .await;
+
+    support::converge(&daemon.store, &sim, Duration::from_secs(20), "after scripted attempts").await;
+    assert!(daemon.health.bootstrapped());
+    let truth = sim.truth();
+    // The comparison above covered real content, not empty maps.
+    assert_eq!(truth.tasks.len(), 2);
+    assert_eq!(truth.attempts.len(), 2);
+    assert!(truth.processes.len() >= 6, "processes: {}", truth.processes.len());
+    let normalized: usize = truth.normalized_logs.values().map(Vec::len).sum();
+    let raw: usize = truth.raw_logs.values().map(Vec::len).sum();
+    assert!(normalized >= 50 && raw >= 30, "normalized {normalized}, raw {raw}");
+    assert_eq!(truth.changes.len(), 2);
+
+    // Replacements were applied in place and recorded for token-based readers.
+    let r = daemon.store.read();
+    let replaced: usize = sim
+        .truth()
+        .processes
+        .keys()
+        .map(|p| r.replaced_since(*p, Channel::Normalized, 0).unwrap().len())
+        .sum();
+    assert!(replaced >= 5, "replacements recorded: {replaced}");
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_started_after_the_fact_backfills_history() {
+    let sim = support::sim().await;
+    let project = sim.add_project("Late", &["demo"]);
+    let t = sim.add_task(project, "Done before the daemon", None);
+    sim.run_attempt_script(t, AttemptScript { normalized_entries: 2500, raw_entries: 1200, replacements: 3, files: files(2), ..AttemptScript::default() })
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    support::converge(&daemon.store, &sim, Duration::from_secs(30), "history backfill").await;
+    daemon.shutdown().await;
+
+    // A restart on the same data dir keeps the tokens and changes nothing.
+    let token_before = {
+        let d = support::daemon(&sim, dir.path()).await;
+        let t = d.store.current_token();
+        support::converge(&d.store, &sim, Duration::from_secs(20), "restart").await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let after = d.store.current_token();
+        d.shutdown().await;
+        (t, after)
+    };
+    assert_eq!(token_before.0, token_before.1, "a resync with nothing new must not move the token");
+}

@@ -1,0 +1,131 @@
+//! Shared test support: start the simulator and a daemon on real sockets, and compare the
+//! daemon's cache with the simulator's ground truth field by field.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use uuid::Uuid;
+use vk_observer::daemon::{Daemon, DaemonOptions};
+use vk_observer::ingest::IngestConfig;
+use vk_observer::sim::{Sim, SimConfig, Truth};
+use vk_observer::store::Store;
+use vk_observer::store::keys::Channel;
+
+pub fn fast_ingest() -> IngestConfig {
+    IngestConfig {
+        reconnect_min: Duration::from_millis(20),
+        reconnect_max: Duration::from_millis(300),
+        stall_after: Duration::from_secs(3),
+        process_stream_linger: Duration::from_millis(300),
+        ..IngestConfig::default()
+    }
+}
+
+pub async fn sim() -> Sim {
+    Sim::start(SimConfig {
+        keepalive: Duration::from_millis(500),
+        step_delay: Duration::from_millis(5),
+        ..SimConfig::default()
+    })
+    .await
+    .expect("simulator starts")
+}
+
+pub async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
+    Daemon::start(DaemonOptions {
+        upstream: &sim.base_url(),
+        upstream_token: None,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir,
+        retention: Default::default(),
+        ingest: fast_ingest(),
+        metrics: None,
+    })
+    .await
+    .expect("daemon starts")
+}
+
+fn by_id(items: Vec<vk_observer::store::reader::Stored>) -> BTreeMap<Uuid, Value> {
+    items.into_iter().map(|s| (s.id, s.value)).collect()
+}
+
+fn is_dev_server(p: &Value) -> bool {
+    p.get("run_reason").and_then(Value::as_str) == Some("devserver")
+}
+
+/// Every difference between the cache and the truth (empty = identical).
+pub fn cache_diff(store: &Store, truth: &Truth) -> Vec<String> {
+    let r = store.read();
+    let mut d = Vec::new();
+    let mut cmp = |what: &str, ours: BTreeMap<Uuid, Value>, theirs: &BTreeMap<Uuid, Value>| {
+        for (id, v) in theirs {
+            match ours.get(id) {
+                None => d.push(format!("{what} {id} missing")),
+                Some(o) if o != v => d.push(format!("{what} {id} differs:\n ours   {o}\n theirs {v}")),
+                _ => {}
+            }
+        }
+        for id in ours.keys().filter(|id| !theirs.contains_key(id)) {
+            d.push(format!("{what} {id} is cached but not in VK"));
+        }
+    };
+    cmp("project", by_id(r.projects().unwrap()), &truth.projects);
+    cmp("task", by_id(r.tasks().unwrap()), &truth.tasks);
+    cmp("attempt", by_id(r.attempts().unwrap()), &truth.attempts);
+    cmp("session", by_id(r.sessions().unwrap()), &truth.sessions);
+    cmp("process", by_id(r.processes().unwrap()), &truth.processes);
+    let changes: BTreeMap<Uuid, Value> = truth
+        .changes
+        .keys()
+        .filter_map(|a| r.changes(*a).unwrap().map(|s| (*a, s.value)))
+        .collect();
+    cmp("changes", changes, &truth.changes);
+    for (project, repos) in &truth.repos {
+        let ours: Vec<Value> = r.repos_of_project(*project).unwrap().into_iter().map(|s| s.value).collect();
+        let mut theirs = repos.clone();
+        let key = |v: &Value| v.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+        theirs.sort_by_key(key);
+        let mut ours_sorted = ours;
+        ours_sorted.sort_by_key(key);
+        if ours_sorted != theirs {
+            d.push(format!("repos of {project} differ"));
+        }
+    }
+    for (logs, ch) in [(&truth.normalized_logs, Channel::Normalized), (&truth.raw_logs, Channel::Raw)] {
+        for (pid, entries) in logs {
+            if truth.processes.get(pid).is_some_and(is_dev_server) {
+                continue; // dev server logs are not followed by design
+            }
+            let ours = r.log_range(*pid, ch, 0, u64::MAX, usize::MAX).unwrap();
+            if ours.len() != entries.len() {
+                d.push(format!("{ch:?} log of {pid}: {} cached, {} in VK", ours.len(), entries.len()));
+                continue;
+            }
+            for (i, (o, t)) in ours.iter().zip(entries).enumerate() {
+                let ov: Value = serde_json::from_str(o.entry.get()).unwrap();
+                if o.index != i as u64 || &ov != t {
+                    d.push(format!("{ch:?} log of {pid} entry {i} differs"));
+                    break;
+                }
+            }
+        }
+    }
+    d
+}
+
+/// Wait until the cache equals the truth; panic with the differences after `timeout`.
+pub async fn converge(store: &Store, sim: &Sim, timeout: Duration, context: &str) {
+    let start = Instant::now();
+    loop {
+        let diff = cache_diff(store, &sim.truth());
+        if diff.is_empty() {
+            return;
+        }
+        if start.elapsed() > timeout {
+            panic!("{context}: cache did not converge in {timeout:?}:\n{}", diff.iter().take(12).cloned().collect::<Vec<_>>().join("\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
