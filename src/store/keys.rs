@@ -34,6 +34,8 @@ pub mod table {
 pub mod meta {
     pub const EPOCH: &[u8] = b"epoch";
     pub const TOKEN: &[u8] = b"token";
+    /// Tokens up to this value may have been published; a restart continues above it.
+    pub const TOKEN_RESERVED: &[u8] = b"token_reserved";
     pub const SCHEMA: &[u8] = b"schema";
     pub const SSE_SEQ: &[u8] = b"sse_seq";
     pub const VK_INCARNATION: &[u8] = b"vk_incarnation";

@@ -144,7 +144,11 @@ impl Store {
                 Epoch(read_u64(&tree, meta::EPOCH)?.unwrap_or(0))
             }
         };
-        let token = read_u64(&tree, meta::TOKEN)?.unwrap_or(0);
+        // Never hand out a token a previous run may already have published (its last writes can
+        // be lost in a crash, but the reservation was flushed before any token above it went out).
+        let token = read_u64(&tree, meta::TOKEN)?
+            .unwrap_or(0)
+            .max(read_u64(&tree, meta::TOKEN_RESERVED)?.unwrap_or(0));
         Ok(Store {
             inner: Arc::new(Inner {
                 db,
@@ -157,6 +161,14 @@ impl Store {
                 dir,
             }),
         })
+    }
+
+    /// The flushed token reservation (see the writer).
+    pub(crate) fn reserved_token(&self) -> u64 {
+        read_u64(&self.inner.tree, meta::TOKEN_RESERVED)
+            .ok()
+            .flatten()
+            .unwrap_or(0)
     }
 
     pub fn epoch(&self) -> Epoch {

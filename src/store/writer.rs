@@ -28,9 +28,14 @@ pub struct Applied {
     pub attempts: Vec<Uuid>,
 }
 
+/// Tokens reserved per flush: a restart after a crash continues above the reservation, so a token
+/// a client has seen is never handed out again even if the batch behind it was lost.
+const TOKEN_RESERVATION: u64 = 100_000;
+
 pub struct Writer {
     store: Store,
     token: u64,
+    reserved: u64,
     max_index: MaxIndexCache,
     retention: Retention,
 }
@@ -39,9 +44,11 @@ impl Writer {
     pub fn new(store: Store) -> Self {
         let token = store.current_token();
         let retention = store.retention().clone();
+        let reserved = store.reserved_token();
         Writer {
             store,
             token,
+            reserved,
             max_index: MaxIndexCache::new(),
             retention,
         }
@@ -100,6 +107,15 @@ impl Writer {
             next.to_be_bytes().to_vec(),
         );
         let projects = projects_of(&p.ov, &attempts);
+        if next > self.reserved {
+            let reserved = next + TOKEN_RESERVATION;
+            tree.insert(
+                keys::meta_key(keys::meta::TOKEN_RESERVED),
+                reserved.to_be_bytes().to_vec(),
+            )?;
+            self.store.flush()?;
+            self.reserved = reserved;
+        }
         tree.apply_batch(p.ov.into_batch())?;
         self.token = next;
         self.store.committed(next, &attempts, &projects);
