@@ -106,3 +106,32 @@ pub fn resolve(
         retention,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_loads_and_resolves() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/vk-observer.example.toml");
+        let f = FileConfig::load(&p).unwrap();
+        let s = resolve(Some("http://127.0.0.1:3000".into()), None, None, None, f).unwrap();
+        assert_eq!(s.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(s.retention.prune_every, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_urls_are_rejected() {
+        assert!(toml::from_str::<FileConfig>("nope = 1").is_err());
+        assert!(
+            resolve(
+                Some("127.0.0.1:3000".into()),
+                None,
+                None,
+                None,
+                FileConfig::default()
+            )
+            .is_err()
+        );
+    }
+}

@@ -54,6 +54,9 @@ async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
     metrics::gauge!("vk_observer_store_disk_bytes").set(s.store.size_on_disk() as f64);
     match &s.metrics {
         Some(h) => (StatusCode::OK, h.render()),
-        None => (StatusCode::NOT_FOUND, "metrics recorder not installed".into()),
+        None => (
+            StatusCode::NOT_FOUND,
+            "metrics recorder not installed".into(),
+        ),
     }
 }

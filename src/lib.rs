@@ -4,10 +4,10 @@
 #[cfg(feature = "sim")]
 pub mod sim;
 
-pub mod store;
-pub mod upstream;
-pub mod health;
-pub mod ingest;
 pub mod config;
 pub mod daemon;
+pub mod health;
 pub mod http;
+pub mod ingest;
+pub mod store;
+pub mod upstream;

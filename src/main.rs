@@ -10,7 +10,11 @@ use vk_observer::daemon::{Daemon, DaemonOptions};
 use vk_observer::ingest::IngestConfig;
 
 #[derive(Parser)]
-#[command(name = "vk-observer", version, about = "Observe Vibe Kanban, cache it in sled, serve MCP task tools from the cache")]
+#[command(
+    name = "vk-observer",
+    version,
+    about = "Observe Vibe Kanban, cache it in sled, serve MCP task tools from the cache"
+)]
 struct Cli {
     /// Log as JSON lines instead of text.
     #[arg(long, global = true, env = "VK_OBSERVER_LOG_JSON")]
@@ -100,7 +104,10 @@ async fn main() -> anyhow::Result<()> {
                 metrics,
             })
             .await?;
-            eprintln!("vk-observer: serving on http://{} (upstream {})", daemon.addr, s.upstream);
+            eprintln!(
+                "vk-observer: serving on http://{} (upstream {})",
+                daemon.addr, s.upstream
+            );
             wait_for_signal().await;
             daemon.shutdown().await;
         }
@@ -148,7 +155,11 @@ async fn demo(
     let player = sim.clone();
     let script = tokio::spawn(async move {
         for n in 1u64.. {
-            let task = player.add_task(project, &format!("Demo task {n}"), Some("Scripted by the simulator."));
+            let task = player.add_task(
+                project,
+                &format!("Demo task {n}"),
+                Some("Scripted by the simulator."),
+            );
             let files = vec![SimFile {
                 repo: "demo".into(),
                 path: format!("src/demo_{n}.rs"),
@@ -158,7 +169,13 @@ async fn demo(
                 content: format!("// demo {n}\nfn main() {{}}\n"),
             }];
             player
-                .run_attempt_script(task, AttemptScript { files, ..AttemptScript::default() })
+                .run_attempt_script(
+                    task,
+                    AttemptScript {
+                        files,
+                        ..AttemptScript::default()
+                    },
+                )
                 .await;
             tokio::time::sleep(std::time::Duration::from_secs(every)).await;
         }

@@ -20,7 +20,14 @@ fn free_addr() -> String {
 
 fn spawn(sim: &Sim, addr: &str, dir: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_vk-observer"))
-        .args(["serve", "--upstream", &sim.base_url(), "--listen", addr, "--data-dir"])
+        .args([
+            "serve",
+            "--upstream",
+            &sim.base_url(),
+            "--listen",
+            addr,
+            "--data-dir",
+        ])
         .arg(dir)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -52,7 +59,9 @@ async fn wait_ready(addr: &str) {
 }
 
 fn terminate(mut child: Child) {
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(10) {
         if child.try_wait().ok().flatten().is_some() {
@@ -66,7 +75,10 @@ fn terminate(mut child: Child) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
-    let seeds = std::env::var("VK_KILL_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3u64);
+    let seeds = std::env::var("VK_KILL_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3u64);
     for seed in 0..seeds {
         eprintln!("kill schedule seed {seed}");
         let mut rng = StdRng::seed_from_u64(seed);
@@ -84,7 +96,12 @@ async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
                     let t = sim.add_task(project, &format!("kill {i}"), None);
                     sim.run_attempt_script(
                         t,
-                        AttemptScript { normalized_entries: 150, raw_entries: 60, replacements: 4, ..AttemptScript::default() },
+                        AttemptScript {
+                            normalized_entries: 150,
+                            raw_entries: 60,
+                            replacements: 4,
+                            ..AttemptScript::default()
+                        },
                     )
                     .await;
                 }
@@ -102,7 +119,10 @@ async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
             child = spawn(&sim, &addr, dir.path());
             wait_ready(&addr).await;
             let t = token(&addr).await.expect("token after restart");
-            assert!(t >= seen, "seed {seed}: after a kill the token went from {seen} back to {t}");
+            assert!(
+                t >= seen,
+                "seed {seed}: after a kill the token went from {seen} back to {t}"
+            );
             seen = t;
         }
         player.await.unwrap();
@@ -121,7 +141,11 @@ async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
             child = spawn(&sim, &addr, dir.path());
             wait_ready(&addr).await;
         }
-        assert!(diff.is_empty(), "seed {seed}: cache differs after kills:\n{}", diff.join("\n"));
+        assert!(
+            diff.is_empty(),
+            "seed {seed}: cache differs after kills:\n{}",
+            diff.join("\n")
+        );
         sim.shutdown().await;
     }
 }

@@ -28,7 +28,11 @@ async fn scripted_attempt_is_mirrored_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = support::daemon(&sim, dir.path()).await;
 
-    let t1 = sim.add_task(project, "Add a greeting file", Some("Please write a greeting file."));
+    let t1 = sim.add_task(
+        project,
+        "Add a greeting file",
+        Some("Please write a greeting file."),
+    );
     let ok = sim
         .run_attempt_script(
             t1,
@@ -43,21 +47,48 @@ async fn scripted_attempt_is_mirrored_exactly() {
         )
         .await;
     let t2 = sim.add_task(project, "Task that should FAIL", None);
-    sim.run_attempt_script(t2, AttemptScript { agent: AgentOutcome::Fail, ..AttemptScript::default() })
-        .await;
-    sim.follow_up_script(ok.session_id, "now add a second line", AttemptScript { normalized_entries: 10, replacements: 2, ..AttemptScript::default() })
-        .await;
+    sim.run_attempt_script(
+        t2,
+        AttemptScript {
+            agent: AgentOutcome::Fail,
+            ..AttemptScript::default()
+        },
+    )
+    .await;
+    sim.follow_up_script(
+        ok.session_id,
+        "now add a second line",
+        AttemptScript {
+            normalized_entries: 10,
+            replacements: 2,
+            ..AttemptScript::default()
+        },
+    )
+    .await;
 
-    support::converge(&daemon.store, &sim, Duration::from_secs(20), "after scripted attempts").await;
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(20),
+        "after scripted attempts",
+    )
+    .await;
     assert!(daemon.health.bootstrapped());
     let truth = sim.truth();
     // The comparison above covered real content, not empty maps.
     assert_eq!(truth.tasks.len(), 2);
     assert_eq!(truth.attempts.len(), 2);
-    assert!(truth.processes.len() >= 6, "processes: {}", truth.processes.len());
+    assert!(
+        truth.processes.len() >= 6,
+        "processes: {}",
+        truth.processes.len()
+    );
     let normalized: usize = truth.normalized_logs.values().map(Vec::len).sum();
     let raw: usize = truth.raw_logs.values().map(Vec::len).sum();
-    assert!(normalized >= 50 && raw >= 30, "normalized {normalized}, raw {raw}");
+    assert!(
+        normalized >= 50 && raw >= 30,
+        "normalized {normalized}, raw {raw}"
+    );
     assert_eq!(truth.changes.len(), 2);
 
     // Replacements were applied in place and recorded for token-based readers.
@@ -77,11 +108,26 @@ async fn daemon_started_after_the_fact_backfills_history() {
     let sim = support::sim().await;
     let project = sim.add_project("Late", &["demo"]);
     let t = sim.add_task(project, "Done before the daemon", None);
-    sim.run_attempt_script(t, AttemptScript { normalized_entries: 2500, raw_entries: 1200, replacements: 3, files: files(2), ..AttemptScript::default() })
-        .await;
+    sim.run_attempt_script(
+        t,
+        AttemptScript {
+            normalized_entries: 2500,
+            raw_entries: 1200,
+            replacements: 3,
+            files: files(2),
+            ..AttemptScript::default()
+        },
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let daemon = support::daemon(&sim, dir.path()).await;
-    support::converge(&daemon.store, &sim, Duration::from_secs(30), "history backfill").await;
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(30),
+        "history backfill",
+    )
+    .await;
     daemon.shutdown().await;
 
     // A restart on the same data dir keeps the tokens and changes nothing.
@@ -94,5 +140,8 @@ async fn daemon_started_after_the_fact_backfills_history() {
         d.shutdown().await;
         (t, after)
     };
-    assert_eq!(token_before.0, token_before.1, "a resync with nothing new must not move the token");
+    assert_eq!(
+        token_before.0, token_before.1,
+        "a resync with nothing new must not move the token"
+    );
 }

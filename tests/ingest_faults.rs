@@ -15,7 +15,10 @@ use rand::{Rng, SeedableRng};
 use vk_observer::sim::{AgentOutcome, AttemptScript, Faults};
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 async fn run_schedule(seed: u64) {
@@ -48,7 +51,11 @@ async fn run_schedule(seed: u64) {
                 normalized_entries: rng.random_range(5..60),
                 raw_entries: rng.random_range(1..30),
                 replacements: rng.random_range(0..4),
-                agent: if rng.random_bool(0.2) { AgentOutcome::Fail } else { AgentOutcome::Succeed },
+                agent: if rng.random_bool(0.2) {
+                    AgentOutcome::Fail
+                } else {
+                    AgentOutcome::Succeed
+                },
                 ..AttemptScript::default()
             })
             .collect();
@@ -68,15 +75,28 @@ async fn run_schedule(seed: u64) {
             1 => sim.restart(),
             2 => {
                 garbage_used = true;
-                sim.set_faults(Faults { garbage_sse: true, garbage_ws: true, ..Faults::default() })
+                sim.set_faults(Faults {
+                    garbage_sse: true,
+                    garbage_ws: true,
+                    ..Faults::default()
+                })
             }
-            3 => sim.set_faults(Faults { drop_log_ws_after: Some(rng.random_range(1..8)), ..Faults::default() }),
+            3 => sim.set_faults(Faults {
+                drop_log_ws_after: Some(rng.random_range(1..8)),
+                ..Faults::default()
+            }),
             _ => sim.set_faults(Faults::default()),
         }
     }
     player.await.unwrap();
     sim.set_faults(Faults::default());
-    support::converge(&daemon.store, &sim, Duration::from_secs(30), &format!("seed {seed}")).await;
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(30),
+        &format!("seed {seed}"),
+    )
+    .await;
     if garbage_used {
         // Garbage may or may not have hit a live connection; it must never have broken ingest.
         let _ = daemon.health.garbage_frames.load(Ordering::Relaxed);
@@ -92,7 +112,9 @@ async fn seeded_fault_schedules_converge() {
     let n = env_u64("VK_FAULT_SEEDS", 8);
     let base = env_u64("VK_FAULT_SEED_BASE", 0);
     for seed in base..base + n {
-        eprintln!("fault schedule seed {seed} (replay: VK_FAULT_SEED_BASE={seed} VK_FAULT_SEEDS=1)");
+        eprintln!(
+            "fault schedule seed {seed} (replay: VK_FAULT_SEED_BASE={seed} VK_FAULT_SEEDS=1)"
+        );
         run_schedule(seed).await;
     }
 }
@@ -103,10 +125,17 @@ async fn garbage_frames_are_counted_and_survived() {
     let project = sim.add_project("Garbage", &["demo"]);
     let dir = tempfile::tempdir().unwrap();
     let daemon = support::daemon(&sim, dir.path()).await;
-    sim.set_faults(Faults { garbage_sse: true, garbage_ws: true, ..Faults::default() });
+    sim.set_faults(Faults {
+        garbage_sse: true,
+        garbage_ws: true,
+        ..Faults::default()
+    });
     let t = sim.add_task(project, "garbage everywhere", None);
     sim.run_attempt_script(t, AttemptScript::default()).await;
     support::converge(&daemon.store, &sim, Duration::from_secs(20), "garbage").await;
-    assert!(daemon.health.garbage_frames.load(Ordering::Relaxed) > 0, "garbage was injected, none counted");
+    assert!(
+        daemon.health.garbage_frames.load(Ordering::Relaxed) > 0,
+        "garbage was injected, none counted"
+    );
     daemon.shutdown().await;
 }

@@ -230,7 +230,9 @@ impl Coordinator {
         let writer = self.writer.clone();
         let limit = self.jobs.limit.clone();
         tokio::spawn(async move {
-            let Ok(_p) = limit.acquire().await else { return };
+            let Ok(_p) = limit.acquire().await else {
+                return;
+            };
             match client.project_repos(project_id).await {
                 Ok(repos) => {
                     let _ = writer
@@ -242,7 +244,11 @@ impl Coordinator {
         });
     }
 
-    fn spawn_object(&mut self, stream: ObjectStream, record: impl FnOnce(&mut Self, CancellationToken)) {
+    fn spawn_object(
+        &mut self,
+        stream: ObjectStream,
+        record: impl FnOnce(&mut Self, CancellationToken),
+    ) {
         let token = self.cancel.child_token();
         let f = ObjectFollower {
             stream,
@@ -266,7 +272,9 @@ impl Coordinator {
             return;
         }
         let mut token = None;
-        self.spawn_object(ObjectStream::Processes { attempt_id }, |_, s| token = Some(s));
+        self.spawn_object(ObjectStream::Processes { attempt_id }, |_, s| {
+            token = Some(s)
+        });
         if let Some(cancel) = token {
             self.process_streams.insert(
                 attempt_id,
@@ -280,7 +288,13 @@ impl Coordinator {
         }
     }
 
-    fn on_processes(&mut self, attempt: Uuid, snapshot: bool, procs: Vec<ProcessFacts>, removed: Vec<Uuid>) {
+    fn on_processes(
+        &mut self,
+        attempt: Uuid,
+        snapshot: bool,
+        procs: Vec<ProcessFacts>,
+        removed: Vec<Uuid>,
+    ) {
         let reader = self.store.read();
         let mut changes_needed = false;
         let mut unknown_session = false;
@@ -413,7 +427,11 @@ impl Coordinator {
         let quiet_hints = self.hinted.is_empty() && self.refreshing == 0;
         if quiet_hints {
             if let Some(seq) = self.pending_seq.take() {
-                if let Err(e) = self.writer.write(vec![DomainEvent::UpstreamSeq { seq }]).await {
+                if let Err(e) = self
+                    .writer
+                    .write(vec![DomainEvent::UpstreamSeq { seq }])
+                    .await
+                {
                     tracing::warn!(error = %e, "cannot persist the SSE seq");
                     self.pending_seq = Some(seq);
                 }
@@ -422,7 +440,10 @@ impl Coordinator {
         if !self.health.bootstrapped()
             && self.projects_seen
             && quiet_hints
-            && self.task_streams.keys().all(|p| self.tasks_snapshot_seen.contains(p))
+            && self
+                .task_streams
+                .keys()
+                .all(|p| self.tasks_snapshot_seen.contains(p))
             && self.process_streams.values().all(|s| s.snapshot_seen)
         {
             tracing::info!("bootstrap done: the cache reflects VK");

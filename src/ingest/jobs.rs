@@ -29,10 +29,13 @@ impl Jobs {
     pub fn refresh_task(&self, task_id: Uuid, deep: bool) {
         let j = self.clone();
         tokio::spawn(async move {
-            let attempts = j.refresh_task_inner(task_id, deep).await.unwrap_or_else(|e| {
-                tracing::warn!(%task_id, error = %e, "task refresh failed");
-                Vec::new()
-            });
+            let attempts = j
+                .refresh_task_inner(task_id, deep)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(%task_id, error = %e, "task refresh failed");
+                    Vec::new()
+                });
             let _ = j.signals.send(Signal::TaskRefreshed { task_id, attempts });
         });
     }
@@ -51,10 +54,7 @@ impl Jobs {
             .collect();
         let applied = self
             .writer
-            .write(vec![DomainEvent::AttemptsSnapshot {
-                task_id,
-                attempts,
-            }])
+            .write(vec![DomainEvent::AttemptsSnapshot { task_id, attempts }])
             .await
             .map_err(|e| e.to_string())?;
         let mut look = Vec::new();
@@ -93,7 +93,9 @@ impl Jobs {
     pub fn refresh_sessions(&self, attempt_id: Uuid) {
         let j = self.clone();
         tokio::spawn(async move {
-            let Ok(_permit) = j.limit.acquire().await else { return };
+            let Ok(_permit) = j.limit.acquire().await else {
+                return;
+            };
             if let Err(e) = j.sessions_inner(attempt_id).await {
                 tracing::warn!(%attempt_id, error = %e, "session refresh failed");
             }
@@ -104,7 +106,9 @@ impl Jobs {
     pub fn refresh_changes(&self, attempt_id: Uuid) {
         let j = self.clone();
         tokio::spawn(async move {
-            let Ok(_permit) = j.limit.acquire().await else { return };
+            let Ok(_permit) = j.limit.acquire().await else {
+                return;
+            };
             match j.client.changes(attempt_id).await {
                 Ok(changes) => {
                     let _ = j

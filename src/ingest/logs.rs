@@ -228,7 +228,9 @@ impl LogFollower {
                 .map(|e| (e.entry_index, e.entry))
                 .collect();
             let smallest = entries.first().map(|e| e.0);
-            self.flush(&mut entries).await.map_err(|_| "store".to_string())?;
+            self.flush(&mut entries)
+                .await
+                .map_err(|_| "store".to_string())?;
             match (page.has_more, page.next_cursor.or(smallest)) {
                 (true, Some(c)) if c > 0 && Some(c) != cursor && pages < 10_000 => cursor = Some(c),
                 _ => return Ok(()),

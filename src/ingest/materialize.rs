@@ -57,7 +57,11 @@ impl Materializer {
         let mut doc = self.doc.clone();
         let mut changes = Vec::new();
         for op in ops {
-            let tokens: Vec<String> = op.path().tokens().map(|t| t.decoded().into_owned()).collect();
+            let tokens: Vec<String> = op
+                .path()
+                .tokens()
+                .map(|t| t.decoded().into_owned())
+                .collect();
             if tokens.first().map(String::as_str) != Some(self.root) {
                 continue; // another root: not this stream's business
             }
@@ -84,7 +88,10 @@ impl Materializer {
                     let d = doc.as_mut().ok_or(MaterializeError::NoSnapshot)?;
                     let id = parse_id(&tokens[1])?;
                     let Some(obj) = d.get_mut(&id) else {
-                        return Err(MaterializeError::Patch(format!("{} on unknown object", op.path())));
+                        return Err(MaterializeError::Patch(format!(
+                            "{} on unknown object",
+                            op.path()
+                        )));
                     };
                     let mut wrapper = serde_json::json!({ "o": obj.take() });
                     let inner = rebase(op, &tokens[2..])?;
@@ -173,7 +180,10 @@ mod tests {
     use super::*;
 
     fn frames(file: &str) -> Vec<json_patch::Patch> {
-        let path = format!("{}/tests/fixtures/vk-wire/samples/{file}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/tests/fixtures/vk-wire/samples/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
         std::fs::read_to_string(path)
             .unwrap()
             .lines()

@@ -108,6 +108,9 @@ impl Ingest {
             cfg,
         };
         tokio::spawn(sse.run(cancel.clone()));
-        Ingest { signals: tx, cancel }
+        Ingest {
+            signals: tx,
+            cancel,
+        }
     }
 }

@@ -153,7 +153,8 @@ impl ObjectFollower {
         let frame: PatchFrame = match serde_json::from_str(text) {
             Ok(f) => f,
             Err(e) => {
-                self.health.garbage(self.stream.label(), &format!("{e}: {text}"));
+                self.health
+                    .garbage(self.stream.label(), &format!("{e}: {text}"));
                 return FrameOutcome::Garbage;
             }
         };
@@ -185,10 +186,18 @@ impl ObjectFollower {
         FrameOutcome::Ok
     }
 
-    fn to_events(&self, changes: &[Change], doc: &Materializer) -> (Vec<DomainEvent>, Option<Signal>) {
+    fn to_events(
+        &self,
+        changes: &[Change],
+        doc: &Materializer,
+    ) -> (Vec<DomainEvent>, Option<Signal>) {
         let snapshot = changes.contains(&Change::Snapshot);
         let all = || doc.objects().cloned().collect::<Vec<Value>>();
-        let ids = || doc.objects().filter_map(crate::store::events::object_id).collect::<Vec<Uuid>>();
+        let ids = || {
+            doc.objects()
+                .filter_map(crate::store::events::object_id)
+                .collect::<Vec<Uuid>>()
+        };
         match self.stream {
             ObjectStream::Projects => (
                 vec![DomainEvent::ProjectsSnapshot { projects: all() }],
@@ -209,7 +218,9 @@ impl ObjectFollower {
                                 events.push(DomainEvent::TaskUpserted { task: t.clone() });
                             }
                         }
-                        Change::Remove(id) => events.push(DomainEvent::TaskRemoved { task_id: *id }),
+                        Change::Remove(id) => {
+                            events.push(DomainEvent::TaskRemoved { task_id: *id })
+                        }
                         Change::Snapshot => {}
                     }
                 }

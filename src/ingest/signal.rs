@@ -14,11 +14,17 @@ pub enum Signal {
     /// An SSE event was received; its id is applied once the hints before it are handled.
     SseSeq { seq: u64 },
     /// VK cannot resume (`invalidate_all`, restarted, lagged): refetch everything.
-    ResyncAll { reason: String, watermark: Option<u64> },
+    ResyncAll {
+        reason: String,
+        watermark: Option<u64>,
+    },
     /// A projects snapshot was written.
     Projects { ids: Vec<Uuid> },
     /// A tasks-stream snapshot of a project was written.
-    TasksSnapshot { project_id: Uuid, task_ids: Vec<Uuid> },
+    TasksSnapshot {
+        project_id: Uuid,
+        task_ids: Vec<Uuid>,
+    },
     /// Processes of an attempt as now stored (snapshot or single changes).
     Processes {
         attempt_id: Uuid,
@@ -37,5 +43,8 @@ pub enum Signal {
     /// A REST refresh of a task's attempts finished.
     TaskRefreshed { task_id: Uuid, attempts: Vec<Uuid> },
     /// A mutation went through the proxy: refresh this scope now instead of waiting for SSE.
-    Nudge { task_id: Option<Uuid>, attempt_id: Option<Uuid> },
+    Nudge {
+        task_id: Option<Uuid>,
+        attempt_id: Option<Uuid>,
+    },
 }

@@ -27,8 +27,13 @@ use crate::upstream::{VkClient, sse};
 
 enum State {
     Connecting,
-    Streaming { events: SseEvents, last_id: Option<u64> },
-    Backoff { delay: Duration },
+    Streaming {
+        events: SseEvents,
+        last_id: Option<u64>,
+    },
+    Backoff {
+        delay: Duration,
+    },
 }
 
 pub struct SseFollower {
@@ -65,38 +70,37 @@ impl SseFollower {
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot connect to VK's event stream");
                     let delay = reconnect.next_delay();
-                    self.health.set_state(if reconnect.failures >= self.cfg.down_after_failures {
-                        UpstreamState::Down
-                    } else {
-                        UpstreamState::Reconnecting
-                    });
+                    self.health
+                        .set_state(if reconnect.failures >= self.cfg.down_after_failures {
+                            UpstreamState::Down
+                        } else {
+                            UpstreamState::Reconnecting
+                        });
                     State::Backoff { delay }
                 }
             },
             State::Streaming {
                 mut events,
                 mut last_id,
-            } => {
-                match tokio::time::timeout(self.cfg.stall_after, events.next()).await {
-                    Err(_) => {
-                        tracing::warn!("VK's event stream stalled; reconnecting");
-                        self.lost()
-                    }
-                    Ok(None) => {
-                        tracing::info!("VK's event stream ended; reconnecting");
-                        self.lost()
-                    }
-                    Ok(Some(Err(e))) => {
-                        tracing::warn!(error = %e, "VK's event stream broke; reconnecting");
-                        self.lost()
-                    }
-                    Ok(Some(Ok(ev))) => {
-                        self.health.touch();
-                        self.handle(ev, &mut last_id);
-                        State::Streaming { events, last_id }
-                    }
+            } => match tokio::time::timeout(self.cfg.stall_after, events.next()).await {
+                Err(_) => {
+                    tracing::warn!("VK's event stream stalled; reconnecting");
+                    self.lost()
                 }
-            }
+                Ok(None) => {
+                    tracing::info!("VK's event stream ended; reconnecting");
+                    self.lost()
+                }
+                Ok(Some(Err(e))) => {
+                    tracing::warn!(error = %e, "VK's event stream broke; reconnecting");
+                    self.lost()
+                }
+                Ok(Some(Ok(ev))) => {
+                    self.health.touch();
+                    self.handle(ev, &mut last_id);
+                    State::Streaming { events, last_id }
+                }
+            },
             State::Backoff { delay } => {
                 tokio::time::sleep(delay).await;
                 State::Connecting
@@ -189,7 +193,8 @@ impl SseFollower {
             }
             _ => {
                 if !(ev.event.is_none() && ev.data.is_none()) {
-                    self.health.garbage("sse", &format!("unknown event {name}: {data}"));
+                    self.health
+                        .garbage("sse", &format!("unknown event {name}: {data}"));
                 }
             }
         }

@@ -11,11 +11,11 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use super::StoreError;
 use super::codec::{decode, encode, same_json};
 use super::events::{Channel, DomainEvent, object_id, uuid_field};
 use super::keys::{self, table};
 use super::overlay::Overlay;
-use super::StoreError;
 
 /// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
 pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
@@ -73,7 +73,10 @@ impl<'t, 'c> Pending<'t, 'c> {
                 attempt_id,
                 changes,
             } => {
-                if self.upsert(keys::id_key(table::CHANGES, attempt_id).as_slice(), &changes)? {
+                if self.upsert(
+                    keys::id_key(table::CHANGES, attempt_id).as_slice(),
+                    &changes,
+                )? {
                     self.attempts.insert(attempt_id);
                     self.note(format!("changes:{attempt_id}"));
                 }
@@ -88,8 +91,10 @@ impl<'t, 'c> Pending<'t, 'c> {
                 Ok(())
             }
             DomainEvent::UpstreamSeq { seq } => {
-                self.ov
-                    .insert(&keys::meta_key(keys::meta::SSE_SEQ), seq.to_be_bytes().to_vec());
+                self.ov.insert(
+                    &keys::meta_key(keys::meta::SSE_SEQ),
+                    seq.to_be_bytes().to_vec(),
+                );
                 Ok(())
             }
             DomainEvent::UpstreamIncarnation { id } => {
@@ -164,7 +169,9 @@ impl<'t, 'c> Pending<'t, 'c> {
             }
         }
         for k in self.ov.keys_with_prefix(&[table::PROJECTS])? {
-            let Some(id) = keys::uuid_at(&k, 1) else { continue };
+            let Some(id) = keys::uuid_at(&k, 1) else {
+                continue;
+            };
             if !keep.contains(&id) {
                 self.remove_project(id)?;
             }
@@ -412,10 +419,7 @@ impl<'t, 'c> Pending<'t, 'c> {
         if appended + replaced > 0 {
             self.changed = true;
             self.attempts.insert(attempt);
-            self.note(format!(
-                "logs:{pid}:{}:+{appended}~{replaced}",
-                ch.as_str()
-            ));
+            self.note(format!("logs:{pid}:{}:+{appended}~{replaced}", ch.as_str()));
             if let Some(m) = max {
                 self.enforce_entry_cap(pid, ch, m)?;
             }

@@ -11,21 +11,48 @@ pub use super::keys::Channel;
 #[derive(Debug, Clone)]
 pub enum DomainEvent {
     /// The whole project list (VK's projects stream only ever sends full snapshots).
-    ProjectsSnapshot { projects: Vec<Value> },
+    ProjectsSnapshot {
+        projects: Vec<Value>,
+    },
     /// All repositories of a project.
-    ReposSnapshot { project_id: Uuid, repos: Vec<Value> },
-    TaskUpserted { task: Value },
-    TaskRemoved { task_id: Uuid },
+    ReposSnapshot {
+        project_id: Uuid,
+        repos: Vec<Value>,
+    },
+    TaskUpserted {
+        task: Value,
+    },
+    TaskRemoved {
+        task_id: Uuid,
+    },
     /// Every task of a project (a tasks-stream snapshot).
-    TasksSnapshot { project_id: Uuid, tasks: Vec<Value> },
+    TasksSnapshot {
+        project_id: Uuid,
+        tasks: Vec<Value>,
+    },
     /// Every attempt (VK workspace) of a task.
-    AttemptsSnapshot { task_id: Uuid, attempts: Vec<Value> },
+    AttemptsSnapshot {
+        task_id: Uuid,
+        attempts: Vec<Value>,
+    },
     /// Every session of an attempt.
-    SessionsSnapshot { attempt_id: Uuid, sessions: Vec<Value> },
-    ProcessUpserted { attempt_id: Uuid, process: Value },
-    ProcessRemoved { attempt_id: Uuid, process_id: Uuid },
+    SessionsSnapshot {
+        attempt_id: Uuid,
+        sessions: Vec<Value>,
+    },
+    ProcessUpserted {
+        attempt_id: Uuid,
+        process: Value,
+    },
+    ProcessRemoved {
+        attempt_id: Uuid,
+        process_id: Uuid,
+    },
     /// Every execution process of an attempt (a process-stream snapshot).
-    ProcessesSnapshot { attempt_id: Uuid, processes: Vec<Value> },
+    ProcessesSnapshot {
+        attempt_id: Uuid,
+        processes: Vec<Value>,
+    },
     /// Log entries by index; an index already stored with other content is a replacement.
     LogEntriesPut {
         attempt_id: Uuid,
@@ -34,13 +61,23 @@ pub enum DomainEvent {
         entries: Vec<(u64, Box<RawValue>)>,
     },
     /// The process has ended and its whole log is stored (meta only: moves no token).
-    LogsComplete { process_id: Uuid, channel: Channel },
+    LogsComplete {
+        process_id: Uuid,
+        channel: Channel,
+    },
     /// VK's change summary of an attempt (`GET /api/task-attempts/{id}/changes?force=true`).
-    ChangesUpdated { attempt_id: Uuid, changes: Value },
+    ChangesUpdated {
+        attempt_id: Uuid,
+        changes: Value,
+    },
     /// The last VK SSE sequence id applied (meta only: moves no token).
-    UpstreamSeq { seq: u64 },
+    UpstreamSeq {
+        seq: u64,
+    },
     /// What identifies the running VK (meta only): changes when VK restarts.
-    UpstreamIncarnation { id: String },
+    UpstreamIncarnation {
+        id: String,
+    },
 }
 
 impl DomainEvent {

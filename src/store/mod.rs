@@ -114,7 +114,11 @@ impl Store {
         Self::from_db(db, retention, None)
     }
 
-    fn from_db(db: sled::Db, retention: Retention, dir: Option<PathBuf>) -> Result<Store, StoreError> {
+    fn from_db(
+        db: sled::Db,
+        retention: Retention,
+        dir: Option<PathBuf>,
+    ) -> Result<Store, StoreError> {
         let tree = db.open_tree("projections")?;
         let idem = db.open_tree("idempotency")?;
         let schema = tree.get(meta_key(meta::SCHEMA))?;
@@ -122,7 +126,10 @@ impl Store {
             None => {
                 let epoch: u64 = rand::random();
                 let mut b = sled::Batch::default();
-                b.insert(meta_key(meta::SCHEMA), SCHEMA_VERSION.to_be_bytes().to_vec());
+                b.insert(
+                    meta_key(meta::SCHEMA),
+                    SCHEMA_VERSION.to_be_bytes().to_vec(),
+                );
                 b.insert(meta_key(meta::EPOCH), epoch.to_be_bytes().to_vec());
                 b.insert(meta_key(meta::TOKEN), 0u64.to_be_bytes().to_vec());
                 tree.apply_batch(b)?;
@@ -130,11 +137,7 @@ impl Store {
                 Epoch(epoch)
             }
             Some(v) => {
-                let found = v
-                    .as_ref()
-                    .try_into()
-                    .map(u32::from_be_bytes)
-                    .unwrap_or(0);
+                let found = v.as_ref().try_into().map(u32::from_be_bytes).unwrap_or(0);
                 if found != SCHEMA_VERSION {
                     return Err(StoreError::Incompatible {
                         dir: dir.clone().unwrap_or_default(),

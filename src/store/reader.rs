@@ -67,7 +67,9 @@ impl StoreReader {
         let mut out = Vec::new();
         for item in self.tree.scan_prefix([table]) {
             let (k, v) = item?;
-            let Some(id) = keys::uuid_at(&k, 1) else { continue };
+            let Some(id) = keys::uuid_at(&k, 1) else {
+                continue;
+            };
             if let Some((token, json)) = decode(&v) {
                 if let Ok(value) = serde_json::from_slice(json) {
                     out.push(Stored { id, token, value });
@@ -89,7 +91,9 @@ impl StoreReader {
         let mut out = Vec::new();
         for item in self.tree.scan_prefix(keys::id_key(table::REPOS, project)) {
             let (k, v) = item?;
-            let Some(id) = keys::uuid_at(&k, 17) else { continue };
+            let Some(id) = keys::uuid_at(&k, 17) else {
+                continue;
+            };
             if let Some((token, json)) = decode(&v) {
                 if let Ok(value) = serde_json::from_slice(json) {
                     out.push(Stored { id, token, value });
@@ -222,9 +226,10 @@ impl StoreReader {
         let first = self.tree.scan_prefix(prefix).next().transpose()?;
         let last = self.tree.scan_prefix(prefix).next_back().transpose()?;
         Ok(match (first, last) {
-            (Some((f, _)), Some((l, _))) => {
-                Some((keys::trailing_u64(&f).unwrap_or(0), keys::trailing_u64(&l).unwrap_or(0)))
-            }
+            (Some((f, _)), Some((l, _))) => Some((
+                keys::trailing_u64(&f).unwrap_or(0),
+                keys::trailing_u64(&l).unwrap_or(0),
+            )),
             _ => None,
         })
     }
@@ -283,7 +288,9 @@ impl StoreReader {
     pub fn expired_attempts(&self, cutoff: chrono::DateTime<chrono::Utc>) -> R<Vec<(Uuid, Uuid)>> {
         let mut out = Vec::new();
         for a in self.attempts()? {
-            let Some(task) = uuid_field(&a.value, "task_id") else { continue };
+            let Some(task) = uuid_field(&a.value, "task_id") else {
+                continue;
+            };
             let mut newest = ts(&a.value, "updated_at");
             let mut running = false;
             for p in self.processes_of_attempt(a.id)? {

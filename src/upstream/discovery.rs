@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 pub fn port_file_path() -> PathBuf {
-    std::env::temp_dir().join("vibe-kanban").join("vibe-kanban.port")
+    std::env::temp_dir()
+        .join("vibe-kanban")
+        .join("vibe-kanban.port")
 }
 
 /// `http://127.0.0.1:<port>` from VK's port file, if it exists and holds a port.

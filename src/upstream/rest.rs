@@ -169,7 +169,8 @@ impl VkClient {
     }
 
     pub async fn attempts_of_task(&self, task: Uuid) -> Result<Vec<Value>, UpstreamError> {
-        self.get(&format!("/api/task-attempts?task_id={task}")).await
+        self.get(&format!("/api/task-attempts?task_id={task}"))
+            .await
     }
 
     pub async fn sessions_of_attempt(&self, attempt: Uuid) -> Result<Vec<Value>, UpstreamError> {

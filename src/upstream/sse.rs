@@ -13,7 +13,10 @@ use super::rest::{UpstreamError, VkClient};
 pub type SseEvents = BoxStream<'static, Result<Sse, sse_stream::Error>>;
 
 /// Connect to `/api/events`, with `after_seq` when resuming.
-pub async fn connect(client: &VkClient, after_seq: Option<u64>) -> Result<SseEvents, UpstreamError> {
+pub async fn connect(
+    client: &VkClient,
+    after_seq: Option<u64>,
+) -> Result<SseEvents, UpstreamError> {
     let path = match after_seq {
         Some(n) => format!("/api/events?after_seq={n}"),
         None => "/api/events".to_string(),

@@ -81,12 +81,13 @@ impl LogFrame {
     pub fn parse(text: &str) -> Result<LogFrame, String> {
         let raw: RawLogFrame = serde_json::from_str(text).map_err(|e| e.to_string())?;
         match (raw.kind.as_str(), raw.entry_index, raw.entry) {
-            ("append" | "replace", Some(entry_index), Some(entry)) => Ok(LogFrame::Entry {
-                entry_index,
-                entry,
-            }),
+            ("append" | "replace", Some(entry_index), Some(entry)) => {
+                Ok(LogFrame::Entry { entry_index, entry })
+            }
             ("finished", _, _) => Ok(LogFrame::Finished),
-            (kind, _, _) => Err(format!("unexpected log frame type {kind:?} or missing fields")),
+            (kind, _, _) => Err(format!(
+                "unexpected log frame type {kind:?} or missing fields"
+            )),
         }
     }
 }
@@ -160,7 +161,10 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(f, LogFrame::Entry { entry_index: 3, .. }));
-        assert!(matches!(LogFrame::parse(r#"{"type":"finished"}"#), Ok(LogFrame::Finished)));
+        assert!(matches!(
+            LogFrame::parse(r#"{"type":"finished"}"#),
+            Ok(LogFrame::Finished)
+        ));
         assert!(LogFrame::parse(r#"{"type":"append"}"#).is_err());
         assert!(LogFrame::parse("not json").is_err());
     }

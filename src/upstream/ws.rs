@@ -21,9 +21,14 @@ pub type WsStream =
 
 pub async fn connect(client: &VkClient, path_and_query: &str) -> Result<WsStream, String> {
     let url = client.ws_url(path_and_query);
-    let mut req = url.as_str().into_client_request().map_err(|e| e.to_string())?;
+    let mut req = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| e.to_string())?;
     if let Some(t) = client.token() {
-        let v = format!("Bearer {t}").parse().map_err(|_| "bad token".to_string())?;
+        let v = format!("Bearer {t}")
+            .parse()
+            .map_err(|_| "bad token".to_string())?;
         req.headers_mut().insert("authorization", v);
     }
     let cfg = tungstenite::protocol::WebSocketConfig::default()

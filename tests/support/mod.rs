@@ -63,7 +63,9 @@ pub fn cache_diff(store: &Store, truth: &Truth) -> Vec<String> {
         for (id, v) in theirs {
             match ours.get(id) {
                 None => d.push(format!("{what} {id} missing")),
-                Some(o) if o != v => d.push(format!("{what} {id} differs:\n ours   {o}\n theirs {v}")),
+                Some(o) if o != v => {
+                    d.push(format!("{what} {id} differs:\n ours   {o}\n theirs {v}"))
+                }
                 _ => {}
             }
         }
@@ -83,9 +85,19 @@ pub fn cache_diff(store: &Store, truth: &Truth) -> Vec<String> {
         .collect();
     cmp("changes", changes, &truth.changes);
     for (project, repos) in &truth.repos {
-        let ours: Vec<Value> = r.repos_of_project(*project).unwrap().into_iter().map(|s| s.value).collect();
+        let ours: Vec<Value> = r
+            .repos_of_project(*project)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.value)
+            .collect();
         let mut theirs = repos.clone();
-        let key = |v: &Value| v.get("id").and_then(Value::as_str).unwrap_or("").to_string();
+        let key = |v: &Value| {
+            v.get("id")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         theirs.sort_by_key(key);
         let mut ours_sorted = ours;
         ours_sorted.sort_by_key(key);
@@ -93,14 +105,21 @@ pub fn cache_diff(store: &Store, truth: &Truth) -> Vec<String> {
             d.push(format!("repos of {project} differ"));
         }
     }
-    for (logs, ch) in [(&truth.normalized_logs, Channel::Normalized), (&truth.raw_logs, Channel::Raw)] {
+    for (logs, ch) in [
+        (&truth.normalized_logs, Channel::Normalized),
+        (&truth.raw_logs, Channel::Raw),
+    ] {
         for (pid, entries) in logs {
             if truth.processes.get(pid).is_some_and(is_dev_server) {
                 continue; // dev server logs are not followed by design
             }
             let ours = r.log_range(*pid, ch, 0, u64::MAX, usize::MAX).unwrap();
             if ours.len() != entries.len() {
-                d.push(format!("{ch:?} log of {pid}: {} cached, {} in VK", ours.len(), entries.len()));
+                d.push(format!(
+                    "{ch:?} log of {pid}: {} cached, {} in VK",
+                    ours.len(),
+                    entries.len()
+                ));
                 continue;
             }
             for (i, (o, t)) in ours.iter().zip(entries).enumerate() {
@@ -124,7 +143,10 @@ pub async fn converge(store: &Store, sim: &Sim, timeout: Duration, context: &str
             return;
         }
         if start.elapsed() > timeout {
-            panic!("{context}: cache did not converge in {timeout:?}:\n{}", diff.iter().take(12).cloned().collect::<Vec<_>>().join("\n"));
+            panic!(
+                "{context}: cache did not converge in {timeout:?}:\n{}",
+                diff.iter().take(12).cloned().collect::<Vec<_>>().join("\n")
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

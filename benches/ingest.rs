@@ -1,0 +1,81 @@
+//! Ingest throughput into sled: normalized log entries per second through the one writer, in
+//! the chunk size the log followers use (512) and smaller ones. Entries are shaped like VK's
+//! recorded normalized entries (tests/fixtures/vk-wire/samples/ws_normalized_logs_live.jsonl).
+//!
+//! Run: `cargo bench --bench ingest`
+
+use divan::Bencher;
+use divan::counter::ItemsCount;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+use vk_observer::store::events::{Channel, DomainEvent};
+use vk_observer::store::writer::Writer;
+use vk_observer::store::{Retention, Store};
+
+fn main() {
+    divan::main();
+}
+
+fn entry(i: u64) -> Box<RawValue> {
+    let json = format!(
+        r#"{{"type":"NORMALIZED_ENTRY","content":{{"timestamp":null,"entry_type":{{"type":"tool_use","tool_name":"Bash","action_type":{{"action":"command_run","command":"cargo test --package demo -- step {i}","result":{{"exit_status":{{"type":"success","success":true}},"output":"running 12 tests\ntest result: ok. 12 passed; 0 failed"}}}},"status":{{"status":"success"}}}},"content":"cargo test --package demo -- step {i}"}}}}"#
+    );
+    RawValue::from_string(json).unwrap()
+}
+
+#[divan::bench(args = [64, 512], sample_count = 20, sample_size = 4)]
+fn normalized_entries_into_sled(bencher: Bencher, chunk: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Retention::default()).unwrap();
+    let mut writer = Writer::new(store);
+    let (attempt, pid) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut next = 0u64;
+    bencher
+        .counter(ItemsCount::new(chunk))
+        .with_inputs(|| {
+            let entries: Vec<_> = (next..next + chunk).map(|i| (i, entry(i))).collect();
+            next += chunk;
+            entries
+        })
+        .bench_local_values(|entries| {
+            writer
+                .apply(vec![DomainEvent::LogEntriesPut {
+                    attempt_id: attempt,
+                    process_id: pid,
+                    channel: Channel::Normalized,
+                    entries,
+                }])
+                .unwrap()
+        });
+}
+
+/// The same entries sent again (a WS replay after reconnect): compare-only, no write.
+#[divan::bench(sample_count = 20, sample_size = 4)]
+fn replayed_entries_are_compared_not_written(bencher: Bencher) {
+    let store = Store::open_temporary(Retention::default()).unwrap();
+    let mut writer = Writer::new(store);
+    let (attempt, pid) = (Uuid::new_v4(), Uuid::new_v4());
+    let batch = |n: u64| -> Vec<_> { (0..n).map(|i| (i, entry(i))).collect() };
+    writer
+        .apply(vec![DomainEvent::LogEntriesPut {
+            attempt_id: attempt,
+            process_id: pid,
+            channel: Channel::Normalized,
+            entries: batch(512),
+        }])
+        .unwrap();
+    bencher
+        .counter(ItemsCount::new(512u64))
+        .with_inputs(|| batch(512))
+        .bench_local_values(|entries| {
+            let a = writer
+                .apply(vec![DomainEvent::LogEntriesPut {
+                    attempt_id: attempt,
+                    process_id: pid,
+                    channel: Channel::Normalized,
+                    entries,
+                }])
+                .unwrap();
+            assert!(a.token.is_none());
+        });
+}
