@@ -139,3 +139,50 @@ async fn garbage_frames_are_counted_and_survived() {
     );
     daemon.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_streamed_live_survive_upstream_history_truncation() {
+    let sim = support::sim().await;
+    let project = sim.add_project("Gap", &["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let t = sim.add_task(project, "long log", None);
+    // Log sockets are cut every few frames, so the daemon reconnects mid-log many times.
+    sim.set_faults(Faults {
+        drop_log_ws_after: Some(7),
+        ..Faults::default()
+    });
+    sim.run_attempt_script(
+        t,
+        AttemptScript {
+            normalized_entries: 300,
+            raw_entries: 100,
+            replacements: 6,
+            ..AttemptScript::default()
+        },
+    )
+    .await;
+    sim.set_faults(Faults::default());
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(20),
+        "live with socket drops",
+    )
+    .await;
+    // Now VK loses the older half of every history and restarts: the cache keeps everything.
+    sim.set_faults(Faults {
+        skip_history: true,
+        ..Faults::default()
+    });
+    sim.restart();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(20),
+        "after truncation + restart",
+    )
+    .await;
+    daemon.shutdown().await;
+}

@@ -1,6 +1,6 @@
 //! Fault switches, connection drops, auth and idempotency of the simulator.
 
-#[path = "sim_common.rs"]
+#[path = "support/sim_common.rs"]
 mod common;
 
 use std::time::Duration;

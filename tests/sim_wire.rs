@@ -2,7 +2,7 @@
 //! the recorded key sets and value types; SSE ids, WS seqs, resume, restart and log paging
 //! behave as recorded from a real VK.
 
-#[path = "sim_common.rs"]
+#[path = "support/sim_common.rs"]
 mod common;
 
 use std::collections::BTreeMap;
