@@ -8,20 +8,16 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::IngestConfig;
+use super::Context;
 use super::jobs::Jobs;
 use super::logs::LogFollower;
 use super::objects::{ObjectFollower, ObjectStream};
 use super::signal::Signal;
-use crate::health::Health;
-use crate::store::Store;
 use crate::store::events::{Channel, DomainEvent};
-use crate::store::writer::WriterHandle;
-use crate::upstream::VkClient;
 use crate::upstream::wire::ProcessFacts;
 
 struct ProcessStream {
@@ -32,12 +28,7 @@ struct ProcessStream {
 }
 
 pub struct Coordinator {
-    pub client: VkClient,
-    pub store: Store,
-    pub writer: WriterHandle,
-    pub signals: UnboundedSender<Signal>,
-    pub health: Arc<Health>,
-    pub cfg: IngestConfig,
+    pub ctx: Context,
     pub jobs: Jobs,
     cancel: CancellationToken,
     projects_stream: Option<CancellationToken>,
@@ -56,30 +47,13 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        client: VkClient,
-        store: Store,
-        writer: WriterHandle,
-        signals: UnboundedSender<Signal>,
-        health: Arc<Health>,
-        cfg: IngestConfig,
-        cancel: CancellationToken,
-    ) -> Self {
+    pub fn new(ctx: Context, cancel: CancellationToken) -> Self {
         let jobs = Jobs {
-            client: client.clone(),
-            store: store.clone(),
-            writer: writer.clone(),
-            signals: signals.clone(),
-            limit: Arc::new(tokio::sync::Semaphore::new(cfg.rest_concurrency)),
+            limit: Arc::new(tokio::sync::Semaphore::new(ctx.cfg.rest_concurrency)),
+            ctx: ctx.clone(),
         };
         Coordinator {
-            client,
-            store,
-            writer,
-            signals,
-            health,
-            cfg,
+            ctx,
             jobs,
             cancel,
             projects_stream: None,
@@ -99,7 +73,7 @@ impl Coordinator {
     }
 
     pub async fn run(mut self, mut rx: UnboundedReceiver<Signal>) {
-        let mut tick = tokio::time::interval(self.cfg.tick);
+        let mut tick = tokio::time::interval(self.ctx.cfg.tick);
         loop {
             tokio::select! {
                 _ = self.cancel.cancelled() => return,
@@ -114,7 +88,7 @@ impl Coordinator {
             Signal::TaskHints { task_ids } => {
                 self.hinted.extend(task_ids);
                 self.hint_deadline
-                    .get_or_insert_with(|| Instant::now() + self.cfg.hint_debounce);
+                    .get_or_insert_with(|| Instant::now() + self.ctx.cfg.hint_debounce);
             }
             Signal::SseSeq { seq } => self.pending_seq = Some(seq),
             Signal::ResyncAll { reason, watermark } => self.resync_all(&reason, watermark),
@@ -155,7 +129,7 @@ impl Coordinator {
                 attempt_id,
             } => {
                 let task = task_id.or_else(|| {
-                    let a = self.store.read().attempt(attempt_id?).ok()??;
+                    let a = self.ctx.store.read().attempt(attempt_id?).ok()??;
                     crate::store::events::uuid_field(&a.value, "task_id")
                 });
                 if let Some(t) = task {
@@ -170,7 +144,8 @@ impl Coordinator {
 
     fn resync_all(&mut self, reason: &str, watermark: Option<u64>) {
         tracing::info!(reason, "resyncing with VK");
-        self.health
+        self.ctx
+            .health
             .resyncs
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         metrics::counter!("vk_observer_resyncs_total", "scope" => "all").increment(1);
@@ -192,7 +167,7 @@ impl Coordinator {
         self.projects_seen = false;
         self.spawn_object(ObjectStream::Projects, |c, s| c.projects_stream = Some(s));
         // Attempts with a running process or an in-progress task get their process stream back.
-        let reader = self.store.read();
+        let reader = self.ctx.store.read();
         let active: Vec<Uuid> = reader
             .attempts()
             .unwrap_or_default()
@@ -226,8 +201,8 @@ impl Coordinator {
     }
 
     fn spawn_repos_refresh(&self, project_id: Uuid) {
-        let client = self.client.clone();
-        let writer = self.writer.clone();
+        let client = self.ctx.client.clone();
+        let writer = self.ctx.writer.clone();
         let limit = self.jobs.limit.clone();
         tokio::spawn(async move {
             let Ok(_p) = limit.acquire().await else {
@@ -252,11 +227,7 @@ impl Coordinator {
         let token = self.cancel.child_token();
         let f = ObjectFollower {
             stream,
-            client: self.client.clone(),
-            writer: self.writer.clone(),
-            signals: self.signals.clone(),
-            health: self.health.clone(),
-            cfg: self.cfg.clone(),
+            ctx: self.ctx.clone(),
         };
         tokio::spawn(f.run(token.clone()));
         record(self, token);
@@ -295,7 +266,7 @@ impl Coordinator {
         procs: Vec<ProcessFacts>,
         removed: Vec<Uuid>,
     ) {
-        let reader = self.store.read();
+        let reader = self.ctx.store.read();
         let mut changes_needed = false;
         let mut unknown_session = false;
         for p in &procs {
@@ -310,7 +281,7 @@ impl Coordinator {
             } else {
                 changes_needed |= self.running_seen.remove(&p.id) || snapshot;
             }
-            for ch in self.cfg.channels() {
+            for ch in self.ctx.cfg.channels() {
                 let complete = reader.logs_complete(p.id, ch).unwrap_or(false);
                 if (p.is_running() || !complete) && !self.log_followers.contains(&(p.id, ch)) {
                     self.spawn_log_follower(attempt, p.id, ch);
@@ -338,7 +309,7 @@ impl Coordinator {
         }
         if changes_needed {
             self.changes_due
-                .insert(attempt, Instant::now() + self.cfg.changes_debounce);
+                .insert(attempt, Instant::now() + self.ctx.cfg.changes_debounce);
         }
     }
 
@@ -348,19 +319,14 @@ impl Coordinator {
             process_id,
             attempt_id,
             channel,
-            client: self.client.clone(),
-            store: self.store.clone(),
-            writer: self.writer.clone(),
-            signals: self.signals.clone(),
-            health: self.health.clone(),
-            cfg: self.cfg.clone(),
+            ctx: self.ctx.clone(),
         };
         tokio::spawn(f.run(self.cancel.child_token()));
     }
 
     /// Does the attempt still need a live process stream?
     fn attempt_active(&self, attempt: Uuid) -> bool {
-        let reader = self.store.read();
+        let reader = self.ctx.store.read();
         let running = reader
             .processes_of_attempt(attempt)
             .unwrap_or_default()
@@ -409,7 +375,7 @@ impl Coordinator {
             .collect();
         for a in quiet {
             let active = self.attempt_active(a);
-            let linger = self.cfg.process_stream_linger;
+            let linger = self.ctx.cfg.process_stream_linger;
             if let Some(s) = self.process_streams.get_mut(&a) {
                 if active {
                     s.idle_since = None;
@@ -428,6 +394,7 @@ impl Coordinator {
         if quiet_hints {
             if let Some(seq) = self.pending_seq.take() {
                 if let Err(e) = self
+                    .ctx
                     .writer
                     .write(vec![DomainEvent::UpstreamSeq { seq }])
                     .await
@@ -437,7 +404,7 @@ impl Coordinator {
                 }
             }
         }
-        if !self.health.bootstrapped()
+        if !self.ctx.health.bootstrapped()
             && self.projects_seen
             && quiet_hints
             && self
@@ -447,7 +414,7 @@ impl Coordinator {
             && self.process_streams.values().all(|s| s.snapshot_seen)
         {
             tracing::info!("bootstrap done: the cache reflects VK");
-            self.health.set_bootstrapped();
+            self.ctx.health.set_bootstrapped();
         }
     }
 }

@@ -5,21 +5,16 @@
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
-use tokio::sync::mpsc::UnboundedSender;
 use uuid::Uuid;
 
+use super::Context;
 use super::signal::Signal;
-use crate::store::Store;
 use crate::store::events::DomainEvent;
-use crate::store::writer::WriterHandle;
-use crate::upstream::{UpstreamError, VkClient};
+use crate::upstream::UpstreamError;
 
 #[derive(Clone)]
 pub struct Jobs {
-    pub client: VkClient,
-    pub store: Store,
-    pub writer: WriterHandle,
-    pub signals: UnboundedSender<Signal>,
+    pub ctx: Context,
     pub limit: Arc<Semaphore>,
 }
 
@@ -36,13 +31,16 @@ impl Jobs {
                     tracing::warn!(%task_id, error = %e, "task refresh failed");
                     Vec::new()
                 });
-            let _ = j.signals.send(Signal::TaskRefreshed { task_id, attempts });
+            let _ = j
+                .ctx
+                .signals
+                .send(Signal::TaskRefreshed { task_id, attempts });
         });
     }
 
     async fn refresh_task_inner(&self, task_id: Uuid, deep: bool) -> Result<Vec<Uuid>, String> {
         let _permit = self.limit.acquire().await.map_err(|e| e.to_string())?;
-        let attempts = match self.client.attempts_of_task(task_id).await {
+        let attempts = match self.ctx.client.attempts_of_task(task_id).await {
             Ok(a) => a,
             // VK answers 404/500 for a task that no longer exists; the task stream removes it.
             Err(UpstreamError::NotFound { .. }) => return Ok(Vec::new()),
@@ -53,6 +51,7 @@ impl Jobs {
             .filter_map(crate::store::events::object_id)
             .collect();
         let applied = self
+            .ctx
             .writer
             .write(vec![DomainEvent::AttemptsSnapshot { task_id, attempts }])
             .await
@@ -60,6 +59,7 @@ impl Jobs {
         let mut look = Vec::new();
         for a in ids {
             let known_sessions = !self
+                .ctx
                 .store
                 .read()
                 .sessions_of_attempt(a)
@@ -75,11 +75,13 @@ impl Jobs {
 
     async fn sessions_inner(&self, attempt_id: Uuid) -> Result<(), String> {
         let sessions = self
+            .ctx
             .client
             .sessions_of_attempt(attempt_id)
             .await
             .map_err(|e| e.to_string())?;
-        self.writer
+        self.ctx
+            .writer
             .write(vec![DomainEvent::SessionsSnapshot {
                 attempt_id,
                 sessions,
@@ -109,9 +111,10 @@ impl Jobs {
             let Ok(_permit) = j.limit.acquire().await else {
                 return;
             };
-            match j.client.changes(attempt_id).await {
+            match j.ctx.client.changes(attempt_id).await {
                 Ok(changes) => {
                     let _ = j
+                        .ctx
                         .writer
                         .write(vec![DomainEvent::ChangesUpdated {
                             attempt_id,

@@ -4,23 +4,17 @@
 //! ended (VK closes with 4404) or the socket keeps failing. Entries are written in chunks; the
 //! writer dedups identical re-sends, so replays after a reconnect cost nothing but a compare.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::IngestConfig;
+use super::Context;
 use super::backoff::Reconnect;
 use super::signal::Signal;
-use crate::health::Health;
-use crate::store::Store;
 use crate::store::events::{Channel, DomainEvent};
-use crate::store::writer::WriterHandle;
-use crate::upstream::VkClient;
 use crate::upstream::wire::{LogFrame, ProcessFacts};
 use crate::upstream::ws::{self, WsEnd};
 
@@ -36,28 +30,20 @@ pub struct LogFollower {
     pub process_id: Uuid,
     pub attempt_id: Uuid,
     pub channel: Channel,
-    pub client: VkClient,
-    pub store: Store,
-    pub writer: WriterHandle,
-    pub signals: UnboundedSender<Signal>,
-    pub health: Arc<Health>,
-    pub cfg: IngestConfig,
+    pub ctx: Context,
 }
 
 type Chunk = Vec<(u64, Box<RawValue>)>;
 
 impl LogFollower {
     fn path(&self) -> String {
-        let kind = match self.channel {
-            Channel::Normalized => "normalized-logs",
-            Channel::Raw => "raw-logs",
-        };
+        let kind = crate::upstream::wire::log_route(self.channel);
         format!("/api/execution-processes/{}/{kind}/v2/ws", self.process_id)
     }
 
     pub async fn run(self, cancel: CancellationToken) {
         let mut state = State::Connecting;
-        let mut reconnect = Reconnect::new(self.cfg.reconnect_min, self.cfg.reconnect_max);
+        let mut reconnect = Reconnect::new(self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max);
         loop {
             state = tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -66,6 +52,7 @@ impl LogFollower {
             if let State::Done { complete } = state {
                 if complete {
                     let _ = self
+                        .ctx
                         .writer
                         .write(vec![DomainEvent::LogsComplete {
                             process_id: self.process_id,
@@ -73,7 +60,7 @@ impl LogFollower {
                         }])
                         .await;
                 }
-                let _ = self.signals.send(Signal::LogDone {
+                let _ = self.ctx.signals.send(Signal::LogDone {
                     process_id: self.process_id,
                     channel: self.channel,
                     complete,
@@ -85,7 +72,7 @@ impl LogFollower {
 
     async fn step(&self, state: State, reconnect: &mut Reconnect) -> State {
         match state {
-            State::Connecting => match ws::connect(&self.client, &self.path()).await {
+            State::Connecting => match ws::connect(&self.ctx.client, &self.path()).await {
                 Ok(ws) => State::Streaming(Box::new(ws)),
                 Err(e) if reconnect.failures >= 3 => {
                     tracing::debug!(pid = %self.process_id, error = %e, "log socket keeps failing: reading history instead");
@@ -119,7 +106,7 @@ impl LogFollower {
     /// Read frames until the log ends or the socket drops; write entries in chunks.
     async fn stream(&self, ws: &mut ws::WsStream, reconnect: &mut Reconnect) -> State {
         let mut chunk: Chunk = Vec::new();
-        let flush_every = self.cfg.log_flush_interval;
+        let flush_every = self.ctx.cfg.log_flush_interval;
         let mut frames = 0usize;
         loop {
             let next = if chunk.is_empty() {
@@ -142,11 +129,11 @@ impl LogFollower {
                     if frames == 1 {
                         reconnect.reset();
                     }
-                    self.health.touch();
+                    self.ctx.health.touch();
                     match LogFrame::parse(&text) {
                         Ok(LogFrame::Entry { entry_index, entry }) => {
                             chunk.push((entry_index, entry));
-                            if chunk.len() >= self.cfg.log_chunk
+                            if chunk.len() >= self.ctx.cfg.log_chunk
                                 && self.flush(&mut chunk).await.is_err()
                             {
                                 return State::Backoff(reconnect.next_delay());
@@ -158,7 +145,7 @@ impl LogFollower {
                             }
                             return State::Done { complete: true };
                         }
-                        Err(e) => self.health.garbage("log_ws", &format!("{e}: {text}")),
+                        Err(e) => self.ctx.health.garbage("log_ws", &format!("{e}: {text}")),
                     }
                 }
                 Err(WsEnd::Closed { code: 4404, .. }) => {
@@ -183,10 +170,12 @@ impl LogFollower {
             return Ok(());
         }
         let entries = std::mem::take(chunk);
-        self.health
+        self.ctx
+            .health
             .log_entries_received
             .fetch_add(entries.len() as u64, Ordering::Relaxed);
-        self.writer
+        self.ctx
+            .writer
             .write(vec![DomainEvent::LogEntriesPut {
                 attempt_id: self.attempt_id,
                 process_id: self.process_id,
@@ -199,7 +188,8 @@ impl LogFollower {
     }
 
     fn still_running(&self) -> bool {
-        self.store
+        self.ctx
+            .store
             .read()
             .process(self.process_id)
             .ok()
@@ -214,6 +204,7 @@ impl LogFollower {
         let mut pages = 0;
         loop {
             let page = self
+                .ctx
                 .client
                 .log_history(self.process_id, self.channel, 1000, cursor)
                 .await

@@ -73,6 +73,18 @@ impl IngestConfig {
     }
 }
 
+/// What every ingest task shares: the VK client, the store (to read), the writer (to write),
+/// the coordinator's signal queue, health counters and tuning. Cheap to clone.
+#[derive(Clone)]
+pub struct Context {
+    pub client: VkClient,
+    pub store: Store,
+    pub writer: WriterHandle,
+    pub signals: UnboundedSender<Signal>,
+    pub health: Arc<Health>,
+    pub cfg: IngestConfig,
+}
+
 /// A running ingest: cancel to stop every stream.
 pub struct Ingest {
     pub signals: UnboundedSender<Signal>,
@@ -89,17 +101,7 @@ impl Ingest {
         cancel: CancellationToken,
     ) -> Ingest {
         let (tx, rx) = unbounded_channel();
-        let coordinator = coordinator::Coordinator::new(
-            client.clone(),
-            store.clone(),
-            writer.clone(),
-            tx.clone(),
-            health.clone(),
-            cfg.clone(),
-            cancel.clone(),
-        );
-        tokio::spawn(coordinator.run(rx));
-        let sse = sse::SseFollower {
+        let ctx = Context {
             client,
             store,
             writer,
@@ -107,7 +109,8 @@ impl Ingest {
             health,
             cfg,
         };
-        tokio::spawn(sse.run(cancel.clone()));
+        tokio::spawn(coordinator::Coordinator::new(ctx.clone(), cancel.clone()).run(rx));
+        tokio::spawn(sse::SseFollower { ctx }.run(cancel.clone()));
         Ingest {
             signals: tx,
             cancel,

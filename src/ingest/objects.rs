@@ -5,22 +5,17 @@
 //! `after_seq` past its watermark with silence (e.g. after a restart), and a snapshot diffed by the
 //! writer moves tokens only where something really changed, so a reconnect is always safe.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::IngestConfig;
+use super::Context;
 use super::backoff::Reconnect;
 use super::materialize::{Change, Materializer};
 use super::signal::Signal;
-use crate::health::Health;
 use crate::store::events::DomainEvent;
-use crate::store::writer::WriterHandle;
-use crate::upstream::VkClient;
 use crate::upstream::wire::{PatchFrame, ProcessFacts};
 use crate::upstream::ws::{self, WsEnd};
 
@@ -75,17 +70,13 @@ enum State {
 
 pub struct ObjectFollower {
     pub stream: ObjectStream,
-    pub client: VkClient,
-    pub writer: WriterHandle,
-    pub signals: UnboundedSender<Signal>,
-    pub health: Arc<Health>,
-    pub cfg: IngestConfig,
+    pub ctx: Context,
 }
 
 impl ObjectFollower {
     pub async fn run(self, cancel: CancellationToken) {
         let mut state = State::Connecting;
-        let mut reconnect = Reconnect::new(self.cfg.reconnect_min, self.cfg.reconnect_max);
+        let mut reconnect = Reconnect::new(self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max);
         loop {
             state = tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -93,7 +84,10 @@ impl ObjectFollower {
             };
             if matches!(state, State::Gone) {
                 if let ObjectStream::Processes { attempt_id } = self.stream {
-                    let _ = self.signals.send(Signal::ProcessStreamGone { attempt_id });
+                    let _ = self
+                        .ctx
+                        .signals
+                        .send(Signal::ProcessStreamGone { attempt_id });
                 }
                 return;
             }
@@ -102,7 +96,7 @@ impl ObjectFollower {
 
     async fn step(&self, state: State, reconnect: &mut Reconnect) -> State {
         match state {
-            State::Connecting => match ws::connect(&self.client, &self.stream.path()).await {
+            State::Connecting => match ws::connect(&self.ctx.client, &self.stream.path()).await {
                 Ok(ws) => State::Live {
                     ws: Box::new(ws),
                     doc: Materializer::new(self.stream.root()),
@@ -116,7 +110,7 @@ impl ObjectFollower {
             },
             State::Live { mut ws, mut doc } => match ws::next_text(&mut ws).await {
                 Ok(text) => {
-                    self.health.touch();
+                    self.ctx.health.touch();
                     match self.on_frame(&text, &mut doc).await {
                         FrameOutcome::Ok => {
                             if doc.has_snapshot() {
@@ -153,7 +147,8 @@ impl ObjectFollower {
         let frame: PatchFrame = match serde_json::from_str(text) {
             Ok(f) => f,
             Err(e) => {
-                self.health
+                self.ctx
+                    .health
                     .garbage(self.stream.label(), &format!("{e}: {text}"));
                 return FrameOutcome::Garbage;
             }
@@ -167,7 +162,7 @@ impl ObjectFollower {
         };
         if let Some(h) = frame.invalidate {
             if !h.task_ids.is_empty() {
-                let _ = self.signals.send(Signal::TaskHints {
+                let _ = self.ctx.signals.send(Signal::TaskHints {
                     task_ids: h.task_ids,
                 });
             }
@@ -176,12 +171,12 @@ impl ObjectFollower {
             return FrameOutcome::Ok;
         }
         let (events, signal) = self.to_events(&changes, doc);
-        if let Err(e) = self.writer.write(events).await {
+        if let Err(e) = self.ctx.writer.write(events).await {
             tracing::error!(error = %e, "cannot store an object-stream change: resyncing");
             return FrameOutcome::Resync;
         }
         if let Some(s) = signal {
-            let _ = self.signals.send(s);
+            let _ = self.ctx.signals.send(s);
         }
         FrameOutcome::Ok
     }

@@ -7,23 +7,19 @@
 //! `invalidate_all` also mean resync. Hints go to the coordinator, which persists the seq once the
 //! hints before it are handled, so a crash never skips a hint.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::IngestConfig;
+use super::Context;
 use super::backoff::Reconnect;
 use super::signal::Signal;
-use crate::health::{Health, UpstreamState};
-use crate::store::Store;
+use crate::health::UpstreamState;
 use crate::store::events::DomainEvent;
-use crate::store::writer::WriterHandle;
+use crate::upstream::sse;
 use crate::upstream::sse::SseEvents;
 use crate::upstream::wire::{InvalidateAll, InvalidateHints};
-use crate::upstream::{VkClient, sse};
 
 enum State {
     Connecting,
@@ -37,18 +33,13 @@ enum State {
 }
 
 pub struct SseFollower {
-    pub client: VkClient,
-    pub store: Store,
-    pub writer: WriterHandle,
-    pub signals: UnboundedSender<Signal>,
-    pub health: Arc<Health>,
-    pub cfg: IngestConfig,
+    pub ctx: Context,
 }
 
 impl SseFollower {
     pub async fn run(self, cancel: CancellationToken) {
         let mut state = State::Connecting;
-        let mut reconnect = Reconnect::new(self.cfg.reconnect_min, self.cfg.reconnect_max);
+        let mut reconnect = Reconnect::new(self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max);
         let mut first = true;
         loop {
             state = tokio::select! {
@@ -64,25 +55,26 @@ impl SseFollower {
                 Ok((events, last_id)) => {
                     *first = false;
                     reconnect.reset();
-                    self.health.set_state(UpstreamState::Connected);
+                    self.ctx.health.set_state(UpstreamState::Connected);
                     State::Streaming { events, last_id }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot connect to VK's event stream");
                     let delay = reconnect.next_delay();
-                    self.health
-                        .set_state(if reconnect.failures >= self.cfg.down_after_failures {
+                    self.ctx.health.set_state(
+                        if reconnect.failures >= self.ctx.cfg.down_after_failures {
                             UpstreamState::Down
                         } else {
                             UpstreamState::Reconnecting
-                        });
+                        },
+                    );
                     State::Backoff { delay }
                 }
             },
             State::Streaming {
                 mut events,
                 mut last_id,
-            } => match tokio::time::timeout(self.cfg.stall_after, events.next()).await {
+            } => match tokio::time::timeout(self.ctx.cfg.stall_after, events.next()).await {
                 Err(_) => {
                     tracing::warn!("VK's event stream stalled; reconnecting");
                     self.lost()
@@ -96,7 +88,7 @@ impl SseFollower {
                     self.lost()
                 }
                 Ok(Some(Ok(ev))) => {
-                    self.health.touch();
+                    self.ctx.health.touch();
                     self.handle(ev, &mut last_id);
                     State::Streaming { events, last_id }
                 }
@@ -109,48 +101,51 @@ impl SseFollower {
     }
 
     fn lost(&self) -> State {
-        self.health
+        self.ctx
+            .health
             .reconnects
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         metrics::counter!("vk_observer_upstream_reconnects_total").increment(1);
-        self.health.set_state(UpstreamState::Reconnecting);
+        self.ctx.health.set_state(UpstreamState::Reconnecting);
         State::Backoff {
-            delay: self.cfg.reconnect_min,
+            delay: self.ctx.cfg.reconnect_min,
         }
     }
 
     /// Decide how to (re)connect: resume after the stored seq if VK is the same run.
     async fn connect(&self, first: bool) -> Result<(SseEvents, Option<u64>), String> {
         let incarnation = self
+            .ctx
             .client
             .config_status()
             .await
             .map_err(|e| e.to_string())?
             .loaded_at_unix_ms
             .map(|ms| ms.to_string());
-        let reader = self.store.read();
+        let reader = self.ctx.store.read();
         let stored_incarnation = reader.upstream_incarnation().map_err(|e| e.to_string())?;
         let stored_seq = reader.upstream_seq().map_err(|e| e.to_string())?;
         let same_vk = incarnation.is_some() && incarnation == stored_incarnation;
         let resume = if same_vk { stored_seq } else { None };
-        let events = sse::connect(&self.client, resume)
+        let events = sse::connect(&self.ctx.client, resume)
             .await
             .map_err(|e| e.to_string())?;
         if resume.is_none() {
             if let Some(id) = incarnation {
                 let _ = self
+                    .ctx
                     .writer
                     .write(vec![DomainEvent::UpstreamIncarnation { id }])
                     .await;
             }
             let reason = if first { "bootstrap" } else { "vk_restarted" };
-            let _ = self.signals.send(Signal::ResyncAll {
+            let _ = self.ctx.signals.send(Signal::ResyncAll {
                 reason: reason.into(),
                 watermark: None,
             });
         } else if first {
             // Resuming: the coordinator still verifies the object streams by snapshot.
-            let _ = self.signals.send(Signal::ResyncAll {
+            let _ = self.ctx.signals.send(Signal::ResyncAll {
                 reason: "resume".into(),
                 watermark: None,
             });
@@ -167,33 +162,34 @@ impl SseFollower {
             "invalidate" => match serde_json::from_str::<InvalidateHints>(data) {
                 Ok(h) => {
                     if !h.task_ids.is_empty() {
-                        let _ = self.signals.send(Signal::TaskHints {
+                        let _ = self.ctx.signals.send(Signal::TaskHints {
                             task_ids: h.task_ids,
                         });
                     }
                 }
-                Err(e) => self.health.garbage("sse", &format!("{e}: {data}")),
+                Err(e) => self.ctx.health.garbage("sse", &format!("{e}: {data}")),
             },
             "invalidate_all" => match serde_json::from_str::<InvalidateAll>(data) {
                 Ok(all) => {
                     tracing::warn!(reason = %all.reason, watermark = ?all.watermark, "VK cannot resume its event stream: resyncing");
-                    let _ = self.signals.send(Signal::ResyncAll {
+                    let _ = self.ctx.signals.send(Signal::ResyncAll {
                         reason: all.reason,
                         watermark: all.watermark.or(id),
                     });
                     *last_id = all.watermark.or(id);
                     return;
                 }
-                Err(e) => self.health.garbage("sse", &format!("{e}: {data}")),
+                Err(e) => self.ctx.health.garbage("sse", &format!("{e}: {data}")),
             },
             "json_patch" => {
                 if serde_json::from_str::<json_patch::Patch>(data).is_err() {
-                    self.health.garbage("sse", data);
+                    self.ctx.health.garbage("sse", data);
                 }
             }
             _ => {
                 if !(ev.event.is_none() && ev.data.is_none()) {
-                    self.health
+                    self.ctx
+                        .health
                         .garbage("sse", &format!("unknown event {name}: {data}"));
                 }
             }
@@ -202,12 +198,12 @@ impl SseFollower {
             if last_id.is_some_and(|prev| id <= prev) {
                 // Ids restart when VK restarts.
                 tracing::warn!(id, prev = ?last_id, "VK's event ids went backwards: resyncing");
-                let _ = self.signals.send(Signal::ResyncAll {
+                let _ = self.ctx.signals.send(Signal::ResyncAll {
                     reason: "ids_restarted".into(),
                     watermark: Some(id),
                 });
             } else {
-                let _ = self.signals.send(Signal::SseSeq { seq: id });
+                let _ = self.ctx.signals.send(Signal::SseSeq { seq: id });
             }
             *last_id = Some(id);
         }

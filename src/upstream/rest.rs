@@ -204,10 +204,7 @@ impl VkClient {
         limit: u32,
         cursor: Option<u64>,
     ) -> Result<HistoryPage, UpstreamError> {
-        let kind = match channel {
-            Channel::Normalized => "normalized-logs",
-            Channel::Raw => "raw-logs",
-        };
+        let kind = super::wire::log_route(channel);
         let mut path = format!("/api/execution-processes/{pid}/{kind}/v2?limit={limit}");
         if let Some(c) = cursor {
             path.push_str(&format!("&cursor={c}"));

@@ -92,6 +92,15 @@ impl LogFrame {
     }
 }
 
+/// The path segment of a process log channel in VK's routes
+/// (`/api/execution-processes/{id}/<segment>/v2[/ws]`).
+pub fn log_route(channel: crate::store::keys::Channel) -> &'static str {
+    match channel {
+        crate::store::keys::Channel::Normalized => "normalized-logs",
+        crate::store::keys::Channel::Raw => "raw-logs",
+    }
+}
+
 /// One entry of a log history page.
 #[derive(Debug, Deserialize)]
 pub struct HistoryEntry {
