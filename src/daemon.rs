@@ -52,11 +52,17 @@ impl Daemon {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", opts.listen))?;
         let addr = listener.local_addr()?;
-        let app = router(AppState {
-            store: store.clone(),
-            health: health.clone(),
-            metrics: opts.metrics,
-        });
+        let query = crate::query::Query::new(store.clone(), health.clone());
+        let own_workspace = std::env::current_dir().ok();
+        let mcp = crate::mcp::service(query, own_workspace, cancel.child_token());
+        let app = router(
+            AppState {
+                store: store.clone(),
+                health: health.clone(),
+                metrics: opts.metrics,
+            },
+            mcp,
+        );
         let stop = cancel.clone();
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app)

@@ -20,8 +20,10 @@ pub struct AppState {
     pub metrics: Option<PrometheusHandle>,
 }
 
-pub fn router(state: AppState) -> Router {
+/// The whole app: MCP at `/mcp` plus the health and metrics routes.
+pub fn router(state: AppState, mcp: crate::mcp::McpService) -> Router {
     Router::new()
+        .nest_service("/mcp", mcp)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))

@@ -43,6 +43,15 @@ enum Command {
         #[arg(long, env = "VK_OBSERVER_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Serve MCP on stdio, forwarding to a running daemon (for clients that spawn servers).
+    Mcp {
+        /// The daemon's MCP endpoint.
+        #[arg(long, env = "VK_OBSERVER_DAEMON", default_value = "http://127.0.0.1:8765/mcp")]
+        daemon: String,
+        /// Directory to report for `get_context` (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
     /// Run the daemon beside the built-in VK simulator playing scripted attempts.
     Demo {
         #[arg(long, default_value = config::DEFAULT_LISTEN)]
@@ -116,6 +125,13 @@ async fn main() -> anyhow::Result<()> {
             data_dir,
             every,
         } => demo(listen, data_dir, every, metrics).await?,
+        Command::Mcp { daemon, workspace } => {
+            let workspace = workspace.or_else(|| std::env::current_dir().ok());
+            if let Err(e) = vk_observer::mcp::bridge::run(&daemon, workspace).await {
+                eprintln!("vk-observer mcp: {e:#}");
+                std::process::exit(1);
+            }
+        }
     }
     Ok(())
 }

@@ -166,6 +166,7 @@ impl Coordinator {
         self.tasks_snapshot_seen.clear();
         self.projects_seen = false;
         self.spawn_object(ObjectStream::Projects, |c, s| c.projects_stream = Some(s));
+        self.jobs.refresh_server_info();
         // Attempts with a running process or an in-progress task get their process stream back.
         let reader = self.ctx.store.read();
         let active: Vec<Uuid> = reader

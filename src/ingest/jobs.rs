@@ -69,6 +69,16 @@ impl Jobs {
                 self.sessions_inner(a).await?;
                 look.push(a);
             }
+            let known_repos = !self
+                .ctx
+                .store
+                .read()
+                .attempt_repos(a)
+                .map_err(|e| e.to_string())?
+                .is_empty();
+            if deep || !known_repos {
+                self.attempt_repos_inner(a).await?;
+            }
         }
         Ok(look)
     }
@@ -89,6 +99,36 @@ impl Jobs {
             .await
             .map_err(|e| e.to_string())?;
         Ok(())
+    }
+
+    async fn attempt_repos_inner(&self, attempt_id: Uuid) -> Result<(), String> {
+        let repos = match self.ctx.client.attempt_repos(attempt_id).await {
+            Ok(r) => r,
+            Err(UpstreamError::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e.to_string()),
+        };
+        self.ctx
+            .writer
+            .write(vec![DomainEvent::AttemptReposSnapshot { attempt_id, repos }])
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// Refetch VK's executors and diff guard (`/api/info`), at bootstrap and on every resync.
+    pub fn refresh_server_info(&self) {
+        let j = self.clone();
+        tokio::spawn(async move {
+            let Ok(_permit) = j.limit.acquire().await else {
+                return;
+            };
+            match j.ctx.client.server_facts().await {
+                Ok(info) => {
+                    let _ = j.ctx.writer.write(vec![DomainEvent::ServerInfo { info }]).await;
+                }
+                Err(e) => tracing::warn!(error = %e, "server info refresh failed"),
+            }
+        });
     }
 
     /// Refetch an attempt's sessions (a process named a session we do not know yet).

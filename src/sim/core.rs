@@ -186,6 +186,19 @@ impl Inner {
         Some(ids)
     }
 
+    /// A workspace with no session yet (the moment between VK creating it and its first session).
+    pub fn create_bare_attempt(&self, task_id: Uuid) -> Option<Uuid> {
+        let (ws, changes) = {
+            let mut w = self.world();
+            let ws = w.create_workspace(task_id, Vec::new())?;
+            let mut changes = vec![Change::Workspace(task_id)];
+            changes.extend(w.set_container(ws));
+            (ws, changes)
+        };
+        self.enqueue(changes);
+        Some(ws)
+    }
+
     pub fn add_session(&self, ws: Uuid, executor: &str) -> Option<Uuid> {
         self.world().add_session(ws, executor)
     }

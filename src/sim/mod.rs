@@ -113,6 +113,13 @@ impl Sim {
         }
     }
 
+    /// An attempt without any session; returns the nil uuid when the task does not exist.
+    pub fn create_bare_attempt(&self, task_id: Uuid) -> Uuid {
+        self.inner
+            .create_bare_attempt(task_id)
+            .unwrap_or_else(Uuid::nil)
+    }
+
     /// Returns the nil uuid when the attempt does not exist.
     pub fn add_session(&self, attempt_id: Uuid, executor: &str) -> Uuid {
         self.inner

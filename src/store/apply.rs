@@ -90,6 +90,15 @@ impl<'t, 'c> Pending<'t, 'c> {
                     .insert(&keys::complete_key(channel, process_id), Vec::new());
                 Ok(())
             }
+            DomainEvent::ServerInfo { info } => {
+                if self.upsert(keys::SERVER_INFO_KEY, &info)? {
+                    self.note("server_info".into());
+                }
+                Ok(())
+            }
+            DomainEvent::AttemptReposSnapshot { attempt_id, repos } => {
+                self.attempt_repos_snapshot(attempt_id, repos)
+            }
             DomainEvent::UpstreamSeq { seq } => {
                 self.ov.insert(
                     &keys::meta_key(keys::meta::SSE_SEQ),
@@ -288,9 +297,32 @@ impl<'t, 'c> Pending<'t, 'c> {
             self.remove_process(id, p)?;
         }
         self.remove_entity(&keys::id_key(table::CHANGES, id))?;
+        for r in self.children(table::ATTEMPT_REPOS, id)? {
+            self.remove_entity(&keys::pair_key(table::ATTEMPT_REPOS, id, r))?;
+        }
         // The attempt's token stays as a tombstone so a waiter on it wakes and sees it gone.
         self.attempts.insert(id);
         self.note(format!("attempt_removed:{id}"));
+        Ok(())
+    }
+
+    fn attempt_repos_snapshot(&mut self, attempt: Uuid, repos: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        let mut changed = false;
+        for r in &repos {
+            let Some(id) = object_id(r) else { continue };
+            keep.insert(id);
+            changed |= self.upsert(&keys::pair_key(table::ATTEMPT_REPOS, attempt, id), r)?;
+        }
+        for id in self.children(table::ATTEMPT_REPOS, attempt)? {
+            if !keep.contains(&id) {
+                changed |= self.remove_entity(&keys::pair_key(table::ATTEMPT_REPOS, attempt, id))?;
+            }
+        }
+        if changed {
+            self.attempts.insert(attempt);
+            self.note(format!("attempt_repos:{attempt}"));
+        }
         Ok(())
     }
 

@@ -70,6 +70,16 @@ pub enum DomainEvent {
         attempt_id: Uuid,
         changes: Value,
     },
+    /// What the daemon needs of VK's `/api/info`: executors with variants, capabilities, the
+    /// configured executor profile and the diff guard preset (nothing secret is kept).
+    ServerInfo {
+        info: Value,
+    },
+    /// The repositories of an attempt with their target branches (`/task-attempts/{id}/repos`).
+    AttemptReposSnapshot {
+        attempt_id: Uuid,
+        repos: Vec<Value>,
+    },
     /// The last VK SSE sequence id applied (meta only: moves no token).
     UpstreamSeq {
         seq: u64,
@@ -97,6 +107,8 @@ impl DomainEvent {
             DomainEvent::LogEntriesPut { .. } => "log_entries_put",
             DomainEvent::LogsComplete { .. } => "logs_complete",
             DomainEvent::ChangesUpdated { .. } => "changes_updated",
+            DomainEvent::ServerInfo { .. } => "server_info",
+            DomainEvent::AttemptReposSnapshot { .. } => "attempt_repos_snapshot",
             DomainEvent::UpstreamSeq { .. } => "upstream_seq",
             DomainEvent::UpstreamIncarnation { .. } => "upstream_incarnation",
         }

@@ -24,10 +24,12 @@ pub mod table {
     pub const PROCESS_ATTEMPT: u8 = 0x0C; // process -> attempt
     pub const REPLACED: u8 = 0x0D; // channel ‖ process ‖ token ‖ entry_index
     pub const LOGS_COMPLETE: u8 = 0x0E; // channel ‖ process: the log is final and fully stored
+    pub const SERVER: u8 = 0x0F; // name -> facts about the VK server (executors, diff guard)
     pub const IDX_PROJECT_TASKS: u8 = 0x10; // project ‖ task
     pub const IDX_TASK_ATTEMPTS: u8 = 0x11; // task ‖ attempt
     pub const IDX_ATTEMPT_SESSIONS: u8 = 0x12; // attempt ‖ session
     pub const IDX_ATTEMPT_PROCESSES: u8 = 0x13; // attempt ‖ process
+    pub const ATTEMPT_REPOS: u8 = 0x14; // attempt ‖ repo -> repo JSON with target_branch
 }
 
 /// Names of the `META` entries.
@@ -69,6 +71,9 @@ impl Channel {
         }
     }
 }
+
+/// Key of the one `SERVER` entry: the trimmed `/api/info` facts.
+pub const SERVER_INFO_KEY: &[u8] = &[table::SERVER, b'i'];
 
 pub fn meta_key(name: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + name.len());

@@ -88,8 +88,13 @@ impl StoreReader {
     }
 
     pub fn repos_of_project(&self, project: Uuid) -> R<Vec<Stored>> {
+        self.pairs(table::REPOS, project)
+    }
+
+    /// Entities stored under `table ‖ parent ‖ id`.
+    fn pairs(&self, table: u8, parent: Uuid) -> R<Vec<Stored>> {
         let mut out = Vec::new();
-        for item in self.tree.scan_prefix(keys::id_key(table::REPOS, project)) {
+        for item in self.tree.scan_prefix(keys::id_key(table, parent)) {
             let (k, v) = item?;
             let Some(id) = keys::uuid_at(&k, 17) else {
                 continue;
@@ -156,6 +161,19 @@ impl StoreReader {
             .tree
             .get(keys::id_key(table::PROCESS_ATTEMPT, process))?
             .and_then(|v| Uuid::from_slice(&v).ok()))
+    }
+
+    /// The repositories of an attempt (with `target_branch`), as VK lists them.
+    pub fn attempt_repos(&self, attempt: Uuid) -> R<Vec<Stored>> {
+        self.pairs(table::ATTEMPT_REPOS, attempt)
+    }
+
+    /// The trimmed `/api/info` facts (executors, capabilities, guard preset), once fetched.
+    pub fn server_info(&self) -> R<Option<Value>> {
+        Ok(self
+            .tree
+            .get(keys::SERVER_INFO_KEY)?
+            .and_then(|v| decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok())))
     }
 
     pub fn changes(&self, attempt: Uuid) -> R<Option<Stored>> {

@@ -178,6 +178,12 @@ impl VkClient {
             .await
     }
 
+    /// The attempt's repositories, each with its `target_branch`.
+    pub async fn attempt_repos(&self, attempt: Uuid) -> Result<Vec<Value>, UpstreamError> {
+        self.get(&format!("/api/task-attempts/{attempt}/repos"))
+            .await
+    }
+
     pub async fn process(&self, pid: Uuid) -> Result<Value, UpstreamError> {
         self.get(&format!("/api/execution-processes/{pid}")).await
     }
@@ -194,6 +200,20 @@ impl VkClient {
 
     pub async fn info(&self) -> Result<Value, UpstreamError> {
         self.get("/api/info").await
+    }
+
+    /// The parts of `/api/info` the daemon keeps: executors and their variants, capabilities,
+    /// the configured default profile and the diff guard preset. VK's config also holds
+    /// credentials (e.g. a GitHub token), so nothing else of it is stored.
+    pub async fn server_facts(&self) -> Result<Value, UpstreamError> {
+        let info = self.info().await?;
+        let config = info.get("config");
+        Ok(serde_json::json!({
+            "executors": info.get("executors").cloned().unwrap_or_default(),
+            "capabilities": info.get("capabilities").cloned().unwrap_or_default(),
+            "executor_profile": config.and_then(|c| c.get("executor_profile")).cloned(),
+            "diff_preview_guard": config.and_then(|c| c.get("diff_preview_guard")).cloned(),
+        }))
     }
 
     /// One page of log history v2: the latest `limit` entries below `cursor` (exclusive).

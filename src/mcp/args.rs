@@ -1,0 +1,93 @@
+//! Tool arguments: an extractor that turns bad input into the error envelope (rmcp's own
+//! `Parameters` answers with a bare JSON-RPC error), and the input-schema shaping that keeps
+//! every schema portable: root `type: object`, no root `oneOf/anyOf/allOf`, optional fields
+//! typed plainly (`"string"`, not `["string","null"]`), no non-standard integer formats.
+
+use std::sync::Arc;
+
+use rmcp::handler::server::common::FromContextPart;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::JsonObject;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::tool_error::ToolError;
+
+/// Deserialized arguments, or the envelope to answer with.
+pub struct Args<T>(pub Result<T, ToolError>);
+
+impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Args<T> {
+    fn from_context_part(ctx: &mut ToolCallContext<S>) -> Result<Self, rmcp::ErrorData> {
+        let args = ctx.arguments.take().unwrap_or_default();
+        Ok(Args(serde_json::from_value(Value::Object(args)).map_err(
+            |e| {
+                ToolError::invalid_argument(format!(
+                    "The arguments do not match the tool's input schema: {e}. Check field names and types against the schema."
+                ))
+                .with_details(json!({ "error": e.to_string() }))
+            },
+        )))
+    }
+}
+
+/// The portable input schema of `T` (panics at tool-list build time if `T` is not an object:
+/// a programming error caught by the schema test).
+pub fn input_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
+    let raw = rmcp::handler::server::common::schema_for_input::<T>()
+        .unwrap_or_else(|e| panic!("input schema of {}: {e}", std::any::type_name::<T>()));
+    let mut v = Value::Object(raw.as_ref().clone());
+    portable(&mut v);
+    match v {
+        Value::Object(o) => Arc::new(o),
+        _ => unreachable!("an object stays an object"),
+    }
+}
+
+/// Rewrite nullable unions to their non-null type, drop integer formats, recursively.
+fn portable(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::Array(types)) = o.get("type") {
+                let non_null: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+                if non_null.len() == 1 {
+                    o.insert("type".into(), non_null[0].clone());
+                }
+            }
+            // `Option<Enum>` renders as anyOf [enum, null]: keep the enum.
+            if let Some(Value::Array(branches)) = o.get("anyOf") {
+                let non_null: Vec<Value> = branches
+                    .iter()
+                    .filter(|b| b.get("type") != Some(&json!("null")))
+                    .cloned()
+                    .collect();
+                if non_null.len() == 1 {
+                    if let Value::Object(inner) = &non_null[0] {
+                        o.remove("anyOf");
+                        for (k, val) in inner {
+                            o.entry(k.clone()).or_insert(val.clone());
+                        }
+                    }
+                }
+            }
+            if let Some(Value::Array(values)) = o.get_mut("enum") {
+                values.retain(|x| !x.is_null());
+            }
+            if o
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| f.starts_with("int") || f.starts_with("uint"))
+            {
+                o.remove("format");
+            }
+            if o.get("default") == Some(&Value::Null) {
+                o.remove("default");
+            }
+            for (_, child) in o.iter_mut() {
+                portable(child);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(portable),
+        _ => {}
+    }
+}

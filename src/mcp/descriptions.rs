@@ -1,0 +1,79 @@
+//! Tool descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
+//! `Avoid:`), one constant per tool, kept short: agents pattern-match on them.
+
+pub const LIST_PROJECTS: &str = "List Vibe Kanban projects (from the daemon's cache).
+Use when: you need a project_id to list or create tasks.
+Required: nothing.
+Optional: nothing.
+Next: list_tasks with a project_id, or list_repos to see its repositories.
+Avoid: guessing project ids or names; always take project_id from this list.";
+
+pub const LIST_REPOS: &str = "List the repositories of a project.
+Use when: you need repo ids or names (for start_task_attempt repos, or to read repo-prefixed paths).
+Required: project_id.
+Optional: nothing.
+Next: start_task_attempt with repos[].repo_id, or get_attempt_changes to see paths under these names.
+Avoid: passing a task_id or attempt_id as project_id.";
+
+pub const LIST_EXECUTORS: &str = "List the coding-agent executors VK can run, with variants and capability flags.
+Use when: choosing `executor` (and `variant`) for start_task_attempt.
+Required: nothing.
+Optional: nothing.
+Next: start_task_attempt with executor (and variant) taken verbatim from this list.
+Avoid: hard-coding executor names or lower-casing them; use the `executor` strings as returned.";
+
+pub const LIST_TASKS: &str = "List a project's tasks, newest first, each with its latest attempt summary (latest_attempt_id, latest_session_id, has_in_progress_attempt, last_attempt_failed).
+Use when: finding a task, or checking which tasks have running or failed attempts.
+Required: project_id.
+Optional: status, q (text search), updated_since (RFC 3339), cursor (next_cursor of the previous page), limit (1-200, default 50).
+Next: get_task or list_task_attempts with a task_id; get_attempt_status with latest_attempt_id.
+Avoid: paging by re-sending the same call; pass next_cursor as cursor until it is null.";
+
+pub const GET_TASK: &str = "Get one task with its attempt summary, optionally with all its attempts.
+Use when: you have a task_id and need its status, description or attempts.
+Required: task_id.
+Optional: include_attempts (default false).
+Next: get_attempt_status or tail_attempt_logs with an attempt_id.
+Avoid: using an attempt_id here; attempts have their own tools.";
+
+pub const LIST_TASK_ATTEMPTS: &str = "List a task's attempts (VK workspaces), newest first, with each attempt's latest session and state, plus top-level latest_attempt_id and latest_session_id.
+Use when: you need an attempt_id or session_id for a task.
+Required: task_id.
+Optional: nothing.
+Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id.
+Avoid: calling this in a polling loop; use wait_for_attempt_change or get_attempt_status with since_token.";
+
+pub const GET_ATTEMPT_STATUS: &str = "Get the state of one or many attempts (idle | running | completed | failed; dev servers excluded), with latest session and process, failure summary and a recommended next action. Answered from the cache: a batch of 100 costs about as much as one.
+Use when: checking whether an agent run is still going, finished or failed.
+Required: exactly one of attempt_id or attempt_ids (up to 100).
+Optional: since_token (token of an earlier answer: only attempts changed since then are returned).
+Next: result.recommended_next_action (tail_attempt_logs on failure, get_attempt_changes on success, wait_for_attempt_change while running).
+Avoid: passing both attempt_id and attempt_ids; polling single attempts in a loop instead of one batch call.";
+
+pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log: the latest coding-agent process (else its setup/cleanup script), oldest-first pages.
+Use when: seeing what the agent did or why it failed, or following new output incrementally.
+Required: attempt_id.
+Optional: channel (normalized | raw), limit (1-500, default 50), cursor (older page) OR after_entry_index (only newer entries), since_token (previous page's token: also returns entries replaced in place), execution_process_id.
+Next: call again with after_entry_index = the last entry_index you got; get_attempt_changes when the run completed.
+Avoid: re-reading the last N entries and de-duplicating yourself; never send cursor and after_entry_index together.";
+
+pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed-file list with repo-prefixed paths, no contents.
+Use when: reviewing the result of a completed run.
+Required: attempt_id.
+Optional: force (true returns the file list even when the diff guard blocks it).
+Next: get_attempt_patch or get_attempt_file for contents of selected paths; follow_up to ask for fixes.
+Avoid: retrying with force after blocked_reason=summary_failed (force does not help); expecting file contents here.";
+
+pub const TAIL_SESSION_MESSAGES: &str = "Replay a session's conversation as turns (the prompt sent and the agent's final message), newest page, oldest first.
+Use when: restoring context about what was asked and answered in an attempt.
+Required: exactly one of session_id or attempt_id (the attempt's latest session).
+Optional: cursor (next_cursor: older turns), limit (1-50, default 10).
+Next: follow_up with the same attempt_id, or tail_attempt_logs for the full detail of a turn.
+Avoid: passing both session_id and attempt_id; using this to follow live output (use tail_attempt_logs).";
+
+pub const GET_CONTEXT: &str = "Get the project, task and attempt of the workspace this client runs in, with its repositories and target branches.
+Use when: you are an agent working inside a VK attempt workspace and need your own ids.
+Required: nothing.
+Optional: nothing.
+Next: get_attempt_status or tail_session_messages with the returned attempt_id.
+Avoid: calling it outside an attempt workspace; use list_projects there.";

@@ -1,0 +1,119 @@
+//! The MCP surface: an rmcp tool router over the query layer (thin adapters in `read_tools`),
+//! served over Streamable HTTP at `/mcp` by the daemon (`service`) and over stdio by the
+//! `vk-observer mcp` bridge (`bridge`). `get_context` is listed only to clients that run inside
+//! an attempt workspace (they say where with the `x-vk-workspace` header, or the daemon itself
+//! was started inside one).
+
+pub mod args;
+pub mod bridge;
+pub mod descriptions;
+pub mod read_tools;
+pub mod requests;
+pub mod respond;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rmcp::handler::server::tool::ToolRouter;
+use rmcp::model::{
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
+use tokio_util::sync::CancellationToken;
+
+use crate::query::Query;
+
+/// Header a client (the stdio bridge) uses to say which directory it runs in.
+pub const WORKSPACE_HEADER: &str = "x-vk-workspace";
+
+pub const INSTRUCTIONS: &str = "vk-observer answers Vibe Kanban task tools from a local cache of VK's streams. \
+Reads are cheap: batch get_attempt_status over many attempts, tail logs with after_entry_index, and pass the \
+`token` of one answer as `since_token` to the next to get only what changed. Every answer carries `freshness` \
+(upstream connected|reconnecting|down and the age of the last applied change). Errors are JSON \
+{code, retryable, hint, details}; follow the hint.";
+
+#[derive(Clone)]
+pub struct VkTools {
+    pub query: Query,
+    /// The directory the daemon was started in, when that is an attempt workspace.
+    pub own_workspace: Option<PathBuf>,
+    router: Arc<ToolRouter<VkTools>>,
+}
+
+impl VkTools {
+    pub fn new(query: Query, own_workspace: Option<PathBuf>) -> Self {
+        VkTools {
+            query,
+            own_workspace,
+            router: Arc::new(read_tools::router()),
+        }
+    }
+
+    /// The workspace directory this request comes from: the client's header, else the daemon's.
+    pub fn workspace_of(&self, ctx: &RequestContext<RoleServer>) -> Option<PathBuf> {
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get(WORKSPACE_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| self.own_workspace.clone())
+    }
+
+    fn in_workspace(&self, ctx: &RequestContext<RoleServer>) -> bool {
+        self.workspace_of(ctx)
+            .and_then(|d| self.query.attempt_at(&d).ok().flatten())
+            .is_some()
+    }
+
+    /// Every tool, `get_context` included (for schema tests and documentation).
+    pub fn all_tools(&self) -> Vec<rmcp::model::Tool> {
+        self.router.list_all()
+    }
+}
+
+#[tool_handler(router = self.router)]
+impl ServerHandler for VkTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("vk-observer", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS.to_string())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let with_context = self.in_workspace(&context);
+        let tools = self
+            .router
+            .list_all()
+            .into_iter()
+            .filter(|t| with_context || t.name != "get_context")
+            .collect();
+        Ok(ListToolsResult {
+            tools,
+            ..Default::default()
+        })
+    }
+}
+
+pub type McpService = StreamableHttpService<VkTools, LocalSessionManager>;
+
+/// The Streamable HTTP service to nest at `/mcp`.
+pub fn service(
+    query: Query,
+    own_workspace: Option<PathBuf>,
+    cancel: CancellationToken,
+) -> McpService {
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel);
+    StreamableHttpService::new(
+        move || Ok(VkTools::new(query.clone(), own_workspace.clone())),
+        LocalSessionManager::default().into(),
+        config,
+    )
+}

@@ -1,0 +1,160 @@
+//! Typed arguments of the read tools. Every field carries a description (format, allowed values,
+//! defaults); modes that need "exactly one of" are written as root-level `if/then/else` (never a
+//! root `oneOf`, which Claude clients reject) and checked again at run time in `checks`.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::query::tasks::TaskStatus;
+
+/// No arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectArgs {
+    /// Project id (UUID string) from list_projects.
+    pub project_id: Uuid,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTasksArgs {
+    /// Project id (UUID string) from list_projects.
+    pub project_id: Uuid,
+    /// Only tasks in this status: `todo`, `inprogress`, `inreview`, `done` or `cancelled`.
+    #[serde(default)]
+    pub status: Option<TaskStatus>,
+    /// Case-insensitive text that must appear in the title or description.
+    #[serde(default)]
+    pub q: Option<String>,
+    /// Only tasks updated at or after this instant (RFC 3339, e.g. `2026-11-22T10:00:00Z`).
+    #[serde(default)]
+    pub updated_since: Option<String>,
+    /// Opaque `next_cursor` from the previous page; omit for the first page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Page size, 1–200 (default 50).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetTaskArgs {
+    /// Task id (UUID string) from list_tasks.
+    pub task_id: Uuid,
+    /// Also return the task's attempts, newest first (default false).
+    #[serde(default)]
+    pub include_attempts: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskArgs {
+    /// Task id (UUID string) from list_tasks.
+    pub task_id: Uuid,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"required": ["attempt_id"]},
+    "then" = {"not": {"required": ["attempt_ids"]}},
+    "else" = {"required": ["attempt_ids"]}
+))]
+pub struct StatusArgs {
+    /// One attempt id (UUID string). Give exactly one of `attempt_id` or `attempt_ids`.
+    #[serde(default)]
+    pub attempt_id: Option<Uuid>,
+    /// Up to 100 attempt ids (UUID strings) answered in one call. Give exactly one of
+    /// `attempt_id` or `attempt_ids`.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 100))]
+    pub attempt_ids: Option<Vec<Uuid>>,
+    /// Opaque `token` from an earlier response: only attempts changed since then are returned
+    /// (the rest are counted in `unchanged`). Omit to get every requested attempt.
+    #[serde(default)]
+    pub since_token: Option<String>,
+}
+
+/// Which log of the process.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+pub enum LogChannel {
+    // The executor's structured entries (messages, tool calls); best for agents.
+    #[default]
+    Normalized,
+    // Raw stdout/stderr chunks.
+    Raw,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"required": ["cursor"]},
+    "then" = {"not": {"required": ["after_entry_index"]}}
+))]
+pub struct TailLogsArgs {
+    /// Attempt id (UUID string).
+    pub attempt_id: Uuid,
+    /// `normalized` (default) or `raw`.
+    #[serde(default)]
+    pub channel: Option<LogChannel>,
+    /// Entries per page, 1–500 (default 50); larger values are capped at 500.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Page OLDER history: return the entries just below this index (use `next_cursor` from the
+    /// previous page). Cannot be combined with `after_entry_index`.
+    #[serde(default)]
+    pub cursor: Option<u64>,
+    /// Incremental tail: return only entries with a HIGHER index than this (use the last
+    /// `entry_index` you have). Cannot be combined with `cursor`.
+    #[serde(default)]
+    pub after_entry_index: Option<u64>,
+    /// Opaque `token` of your previous page: the answer then also lists entries replaced in
+    /// place since then (`replaced`) and the tail of an earlier process after a follow-up.
+    #[serde(default)]
+    pub since_token: Option<String>,
+    /// Read this execution process (UUID string) of the attempt instead of the latest one.
+    #[serde(default)]
+    pub execution_process_id: Option<Uuid>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangesArgs {
+    /// Attempt id (UUID string).
+    pub attempt_id: Uuid,
+    /// Return the file list even when the diff guard's thresholds are exceeded (default false).
+    #[serde(default)]
+    pub force: Option<bool>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"required": ["session_id"]},
+    "then" = {"not": {"required": ["attempt_id"]}},
+    "else" = {"required": ["attempt_id"]}
+))]
+pub struct MessagesArgs {
+    /// Session id (UUID string). Give exactly one of `session_id` or `attempt_id`.
+    #[serde(default)]
+    pub session_id: Option<Uuid>,
+    /// Attempt id (UUID string): its latest session is used. Give exactly one of `session_id`
+    /// or `attempt_id`.
+    #[serde(default)]
+    pub attempt_id: Option<Uuid>,
+    /// Page OLDER turns: return the turns with `turn_index` below this (use `next_cursor`).
+    #[serde(default)]
+    pub cursor: Option<u64>,
+    /// Turns per page, 1–50 (default 10).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}

@@ -1,0 +1,19 @@
+//! Turning query results into MCP tool results: success as `structuredContent` (+ its JSON text)
+//! through rmcp's `Json`, failure as `isError: true` with the envelope as JSON text only, so
+//! clients that validate `outputSchema` even on errors (the MCP Inspector) accept it.
+
+use rmcp::Json;
+use rmcp::model::{CallToolResult, ContentBlock};
+
+use crate::tool_error::ToolError;
+
+pub type ToolResult<T> = Result<Json<T>, CallToolResult>;
+
+pub fn error_result(e: &ToolError) -> CallToolResult {
+    metrics::counter!("vk_observer_tool_errors_total", "code" => e.code).increment(1);
+    CallToolResult::error(vec![ContentBlock::text(e.to_json_string())])
+}
+
+pub fn respond<T>(r: Result<T, ToolError>) -> ToolResult<T> {
+    r.map(Json).map_err(|e| error_result(&e))
+}

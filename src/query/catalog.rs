@@ -1,0 +1,195 @@
+//! Discovery reads: `list_projects`, `list_repos`, `list_executors`, from the cached projects,
+//! project repositories and the trimmed `/api/info` facts.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::vk::{string_of, ts_string};
+use super::{Freshness, Query};
+use crate::tool_error::ToolError;
+
+/// A VK project.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct ProjectInfo {
+    /// Project id (UUID); pass it to list_tasks, list_repos and create_task.
+    pub project_id: Uuid,
+    /// Project name.
+    pub name: String,
+    /// Number of repositories in the project.
+    pub repo_count: usize,
+}
+
+/// Answer of `list_projects`.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct ProjectList {
+    /// Projects sorted by name.
+    pub projects: Vec<ProjectInfo>,
+    /// Store token at the time of this read (opaque).
+    pub token: String,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+/// A repository of a project.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct RepoInfo {
+    /// Repository id (UUID); use it in start_task_attempt `repos[].repo_id`.
+    pub repo_id: Uuid,
+    /// Folder name inside an attempt workspace; changed paths are prefixed with it.
+    pub name: String,
+    /// Name shown in the UI.
+    pub display_name: Option<String>,
+    /// Path of the repository on the VK host.
+    pub path: Option<String>,
+    /// When it was added (RFC 3339).
+    pub created_at: Option<String>,
+}
+
+/// Answer of `list_repos`.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct RepoList {
+    /// The project (UUID).
+    pub project_id: Uuid,
+    /// Repositories sorted by name.
+    pub repos: Vec<RepoInfo>,
+    /// Store token at the time of this read (opaque).
+    pub token: String,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+/// A coding-agent executor VK can run.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct ExecutorInfo {
+    /// Stable identifier (e.g. `CLAUDE_CODE`); pass it unchanged as start_task_attempt `executor`.
+    pub executor: String,
+    /// Configured variants (e.g. `DEFAULT`, `PLAN`), sorted; may be empty.
+    pub variants: Vec<String>,
+    /// Variant VK uses when none is given: the configured default profile's variant for the
+    /// default executor, else `DEFAULT` when that variant exists; null otherwise.
+    pub default_variant: Option<String>,
+    /// True if the executor can be given MCP servers (it has an MCP configuration file).
+    pub supports_mcp: bool,
+    /// True if this is VK's configured default executor.
+    pub is_default: bool,
+    /// VK capability flags for the executor (e.g. `SESSION_FORK`).
+    pub capabilities: Vec<String>,
+}
+
+/// Answer of `list_executors`.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct ExecutorList {
+    /// Executors sorted by identifier.
+    pub executors: Vec<ExecutorInfo>,
+    /// Store token at the time of this read (opaque).
+    pub token: String,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+/// Executors VK's source gives an MCP configuration path (`supports_mcp`); the test agent has none.
+fn supports_mcp(executor: &str) -> bool {
+    executor != "FAKE_AGENT"
+}
+
+impl Query {
+    pub fn list_projects(&self) -> Result<ProjectList, ToolError> {
+        let token = self.token();
+        let reader = self.read();
+        let mut projects = Vec::new();
+        for p in reader.projects()? {
+            projects.push(ProjectInfo {
+                project_id: p.id,
+                name: string_of(&p.value, "name").unwrap_or_default(),
+                repo_count: reader.repos_of_project(p.id)?.len(),
+            });
+        }
+        projects.sort_by(|a, b| a.name.cmp(&b.name).then(a.project_id.cmp(&b.project_id)));
+        Ok(ProjectList {
+            projects,
+            token,
+            freshness: self.freshness(),
+        })
+    }
+
+    pub fn list_repos(&self, project: Uuid) -> Result<RepoList, ToolError> {
+        let token = self.token();
+        let reader = self.read();
+        if reader.project(project)?.is_none() {
+            return Err(ToolError::not_found(
+                "project",
+                project,
+                "Unknown project_id. Call list_projects and use one of its `project_id` values.",
+            ));
+        }
+        let mut repos: Vec<RepoInfo> = reader
+            .repos_of_project(project)?
+            .into_iter()
+            .map(|r| RepoInfo {
+                repo_id: r.id,
+                name: string_of(&r.value, "name").unwrap_or_default(),
+                display_name: string_of(&r.value, "display_name"),
+                path: string_of(&r.value, "path"),
+                created_at: ts_string(&r.value, "created_at"),
+            })
+            .collect();
+        repos.sort_by(|a, b| a.name.cmp(&b.name).then(a.repo_id.cmp(&b.repo_id)));
+        Ok(RepoList {
+            project_id: project,
+            repos,
+            token,
+            freshness: self.freshness(),
+        })
+    }
+
+    pub fn list_executors(&self) -> Result<ExecutorList, ToolError> {
+        let token = self.token();
+        let Some(info) = self.read().server_info()? else {
+            return Err(ToolError::new(
+                "not_ready",
+                true,
+                "The daemon has not loaded VK's executor list yet (VK unreachable since start). Retry in a few seconds.",
+            ));
+        };
+        let default_profile = info.get("executor_profile").cloned().unwrap_or_default();
+        let default_executor = default_profile.get("executor").and_then(Value::as_str);
+        let mut executors = Vec::new();
+        if let Some(map) = info.get("executors").and_then(Value::as_object) {
+            for (name, variants) in map {
+                let mut vs: Vec<String> = variants
+                    .as_object()
+                    .map(|o| o.keys().cloned().collect())
+                    .unwrap_or_default();
+                vs.sort();
+                let is_default = default_executor == Some(name.as_str());
+                let configured = is_default
+                    .then(|| default_profile.get("variant")?.as_str().map(str::to_owned))
+                    .flatten();
+                let default_variant = configured
+                    .or_else(|| vs.iter().any(|v| v == "DEFAULT").then(|| "DEFAULT".to_string()));
+                let capabilities = info
+                    .get("capabilities")
+                    .and_then(|c| c.get(name))
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                    .unwrap_or_default();
+                executors.push(ExecutorInfo {
+                    executor: name.clone(),
+                    variants: vs,
+                    default_variant,
+                    supports_mcp: supports_mcp(name),
+                    is_default,
+                    capabilities,
+                });
+            }
+        }
+        executors.sort_by(|a, b| a.executor.cmp(&b.executor));
+        Ok(ExecutorList {
+            executors,
+            token,
+            freshness: self.freshness(),
+        })
+    }
+}

@@ -1,0 +1,184 @@
+//! `get_attempt_changes`: the cached change summary of an attempt with VK's diff guard applied
+//! here (docs/vk-contract.md §6.1). Ingest caches VK's answer with the guard bypassed, so `force`
+//! needs no upstream call: the file list is already in the store.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{Freshness, Query};
+use crate::tool_error::ToolError;
+
+/// Totals over every repository of the attempt.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct ChangeSummary {
+    /// Number of changed files.
+    pub file_count: u64,
+    /// Lines added.
+    pub added: u64,
+    /// Lines deleted.
+    pub deleted: u64,
+    /// Total bytes of the changed files' contents.
+    pub total_bytes: u64,
+}
+
+/// The thresholds in force (VK's `diff_preview_guard` preset).
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Guard {
+    /// `SAFE`, `BALANCED`, `RELAXED` or `OFF`.
+    pub preset: String,
+    /// More files than this blocks the file list (null with `OFF`).
+    pub max_files: Option<u64>,
+    /// More added+deleted lines than this blocks the file list (null with `OFF`).
+    pub max_lines: Option<u64>,
+    /// More bytes than this blocks the file list (null with `OFF`).
+    pub max_bytes: Option<u64>,
+}
+
+/// Answer of `get_attempt_changes`.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct ChangesPage {
+    /// The attempt (UUID).
+    pub attempt_id: Uuid,
+    /// Totals; always filled, even when blocked.
+    pub summary: ChangeSummary,
+    /// True when the file list is withheld (see `blocked_reason`).
+    pub blocked: bool,
+    /// `threshold_exceeded` (pass `force: true` to get the list anyway) or `summary_failed`
+    /// (VK could not diff the workspace; `force` does not help); null when not blocked.
+    pub blocked_reason: Option<String>,
+    /// True when the guard was bypassed by `force`.
+    pub forced: bool,
+    /// Changed paths, prefixed with the repository name (`<repo>/<path>`), sorted; empty when
+    /// blocked. No contents: use get_attempt_patch or get_attempt_file for those.
+    pub files: Vec<String>,
+    /// The guard thresholds applied.
+    pub guard: Guard,
+    /// Token of the change summary in the cache (opaque); the summary is refreshed when a
+    /// process of the attempt finishes.
+    pub changes_token: String,
+    /// Store token at the time of this read (opaque).
+    pub token: String,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+pub fn guard(preset: &str) -> Guard {
+    let (files, lines, mib) = match preset {
+        "SAFE" => (Some(200), Some(10_000), Some(20)),
+        "RELAXED" => (Some(1_000), Some(60_000), Some(150)),
+        "OFF" => (None, None, None),
+        _ => (Some(500), Some(25_000), Some(50)),
+    };
+    let preset = match preset {
+        "SAFE" | "RELAXED" | "OFF" => preset,
+        _ => "BALANCED",
+    };
+    Guard {
+        preset: preset.to_string(),
+        max_files: files,
+        max_lines: lines,
+        max_bytes: mib.map(|m: u64| m * 1024 * 1024),
+    }
+}
+
+fn exceeded(s: &ChangeSummary, g: &Guard) -> bool {
+    g.max_files.is_some_and(|m| s.file_count > m)
+        || g.max_lines.is_some_and(|m| s.added + s.deleted > m)
+        || g.max_bytes.is_some_and(|m| s.total_bytes > m)
+}
+
+fn num(v: &Value, f: &str) -> u64 {
+    v.get(f).and_then(Value::as_u64).unwrap_or(0)
+}
+
+impl Query {
+    pub fn attempt_changes(&self, attempt: Uuid, force: bool) -> Result<ChangesPage, ToolError> {
+        let token = self.token();
+        let reader = self.read();
+        if reader.attempt(attempt)?.is_none() {
+            return Err(ToolError::not_found(
+                "attempt",
+                attempt,
+                "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
+            ));
+        }
+        let Some(stored) = reader.changes(attempt)? else {
+            return Err(ToolError::new(
+                "changes_not_ready",
+                true,
+                "No change summary is cached yet: it is computed when a process of the attempt finishes. Call wait_for_attempt_change with this `attempt_ids` entry, then retry.",
+            )
+            .with_details(serde_json::json!({ "attempt_id": attempt })));
+        };
+        let v = &stored.value;
+        let s = v.get("summary").cloned().unwrap_or_default();
+        let summary = ChangeSummary {
+            file_count: num(&s, "fileCount"),
+            added: num(&s, "added"),
+            deleted: num(&s, "deleted"),
+            total_bytes: num(&s, "totalBytes"),
+        };
+        let preset = reader
+            .server_info()?
+            .and_then(|i| i.get("diff_preview_guard")?.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "BALANCED".to_string());
+        let guard = guard(&preset);
+        // VK reports `summary_failed` even when forced (no workspace to diff); keep that.
+        let upstream_failed = v.get("blocked").and_then(Value::as_bool) == Some(true)
+            && v.get("blockedReason").and_then(Value::as_str) == Some("summary_failed");
+        let over = exceeded(&summary, &guard);
+        let blocked_reason = if upstream_failed {
+            Some("summary_failed")
+        } else if !force && over {
+            Some("threshold_exceeded")
+        } else {
+            None
+        };
+        let files = if blocked_reason.is_some() {
+            Vec::new()
+        } else {
+            let mut f: Vec<String> = v
+                .get("files")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default();
+            f.sort();
+            f.dedup();
+            f
+        };
+        Ok(ChangesPage {
+            attempt_id: attempt,
+            summary,
+            blocked: blocked_reason.is_some(),
+            blocked_reason: blocked_reason.map(str::to_owned),
+            forced: force && over && !upstream_failed,
+            files,
+            guard,
+            changes_token: crate::store::token::Token {
+                epoch: self.store.epoch(),
+                seq: stored.token,
+            }
+            .to_string(),
+            token,
+            freshness: self.freshness(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_is_strictly_greater_than() {
+        let g = guard("BALANCED");
+        let at = ChangeSummary { file_count: 500, added: 20_000, deleted: 5_000, total_bytes: 50 << 20 };
+        assert!(!exceeded(&at, &g));
+        let over = ChangeSummary { file_count: 501, ..at.clone() };
+        assert!(exceeded(&over, &g));
+        assert!(!exceeded(&over, &guard("OFF")));
+        assert_eq!(guard("nonsense").preset, "BALANCED");
+    }
+}

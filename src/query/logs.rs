@@ -1,0 +1,287 @@
+//! `tail_attempt_logs`: pages of a process log read by key range from the cache. Three modes —
+//! tail (newest page), `cursor` (the page below an index) and `after_entry_index` (what is newer
+//! than what the client has) — each costing O(page), whatever the stored history. With the
+//! previous page's token the answer also carries entries replaced in place since then and the
+//! entries an earlier process of the attempt wrote after it (a follow-up switched processes).
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use super::vk::{self, relevant_oldest_first};
+use super::{Freshness, Query, Since};
+use crate::store::keys::Channel;
+use crate::store::reader::{Stored, StoredEntry};
+use crate::tool_error::ToolError;
+
+pub const LOG_PAGE_DEFAULT: usize = 50;
+pub const LOG_PAGE_MAX: usize = 500;
+
+/// One log entry as VK produced it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LogEntry {
+    /// Index of the entry within its process log (0-based; raw and normalized are separate).
+    pub entry_index: u64,
+    /// VK's entry: normalized `{"type":"NORMALIZED_ENTRY","content":{timestamp, entry_type,
+    /// content, metadata?}}` or raw `{"type":"STDOUT"|"STDERR","content":"…"}`.
+    #[schemars(with = "serde_json::Value")]
+    pub entry: Box<RawValue>,
+}
+
+/// An entry of another (earlier) process of the attempt.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ProcessLogEntry {
+    /// The process that wrote it (UUID).
+    pub execution_process_id: Uuid,
+    /// Index within that process's log.
+    pub entry_index: u64,
+    /// VK's entry, as in `entries`.
+    #[schemars(with = "serde_json::Value")]
+    pub entry: Box<RawValue>,
+}
+
+/// How the page was selected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogMode {
+    /// The newest `limit` entries.
+    Tail,
+    /// The `limit` entries just below this index (older history).
+    Before(u64),
+    /// Entries with a higher index than this one (incremental tailing).
+    After(u64),
+}
+
+/// Answer of `tail_attempt_logs`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LogPage {
+    /// The attempt (UUID).
+    pub attempt_id: Uuid,
+    /// The process whose log this is (UUID): the latest coding agent, else the latest
+    /// setup/cleanup script; null when the attempt has no such process yet.
+    pub execution_process_id: Option<Uuid>,
+    /// `codingagent`, `setupscript` or `cleanupscript`; null with no process.
+    pub run_reason: Option<String>,
+    /// Status of that process (`running`, `completed`, `failed`, `killed`); null with no process.
+    pub process_status: Option<String>,
+    /// `normalized` or `raw`.
+    pub channel: String,
+    /// The page, oldest first.
+    pub entries: Vec<LogEntry>,
+    /// Highest entry index stored for this process and channel; null if the log is empty.
+    pub latest_entry_index: Option<u64>,
+    /// Tail and `cursor` pages: older entries exist below this page. `after_entry_index` pages:
+    /// newer entries exist beyond this page (call again with the last index you got).
+    pub has_more: bool,
+    /// Pass as `cursor` to page older history; null when there is none (or in after mode).
+    pub next_cursor: Option<u64>,
+    /// With `since_token`: entries of this process at or below the page that were rewritten in
+    /// place since that token (e.g. a tool call that got its result). Replace your copies.
+    pub replaced: Vec<LogEntry>,
+    /// With `since_token`: entries earlier processes of the attempt wrote after that token
+    /// (oldest first), so switching to a follow-up's process never loses the end of the last one.
+    pub earlier_process_entries: Vec<ProcessLogEntry>,
+    /// True when `earlier_process_entries` hit `limit` and holds only the newest of them: read
+    /// the rest with `execution_process_id` plus `after_entry_index`.
+    pub earlier_process_has_more: bool,
+    /// True when, judged by `since_token`, this process is new to the client (a follow-up
+    /// started it): the page then starts at its entry 0 whatever `after_entry_index` said.
+    pub process_changed: bool,
+    /// True once the process ended and its whole log is cached.
+    pub log_complete: bool,
+    /// Store token at the time of this read; pass it as `since_token` next time.
+    pub token: String,
+    /// True when `since_token` was from another store generation or the future; `replaced`
+    /// and `earlier_process_entries` are then empty and the client should re-read from scratch.
+    pub token_reset: bool,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+pub struct LogRequest {
+    pub attempt: Uuid,
+    pub channel: Channel,
+    pub mode: LogMode,
+    pub limit: usize,
+    pub since: Since,
+    pub process: Option<Uuid>,
+}
+
+fn entries(v: Vec<StoredEntry>) -> Vec<LogEntry> {
+    v.into_iter()
+        .map(|e| LogEntry {
+            entry_index: e.index,
+            entry: e.entry,
+        })
+        .collect()
+}
+
+impl Query {
+    pub fn tail_logs(&self, req: LogRequest) -> Result<LogPage, ToolError> {
+        let token = self.token();
+        let reader = self.read();
+        if reader.attempt(req.attempt)?.is_none() {
+            return Err(ToolError::not_found(
+                "attempt",
+                req.attempt,
+                "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
+            ));
+        }
+        let processes = reader.processes_of_attempt(req.attempt)?;
+        let process: Option<&Stored> = match req.process {
+            Some(pid) => {
+                let p = processes.iter().find(|p| p.id == pid).ok_or_else(|| {
+                    ToolError::not_found(
+                        "execution_process",
+                        pid,
+                        "That execution_process_id is not a process of this attempt; omit it to follow the attempt's latest process.",
+                    )
+                })?;
+                if vk::run_reason(&p.value) == "devserver" {
+                    return Err(ToolError::invalid_field(
+                        "execution_process_id",
+                        "Dev server logs are not cached; omit execution_process_id to read the attempt's agent log.",
+                    ));
+                }
+                Some(p)
+            }
+            None => vk::log_process(&processes),
+        };
+        let limit = req.limit.clamp(1, LOG_PAGE_MAX);
+        let mut page = LogPage {
+            attempt_id: req.attempt,
+            execution_process_id: process.map(|p| p.id),
+            run_reason: process.map(|p| vk::run_reason(&p.value).to_string()),
+            process_status: process.map(|p| vk::status(&p.value).to_string()),
+            channel: req.channel.as_str().to_string(),
+            entries: Vec::new(),
+            latest_entry_index: None,
+            has_more: false,
+            next_cursor: None,
+            replaced: Vec::new(),
+            earlier_process_entries: Vec::new(),
+            earlier_process_has_more: false,
+            process_changed: false,
+            log_complete: false,
+            token,
+            token_reset: req.since.token_reset(),
+            freshness: self.freshness(),
+        };
+        let Some(process) = process else {
+            return Ok(page);
+        };
+        let pid = process.id;
+        let ch = req.channel;
+        page.latest_entry_index = reader.log_bounds(pid, ch)?.map(|(_, hi)| hi);
+        page.log_complete = reader.logs_complete(pid, ch)?;
+        match req.mode {
+            LogMode::Tail | LogMode::Before(_) => {
+                let before = match req.mode {
+                    LogMode::Before(c) => Some(c),
+                    _ => None,
+                };
+                let mut got = reader.log_tail(pid, ch, before, limit + 1)?;
+                if got.len() > limit {
+                    got.remove(0);
+                    page.has_more = true;
+                }
+                page.next_cursor = if page.has_more {
+                    got.first().map(|e| e.index)
+                } else {
+                    None
+                };
+                page.entries = entries(got);
+            }
+            LogMode::After(k) => {
+                // A process none of whose entries existed at `since_token` is new to the client
+                // (a follow-up started it): its `after_entry_index` belonged to the old process.
+                let first = reader.log_range(pid, ch, 0, u64::MAX, 1)?;
+                let new_process = matches!(req.since, Since::After(t) if first.first().is_some_and(|e| e.token > t));
+                page.process_changed = new_process;
+                let from = if new_process { 0 } else { k.saturating_add(1) };
+                let mut got = reader.log_range(pid, ch, from, u64::MAX, limit + 1)?;
+                if got.len() > limit {
+                    got.pop();
+                    page.has_more = true;
+                }
+                page.entries = entries(got);
+            }
+        }
+        if let Since::After(since) = req.since {
+            let shown: std::collections::HashSet<u64> =
+                page.entries.iter().map(|e| e.entry_index).collect();
+            let ceiling = match req.mode {
+                LogMode::After(k) if !page.process_changed => Some(k),
+                _ => None,
+            };
+            for idx in reader.replaced_since(pid, ch, since)? {
+                if page.replaced.len() >= limit {
+                    break;
+                }
+                if shown.contains(&idx) || ceiling.is_some_and(|k| idx > k) {
+                    continue;
+                }
+                if let Some(e) = reader.log_entry(pid, ch, idx)? {
+                    page.replaced.push(LogEntry {
+                        entry_index: e.index,
+                        entry: e.entry,
+                    });
+                }
+            }
+            let (earlier, more) = earlier_entries(&reader, &processes, process, ch, since, limit)?;
+            page.earlier_process_entries = earlier;
+            page.earlier_process_has_more = more;
+        }
+        Ok(page)
+    }
+}
+
+/// Entries appended after `since` by relevant processes created before `current`, oldest process
+/// first. Appends carry increasing tokens, so a backward scan stops at the first older entry.
+fn earlier_entries(
+    reader: &crate::store::StoreReader,
+    processes: &[Stored],
+    current: &Stored,
+    ch: Channel,
+    since: u64,
+    limit: usize,
+) -> Result<(Vec<ProcessLogEntry>, bool), ToolError> {
+    let current_created = vk::ts_of(&current.value, "created_at");
+    let mut out = Vec::new();
+    let mut more = false;
+    for p in relevant_oldest_first(processes) {
+        if p.id == current.id || vk::ts_of(&p.value, "created_at") > current_created {
+            continue;
+        }
+        let mut fresh = Vec::new();
+        let mut before = None;
+        'scan: loop {
+            let chunk = reader.log_tail(p.id, ch, before, 64)?;
+            if chunk.is_empty() {
+                break;
+            }
+            before = chunk.first().map(|e| e.index);
+            for e in chunk.into_iter().rev() {
+                if e.token <= since {
+                    break 'scan;
+                }
+                if fresh.len() >= limit {
+                    more = true;
+                    break 'scan;
+                }
+                fresh.push(e);
+            }
+        }
+        fresh.reverse();
+        out.extend(fresh.into_iter().map(|e| ProcessLogEntry {
+            execution_process_id: p.id,
+            entry_index: e.index,
+            entry: e.entry,
+        }));
+        if out.len() > limit {
+            out.drain(..out.len() - limit);
+            more = true;
+        }
+    }
+    Ok((out, more))
+}

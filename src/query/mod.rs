@@ -1,0 +1,109 @@
+//! Read models over the store: every read tool's answer is computed here from the cache, never
+//! from VK. Pure functions of a `StoreReader` snapshot plus the health facts, so the MCP layer
+//! stays a thin parse → query → respond adapter and the rules (latest attempt, relevant process,
+//! guard, pagination) are testable without a transport.
+
+pub mod catalog;
+pub mod changes;
+pub mod context;
+pub mod logs;
+pub mod status;
+pub mod tasks;
+pub mod transcript;
+pub mod vk;
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::health::{Health, UpstreamState};
+use crate::store::token::{Token, TokenCheck};
+use crate::store::{Store, StoreReader};
+use crate::tool_error::ToolError;
+
+/// Shared handle for the read side: cheap to clone.
+#[derive(Clone)]
+pub struct Query {
+    pub store: Store,
+    pub health: Arc<Health>,
+}
+
+/// How current the cache is; part of every tool response.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Freshness {
+    /// State of the daemon's connection to Vibe Kanban: `connected`, `reconnecting` or `down`.
+    /// Reads keep answering from the cache in every state.
+    pub upstream: UpstreamState,
+    /// Milliseconds since the cache last applied a change from VK (null: nothing applied yet
+    /// since the store was created).
+    pub last_event_age_ms: Option<u64>,
+    /// True once the daemon has loaded VK's full state at least once since it started.
+    pub bootstrapped: bool,
+}
+
+/// Where a client-supplied `since_token` stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// No token given: answer in full.
+    None,
+    /// Changes after this token are well defined.
+    After(u64),
+    /// The token is from another store epoch or from the future: answer in full, flag a reset.
+    Reset,
+}
+
+impl Since {
+    pub fn token_reset(self) -> bool {
+        self == Since::Reset
+    }
+    /// Lower bound on tokens of interest (0 = everything).
+    pub fn floor(self) -> u64 {
+        match self {
+            Since::After(t) => t,
+            _ => 0,
+        }
+    }
+}
+
+impl Query {
+    pub fn new(store: Store, health: Arc<Health>) -> Self {
+        Query { store, health }
+    }
+
+    pub fn read(&self) -> StoreReader {
+        self.store.read()
+    }
+
+    pub fn freshness(&self) -> Freshness {
+        let last = self.store.last_commit_ms();
+        let now = chrono::Utc::now().timestamp_millis();
+        Freshness {
+            upstream: self.health.state(),
+            last_event_age_ms: (last > 0).then(|| now.saturating_sub(last).max(0) as u64),
+            bootstrapped: self.health.bootstrapped(),
+        }
+    }
+
+    /// The store's current token as the opaque string clients pass back.
+    pub fn token(&self) -> String {
+        self.store.token().to_string()
+    }
+
+    /// Judge a `since_token` argument; a string that is not a token is an invalid argument.
+    pub fn since(&self, token: Option<&str>, field: &str) -> Result<Since, ToolError> {
+        let Some(raw) = token else {
+            return Ok(Since::None);
+        };
+        let t = Token::parse(raw).map_err(|e| {
+            ToolError::invalid_field(
+                field,
+                format!("{e}. Pass the `token` string from a previous response, or omit `{field}`."),
+            )
+        })?;
+        Ok(match t.check(self.store.epoch(), self.store.current_token()) {
+            TokenCheck::Valid(n) => Since::After(n),
+            TokenCheck::Stale => Since::Reset,
+        })
+    }
+}

@@ -1,0 +1,170 @@
+//! `tail_session_messages`: a session's conversation as turns — one per coding-agent process:
+//! the prompt it was given and the agent's final answer (its last assistant message) — newest
+//! page first, paged older by `cursor`. Built from cached processes and normalized logs.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::vk::{self, latest, ts_of, ts_string};
+use super::{Freshness, Query};
+use crate::store::StoreReader;
+use crate::store::keys::Channel;
+use crate::tool_error::ToolError;
+
+pub const TURN_PAGE_DEFAULT: usize = 10;
+pub const TURN_PAGE_MAX: usize = 50;
+/// How far back from a log's end to look for the agent's last assistant message.
+const SUMMARY_SCAN: usize = 200;
+
+/// One exchange: the prompt and the agent's final message.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Turn {
+    /// Position of the turn in the session (0 = the initial request); use as `cursor` bound.
+    pub turn_index: u64,
+    /// The coding-agent process that ran this turn (UUID).
+    pub execution_process_id: Uuid,
+    /// The prompt sent to the agent; null if VK did not record one.
+    pub prompt: Option<String>,
+    /// The agent's last assistant message in this turn; null while none was written yet.
+    pub summary: Option<String>,
+    /// `running`, `completed`, `failed` or `killed`.
+    pub status: String,
+    /// When the turn started (RFC 3339).
+    pub created_at: Option<String>,
+    /// When it ended (RFC 3339); null while running.
+    pub completed_at: Option<String>,
+}
+
+/// Answer of `tail_session_messages`.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct TranscriptPage {
+    /// The session (UUID).
+    pub session_id: Uuid,
+    /// Its attempt (UUID).
+    pub attempt_id: Uuid,
+    /// Executor of the session (e.g. `CLAUDE_CODE`).
+    pub executor: Option<String>,
+    /// Turns, oldest first.
+    pub turns: Vec<Turn>,
+    /// True when older turns exist; pass `next_cursor` as `cursor` to read them.
+    pub has_more: bool,
+    /// `turn_index` of the first turn on this page when older turns exist; else null.
+    pub next_cursor: Option<u64>,
+    /// Store token at the time of this read (opaque).
+    pub token: String,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+/// What the caller targets.
+pub enum SessionTarget {
+    Session(Uuid),
+    Attempt(Uuid),
+}
+
+impl Query {
+    pub fn session_messages(
+        &self,
+        target: SessionTarget,
+        cursor: Option<u64>,
+        limit: usize,
+    ) -> Result<TranscriptPage, ToolError> {
+        let token = self.token();
+        let reader = self.read();
+        let session = match target {
+            SessionTarget::Session(id) => reader.session(id)?.ok_or_else(|| {
+                ToolError::not_found(
+                    "session",
+                    id,
+                    "Unknown session_id. Pass the attempt's `attempt_id` instead to use its latest session.",
+                )
+            })?,
+            SessionTarget::Attempt(a) => {
+                if reader.attempt(a)?.is_none() {
+                    return Err(ToolError::not_found(
+                        "attempt",
+                        a,
+                        "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
+                    ));
+                }
+                let sessions = reader.sessions_of_attempt(a)?;
+                latest(&sessions).cloned().ok_or_else(|| no_session(a))?
+            }
+        };
+        let attempt_id = vk::uuid_of(&session.value, "workspace_id")
+            .ok_or_else(|| ToolError::internal("cached session has no workspace_id"))?;
+        let processes = reader.processes_of_attempt(attempt_id)?;
+        let mut agent_runs: Vec<_> = processes
+            .iter()
+            .filter(|p| {
+                vk::run_reason(&p.value) == "codingagent"
+                    && !vk::is_dropped(&p.value)
+                    && vk::uuid_of(&p.value, "session_id") == Some(session.id)
+            })
+            .collect();
+        agent_runs.sort_by(|a, b| {
+            ts_of(&a.value, "created_at")
+                .cmp(&ts_of(&b.value, "created_at"))
+                .then(a.id.cmp(&b.id))
+        });
+        let end = cursor
+            .map(|c| (c as usize).min(agent_runs.len()))
+            .unwrap_or(agent_runs.len());
+        let limit = limit.clamp(1, TURN_PAGE_MAX);
+        let start = end.saturating_sub(limit);
+        let mut turns = Vec::with_capacity(end - start);
+        for (i, p) in agent_runs.iter().enumerate().take(end).skip(start) {
+            turns.push(Turn {
+                turn_index: i as u64,
+                execution_process_id: p.id,
+                prompt: vk::prompt_of(&p.value),
+                summary: last_assistant_message(&reader, p.id)?,
+                status: vk::status(&p.value).to_string(),
+                created_at: ts_string(&p.value, "created_at"),
+                completed_at: ts_string(&p.value, "completed_at"),
+            });
+        }
+        Ok(TranscriptPage {
+            session_id: session.id,
+            attempt_id,
+            executor: vk::string_of(&session.value, "executor"),
+            turns,
+            has_more: start > 0,
+            next_cursor: (start > 0).then_some(start as u64),
+            token,
+            freshness: self.freshness(),
+        })
+    }
+}
+
+pub fn no_session(attempt: Uuid) -> ToolError {
+    ToolError::new(
+        "no_session_yet",
+        true,
+        "The attempt has no session yet. Call get_attempt_status with this `attempt_id` (or wait_for_attempt_change) and retry once `latest_session_id` is non-null.",
+    )
+    .with_details(serde_json::json!({ "attempt_id": attempt }))
+}
+
+fn last_assistant_message(reader: &StoreReader, pid: Uuid) -> Result<Option<String>, ToolError> {
+    let entries = reader.log_tail(pid, Channel::Normalized, None, SUMMARY_SCAN)?;
+    for e in entries.iter().rev() {
+        let Ok(v) = serde_json::from_str::<Value>(e.entry.get()) else {
+            continue;
+        };
+        let content = v.get("content").unwrap_or(&Value::Null);
+        let kind = content
+            .get("entry_type")
+            .and_then(|t| t.get("type"))
+            .and_then(Value::as_str);
+        if kind == Some("assistant_message") {
+            return Ok(content
+                .get("content")
+                .and_then(Value::as_str)
+                .map(str::to_owned));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,89 @@
+//! The one error shape every tool returns: `{code, retryable, hint, details}`. Codes are stable
+//! strings agents can branch on; hints name the next tool and field to use. Built by the query,
+//! proxy and MCP layers; turned into an `isError: true` tool result by `mcp::respond`.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::store::StoreError;
+
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+pub struct ToolError {
+    /// Stable machine-readable code, e.g. `not_found`, `invalid_argument`, `mixed_pagination`.
+    pub code: &'static str,
+    /// True when the same call may succeed later without changes (e.g. VK was down).
+    pub retryable: bool,
+    /// The next step to take, naming a tool and field where one applies.
+    pub hint: String,
+    /// Small structured facts about the failure (which field, which id, VK's message).
+    pub details: Value,
+}
+
+impl ToolError {
+    pub fn new(code: &'static str, retryable: bool, hint: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            retryable,
+            hint: hint.into(),
+            details: json!({}),
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    pub fn invalid_argument(hint: impl Into<String>) -> Self {
+        ToolError::new("invalid_argument", false, hint)
+    }
+
+    /// A bad value in `field`; the hint says what a good one looks like.
+    pub fn invalid_field(field: &str, hint: impl Into<String>) -> Self {
+        ToolError::invalid_argument(hint).with_details(json!({ "field": field }))
+    }
+
+    pub fn not_found(what: &str, id: impl std::fmt::Display, hint: impl Into<String>) -> Self {
+        ToolError::new("not_found", false, hint)
+            .with_details(json!({ "kind": what, "id": id.to_string() }))
+    }
+
+    pub fn ambiguous_target(fields: &[&str]) -> Self {
+        ToolError::new(
+            "ambiguous_target",
+            false,
+            format!("Pass exactly one of {}.", fields.join(" / ")),
+        )
+        .with_details(json!({ "fields": fields }))
+    }
+
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        ToolError::new(
+            "internal",
+            true,
+            "The daemon's cache could not be read; retry, and check `vk-observer doctor` if it persists.",
+        )
+        .with_details(json!({ "error": detail.to_string() }))
+    }
+
+    /// The JSON text clients receive.
+    pub fn to_json_string(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| {
+            format!(r#"{{"code":"{}","retryable":false,"hint":"","details":{{}}}}"#, self.code)
+        })
+    }
+}
+
+impl From<StoreError> for ToolError {
+    fn from(e: StoreError) -> Self {
+        ToolError::internal(e)
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.hint)
+    }
+}
+
+impl std::error::Error for ToolError {}
