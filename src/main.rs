@@ -65,9 +65,9 @@ enum Command {
     },
 }
 
-fn init_tracing(json: bool) {
+fn init_tracing(json: bool, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -82,7 +82,9 @@ fn init_tracing(json: bool) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    init_tracing(cli.log_json);
+    // The stdio bridge shares stderr with the client's logs: only warnings by default.
+    let level = if matches!(cli.command, Command::Mcp { .. }) { "warn" } else { "info" };
+    init_tracing(cli.log_json, level);
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .ok();

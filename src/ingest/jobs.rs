@@ -79,6 +79,11 @@ impl Jobs {
             if deep || !known_repos {
                 self.attempt_repos_inner(a).await?;
             }
+            // A new attempt gets its (usually empty) change summary at once, so
+            // get_attempt_changes answers before its first process finishes.
+            if self.ctx.store.read().changes(a).map_err(|e| e.to_string())?.is_none() {
+                self.changes_inner(a).await;
+            }
         }
         Ok(look)
     }
@@ -151,19 +156,23 @@ impl Jobs {
             let Ok(_permit) = j.limit.acquire().await else {
                 return;
             };
-            match j.ctx.client.changes(attempt_id).await {
-                Ok(changes) => {
-                    let _ = j
-                        .ctx
-                        .writer
-                        .write(vec![DomainEvent::ChangesUpdated {
-                            attempt_id,
-                            changes,
-                        }])
-                        .await;
-                }
-                Err(e) => tracing::warn!(%attempt_id, error = %e, "change summary refresh failed"),
-            }
+            j.changes_inner(attempt_id).await;
         });
+    }
+
+    async fn changes_inner(&self, attempt_id: Uuid) {
+        match self.ctx.client.changes(attempt_id).await {
+            Ok(changes) => {
+                let _ = self
+                    .ctx
+                    .writer
+                    .write(vec![DomainEvent::ChangesUpdated {
+                        attempt_id,
+                        changes,
+                    }])
+                    .await;
+            }
+            Err(e) => tracing::warn!(%attempt_id, error = %e, "change summary refresh failed"),
+        }
     }
 }

@@ -2,6 +2,8 @@
 //! daemon's cache with the simulator's ground truth field by field.
 #![allow(dead_code)]
 
+pub mod mcp;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

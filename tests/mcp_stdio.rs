@@ -1,0 +1,79 @@
+//! `vk-observer mcp`: the stdio bridge spawned as a child process by a real MCP client (rmcp's),
+//! forwarding to a daemon; and its clear failure when no daemon answers.
+
+mod support;
+
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use vk_observer::sim::AttemptScript;
+
+const BIN: &str = env!("CARGO_BIN_EXE_vk-observer");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_bridge_serves_the_daemons_tools_and_workspace_context() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let project = sim.add_project("Bridge", &["demo"]);
+    let task = sim.add_task(project, "Over stdio", None);
+    let ids = sim.run_attempt_script(task, AttemptScript::default()).await;
+    support::converge(&daemon.store, &sim, Duration::from_secs(20), "bridge world").await;
+    let root = sim.truth().attempts[&ids.attempt_id]["container_ref"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let url = format!("http://{}/mcp", daemon.addr);
+    let child = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|c| {
+        c.args(["mcp", "--daemon", &url, "--workspace", &root]);
+    }))
+    .unwrap();
+    let client = ().serve(child).await.expect("bridge handshake");
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(names.contains(&"get_context"), "inside a workspace: {names:?}");
+    assert!(names.contains(&"tail_attempt_logs"));
+    assert!(tools.iter().all(|t| t.output_schema.is_some()));
+
+    let r = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("get_context"))
+        .await
+        .unwrap();
+    let ctx = r.structured_content.expect("structured content through the bridge");
+    assert_eq!(ctx["attempt_id"], ids.attempt_id.to_string());
+    assert_eq!(ctx["task_title"], "Over stdio");
+
+    // Errors pass through unchanged: the envelope in text content, isError set.
+    let mut args = serde_json::Map::new();
+    args.insert("attempt_id".into(), ids.attempt_id.to_string().into());
+    args.insert("cursor".into(), 1.into());
+    args.insert("after_entry_index".into(), 1.into());
+    let r = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("tail_attempt_logs").with_arguments(args))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    let text = &r.content[0].as_text().unwrap().text;
+    let env: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(env["code"], "mixed_pagination");
+    client.cancel().await.ok();
+    daemon.shutdown().await;
+}
+
+#[test]
+fn stdio_bridge_without_a_daemon_fails_naming_the_address() {
+    let out = std::process::Command::new(BIN)
+        .args(["mcp", "--daemon", "http://127.0.0.1:9/mcp"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("http://127.0.0.1:9/mcp"), "stderr: {err}");
+    assert!(err.contains("vk-observer serve"), "stderr names the fix: {err}");
+}

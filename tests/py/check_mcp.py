@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""Drive a running vk-observer daemon with the official Python MCP SDK (`mcp`, see requirements.txt).
+
+usage:
+  check_mcp.py http  <daemon-mcp-url>                       e.g. http://127.0.0.1:18765/mcp
+  check_mcp.py stdio <vk-observer-binary> <daemon-mcp-url>  spawns `<binary> mcp --daemon <url>`
+
+The daemon must be `vk-observer demo` (the built-in VK simulator playing scripted attempts in a
+project named "Demo"). For each connection mode the script lists the tools, checks their schemas
+and descriptions, calls every read tool with arguments discovered by walking
+projects → tasks → attempts, checks the error envelope, and prints one summary line:
+
+  python-mcp http: 10 tools, 19 calls ok (mode=auto, protocol 2026-07-28)
+
+Any failure prints `python-mcp <transport>: FAILED (...): <reason>` on stderr and exits 1.
+
+Client modes: over HTTP both `auto` (the SDK probes `server/discover`; the daemon's rmcp 3.9
+server answers it, so protocol 2026-07-28 is used) and `legacy` (the `initialize` handshake,
+protocol 2025-11-25) are run. Over stdio only `legacy` is run for now: see STDIO_MODES.
+
+Set CHECK_MCP_BRIDGE_LOG=<file> to send the stdio bridge's stderr there instead of ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+HTTP_MODES = ("auto", "legacy")
+# TODO(bug): add "auto" once the stdio bridge speaks 2026-07-28 correctly. The bridge's stdio server
+# answers `server/discover` advertising 2026-07-28, but the tools/list and tools/call results it
+# forwards from the daemon (its upstream client session negotiated 2025-11-25) lack the
+# `resultType: "complete"` field that 2026-07-28 requires, so the SDK rejects the first
+# tools/list with a pydantic ValidationError (ListToolsResult.resultType: Field required).
+STDIO_MODES = ("legacy",)
+OVERALL_TIMEOUT_S = 150  # per mode; the completion wait below is at most 60 s of it
+COMPLETION_WAIT_S = 60
+
+READ_TOOLS = {
+    "list_projects",
+    "list_repos",
+    "list_executors",
+    "list_tasks",
+    "get_task",
+    "list_task_attempts",
+    "get_attempt_status",
+    "tail_attempt_logs",
+    "get_attempt_changes",
+    "tail_session_messages",
+}
+HEADINGS = ("Use when:", "Required:", "Optional:", "Next:", "Avoid:")
+UPSTREAM_STATES = {"connected", "reconnecting", "down"}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def check(cond: Any, msg: str) -> None:
+    if not cond:
+        raise CheckFailed(msg)
+
+
+def short(v: Any, n: int = 600) -> str:
+    s = json.dumps(v, sort_keys=True, default=str)
+    return s if len(s) <= n else s[:n] + "…"
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema rules
+
+
+def walk_properties(v: Any, path: str, out: list[tuple[str, Any]]) -> None:
+    """Every property of every object schema under `v` (nested properties, items, $defs, if/then/
+    else, combinators...), with its path. Mirrors tests/mcp_schema.rs."""
+    if isinstance(v, dict):
+        props = v.get("properties")
+        if isinstance(props, dict):
+            for name, schema in props.items():
+                out.append((f"{path}.{name}", schema))
+                walk_properties(schema, f"{path}.{name}", out)
+        for k, child in v.items():
+            if k != "properties":
+                walk_properties(child, f"{path}/{k}", out)
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            walk_properties(x, f"{path}[{i}]", out)
+
+
+def check_tool_schema(t: Any) -> int:
+    """Check one tool's description and schemas; returns the number of properties checked."""
+    desc = t.description or ""
+    for h in HEADINGS:
+        check(h in desc, f"{t.name}: description lacks the heading {h!r}: {desc!r}")
+    schema = t.input_schema
+    check(isinstance(schema, dict), f"{t.name}: input_schema is not an object: {schema!r}")
+    check(schema.get("type") == "object", f"{t.name}: input_schema root type is {schema.get('type')!r}, not 'object'")
+    for k in ("oneOf", "anyOf", "allOf"):
+        check(k not in schema, f"{t.name}: input_schema has a root {k} (rejected by Claude clients)")
+    check(t.output_schema is not None, f"{t.name}: no output_schema")
+    n = 0
+    for side, s in (("input", schema), ("output", t.output_schema)):
+        props: list[tuple[str, Any]] = []
+        walk_properties(s, f"{t.name}:{side}", props)
+        for path, p in props:
+            d = p.get("description") if isinstance(p, dict) else None
+            check(isinstance(d, str) and d.strip(), f"{path} has no description: {short(p, 300)}")
+            n += 1
+    return n
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls
+
+
+class Session:
+    def __init__(self, client: Client) -> None:
+        self.c = client
+        self.calls = 0
+
+    async def ok(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Call a tool that must succeed; returns its structured content."""
+        r = await self.c.call_tool(name, args)
+        self.calls += 1
+        text = [getattr(x, "text", x) for x in (r.content or [])]
+        check(r.is_error is False, f"{name}({short(args)}) returned is_error={r.is_error}: {short(text)}")
+        sc = r.structured_content
+        check(isinstance(sc, dict), f"{name}({short(args)}): structured_content is not a dict: {short(sc)}")
+        fr = sc.get("freshness")
+        check(isinstance(fr, dict), f"{name}({short(args)}): no freshness object: {short(sc)}")
+        check(
+            fr.get("upstream") in UPSTREAM_STATES,
+            f"{name}({short(args)}): freshness.upstream={fr.get('upstream')!r} not in {sorted(UPSTREAM_STATES)}",
+        )
+        return sc
+
+    async def err(self, name: str, args: dict[str, Any], code: str) -> dict[str, Any]:
+        """Call a tool that must fail with the error envelope carrying `code`."""
+        r = await self.c.call_tool(name, args)
+        self.calls += 1
+        check(r.is_error is True, f"{name}({short(args)}): expected is_error=True (code {code}), got {short(r.structured_content)}")
+        check(r.content and hasattr(r.content[0], "text"), f"{name}({short(args)}): error without text content: {r.content!r}")
+        raw = r.content[0].text
+        try:
+            env = json.loads(raw)
+        except ValueError:
+            raise CheckFailed(f"{name}({short(args)}): error text is not JSON: {raw!r}")
+        check(isinstance(env, dict), f"{name}({short(args)}): error envelope is not an object: {raw!r}")
+        check(env.get("code") == code, f"{name}({short(args)}): expected code {code!r}, got {raw}")
+        for k in ("retryable", "hint", "details"):
+            check(k in env, f"{name}({short(args)}): error envelope lacks {k!r}: {raw}")
+        check(isinstance(env["retryable"], bool), f"{name}: retryable is not a bool: {raw}")
+        check(isinstance(env["hint"], str) and env["hint"].strip(), f"{name}: empty hint: {raw}")
+        return env
+
+
+async def wait_for_completed_attempt(s: Session, project_id: str) -> tuple[dict[str, Any], str]:
+    """Poll (up to COMPLETION_WAIT_S, 1 s apart) until a task's latest attempt is `completed`."""
+    deadline = time.monotonic() + COMPLETION_WAIT_S
+    last = "no tasks yet"
+    while True:
+        tasks = (await s.ok("list_tasks", {"project_id": project_id}))["tasks"]
+        with_attempt = [t for t in tasks if t.get("latest_attempt_id")]
+        if with_attempt:
+            ids = [t["latest_attempt_id"] for t in with_attempt][:100]
+            st = await s.ok("get_attempt_status", {"attempt_ids": ids})
+            states = {a["attempt_id"]: a["state"] for a in st["attempts"]}
+            for t in with_attempt:
+                if states.get(t["latest_attempt_id"]) == "completed":
+                    return t, t["latest_attempt_id"]
+            last = f"attempt states: {states}"
+        if time.monotonic() > deadline:
+            raise CheckFailed(f"no task with a completed latest attempt after {COMPLETION_WAIT_S} s ({last})")
+        await asyncio.sleep(1)
+
+
+async def run_checks(client: Client) -> tuple[int, int]:
+    s = Session(client)
+
+    # -- tools/list and schema rules
+    tools = []
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    names = {t.name for t in tools}
+    missing = READ_TOOLS - names
+    check(not missing, f"tools/list lacks {sorted(missing)} (got {sorted(names)})")
+    check("get_context" not in names, "get_context is listed to a client outside an attempt workspace")
+    described = sum(check_tool_schema(t) for t in tools)
+    check(described > 100, f"only {described} schema properties walked; schemas look truncated")
+
+    # -- discovery walk
+    projects = (await s.ok("list_projects", {}))["projects"]
+    demo = [p for p in projects if p.get("name") == "Demo"]
+    check(demo, f"no project named 'Demo' in {short(projects)}")
+    project_id = demo[0]["project_id"]
+
+    repos = await s.ok("list_repos", {"project_id": project_id})
+    check(repos.get("project_id") == project_id, f"list_repos answered for {repos.get('project_id')!r}")
+    check(repos["repos"], f"list_repos: the Demo project has no repositories: {short(repos)}")
+
+    executors = (await s.ok("list_executors", {}))["executors"]
+    check(executors and all(e.get("executor") for e in executors), f"list_executors: {short(executors)}")
+
+    task, attempt_id = await wait_for_completed_attempt(s, project_id)
+    task_id = task["task_id"]
+
+    detail = await s.ok("get_task", {"task_id": task_id, "include_attempts": True})
+    check(detail["task"]["task_id"] == task_id, f"get_task returned task {detail['task'].get('task_id')!r}")
+    attempts = detail.get("attempts") or []
+    check(attempts, f"get_task(include_attempts=true) returned no attempts: {short(detail)}")
+    check(
+        detail["task"]["latest_attempt_id"] == attempts[0]["attempt_id"],
+        f"get_task: task.latest_attempt_id {detail['task']['latest_attempt_id']} != attempts[0] {attempts[0]['attempt_id']}",
+    )
+
+    al = await s.ok("list_task_attempts", {"task_id": task_id})
+    check(al["attempts"], f"list_task_attempts returned no attempts: {short(al)}")
+    check(
+        al["latest_attempt_id"] == al["attempts"][0]["attempt_id"],
+        f"list_task_attempts: latest_attempt_id {al['latest_attempt_id']} != attempts[0].attempt_id {al['attempts'][0]['attempt_id']}",
+    )
+    check(al["latest_attempt_id"] == attempt_id, f"list_task_attempts: latest_attempt_id {al['latest_attempt_id']} != {attempt_id}")
+    session_id = al["attempts"][0].get("latest_session_id")
+
+    st = await s.ok("get_attempt_status", {"attempt_id": attempt_id})
+    check(len(st["attempts"]) == 1, f"get_attempt_status(attempt_id) returned {len(st['attempts'])} attempts")
+    a0 = st["attempts"][0]
+    check(a0["attempt_id"] == attempt_id and a0["state"] == "completed", f"get_attempt_status: {short(a0)}")
+    check(a0.get("task_id") == task_id, f"get_attempt_status: task_id {a0.get('task_id')!r} != {task_id}")
+
+    unknown = str(uuid.uuid4())
+    batch = await s.ok("get_attempt_status", {"attempt_ids": [attempt_id, unknown]})
+    check([a["attempt_id"] for a in batch["attempts"]] == [attempt_id], f"batch status attempts: {short(batch['attempts'])}")
+    check(batch.get("not_found") == [unknown], f"batch status not_found {batch.get('not_found')!r}, expected [{unknown}]")
+
+    logs = await s.ok("tail_attempt_logs", {"attempt_id": attempt_id})
+    entries = logs["entries"]
+    check(entries, f"tail_attempt_logs: no entries for a completed attempt: {short(logs)}")
+    idx = [e["entry_index"] for e in entries]
+    check(idx == sorted(idx) and len(set(idx)) == len(idx), f"tail_attempt_logs: entry_index not strictly ascending: {idx}")
+    check(logs.get("latest_entry_index") == idx[-1], f"tail_attempt_logs: latest_entry_index {logs.get('latest_entry_index')} != last entry {idx[-1]}")
+    newer = await s.ok("tail_attempt_logs", {"attempt_id": attempt_id, "after_entry_index": idx[-1]})
+    check(
+        all(e["entry_index"] > idx[-1] for e in newer["entries"]),
+        f"tail_attempt_logs(after_entry_index={idx[-1]}) returned old entries: {[e['entry_index'] for e in newer['entries']]}",
+    )
+    check(not newer["entries"], f"tail_attempt_logs(after_entry_index={idx[-1]}) of a completed attempt returned new entries")
+
+    changes = await s.ok("get_attempt_changes", {"attempt_id": attempt_id})
+    check(changes.get("attempt_id") == attempt_id, f"get_attempt_changes answered for {changes.get('attempt_id')!r}")
+    if not changes.get("blocked"):
+        check(
+            changes["summary"]["file_count"] == len(changes["files"]),
+            f"get_attempt_changes: summary.file_count {changes['summary']['file_count']} != {len(changes['files'])} files",
+        )
+
+    msgs = await s.ok("tail_session_messages", {"attempt_id": attempt_id})
+    check(msgs["turns"], f"tail_session_messages: no turns for a completed attempt: {short(msgs)}")
+    if session_id:
+        check(msgs.get("session_id") == session_id, f"tail_session_messages: session {msgs.get('session_id')} != attempt's latest {session_id}")
+    turns = [t["turn_index"] for t in msgs["turns"]]
+    check(turns == sorted(turns), f"tail_session_messages: turns not oldest first: {turns}")
+
+    # -- error envelope
+    await s.err("tail_attempt_logs", {"attempt_id": attempt_id, "cursor": 1, "after_entry_index": 0}, "mixed_pagination")
+    await s.err("get_attempt_status", {"attempt_id": attempt_id, "attempt_ids": [attempt_id]}, "ambiguous_target")
+    await s.err("get_task", {"task_id": str(uuid.uuid4())}, "not_found")
+    await s.err("list_tasks", {"project_id": "not-a-uuid"}, "invalid_argument")
+
+    return len(tools), s.calls
+
+
+def leaf_exceptions(e: BaseException) -> list[BaseException]:
+    """anyio task groups wrap errors raised inside `async with Client(...)` in ExceptionGroups."""
+    if isinstance(e, BaseExceptionGroup):
+        return [x for sub in e.exceptions for x in leaf_exceptions(sub)]
+    return [e]
+
+
+async def run_mode(transport: str, target: Any, mode: str) -> str:
+    async with Client(target, mode=mode, read_timeout_seconds=30) as client:
+        n_tools, n_calls = await run_checks(client)
+        return f"python-mcp {transport}: {n_tools} tools, {n_calls} calls ok (mode={mode}, protocol {client.protocol_version})"
+
+
+def main(argv: list[str]) -> int:
+    bridge_log = os.environ.get("CHECK_MCP_BRIDGE_LOG")
+    if len(argv) == 3 and argv[1] == "http":
+        transport, modes = "http", HTTP_MODES
+        make_target: Any = lambda: argv[2]  # noqa: E731
+    elif len(argv) == 4 and argv[1] == "stdio":
+        transport, modes = "stdio", STDIO_MODES
+        params = StdioServerParameters(command=argv[2], args=["mcp", "--daemon", argv[3]])
+        if bridge_log:
+            # Client(params) would wire the bridge's stderr to ours; same transport, other errlog.
+            make_target = lambda: stdio_client(params, errlog=open(bridge_log, "a"))  # noqa: E731
+        else:
+            make_target = lambda: params  # noqa: E731
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for mode in modes:
+        try:
+            line = asyncio.run(asyncio.wait_for(run_mode(transport, make_target(), mode), OVERALL_TIMEOUT_S))
+        except BaseException as e:  # noqa: BLE001 - report anything, including groups
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            leaves = leaf_exceptions(e)
+            reasons = "; ".join(
+                str(x) if isinstance(x, CheckFailed)
+                else "timed out" if isinstance(x, (TimeoutError, asyncio.TimeoutError))
+                else f"{type(x).__name__}: {x}"
+                for x in leaves
+            )
+            print(f"python-mcp {transport}: FAILED (mode={mode}): {reasons}", file=sys.stderr)
+            if transport == "stdio" and bridge_log:
+                print(f"  (the bridge's stderr is in {bridge_log})", file=sys.stderr)
+            if not all(isinstance(x, CheckFailed) for x in leaves):
+                import traceback
+
+                traceback.print_exception(e)
+            return 1
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,107 @@
+//! A real MCP client (rmcp's, over Streamable HTTP) for the integration tests.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+pub struct Mcp {
+    pub client: RunningService<RoleClient, ()>,
+}
+
+/// What a tool call returned.
+#[derive(Debug)]
+pub enum Reply {
+    Ok(Value),
+    /// The error envelope `{code, retryable, hint, details}`.
+    Err(Value),
+}
+
+impl Reply {
+    pub fn ok(self) -> Value {
+        match self {
+            Reply::Ok(v) => v,
+            Reply::Err(e) => panic!("expected success, got error {e}"),
+        }
+    }
+    pub fn err(self) -> Value {
+        match self {
+            Reply::Err(e) => e,
+            Reply::Ok(v) => panic!("expected an error, got {v}"),
+        }
+    }
+    pub fn code(self) -> String {
+        self.err()["code"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+impl Mcp {
+    pub async fn connect(addr: std::net::SocketAddr) -> Mcp {
+        Self::connect_with(addr, HashMap::new()).await
+    }
+
+    pub async fn connect_with(addr: std::net::SocketAddr, headers: HashMap<String, String>) -> Mcp {
+        let headers = headers
+            .into_iter()
+            .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+            .collect();
+        let cfg = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+            .custom_headers(headers);
+        let client = ()
+            .serve(StreamableHttpClientTransport::from_config(cfg))
+            .await
+            .expect("MCP client connects");
+        Mcp { client }
+    }
+
+    pub async fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .client
+            .peer()
+            .list_all_tools()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    pub async fn call(&self, name: &str, args: Value) -> Reply {
+        let Value::Object(map) = args else {
+            panic!("arguments must be an object")
+        };
+        let r = self
+            .client
+            .peer()
+            .call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(map))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: protocol error {e}"));
+        let text = r
+            .content
+            .first()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.clone())
+            .unwrap_or_default();
+        if r.is_error == Some(true) {
+            let env: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|_| panic!("{name}: error is not the JSON envelope: {text}"));
+            for k in ["code", "retryable", "hint", "details"] {
+                assert!(env.get(k).is_some(), "{name}: envelope lacks {k}: {env}");
+            }
+            return Reply::Err(env);
+        }
+        let v = r
+            .structured_content
+            .clone()
+            .unwrap_or_else(|| serde_json::from_str(&text).unwrap());
+        assert!(v.get("freshness").is_some(), "{name}: no freshness in {v}");
+        Reply::Ok(v)
+    }
+}
