@@ -31,6 +31,9 @@ pub struct DaemonOptions<'a> {
     pub retention: Retention,
     pub ingest: IngestConfig,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// Serve `/mcp` stateless with plain JSON responses (no sessions, no SSE): the fastest mode
+    /// for request/response clients and load tests; long waits then have no keep-alive bytes.
+    pub mcp_stateless: bool,
 }
 
 impl Daemon {
@@ -54,7 +57,12 @@ impl Daemon {
         let addr = listener.local_addr()?;
         let query = crate::query::Query::new(store.clone(), health.clone());
         let own_workspace = std::env::current_dir().ok();
-        let mcp = crate::mcp::service(query, own_workspace, cancel.child_token());
+        let mcp = crate::mcp::service(
+            query,
+            own_workspace,
+            opts.mcp_stateless,
+            cancel.child_token(),
+        );
         let app = router(
             AppState {
                 store: store.clone(),

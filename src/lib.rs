@@ -5,12 +5,12 @@
 pub mod sim;
 
 pub mod config;
-pub mod query;
-pub mod tool_error;
 pub mod daemon;
 pub mod health;
 pub mod http;
 pub mod ingest;
 pub mod mcp;
+pub mod query;
 pub mod store;
+pub mod tool_error;
 pub mod upstream;

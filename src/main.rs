@@ -42,11 +42,18 @@ enum Command {
         /// TOML config file (flags and environment override it).
         #[arg(long, env = "VK_OBSERVER_CONFIG")]
         config: Option<PathBuf>,
+        /// Serve /mcp stateless with JSON responses (no sessions, no SSE streams).
+        #[arg(long, env = "VK_OBSERVER_MCP_STATELESS")]
+        mcp_stateless: bool,
     },
     /// Serve MCP on stdio, forwarding to a running daemon (for clients that spawn servers).
     Mcp {
         /// The daemon's MCP endpoint.
-        #[arg(long, env = "VK_OBSERVER_DAEMON", default_value = "http://127.0.0.1:8765/mcp")]
+        #[arg(
+            long,
+            env = "VK_OBSERVER_DAEMON",
+            default_value = "http://127.0.0.1:8765/mcp"
+        )]
         daemon: String,
         /// Directory to report for `get_context` (default: the current directory).
         #[arg(long)]
@@ -83,7 +90,11 @@ fn init_tracing(json: bool, default_level: &str) {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The stdio bridge shares stderr with the client's logs: only warnings by default.
-    let level = if matches!(cli.command, Command::Mcp { .. }) { "warn" } else { "info" };
+    let level = if matches!(cli.command, Command::Mcp { .. }) {
+        "warn"
+    } else {
+        "info"
+    };
     init_tracing(cli.log_json, level);
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
@@ -95,6 +106,7 @@ async fn main() -> anyhow::Result<()> {
             listen,
             data_dir,
             config,
+            mcp_stateless,
         } => {
             let file = match &config {
                 Some(p) => FileConfig::load(p)?,
@@ -113,6 +125,7 @@ async fn main() -> anyhow::Result<()> {
                 retention: s.retention,
                 ingest,
                 metrics,
+                mcp_stateless,
             })
             .await?;
             eprintln!(
@@ -162,6 +175,7 @@ async fn demo(
         retention: Default::default(),
         ingest: IngestConfig::default(),
         metrics,
+        mcp_stateless: false,
     })
     .await?;
     eprintln!(

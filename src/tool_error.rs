@@ -69,7 +69,10 @@ impl ToolError {
     /// The JSON text clients receive.
     pub fn to_json_string(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| {
-            format!(r#"{{"code":"{}","retryable":false,"hint":"","details":{{}}}}"#, self.code)
+            format!(
+                r#"{{"code":"{}","retryable":false,"hint":"","details":{{}}}}"#,
+                self.code
+            )
         })
     }
 }

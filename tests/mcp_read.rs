@@ -28,9 +28,10 @@ fn files(repo: &str, n: usize, lines: u64) -> Vec<SimFile> {
 }
 
 fn instant(v: &Value) -> Option<DateTime<Utc>> {
-    v.as_str()?.parse::<DateTime<Utc>>().ok().map(|t| {
-        DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap()
-    })
+    v.as_str()?
+        .parse::<DateTime<Utc>>()
+        .ok()
+        .map(|t| DateTime::from_timestamp_millis(t.timestamp_millis()).unwrap())
 }
 
 fn id(v: &Value) -> Uuid {
@@ -46,7 +47,9 @@ fn attempts_of(truth: &Truth, task: Uuid) -> Vec<(Uuid, Value)> {
         .map(|(k, a)| (*k, a.clone()))
         .collect();
     v.sort_by(|(ia, a), (ib, b)| {
-        instant(&b["created_at"]).cmp(&instant(&a["created_at"])).then(ia.cmp(ib))
+        instant(&b["created_at"])
+            .cmp(&instant(&a["created_at"]))
+            .then(ia.cmp(ib))
     });
     v
 }
@@ -78,7 +81,11 @@ struct World {
 
 async fn build_world(sim: &vk_observer::sim::Sim) -> World {
     let project = sim.add_project("Demo", &["demo", "docs"]);
-    let ok_task = sim.add_task(project, "Add a greeting file", Some("Please write a greeting file."));
+    let ok_task = sim.add_task(
+        project,
+        "Add a greeting file",
+        Some("Please write a greeting file."),
+    );
     let ok = sim
         .run_attempt_script(
             ok_task,
@@ -144,7 +151,13 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = support::daemon(&sim, dir.path()).await;
     let w = build_world(&sim).await;
-    support::converge(&daemon.store, &sim, Duration::from_secs(30), "scripted world").await;
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(30),
+        "scripted world",
+    )
+    .await;
     let truth = sim.truth();
     let mcp = Mcp::connect(daemon.addr).await;
     let rest_before = sim.counters().rest_gets;
@@ -152,8 +165,16 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
     // Tool list: every read tool; get_context only inside a workspace.
     let names = mcp.tool_names().await;
     for n in [
-        "get_attempt_changes", "get_attempt_status", "get_task", "list_executors", "list_projects",
-        "list_repos", "list_task_attempts", "list_tasks", "tail_attempt_logs", "tail_session_messages",
+        "get_attempt_changes",
+        "get_attempt_status",
+        "get_task",
+        "list_executors",
+        "list_projects",
+        "list_repos",
+        "list_task_attempts",
+        "list_tasks",
+        "tail_attempt_logs",
+        "tail_session_messages",
     ] {
         assert!(names.contains(&n.to_string()), "{n} missing from {names:?}");
     }
@@ -161,30 +182,62 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
 
     // list_projects / list_repos
     let projects = mcp.call("list_projects", json!({})).await.ok();
-    assert_eq!(projects["projects"].as_array().unwrap().len(), truth.projects.len());
+    assert_eq!(
+        projects["projects"].as_array().unwrap().len(),
+        truth.projects.len()
+    );
     let p = &projects["projects"][0];
     assert_eq!(id(&p["project_id"]), w.project);
     assert_eq!(p["name"], "Demo");
     assert_eq!(p["repo_count"], 2);
     assert_eq!(projects["freshness"]["upstream"], "connected");
-    let repos = mcp.call("list_repos", json!({"project_id": w.project})).await.ok();
-    let names: Vec<&str> = repos["repos"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let repos = mcp
+        .call("list_repos", json!({"project_id": w.project}))
+        .await
+        .ok();
+    let names: Vec<&str> = repos["repos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["demo", "docs"]);
     for r in repos["repos"].as_array().unwrap() {
-        assert!(truth.repos[&w.project].iter().any(|t| t["id"] == r["repo_id"]));
+        assert!(
+            truth.repos[&w.project]
+                .iter()
+                .any(|t| t["id"] == r["repo_id"])
+        );
     }
 
     // list_executors: from VK's /api/info.
     let ex = mcp.call("list_executors", json!({})).await.ok();
-    let claude = ex["executors"].as_array().unwrap().iter().find(|e| e["executor"] == "CLAUDE_CODE").unwrap();
-    assert_eq!(claude["variants"], json!(["APPROVALS", "DEFAULT", "OPUS", "PLAN"]));
+    let claude = ex["executors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["executor"] == "CLAUDE_CODE")
+        .unwrap();
+    assert_eq!(
+        claude["variants"],
+        json!(["APPROVALS", "DEFAULT", "OPUS", "PLAN"])
+    );
     assert_eq!(claude["default_variant"], "DEFAULT");
     assert_eq!(claude["supports_mcp"], true);
     assert_eq!(claude["is_default"], true);
-    assert!(ex["executors"].as_array().unwrap().iter().any(|e| e["executor"] == "CODEX"));
+    assert!(
+        ex["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["executor"] == "CODEX")
+    );
 
     // list_tasks: every task with the attempt summary computed independently from the truth.
-    let tasks = mcp.call("list_tasks", json!({"project_id": w.project})).await.ok();
+    let tasks = mcp
+        .call("list_tasks", json!({"project_id": w.project}))
+        .await
+        .ok();
     let listed = tasks["tasks"].as_array().unwrap();
     assert_eq!(listed.len(), 5);
     assert_eq!(tasks["total"], 5);
@@ -194,28 +247,75 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
         let vk = &truth.tasks[&tid];
         assert_eq!(t["title"], vk["title"]);
         assert_eq!(t["status"], vk["status"]);
-        assert_eq!(t["has_in_progress_attempt"], vk["has_in_progress_attempt"], "{}", t["title"]);
-        assert_eq!(t["last_attempt_failed"], vk["last_attempt_failed"], "{}", t["title"]);
+        assert_eq!(
+            t["has_in_progress_attempt"], vk["has_in_progress_attempt"],
+            "{}",
+            t["title"]
+        );
+        assert_eq!(
+            t["last_attempt_failed"], vk["last_attempt_failed"],
+            "{}",
+            t["title"]
+        );
         let attempts = attempts_of(&truth, tid);
         let latest = attempts.first();
         assert_eq!(t["latest_attempt_id"], uuid_or_null(latest.map(|a| a.0)));
-        assert_eq!(t["latest_workspace_branch"], latest.map(|a| a.1["branch"].clone()).unwrap_or(Value::Null));
+        assert_eq!(
+            t["latest_workspace_branch"],
+            latest.map(|a| a.1["branch"].clone()).unwrap_or(Value::Null)
+        );
         let session = latest.and_then(|a| latest_session(&truth, a.0));
-        assert_eq!(t["latest_session_id"], uuid_or_null(session.as_ref().map(|s| s.0)));
-        assert_eq!(t["latest_session_executor"], session.map(|s| s.1["executor"].clone()).unwrap_or(Value::Null));
+        assert_eq!(
+            t["latest_session_id"],
+            uuid_or_null(session.as_ref().map(|s| s.0))
+        );
+        assert_eq!(
+            t["latest_session_executor"],
+            session
+                .map(|s| s.1["executor"].clone())
+                .unwrap_or(Value::Null)
+        );
     }
     let created: Vec<_> = listed.iter().map(|t| instant(&t["created_at"])).collect();
     assert!(created.windows(2).all(|w| w[0] >= w[1]), "newest first");
     // Filters and cursor paging.
-    let failed = mcp.call("list_tasks", json!({"project_id": w.project, "q": "should fail"})).await.ok();
+    let failed = mcp
+        .call(
+            "list_tasks",
+            json!({"project_id": w.project, "q": "should fail"}),
+        )
+        .await
+        .ok();
     assert_eq!(failed["tasks"].as_array().unwrap().len(), 1);
     assert_eq!(failed["tasks"][0]["last_attempt_failed"], true);
-    let todo = mcp.call("list_tasks", json!({"project_id": w.project, "status": "todo"})).await.ok();
-    let todo_ids: Vec<Uuid> = todo["tasks"].as_array().unwrap().iter().map(|t| id(&t["task_id"])).collect();
-    let expected_todo: Vec<Uuid> = truth.tasks.iter().filter(|(_, t)| t["status"] == "todo").map(|(k, _)| *k).collect();
+    let todo = mcp
+        .call(
+            "list_tasks",
+            json!({"project_id": w.project, "status": "todo"}),
+        )
+        .await
+        .ok();
+    let todo_ids: Vec<Uuid> = todo["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| id(&t["task_id"]))
+        .collect();
+    let expected_todo: Vec<Uuid> = truth
+        .tasks
+        .iter()
+        .filter(|(_, t)| t["status"] == "todo")
+        .map(|(k, _)| *k)
+        .collect();
     assert_eq!(todo_ids.len(), expected_todo.len());
     assert!(todo_ids.contains(&w.todo_task));
-    let future = mcp.call("list_tasks", json!({"project_id": w.project, "updated_since": "2999-01-01T00:00:00Z"})).await.ok();
+    let future = mcp
+        .call(
+            "list_tasks",
+            json!({"project_id": w.project, "updated_since": "2999-01-01T00:00:00Z"}),
+        )
+        .await
+        .ok();
     assert_eq!(future["tasks"].as_array().unwrap().len(), 0);
     let mut paged = Vec::new();
     let mut cursor = Value::Null;
@@ -225,7 +325,13 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
             args["cursor"] = cursor.clone();
         }
         let page = mcp.call("list_tasks", args).await.ok();
-        paged.extend(page["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].clone()));
+        paged.extend(
+            page["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["task_id"].clone()),
+        );
         cursor = page["next_cursor"].clone();
         if cursor.is_null() {
             break;
@@ -233,74 +339,196 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
     }
     let all: Vec<Value> = listed.iter().map(|t| t["task_id"].clone()).collect();
     assert_eq!(paged, all, "cursor pages cover every task once, in order");
-    assert_eq!(mcp.call("list_tasks", json!({"project_id": w.project, "cursor": "garbage"})).await.code(), "invalid_argument");
-    assert_eq!(mcp.call("list_tasks", json!({"project_id": Uuid::new_v4()})).await.code(), "not_found");
+    assert_eq!(
+        mcp.call(
+            "list_tasks",
+            json!({"project_id": w.project, "cursor": "garbage"})
+        )
+        .await
+        .code(),
+        "invalid_argument"
+    );
+    assert_eq!(
+        mcp.call("list_tasks", json!({"project_id": Uuid::new_v4()}))
+            .await
+            .code(),
+        "not_found"
+    );
 
     // get_task / list_task_attempts
-    let task = mcp.call("get_task", json!({"task_id": w.ok_task, "include_attempts": true})).await.ok();
+    let task = mcp
+        .call(
+            "get_task",
+            json!({"task_id": w.ok_task, "include_attempts": true}),
+        )
+        .await
+        .ok();
     assert_eq!(task["task"]["title"], "Add a greeting file");
     assert_eq!(task["attempts"].as_array().unwrap().len(), 1);
-    assert!(mcp.call("get_task", json!({"task_id": w.ok_task})).await.ok()["attempts"].is_null());
-    assert_eq!(mcp.call("get_task", json!({"task_id": Uuid::new_v4()})).await.code(), "not_found");
-    let la = mcp.call("list_task_attempts", json!({"task_id": w.ok_task})).await.ok();
+    assert!(
+        mcp.call("get_task", json!({"task_id": w.ok_task}))
+            .await
+            .ok()["attempts"]
+            .is_null()
+    );
+    assert_eq!(
+        mcp.call("get_task", json!({"task_id": Uuid::new_v4()}))
+            .await
+            .code(),
+        "not_found"
+    );
+    let la = mcp
+        .call("list_task_attempts", json!({"task_id": w.ok_task}))
+        .await
+        .ok();
     assert_eq!(id(&la["latest_attempt_id"]), w.ok_attempt);
     assert_eq!(id(&la["latest_session_id"]), w.ok_session);
     assert_eq!(la["attempts"][0]["latest_session_executor"], "CLAUDE_CODE");
-    assert_eq!(la["attempts"][0]["workspace_branch"], truth.attempts[&w.ok_attempt]["branch"]);
+    assert_eq!(
+        la["attempts"][0]["workspace_branch"],
+        truth.attempts[&w.ok_attempt]["branch"]
+    );
     assert_eq!(la["attempts"][0]["state"], "completed");
     // Seed 002: an attempt with no session has null session fields, also at the top level.
-    let bare = mcp.call("list_task_attempts", json!({"task_id": w.bare_task})).await.ok();
+    let bare = mcp
+        .call("list_task_attempts", json!({"task_id": w.bare_task}))
+        .await
+        .ok();
     assert_eq!(id(&bare["latest_attempt_id"]), w.bare_attempt);
     assert!(bare["latest_session_id"].is_null());
     assert!(bare["attempts"][0]["latest_session_id"].is_null());
-    let none = mcp.call("list_task_attempts", json!({"task_id": w.todo_task})).await.ok();
+    let none = mcp
+        .call("list_task_attempts", json!({"task_id": w.todo_task}))
+        .await
+        .ok();
     assert!(none["latest_attempt_id"].is_null());
     assert_eq!(none["attempts"], json!([]));
 
     // get_attempt_status: single and batch equal VK's /status rules (computed by the simulator).
     let all_attempts: Vec<Uuid> = truth.attempts.keys().copied().collect();
-    let batch = mcp.call("get_attempt_status", json!({"attempt_ids": all_attempts})).await.ok();
-    assert_eq!(batch["attempts"].as_array().unwrap().len(), all_attempts.len());
+    let batch = mcp
+        .call("get_attempt_status", json!({"attempt_ids": all_attempts}))
+        .await
+        .ok();
+    assert_eq!(
+        batch["attempts"].as_array().unwrap().len(),
+        all_attempts.len()
+    );
     for s in batch["attempts"].as_array().unwrap() {
         let a = id(&s["attempt_id"]);
         let vk = &truth.attempt_status[&a];
-        for f in ["task_id", "workspace_branch", "latest_session_id", "latest_execution_process_id", "state", "failure_summary"] {
+        for f in [
+            "task_id",
+            "workspace_branch",
+            "latest_session_id",
+            "latest_execution_process_id",
+            "state",
+            "failure_summary",
+        ] {
             assert_eq!(s[f], vk[f], "attempt {a} field {f}");
         }
         for f in ["created_at", "updated_at", "last_activity_at"] {
             assert_eq!(instant(&s[f]), instant(&vk[f]), "attempt {a} field {f}");
         }
     }
-    let one = mcp.call("get_attempt_status", json!({"attempt_id": w.failed_attempt})).await.ok();
+    let one = mcp
+        .call(
+            "get_attempt_status",
+            json!({"attempt_id": w.failed_attempt}),
+        )
+        .await
+        .ok();
     let st = &one["attempts"][0];
     assert_eq!(st["state"], "failed");
     assert!(!st["failure_summary"].as_str().unwrap().is_empty());
     assert_eq!(st["result"]["outcome"], "failed");
     assert_eq!(st["result"]["recommended_next_action"], "tail_attempt_logs");
-    let ok = mcp.call("get_attempt_status", json!({"attempt_id": w.ok_attempt})).await.ok();
-    assert_eq!(ok["attempts"][0]["result"]["recommended_next_action"], "get_attempt_changes");
-    assert_eq!(ok["attempts"][0]["dev_server_running"], true, "the dev server runs but does not count");
-    let idle = mcp.call("get_attempt_status", json!({"attempt_id": w.bare_attempt})).await.ok();
+    let ok = mcp
+        .call("get_attempt_status", json!({"attempt_id": w.ok_attempt}))
+        .await
+        .ok();
+    assert_eq!(
+        ok["attempts"][0]["result"]["recommended_next_action"],
+        "get_attempt_changes"
+    );
+    assert_eq!(
+        ok["attempts"][0]["dev_server_running"], true,
+        "the dev server runs but does not count"
+    );
+    let idle = mcp
+        .call("get_attempt_status", json!({"attempt_id": w.bare_attempt}))
+        .await
+        .ok();
     assert_eq!(idle["attempts"][0]["state"], "idle");
     assert!(idle["attempts"][0]["latest_session_id"].is_null());
     assert!(idle["attempts"][0]["latest_execution_process_id"].is_null());
     let ghost = Uuid::new_v4();
-    let mixed = mcp.call("get_attempt_status", json!({"attempt_ids": [w.ok_attempt, ghost]})).await.ok();
+    let mixed = mcp
+        .call(
+            "get_attempt_status",
+            json!({"attempt_ids": [w.ok_attempt, ghost]}),
+        )
+        .await
+        .ok();
     assert_eq!(mixed["not_found"], json!([ghost]));
-    assert_eq!(mcp.call("get_attempt_status", json!({"attempt_id": ghost})).await.code(), "not_found");
-    assert_eq!(mcp.call("get_attempt_status", json!({"attempt_id": w.ok_attempt, "attempt_ids": [w.ok_attempt]})).await.code(), "ambiguous_target");
-    assert_eq!(mcp.call("get_attempt_status", json!({})).await.code(), "ambiguous_target");
+    assert_eq!(
+        mcp.call("get_attempt_status", json!({"attempt_id": ghost}))
+            .await
+            .code(),
+        "not_found"
+    );
+    assert_eq!(
+        mcp.call(
+            "get_attempt_status",
+            json!({"attempt_id": w.ok_attempt, "attempt_ids": [w.ok_attempt]})
+        )
+        .await
+        .code(),
+        "ambiguous_target"
+    );
+    assert_eq!(
+        mcp.call("get_attempt_status", json!({})).await.code(),
+        "ambiguous_target"
+    );
     let too_many: Vec<Uuid> = (0..101).map(|_| Uuid::new_v4()).collect();
-    assert_eq!(mcp.call("get_attempt_status", json!({"attempt_ids": too_many})).await.code(), "invalid_argument");
+    assert_eq!(
+        mcp.call("get_attempt_status", json!({"attempt_ids": too_many}))
+            .await
+            .code(),
+        "invalid_argument"
+    );
     // since_token: nothing changed → nothing returned; a foreign token → complete answer + reset.
     let token = batch["token"].clone();
-    let quiet = mcp.call("get_attempt_status", json!({"attempt_ids": all_attempts, "since_token": token})).await.ok();
+    let quiet = mcp
+        .call(
+            "get_attempt_status",
+            json!({"attempt_ids": all_attempts, "since_token": token}),
+        )
+        .await
+        .ok();
     assert_eq!(quiet["attempts"], json!([]));
     assert_eq!(quiet["unchanged"], all_attempts.len());
-    let foreign = mcp.call("get_attempt_status", json!({"attempt_ids": all_attempts, "since_token": "00000000deadbeef.1"})).await.ok();
+    let foreign = mcp
+        .call(
+            "get_attempt_status",
+            json!({"attempt_ids": all_attempts, "since_token": "00000000deadbeef.1"}),
+        )
+        .await
+        .ok();
     assert_eq!(foreign["token_reset"], true);
-    assert_eq!(foreign["attempts"].as_array().unwrap().len(), all_attempts.len());
-    assert_eq!(mcp.call("get_attempt_status", json!({"attempt_id": w.ok_attempt, "since_token": "nope"})).await.code(), "invalid_argument");
+    assert_eq!(
+        foreign["attempts"].as_array().unwrap().len(),
+        all_attempts.len()
+    );
+    assert_eq!(
+        mcp.call(
+            "get_attempt_status",
+            json!({"attempt_id": w.ok_attempt, "since_token": "nope"})
+        )
+        .await
+        .code(),
+        "invalid_argument"
+    );
 
     // tail_attempt_logs: default tail, older pages, incremental tail, raw channel.
     let agent = truth.attempt_status[&w.ok_attempt].clone();
@@ -318,9 +546,24 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
         .unwrap()
         .0;
     let full = &truth.normalized_logs[&follow_agent];
-    let tail = mcp.call("tail_attempt_logs", json!({"attempt_id": w.ok_attempt, "limit": 5})).await.ok();
-    assert_eq!(id(&tail["execution_process_id"]), follow_agent, "latest coding agent, not the cleanup script");
-    let got: Vec<Value> = tail["entries"].as_array().unwrap().iter().map(|e| e["entry"].clone()).collect();
+    let tail = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": w.ok_attempt, "limit": 5}),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        id(&tail["execution_process_id"]),
+        follow_agent,
+        "latest coding agent, not the cleanup script"
+    );
+    let got: Vec<Value> = tail["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["entry"].clone())
+        .collect();
     assert_eq!(got, full[full.len() - 5..].to_vec());
     assert_eq!(tail["latest_entry_index"], full.len() - 1);
     assert_eq!(tail["has_more"], true);
@@ -328,21 +571,63 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
     let mut walked: Vec<Value> = got.clone();
     let mut cursor = tail["next_cursor"].clone();
     while !cursor.is_null() {
-        let page = mcp.call("tail_attempt_logs", json!({"attempt_id": w.ok_attempt, "limit": 4, "cursor": cursor})).await.ok();
-        let mut older: Vec<Value> = page["entries"].as_array().unwrap().iter().map(|e| e["entry"].clone()).collect();
+        let page = mcp
+            .call(
+                "tail_attempt_logs",
+                json!({"attempt_id": w.ok_attempt, "limit": 4, "cursor": cursor}),
+            )
+            .await
+            .ok();
+        let mut older: Vec<Value> = page["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["entry"].clone())
+            .collect();
         older.extend(walked);
         walked = older;
         cursor = page["next_cursor"].clone();
     }
-    assert_eq!(&walked, full, "older pages walk back to entry 0 without gaps");
-    let newer = mcp.call("tail_attempt_logs", json!({"attempt_id": w.ok_attempt, "after_entry_index": full.len() - 3})).await.ok();
+    assert_eq!(
+        &walked, full,
+        "older pages walk back to entry 0 without gaps"
+    );
+    let newer = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": w.ok_attempt, "after_entry_index": full.len() - 3}),
+        )
+        .await
+        .ok();
     assert_eq!(newer["entries"].as_array().unwrap().len(), 2);
     assert_eq!(newer["has_more"], false);
-    assert_eq!(mcp.call("tail_attempt_logs", json!({"attempt_id": w.ok_attempt, "cursor": 3, "after_entry_index": 1})).await.code(), "mixed_pagination");
-    let raw = mcp.call("tail_attempt_logs", json!({"attempt_id": w.ok_attempt, "channel": "raw", "limit": 500})).await.ok();
-    let raw_got: Vec<Value> = raw["entries"].as_array().unwrap().iter().map(|e| e["entry"].clone()).collect();
+    assert_eq!(
+        mcp.call(
+            "tail_attempt_logs",
+            json!({"attempt_id": w.ok_attempt, "cursor": 3, "after_entry_index": 1})
+        )
+        .await
+        .code(),
+        "mixed_pagination"
+    );
+    let raw = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": w.ok_attempt, "channel": "raw", "limit": 500}),
+        )
+        .await
+        .ok();
+    let raw_got: Vec<Value> = raw["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["entry"].clone())
+        .collect();
     assert_eq!(raw_got, truth.raw_logs[&follow_agent]);
-    let empty = mcp.call("tail_attempt_logs", json!({"attempt_id": w.bare_attempt})).await.ok();
+    let empty = mcp
+        .call("tail_attempt_logs", json!({"attempt_id": w.bare_attempt}))
+        .await
+        .ok();
     assert_eq!(empty["entries"], json!([]));
     assert_eq!(empty["has_more"], false);
     assert!(empty["execution_process_id"].is_null());
@@ -352,63 +637,162 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
         .min_by_key(|(_, p)| instant(&p["created_at"]))
         .unwrap()
         .0;
-    let pinned = mcp.call("tail_attempt_logs", json!({"attempt_id": w.ok_attempt, "execution_process_id": first_agent, "limit": 500})).await.ok();
-    assert_eq!(pinned["entries"].as_array().unwrap().len(), truth.normalized_logs[&first_agent].len());
-    let dev = processes.iter().find(|(_, p)| p["run_reason"] == "devserver").unwrap().0;
-    assert_eq!(mcp.call("tail_attempt_logs", json!({"attempt_id": w.ok_attempt, "execution_process_id": dev})).await.code(), "invalid_argument");
+    let pinned = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": w.ok_attempt, "execution_process_id": first_agent, "limit": 500}),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        pinned["entries"].as_array().unwrap().len(),
+        truth.normalized_logs[&first_agent].len()
+    );
+    let dev = processes
+        .iter()
+        .find(|(_, p)| p["run_reason"] == "devserver")
+        .unwrap()
+        .0;
+    assert_eq!(
+        mcp.call(
+            "tail_attempt_logs",
+            json!({"attempt_id": w.ok_attempt, "execution_process_id": dev})
+        )
+        .await
+        .code(),
+        "invalid_argument"
+    );
 
     // get_attempt_changes: summary, repo-prefixed files, guard block and force.
-    let ch = mcp.call("get_attempt_changes", json!({"attempt_id": w.ok_attempt})).await.ok();
+    let ch = mcp
+        .call("get_attempt_changes", json!({"attempt_id": w.ok_attempt}))
+        .await
+        .ok();
     let vk = &truth.changes[&w.ok_attempt];
     assert_eq!(ch["blocked"], false);
     assert_eq!(ch["summary"]["file_count"], vk["summary"]["fileCount"]);
     assert_eq!(ch["summary"]["added"], vk["summary"]["added"]);
     assert_eq!(ch["files"], vk["files"]);
-    assert!(ch["files"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().starts_with("docs/")));
-    let huge = mcp.call("get_attempt_changes", json!({"attempt_id": w.huge_attempt})).await.ok();
+    assert!(
+        ch["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f.as_str().unwrap().starts_with("docs/"))
+    );
+    let huge = mcp
+        .call("get_attempt_changes", json!({"attempt_id": w.huge_attempt}))
+        .await
+        .ok();
     assert_eq!(huge["blocked"], true);
     assert_eq!(huge["blocked_reason"], "threshold_exceeded");
     assert_eq!(huge["files"], json!([]));
     assert_eq!(huge["summary"]["file_count"], 600);
     assert_eq!(huge["guard"]["preset"], "BALANCED");
-    let forced = mcp.call("get_attempt_changes", json!({"attempt_id": w.huge_attempt, "force": true})).await.ok();
+    let forced = mcp
+        .call(
+            "get_attempt_changes",
+            json!({"attempt_id": w.huge_attempt, "force": true}),
+        )
+        .await
+        .ok();
     assert_eq!(forced["blocked"], false);
     assert_eq!(forced["forced"], true);
     assert_eq!(forced["files"].as_array().unwrap().len(), 600);
-    let nothing = mcp.call("get_attempt_changes", json!({"attempt_id": w.bare_attempt})).await.ok();
+    let nothing = mcp
+        .call("get_attempt_changes", json!({"attempt_id": w.bare_attempt}))
+        .await
+        .ok();
     assert_eq!(nothing["summary"]["file_count"], 0);
     assert_eq!(nothing["files"], json!([]));
 
     // tail_session_messages: one turn per coding-agent run of the latest session.
-    let tr = mcp.call("tail_session_messages", json!({"attempt_id": w.ok_attempt})).await.ok();
+    let tr = mcp
+        .call("tail_session_messages", json!({"attempt_id": w.ok_attempt}))
+        .await
+        .ok();
     assert_eq!(id(&tr["session_id"]), w.ok_session);
     let turns = tr["turns"].as_array().unwrap();
     assert_eq!(turns.len(), 2);
     assert_eq!(turns[1]["prompt"], "now add a second line");
     assert_eq!(turns[0]["summary"], "Done. I made the changes.");
     assert_eq!(id(&turns[1]["execution_process_id"]), follow_agent);
-    let older = mcp.call("tail_session_messages", json!({"session_id": w.ok_session, "limit": 1})).await.ok();
+    let older = mcp
+        .call(
+            "tail_session_messages",
+            json!({"session_id": w.ok_session, "limit": 1}),
+        )
+        .await
+        .ok();
     assert_eq!(older["turns"].as_array().unwrap().len(), 1);
     assert_eq!(older["next_cursor"], 1);
-    let first = mcp.call("tail_session_messages", json!({"session_id": w.ok_session, "cursor": 1})).await.ok();
+    let first = mcp
+        .call(
+            "tail_session_messages",
+            json!({"session_id": w.ok_session, "cursor": 1}),
+        )
+        .await
+        .ok();
     assert_eq!(first["turns"][0]["turn_index"], 0);
     assert_eq!(first["has_more"], false);
-    let no_session = mcp.call("tail_session_messages", json!({"attempt_id": w.bare_attempt})).await.err();
+    let no_session = mcp
+        .call(
+            "tail_session_messages",
+            json!({"attempt_id": w.bare_attempt}),
+        )
+        .await
+        .err();
     assert_eq!(no_session["code"], "no_session_yet");
-    assert!(no_session["hint"].as_str().unwrap().contains("get_attempt_status"));
-    assert_eq!(mcp.call("tail_session_messages", json!({"attempt_id": w.ok_attempt, "session_id": w.ok_session})).await.code(), "ambiguous_target");
+    assert!(
+        no_session["hint"]
+            .as_str()
+            .unwrap()
+            .contains("get_attempt_status")
+    );
+    assert_eq!(
+        mcp.call(
+            "tail_session_messages",
+            json!({"attempt_id": w.ok_attempt, "session_id": w.ok_session})
+        )
+        .await
+        .code(),
+        "ambiguous_target"
+    );
 
     // Bad input never reaches the query layer: envelope, not a protocol error.
-    let bad = mcp.call("get_task", json!({"task_id": "not-a-uuid"})).await.err();
+    let bad = mcp
+        .call("get_task", json!({"task_id": "not-a-uuid"}))
+        .await
+        .err();
     assert_eq!(bad["code"], "invalid_argument");
-    assert_eq!(mcp.call("get_task", json!({"taskId": w.ok_task})).await.code(), "invalid_argument");
+    assert_eq!(
+        mcp.call("get_task", json!({"taskId": w.ok_task}))
+            .await
+            .code(),
+        "invalid_argument"
+    );
 
     // get_context is refused outside a workspace ...
-    assert_eq!(mcp.call("get_context", json!({})).await.code(), "no_workspace_context");
+    assert_eq!(
+        mcp.call("get_context", json!({})).await.code(),
+        "no_workspace_context"
+    );
     // ... and listed and answered for a client inside one.
-    let root = truth.attempts[&w.ok_attempt]["container_ref"].as_str().unwrap().to_string();
-    let inside = Mcp::connect_with(daemon.addr, HashMap::from([("x-vk-workspace".to_string(), format!("{root}/demo/src"))])).await;
-    assert!(inside.tool_names().await.contains(&"get_context".to_string()));
+    let root = truth.attempts[&w.ok_attempt]["container_ref"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let inside = Mcp::connect_with(
+        daemon.addr,
+        HashMap::from([("x-vk-workspace".to_string(), format!("{root}/demo/src"))]),
+    )
+    .await;
+    assert!(
+        inside
+            .tool_names()
+            .await
+            .contains(&"get_context".to_string())
+    );
     let ctx = inside.call("get_context", json!({})).await.ok();
     assert_eq!(id(&ctx["attempt_id"]), w.ok_attempt);
     assert_eq!(id(&ctx["task_id"]), w.ok_task);
@@ -419,20 +803,32 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["repo_name"].as_str().unwrap().to_string(), r["target_branch"].clone()))
+        .map(|r| {
+            (
+                r["repo_name"].as_str().unwrap().to_string(),
+                r["target_branch"].clone(),
+            )
+        })
         .collect();
     assert_eq!(repo_names.keys().collect::<Vec<_>>(), ["demo", "docs"]);
     assert!(repo_names.values().all(|b| b == "main"));
 
     // No read tool called VK: every answer came from the cache.
     let rest_after = sim.counters().rest_gets;
-    assert!(rest_after - rest_before <= 2, "reads went upstream: {} REST GETs", rest_after - rest_before);
+    assert!(
+        rest_after - rest_before <= 2,
+        "reads went upstream: {} REST GETs",
+        rest_after - rest_before
+    );
 
     // Reads keep answering while VK is down, and say so.
     sim.shutdown().await;
     let mut state = Value::Null;
     for _ in 0..100 {
-        let r = mcp.call("list_tasks", json!({"project_id": w.project})).await.ok();
+        let r = mcp
+            .call("list_tasks", json!({"project_id": w.project}))
+            .await
+            .ok();
         assert_eq!(r["tasks"].as_array().unwrap().len(), 5);
         state = r["freshness"]["upstream"].clone();
         if state != "connected" {
@@ -440,13 +836,22 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_ne!(state, "connected", "freshness must report the lost upstream");
+    assert_ne!(
+        state, "connected",
+        "freshness must report the lost upstream"
+    );
     daemon.shutdown().await;
 }
 
 fn sim_attempt_of(truth: &Truth, pid: Uuid) -> Option<Uuid> {
-    let session: Uuid = truth.processes.get(&pid)?["session_id"].as_str()?.parse().ok()?;
-    truth.sessions.get(&session)?["workspace_id"].as_str()?.parse().ok()
+    let session: Uuid = truth.processes.get(&pid)?["session_id"]
+        .as_str()?
+        .parse()
+        .ok()?;
+    truth.sessions.get(&session)?["workspace_id"]
+        .as_str()?
+        .parse()
+        .ok()
 }
 
 fn note(text: &str) -> Value {
@@ -510,10 +915,14 @@ async fn log_tokens_bring_replacements_and_the_end_of_the_previous_process() {
     sim.append_log(p2, Channel::Normalized, note("f1"));
     let args = json!({"attempt_id": ids.attempt_id, "after_entry_index": 5, "since_token": t2});
     let page3 = tail_until(&mcp, args, |r| {
-        r["execution_process_id"] == json!(p2.to_string()) && r["entries"].as_array().unwrap().len() == 2
+        r["execution_process_id"] == json!(p2.to_string())
+            && r["entries"].as_array().unwrap().len() == 2
     })
     .await;
-    assert_eq!(page3["process_changed"], true, "after_entry_index 5 belonged to the old process");
+    assert_eq!(
+        page3["process_changed"], true,
+        "after_entry_index 5 belonged to the old process"
+    );
     assert_eq!(page3["entries"][0]["entry"], note("f0"));
     let earlier = page3["earlier_process_entries"].as_array().unwrap();
     assert_eq!(earlier.len(), 1, "{earlier:?}");
@@ -523,13 +932,19 @@ async fn log_tokens_bring_replacements_and_the_end_of_the_previous_process() {
     // Same token again: nothing new means an empty page, no replays.
     let t3 = page3["token"].clone();
     let quiet = mcp
-        .call("tail_attempt_logs", json!({"attempt_id": ids.attempt_id, "after_entry_index": 1, "since_token": t3}))
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": ids.attempt_id, "after_entry_index": 1, "since_token": t3}),
+        )
         .await
         .ok();
     assert_eq!(quiet["entries"], json!([]));
     assert_eq!(quiet["replaced"], json!([]));
     assert_eq!(quiet["earlier_process_entries"], json!([]));
-    let st = mcp.call("get_attempt_status", json!({"attempt_id": ids.attempt_id})).await.ok();
+    let st = mcp
+        .call("get_attempt_status", json!({"attempt_id": ids.attempt_id}))
+        .await
+        .ok();
     assert_eq!(st["attempts"][0]["state"], "running");
     assert_eq!(id(&st["attempts"][0]["latest_execution_process_id"]), p2);
     daemon.shutdown().await;

@@ -48,11 +48,22 @@ fn every_tool_has_the_description_template() {
     for t in &tools {
         let d = t.description.as_deref().unwrap_or("");
         for heading in ["Use when:", "Required:", "Optional:", "Next:", "Avoid:"] {
-            assert!(d.contains(heading), "{}: description lacks {heading:?}", t.name);
+            assert!(
+                d.contains(heading),
+                "{}: description lacks {heading:?}",
+                t.name
+            );
         }
-        let ann = t.annotations.as_ref().unwrap_or_else(|| panic!("{} has no annotations", t.name));
+        let ann = t
+            .annotations
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} has no annotations", t.name));
         assert!(ann.title.is_some(), "{} has no title", t.name);
-        assert!(ann.read_only_hint.is_some(), "{} lacks readOnlyHint", t.name);
+        assert!(
+            ann.read_only_hint.is_some(),
+            "{} lacks readOnlyHint",
+            t.name
+        );
     }
 }
 
@@ -62,11 +73,23 @@ fn input_schemas_are_portable() {
         let schema = Value::Object(t.input_schema.as_ref().clone());
         assert_eq!(schema["type"], "object", "{}: root type", t.name);
         for k in ["oneOf", "anyOf", "allOf"] {
-            assert!(schema.get(k).is_none(), "{}: root {k} (rejected by Claude clients)", t.name);
+            assert!(
+                schema.get(k).is_none(),
+                "{}: root {k} (rejected by Claude clients)",
+                t.name
+            );
         }
         let text = schema.to_string();
-        assert!(!text.contains("\"null\""), "{}: nullable union in input schema: {text}", t.name);
-        assert!(!text.contains("uint"), "{}: non-standard integer format: {text}", t.name);
+        assert!(
+            !text.contains("\"null\""),
+            "{}: nullable union in input schema: {text}",
+            t.name
+        );
+        assert!(
+            !text.contains("uint"),
+            "{}: non-standard integer format: {text}",
+            t.name
+        );
     }
 }
 
@@ -115,7 +138,10 @@ fn mode_rules_are_in_the_schema() {
     assert_eq!(status["properties"]["attempt_ids"]["maxItems"], 100);
     let logs = get("tail_attempt_logs");
     assert_eq!(logs["then"]["not"]["required"][0], "after_entry_index");
-    assert_eq!(logs["properties"]["channel"]["enum"], serde_json::json!(["normalized", "raw"]));
+    assert_eq!(
+        logs["properties"]["channel"]["enum"],
+        serde_json::json!(["normalized", "raw"])
+    );
     let msgs = get("tail_session_messages");
     assert_eq!(msgs["else"]["required"][0], "attempt_id");
 }
@@ -124,7 +150,11 @@ fn mode_rules_are_in_the_schema() {
 #[ignore]
 fn dump_schemas() {
     for t in tools() {
-        println!("== {}\n{}\n{}", t.name, serde_json::to_string_pretty(&*t.input_schema).unwrap(),
-            serde_json::to_string(&t.output_schema).unwrap());
+        println!(
+            "== {}\n{}\n{}",
+            t.name,
+            serde_json::to_string_pretty(&*t.input_schema).unwrap(),
+            serde_json::to_string(&t.output_schema).unwrap()
+        );
     }
 }

@@ -34,7 +34,10 @@ async fn stdio_bridge_serves_the_daemons_tools_and_workspace_context() {
     let client = ().serve(child).await.expect("bridge handshake");
     let tools = client.peer().list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert!(names.contains(&"get_context"), "inside a workspace: {names:?}");
+    assert!(
+        names.contains(&"get_context"),
+        "inside a workspace: {names:?}"
+    );
     assert!(names.contains(&"tail_attempt_logs"));
     assert!(tools.iter().all(|t| t.output_schema.is_some()));
 
@@ -43,7 +46,9 @@ async fn stdio_bridge_serves_the_daemons_tools_and_workspace_context() {
         .call_tool(CallToolRequestParams::new("get_context"))
         .await
         .unwrap();
-    let ctx = r.structured_content.expect("structured content through the bridge");
+    let ctx = r
+        .structured_content
+        .expect("structured content through the bridge");
     assert_eq!(ctx["attempt_id"], ids.attempt_id.to_string());
     assert_eq!(ctx["task_title"], "Over stdio");
 
@@ -75,5 +80,8 @@ fn stdio_bridge_without_a_daemon_fails_naming_the_address() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("http://127.0.0.1:9/mcp"), "stderr: {err}");
-    assert!(err.contains("vk-observer serve"), "stderr names the fix: {err}");
+    assert!(
+        err.contains("vk-observer serve"),
+        "stderr names the fix: {err}"
+    );
 }

@@ -81,7 +81,14 @@ impl Jobs {
             }
             // A new attempt gets its (usually empty) change summary at once, so
             // get_attempt_changes answers before its first process finishes.
-            if self.ctx.store.read().changes(a).map_err(|e| e.to_string())?.is_none() {
+            if self
+                .ctx
+                .store
+                .read()
+                .changes(a)
+                .map_err(|e| e.to_string())?
+                .is_none()
+            {
                 self.changes_inner(a).await;
             }
         }
@@ -114,7 +121,10 @@ impl Jobs {
         };
         self.ctx
             .writer
-            .write(vec![DomainEvent::AttemptReposSnapshot { attempt_id, repos }])
+            .write(vec![DomainEvent::AttemptReposSnapshot {
+                attempt_id,
+                repos,
+            }])
             .await
             .map_err(|e| e.to_string())?;
         Ok(())
@@ -129,7 +139,11 @@ impl Jobs {
             };
             match j.ctx.client.server_facts().await {
                 Ok(info) => {
-                    let _ = j.ctx.writer.write(vec![DomainEvent::ServerInfo { info }]).await;
+                    let _ = j
+                        .ctx
+                        .writer
+                        .write(vec![DomainEvent::ServerInfo { info }])
+                        .await;
                 }
                 Err(e) => tracing::warn!(error = %e, "server info refresh failed"),
             }

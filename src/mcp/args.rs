@@ -73,8 +73,7 @@ fn portable(v: &mut Value) {
             if let Some(Value::Array(values)) = o.get_mut("enum") {
                 values.retain(|x| !x.is_null());
             }
-            if o
-                .get("format")
+            if o.get("format")
                 .and_then(Value::as_str)
                 .is_some_and(|f| f.starts_with("int") || f.starts_with("uint"))
             {

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ResultType,
+    ServerConfig,
 };
 use rmcp::service::{RequestContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -52,11 +53,17 @@ impl ServerHandler for Bridge {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.daemon
+        // The daemon leg speaks the 2025-11-25 protocol, whose results carry no `resultType`;
+        // mark them complete so a 2026-07-28 client on stdio accepts them (rmcp drops the
+        // field again for older clients).
+        let mut tools = self
+            .daemon
             .peer()
             .list_tools(request)
             .await
-            .map_err(|e| upstream_error(&self.url, e))
+            .map_err(|e| upstream_error(&self.url, e))?;
+        tools.result_type = Some(ResultType::COMPLETE);
+        Ok(tools)
     }
 
     async fn call_tool(
@@ -64,11 +71,19 @@ impl ServerHandler for Bridge {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.daemon
+        let response = self
+            .daemon
             .peer()
             .call_tool_once(request)
             .await
-            .map_err(|e| upstream_error(&self.url, e))
+            .map_err(|e| upstream_error(&self.url, e))?;
+        Ok(match response {
+            CallToolResponse::Complete(mut r) => {
+                r.result_type = Some(ResultType::COMPLETE);
+                CallToolResponse::Complete(r)
+            }
+            other => other,
+        })
     }
 }
 
@@ -80,7 +95,8 @@ pub async fn run(url: &str, workspace: Option<PathBuf>) -> anyhow::Result<()> {
             headers.insert(WORKSPACE_HEADER.parse()?, v);
         }
     }
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
     let transport = StreamableHttpClientTransport::from_config(config);
     let daemon = ().serve(transport).await.with_context(|| {
         format!(

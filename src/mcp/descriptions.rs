@@ -15,7 +15,8 @@ Optional: nothing.
 Next: start_task_attempt with repos[].repo_id, or get_attempt_changes to see paths under these names.
 Avoid: passing a task_id or attempt_id as project_id.";
 
-pub const LIST_EXECUTORS: &str = "List the coding-agent executors VK can run, with variants and capability flags.
+pub const LIST_EXECUTORS: &str =
+    "List the coding-agent executors VK can run, with variants and capability flags.
 Use when: choosing `executor` (and `variant`) for start_task_attempt.
 Required: nothing.
 Optional: nothing.
@@ -29,7 +30,8 @@ Optional: status, q (text search), updated_since (RFC 3339), cursor (next_cursor
 Next: get_task or list_task_attempts with a task_id; get_attempt_status with latest_attempt_id.
 Avoid: paging by re-sending the same call; pass next_cursor as cursor until it is null.";
 
-pub const GET_TASK: &str = "Get one task with its attempt summary, optionally with all its attempts.
+pub const GET_TASK: &str =
+    "Get one task with its attempt summary, optionally with all its attempts.
 Use when: you have a task_id and need its status, description or attempts.
 Required: task_id.
 Optional: include_attempts (default false).
@@ -77,3 +79,10 @@ Required: nothing.
 Optional: nothing.
 Next: get_attempt_status or tail_session_messages with the returned attempt_id.
 Avoid: calling it outside an attempt workspace; use list_projects there.";
+
+pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes (status, session, process, new log entries, changes), then return the changed attempts' statuses and a new token. Costs nothing while waiting.
+Use when: you would otherwise poll get_attempt_status or tail_attempt_logs in a loop.
+Required: exactly one of attempt_ids (1-100) or project_id.
+Optional: since_token (token of your last read; changes after it return at once), timeout_ms (default 25000, max 50000).
+Next: read exactly what changed (tail_attempt_logs with after_entry_index, get_attempt_status), then wait again with the returned token.
+Avoid: calling it without since_token in a loop (changes between calls would be missed); treating changed=false as an error (it is a timeout).";

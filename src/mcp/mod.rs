@@ -10,6 +10,7 @@ pub mod descriptions;
 pub mod read_tools;
 pub mod requests;
 pub mod respond;
+pub mod wait_tool;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,7 +49,7 @@ impl VkTools {
         VkTools {
             query,
             own_workspace,
-            router: Arc::new(read_tools::router()),
+            router: Arc::new(read_tools::router() + wait_tool::router()),
         }
     }
 
@@ -79,7 +80,10 @@ impl VkTools {
 impl ServerHandler for VkTools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("vk-observer", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                "vk-observer",
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions(INSTRUCTIONS.to_string())
     }
 
@@ -108,9 +112,15 @@ pub type McpService = StreamableHttpService<VkTools, LocalSessionManager>;
 pub fn service(
     query: Query,
     own_workspace: Option<PathBuf>,
+    stateless: bool,
     cancel: CancellationToken,
 ) -> McpService {
-    let config = StreamableHttpServerConfig::default().with_cancellation_token(cancel);
+    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(cancel);
+    if stateless {
+        config = config
+            .with_legacy_session_mode(false)
+            .with_json_response(true);
+    }
     StreamableHttpService::new(
         move || Ok(VkTools::new(query.clone(), own_workspace.clone())),
         LocalSessionManager::default().into(),

@@ -10,17 +10,19 @@ use super::args::{Args, input_schema};
 use super::descriptions as d;
 use super::requests::*;
 use super::respond::respond;
-use rmcp::Json;
-use rmcp::model::CallToolResult;
 use crate::query::catalog::{ExecutorList, ProjectList, RepoList};
 use crate::query::changes::ChangesPage;
 use crate::query::context::WorkspaceContext;
 use crate::query::logs::{LOG_PAGE_DEFAULT, LogMode, LogPage, LogRequest};
 use crate::query::status::StatusPage;
-use crate::query::tasks::{AttemptList, TASK_PAGE_DEFAULT, TASK_PAGE_MAX, TaskDetail, TaskFilter, TaskPage};
+use crate::query::tasks::{
+    AttemptList, TASK_PAGE_DEFAULT, TASK_PAGE_MAX, TaskDetail, TaskFilter, TaskPage,
+};
 use crate::query::transcript::{SessionTarget, TURN_PAGE_DEFAULT, TranscriptPage};
 use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
+use rmcp::Json;
+use rmcp::model::CallToolResult;
 
 pub const MAX_BATCH: usize = 100;
 
@@ -28,25 +30,37 @@ pub const MAX_BATCH: usize = 100;
 impl VkTools {
     #[tool(description = d::LIST_PROJECTS, input_schema = input_schema::<NoArgs>(),
            annotations(title = "List projects", read_only_hint = true, open_world_hint = false))]
-    async fn list_projects(&self, Args(a): Args<NoArgs>) -> Result<Json<ProjectList>, CallToolResult> {
+    async fn list_projects(
+        &self,
+        Args(a): Args<NoArgs>,
+    ) -> Result<Json<ProjectList>, CallToolResult> {
         respond(a.and_then(|_| self.query.list_projects()))
     }
 
     #[tool(description = d::LIST_REPOS, input_schema = input_schema::<ProjectArgs>(),
            annotations(title = "List repositories", read_only_hint = true, open_world_hint = false))]
-    async fn list_repos(&self, Args(a): Args<ProjectArgs>) -> Result<Json<RepoList>, CallToolResult> {
+    async fn list_repos(
+        &self,
+        Args(a): Args<ProjectArgs>,
+    ) -> Result<Json<RepoList>, CallToolResult> {
         respond(a.and_then(|a| self.query.list_repos(a.project_id)))
     }
 
     #[tool(description = d::LIST_EXECUTORS, input_schema = input_schema::<NoArgs>(),
            annotations(title = "List executors", read_only_hint = true, open_world_hint = false))]
-    async fn list_executors(&self, Args(a): Args<NoArgs>) -> Result<Json<ExecutorList>, CallToolResult> {
+    async fn list_executors(
+        &self,
+        Args(a): Args<NoArgs>,
+    ) -> Result<Json<ExecutorList>, CallToolResult> {
         respond(a.and_then(|_| self.query.list_executors()))
     }
 
     #[tool(description = d::LIST_TASKS, input_schema = input_schema::<ListTasksArgs>(),
            annotations(title = "List tasks", read_only_hint = true, open_world_hint = false))]
-    async fn list_tasks(&self, Args(a): Args<ListTasksArgs>) -> Result<Json<TaskPage>, CallToolResult> {
+    async fn list_tasks(
+        &self,
+        Args(a): Args<ListTasksArgs>,
+    ) -> Result<Json<TaskPage>, CallToolResult> {
         respond(a.and_then(|a| {
             let updated_since = a
                 .updated_since
@@ -75,7 +89,10 @@ impl VkTools {
 
     #[tool(description = d::GET_TASK, input_schema = input_schema::<GetTaskArgs>(),
            annotations(title = "Get task", read_only_hint = true, open_world_hint = false))]
-    async fn get_task(&self, Args(a): Args<GetTaskArgs>) -> Result<Json<TaskDetail>, CallToolResult> {
+    async fn get_task(
+        &self,
+        Args(a): Args<GetTaskArgs>,
+    ) -> Result<Json<TaskDetail>, CallToolResult> {
         respond(a.and_then(|a| {
             self.query
                 .get_task(a.task_id, a.include_attempts.unwrap_or(false))
@@ -84,13 +101,19 @@ impl VkTools {
 
     #[tool(description = d::LIST_TASK_ATTEMPTS, input_schema = input_schema::<TaskArgs>(),
            annotations(title = "List task attempts", read_only_hint = true, open_world_hint = false))]
-    async fn list_task_attempts(&self, Args(a): Args<TaskArgs>) -> Result<Json<AttemptList>, CallToolResult> {
+    async fn list_task_attempts(
+        &self,
+        Args(a): Args<TaskArgs>,
+    ) -> Result<Json<AttemptList>, CallToolResult> {
         respond(a.and_then(|a| self.query.list_task_attempts(a.task_id)))
     }
 
     #[tool(description = d::GET_ATTEMPT_STATUS, input_schema = input_schema::<StatusArgs>(),
            annotations(title = "Get attempt status", read_only_hint = true, open_world_hint = false))]
-    async fn get_attempt_status(&self, Args(a): Args<StatusArgs>) -> Result<Json<StatusPage>, CallToolResult> {
+    async fn get_attempt_status(
+        &self,
+        Args(a): Args<StatusArgs>,
+    ) -> Result<Json<StatusPage>, CallToolResult> {
         respond(a.and_then(|a| {
             let ids = match (a.attempt_id, a.attempt_ids) {
                 (Some(id), None) => vec![id],
@@ -118,7 +141,10 @@ impl VkTools {
 
     #[tool(description = d::TAIL_ATTEMPT_LOGS, input_schema = input_schema::<TailLogsArgs>(),
            annotations(title = "Tail attempt logs", read_only_hint = true, open_world_hint = false))]
-    async fn tail_attempt_logs(&self, Args(a): Args<TailLogsArgs>) -> Result<Json<LogPage>, CallToolResult> {
+    async fn tail_attempt_logs(
+        &self,
+        Args(a): Args<TailLogsArgs>,
+    ) -> Result<Json<LogPage>, CallToolResult> {
         respond(a.and_then(|a| {
             let mode = match (a.cursor, a.after_entry_index) {
                 (Some(_), Some(_)) => {
@@ -155,7 +181,10 @@ impl VkTools {
 
     #[tool(description = d::GET_ATTEMPT_CHANGES, input_schema = input_schema::<ChangesArgs>(),
            annotations(title = "Get attempt changes", read_only_hint = true, open_world_hint = false))]
-    async fn get_attempt_changes(&self, Args(a): Args<ChangesArgs>) -> Result<Json<ChangesPage>, CallToolResult> {
+    async fn get_attempt_changes(
+        &self,
+        Args(a): Args<ChangesArgs>,
+    ) -> Result<Json<ChangesPage>, CallToolResult> {
         respond(a.and_then(|a| {
             self.query
                 .attempt_changes(a.attempt_id, a.force.unwrap_or(false))
@@ -164,21 +193,33 @@ impl VkTools {
 
     #[tool(description = d::TAIL_SESSION_MESSAGES, input_schema = input_schema::<MessagesArgs>(),
            annotations(title = "Tail session messages", read_only_hint = true, open_world_hint = false))]
-    async fn tail_session_messages(&self, Args(a): Args<MessagesArgs>) -> Result<Json<TranscriptPage>, CallToolResult> {
+    async fn tail_session_messages(
+        &self,
+        Args(a): Args<MessagesArgs>,
+    ) -> Result<Json<TranscriptPage>, CallToolResult> {
         respond(a.and_then(|a| {
             let target = match (a.session_id, a.attempt_id) {
                 (Some(s), None) => SessionTarget::Session(s),
                 (None, Some(at)) => SessionTarget::Attempt(at),
                 _ => return Err(ToolError::ambiguous_target(&["session_id", "attempt_id"])),
             };
-            let limit = page_size(a.limit, TURN_PAGE_DEFAULT, crate::query::transcript::TURN_PAGE_MAX, "limit")?;
+            let limit = page_size(
+                a.limit,
+                TURN_PAGE_DEFAULT,
+                crate::query::transcript::TURN_PAGE_MAX,
+                "limit",
+            )?;
             self.query.session_messages(target, a.cursor, limit)
         }))
     }
 
     #[tool(description = d::GET_CONTEXT, input_schema = input_schema::<NoArgs>(),
            annotations(title = "Get workspace context", read_only_hint = true, open_world_hint = false))]
-    async fn get_context(&self, ctx: RequestContext<RoleServer>, Args(a): Args<NoArgs>) -> Result<Json<WorkspaceContext>, CallToolResult> {
+    async fn get_context(
+        &self,
+        ctx: RequestContext<RoleServer>,
+        Args(a): Args<NoArgs>,
+    ) -> Result<Json<WorkspaceContext>, CallToolResult> {
         respond(a.and_then(|_| {
             let dir = self.workspace_of(&ctx).ok_or_else(|| {
                 ToolError::new(
@@ -196,7 +237,10 @@ impl VkTools {
 fn page_size(v: Option<u32>, default: usize, max: usize, field: &str) -> Result<usize, ToolError> {
     match v {
         None => Ok(default),
-        Some(0) => Err(ToolError::invalid_field(field, format!("{field} must be between 1 and {max}."))),
+        Some(0) => Err(ToolError::invalid_field(
+            field,
+            format!("{field} must be between 1 and {max}."),
+        )),
         Some(n) => Ok((n as usize).min(max)),
     }
 }

@@ -158,3 +158,31 @@ pub struct MessagesArgs {
     #[serde(default)]
     pub limit: Option<u32>,
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"required": ["attempt_ids"]},
+    "then" = {"not": {"required": ["project_id"]}},
+    "else" = {"required": ["project_id"]}
+))]
+pub struct WaitArgs {
+    /// Attempts to watch (1–100 UUID strings). Give exactly one of `attempt_ids` or `project_id`.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 100))]
+    pub attempt_ids: Option<Vec<Uuid>>,
+    /// Watch every attempt of this project (UUID string). Give exactly one of `attempt_ids` or
+    /// `project_id`.
+    #[serde(default)]
+    pub project_id: Option<Uuid>,
+    /// Opaque `token` from an earlier response: return at once if a watched attempt changed
+    /// after it. Omit to wait for the next change from now.
+    #[serde(default)]
+    pub since_token: Option<String>,
+    /// How long to wait at most, in milliseconds: 1–50000 (default 25000; larger values are
+    /// capped at 50000, below common MCP client request timeouts). The actual wait ends up to
+    /// 10% earlier (jitter), so many clients do not wake in lockstep.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 50000))]
+    pub timeout_ms: Option<u64>,
+}

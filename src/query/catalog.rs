@@ -167,13 +167,20 @@ impl Query {
                 let configured = is_default
                     .then(|| default_profile.get("variant")?.as_str().map(str::to_owned))
                     .flatten();
-                let default_variant = configured
-                    .or_else(|| vs.iter().any(|v| v == "DEFAULT").then(|| "DEFAULT".to_string()));
+                let default_variant = configured.or_else(|| {
+                    vs.iter()
+                        .any(|v| v == "DEFAULT")
+                        .then(|| "DEFAULT".to_string())
+                });
                 let capabilities = info
                     .get("capabilities")
                     .and_then(|c| c.get(name))
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(str::to_owned))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 executors.push(ExecutorInfo {
                     executor: name.clone(),

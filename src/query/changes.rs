@@ -142,7 +142,11 @@ impl Query {
             let mut f: Vec<String> = v
                 .get("files")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_owned))
+                        .collect()
+                })
                 .unwrap_or_default();
             f.sort();
             f.dedup();
@@ -174,9 +178,17 @@ mod tests {
     #[test]
     fn guard_is_strictly_greater_than() {
         let g = guard("BALANCED");
-        let at = ChangeSummary { file_count: 500, added: 20_000, deleted: 5_000, total_bytes: 50 << 20 };
+        let at = ChangeSummary {
+            file_count: 500,
+            added: 20_000,
+            deleted: 5_000,
+            total_bytes: 50 << 20,
+        };
         assert!(!exceeded(&at, &g));
-        let over = ChangeSummary { file_count: 501, ..at.clone() };
+        let over = ChangeSummary {
+            file_count: 501,
+            ..at.clone()
+        };
         assert!(exceeded(&over, &g));
         assert!(!exceeded(&over, &guard("OFF")));
         assert_eq!(guard("nonsense").preset, "BALANCED");

@@ -11,6 +11,7 @@ pub mod status;
 pub mod tasks;
 pub mod transcript;
 pub mod vk;
+pub mod wait;
 
 use std::sync::Arc;
 
@@ -98,12 +99,16 @@ impl Query {
         let t = Token::parse(raw).map_err(|e| {
             ToolError::invalid_field(
                 field,
-                format!("{e}. Pass the `token` string from a previous response, or omit `{field}`."),
+                format!(
+                    "{e}. Pass the `token` string from a previous response, or omit `{field}`."
+                ),
             )
         })?;
-        Ok(match t.check(self.store.epoch(), self.store.current_token()) {
-            TokenCheck::Valid(n) => Since::After(n),
-            TokenCheck::Stale => Since::Reset,
-        })
+        Ok(
+            match t.check(self.store.epoch(), self.store.current_token()) {
+                TokenCheck::Valid(n) => Since::After(n),
+                TokenCheck::Stale => Since::Reset,
+            },
+        )
     }
 }

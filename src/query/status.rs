@@ -209,10 +209,14 @@ pub fn attempt_status(
         started_at: ts_string(&p.value, "started_at"),
         completed_at: ts_string(&p.value, "completed_at"),
     });
-    let dev_server_running = processes.iter().any(|p| {
-        vk::run_reason(&p.value) == "devserver" && vk::status(&p.value) == "running"
-    });
-    let result = verdict(state, process.map(|p| vk::status(&p.value)), latest_session.is_some());
+    let dev_server_running = processes
+        .iter()
+        .any(|p| vk::run_reason(&p.value) == "devserver" && vk::status(&p.value) == "running");
+    let result = verdict(
+        state,
+        process.map(|p| vk::status(&p.value)),
+        latest_session.is_some(),
+    );
     Ok(Some(AttemptStatus {
         attempt_id: id,
         task_id: vk::uuid_of(&attempt.value, "task_id"),

@@ -171,10 +171,12 @@ impl Query {
             .tasks_of_project(project)?
             .into_iter()
             .filter(|t| {
-                filter.status.is_none_or(|s| str_of(&t.value, "status") == Some(s.as_str()))
-                    && filter
-                        .updated_since
-                        .is_none_or(|since| ts_of(&t.value, "updated_at").is_some_and(|u| u >= since))
+                filter
+                    .status
+                    .is_none_or(|s| str_of(&t.value, "status") == Some(s.as_str()))
+                    && filter.updated_since.is_none_or(|since| {
+                        ts_of(&t.value, "updated_at").is_some_and(|u| u >= since)
+                    })
                     && needle.as_deref().is_none_or(|n| matches_text(&t.value, n))
             })
             .collect();
@@ -310,8 +312,7 @@ pub fn task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, Too
             }
         }
     }
-    let last_attempt_failed = newest_process
-        .is_some_and(|(_, s)| s == "failed" || s == "killed");
+    let last_attempt_failed = newest_process.is_some_and(|(_, s)| s == "failed" || s == "killed");
     Ok(TaskSummary {
         task_id: t.id,
         project_id: vk::uuid_of(&t.value, "project_id"),
@@ -329,7 +330,10 @@ pub fn task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, Too
     })
 }
 
-pub fn attempt_summaries(reader: &StoreReader, task: Uuid) -> Result<Vec<AttemptSummary>, ToolError> {
+pub fn attempt_summaries(
+    reader: &StoreReader,
+    task: Uuid,
+) -> Result<Vec<AttemptSummary>, ToolError> {
     let mut attempts = reader.attempts_of_task(task)?;
     attempts.sort_by(newest_first);
     let epoch = crate::store::token::Epoch(0);

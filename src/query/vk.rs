@@ -86,7 +86,8 @@ pub fn status_process(processes: &[Stored]) -> Option<&Stored> {
     let mut best: Option<&Stored> = None;
     for reason in RELEVANT_REASONS {
         if let Some(p) = newest_of_reason(processes, reason) {
-            let newer = best.is_none_or(|b| ts_of(&p.value, "created_at") > ts_of(&b.value, "created_at"));
+            let newer =
+                best.is_none_or(|b| ts_of(&p.value, "created_at") > ts_of(&b.value, "created_at"));
             if newer {
                 best = Some(p);
             }

@@ -316,7 +316,8 @@ impl<'t, 'c> Pending<'t, 'c> {
         }
         for id in self.children(table::ATTEMPT_REPOS, attempt)? {
             if !keep.contains(&id) {
-                changed |= self.remove_entity(&keys::pair_key(table::ATTEMPT_REPOS, attempt, id))?;
+                changed |=
+                    self.remove_entity(&keys::pair_key(table::ATTEMPT_REPOS, attempt, id))?;
             }
         }
         if changed {

@@ -66,6 +66,17 @@ impl NotifyHub {
         self.attempts.len() + self.projects.len()
     }
 
+    /// Drop the channels of these attempts/projects if their last listener is gone (called when
+    /// a waiter ends, so an abandoned wait leaves nothing behind).
+    pub fn release(&self, attempts: &[Uuid], projects: &[Uuid]) {
+        for id in attempts {
+            self.attempts.remove_if(id, |_, s| s.receiver_count() == 0);
+        }
+        for id in projects {
+            self.projects.remove_if(id, |_, s| s.receiver_count() == 0);
+        }
+    }
+
     /// Drop channels nobody listens to any more.
     pub fn collect_garbage(&self) {
         self.attempts.retain(|_, s| s.receiver_count() > 0);

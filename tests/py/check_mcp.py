@@ -16,7 +16,7 @@ Any failure prints `python-mcp <transport>: FAILED (...): <reason>` on stderr an
 
 Client modes: over HTTP both `auto` (the SDK probes `server/discover`; the daemon's rmcp 3.9
 server answers it, so protocol 2026-07-28 is used) and `legacy` (the `initialize` handshake,
-protocol 2025-11-25) are run. Over stdio only `legacy` is run for now: see STDIO_MODES.
+protocol 2025-11-25) are run, over HTTP and over stdio.
 
 Set CHECK_MCP_BRIDGE_LOG=<file> to send the stdio bridge's stderr there instead of ours.
 """
@@ -35,12 +35,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 HTTP_MODES = ("auto", "legacy")
-# TODO(bug): add "auto" once the stdio bridge speaks 2026-07-28 correctly. The bridge's stdio server
-# answers `server/discover` advertising 2026-07-28, but the tools/list and tools/call results it
-# forwards from the daemon (its upstream client session negotiated 2025-11-25) lack the
-# `resultType: "complete"` field that 2026-07-28 requires, so the SDK rejects the first
-# tools/list with a pydantic ValidationError (ListToolsResult.resultType: Field required).
-STDIO_MODES = ("legacy",)
+# The stdio bridge marks the results it forwards from its 2025-11-25 daemon leg as
+# `resultType: "complete"`, so a 2026-07-28 client on stdio accepts them.
+STDIO_MODES = ("auto", "legacy")
 OVERALL_TIMEOUT_S = 150  # per mode; the completion wait below is at most 60 s of it
 COMPLETION_WAIT_S = 60
 

@@ -52,10 +52,10 @@ impl Mcp {
             .collect();
         let cfg = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
             .custom_headers(headers);
-        let client = ()
-            .serve(StreamableHttpClientTransport::from_config(cfg))
-            .await
-            .expect("MCP client connects");
+        let client =
+            ().serve(StreamableHttpClientTransport::from_config(cfg))
+                .await
+                .expect("MCP client connects");
         Mcp { client }
     }
 

@@ -44,6 +44,7 @@ pub async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
         retention: Default::default(),
         ingest: fast_ingest(),
         metrics: None,
+        mcp_stateless: false,
     })
     .await
     .expect("daemon starts")

@@ -1,0 +1,203 @@
+//! `wait_for_attempt_change`: the long-poll. Subscribe to the watched attempts' (or the
+//! project's) notify channels first, then compare their tokens with `since_token`; if nothing
+//! changed, park on the channels — no polling, no upstream traffic — until the writer commits a
+//! change to one of them or the (jittered) timeout passes. Channels are released when the wait
+//! ends, however it ends (answer, timeout, or the client going away).
+
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use schemars::JsonSchema;
+use serde::Serialize;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::status::{AttemptStatus, attempt_status};
+use super::{Freshness, Query, Since};
+use crate::store::Store;
+use crate::tool_error::ToolError;
+
+pub const WAIT_DEFAULT_MS: u64 = 25_000;
+/// Below the 60 s default request timeout of the common MCP clients.
+pub const WAIT_MAX_MS: u64 = 50_000;
+
+/// What to watch.
+pub enum WaitScope {
+    Attempts(Vec<Uuid>),
+    Project(Uuid),
+}
+
+/// Answer of `wait_for_attempt_change`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct WaitResult {
+    /// True when a watched attempt changed after `since_token` (or the token was reset).
+    pub changed: bool,
+    /// Status of each watched attempt that changed (all watched attempts on a reset).
+    pub attempts: Vec<AttemptStatus>,
+    /// Watched attempts that were deleted after `since_token` (UUIDs).
+    pub removed: Vec<Uuid>,
+    /// Store token now; pass it as `since_token` to the next wait.
+    pub token: String,
+    /// True when `since_token` was from another store generation or the future: the answer is
+    /// immediate and lists every watched attempt; start over from `token`.
+    pub token_reset: bool,
+    /// How long the call waited, in milliseconds.
+    pub waited_ms: u64,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+#[derive(Default)]
+struct Changes {
+    attempts: Vec<AttemptStatus>,
+    removed: Vec<Uuid>,
+}
+
+impl Changes {
+    fn is_empty(&self) -> bool {
+        self.attempts.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// Releases the notify channels of a wait when it ends.
+struct Registration {
+    store: Store,
+    attempts: Vec<Uuid>,
+    projects: Vec<Uuid>,
+    receivers: Vec<watch::Receiver<u64>>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.receivers.clear();
+        self.store.hub().release(&self.attempts, &self.projects);
+    }
+}
+
+impl Query {
+    /// Attempt ids watched by the scope right now.
+    fn watched(&self, scope: &WaitScope) -> Result<Vec<Uuid>, ToolError> {
+        match scope {
+            WaitScope::Attempts(ids) => Ok(ids.clone()),
+            WaitScope::Project(p) => {
+                let reader = self.read();
+                let mut out = Vec::new();
+                for t in reader.tasks_of_project(*p)? {
+                    out.extend(reader.attempts_of_task(t.id)?.into_iter().map(|a| a.id));
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Statuses of the watched attempts whose token is above `since` (None: all of them).
+    fn changed_since(&self, ids: &[Uuid], since: Option<u64>) -> Result<Changes, ToolError> {
+        let reader = self.read();
+        let epoch = self.store.epoch();
+        let mut out = Changes::default();
+        for &id in ids {
+            let t = reader.attempt_token(id)?;
+            if since.is_some_and(|s| t <= s) {
+                continue;
+            }
+            match attempt_status(&reader, id, t, epoch)? {
+                Some(st) => out.attempts.push(st),
+                // Its token moved but it is gone: deleted after `since`.
+                None if t > 0 => out.removed.push(id),
+                None => {}
+            }
+        }
+        Ok(out)
+    }
+
+    pub async fn wait_for_change(
+        &self,
+        scope: WaitScope,
+        since: Since,
+        timeout: Duration,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<WaitResult, ToolError> {
+        let started = Instant::now();
+        if let WaitScope::Project(p) = scope {
+            if self.read().project(p)?.is_none() {
+                return Err(ToolError::not_found(
+                    "project",
+                    p,
+                    "Unknown project_id. Call list_projects and use one of its `project_id` values.",
+                ));
+            }
+        }
+        let hub = self.store.hub();
+        // Subscribe before reading tokens: a commit in between still wakes us.
+        let mut reg = Registration {
+            store: self.store.clone(),
+            attempts: Vec::new(),
+            projects: Vec::new(),
+            receivers: Vec::new(),
+        };
+        match &scope {
+            WaitScope::Attempts(ids) => {
+                for id in ids {
+                    reg.receivers.push(hub.subscribe_attempt(*id));
+                    reg.attempts.push(*id);
+                }
+            }
+            WaitScope::Project(p) => {
+                reg.receivers.push(hub.subscribe_project(*p));
+                reg.projects.push(*p);
+            }
+        }
+        let since_n = match since {
+            Since::Reset => {
+                let token = self.token();
+                let attempts = self.changed_since(&self.watched(&scope)?, None)?;
+                return Ok(self.wait_result(true, attempts, token, true, started));
+            }
+            Since::After(n) => n,
+            Since::None => self.store.current_token(),
+        };
+        // Jitter: fire somewhere in the last 10% of the requested time, never past it.
+        let jitter = rand::rng().random_range(0.0..0.1);
+        let deadline = tokio::time::Instant::now() + timeout.mul_f64(1.0 - jitter);
+        tokio::pin!(cancelled);
+        loop {
+            let token = self.token();
+            let changed = self.changed_since(&self.watched(&scope)?, Some(since_n))?;
+            if !changed.is_empty() {
+                return Ok(self.wait_result(true, changed, token, false, started));
+            }
+            let any_change = futures::future::select_all(
+                reg.receivers.iter_mut().map(|r| Box::pin(r.changed())),
+            );
+            tokio::select! {
+                _ = any_change => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    let token = self.token();
+                    return Ok(self.wait_result(false, Changes::default(), token, false, started));
+                }
+                _ = &mut cancelled => {
+                    return Err(ToolError::new("cancelled", true, "The wait was cancelled by the client."));
+                }
+            }
+        }
+    }
+
+    fn wait_result(
+        &self,
+        changed: bool,
+        c: Changes,
+        token: String,
+        token_reset: bool,
+        started: Instant,
+    ) -> WaitResult {
+        WaitResult {
+            changed,
+            attempts: c.attempts,
+            removed: c.removed,
+            token,
+            token_reset,
+            waited_ms: started.elapsed().as_millis() as u64,
+            freshness: self.freshness(),
+        }
+    }
+}
