@@ -254,6 +254,5 @@ async fn many_waiters_share_one_channel_and_a_gone_client_leaks_nothing() {
         0,
         "an abandoned wait must not hold its channel until its timeout"
     );
-    let _ = token;
     daemon.shutdown().await;
 }
