@@ -10,8 +10,29 @@ use tokio_util::sync::CancellationToken;
 use crate::health::Health;
 use crate::http::{AppState, router};
 use crate::ingest::{Ingest, IngestConfig};
+use crate::proxy::Proxy;
+use crate::proxy::idempotency::{Idempotency, IdempotencyTtl};
 use crate::store::{Retention, Store};
 use crate::upstream::VkClient;
+
+/// Prune expired idempotency records every ten minutes (and once at start).
+fn spawn_idempotency_pruning(idem: Idempotency, cancel: CancellationToken) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tick.tick() => {
+                    let i = idem.clone();
+                    let removed = tokio::task::spawn_blocking(move || i.prune()).await.unwrap_or(0);
+                    if removed > 0 {
+                        tracing::info!(removed, "pruned expired idempotency records");
+                    }
+                }
+            }
+        }
+    });
+}
 
 pub struct Daemon {
     pub store: Store,
@@ -34,6 +55,8 @@ pub struct DaemonOptions<'a> {
     /// Serve `/mcp` stateless with plain JSON responses (no sessions, no SSE): the fastest mode
     /// for request/response clients and load tests; long waits then have no keep-alive bytes.
     pub mcp_stateless: bool,
+    /// Retention of `request_id` records (completed / in progress; zero disables).
+    pub idempotency: IdempotencyTtl,
 }
 
 impl Daemon {
@@ -44,7 +67,7 @@ impl Daemon {
         let client = VkClient::new(opts.upstream, opts.upstream_token)?;
         let cancel = CancellationToken::new();
         let ingest = Ingest::start(
-            client,
+            client.clone(),
             store.clone(),
             writer,
             health.clone(),
@@ -57,8 +80,18 @@ impl Daemon {
         let addr = listener.local_addr()?;
         let query = crate::query::Query::new(store.clone(), health.clone());
         let own_workspace = std::env::current_dir().ok();
+        let idem = Idempotency::new(store.idempotency_tree().clone(), opts.idempotency);
+        spawn_idempotency_pruning(idem.clone(), cancel.child_token());
+        let proxy = Proxy {
+            client,
+            query: query.clone(),
+            signals: ingest.signals.clone(),
+            idem,
+            settle_timeout: crate::proxy::SETTLE_TIMEOUT,
+        };
         let mcp = crate::mcp::service(
             query,
+            Some(proxy),
             own_workspace,
             opts.mcp_stateless,
             cancel.child_token(),

@@ -10,6 +10,7 @@ pub mod health;
 pub mod http;
 pub mod ingest;
 pub mod mcp;
+pub mod proxy;
 pub mod query;
 pub mod store;
 pub mod tool_error;

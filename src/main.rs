@@ -126,6 +126,7 @@ async fn main() -> anyhow::Result<()> {
                 ingest,
                 metrics,
                 mcp_stateless,
+                idempotency: vk_observer::proxy::idempotency::IdempotencyTtl::from_env(),
             })
             .await?;
             eprintln!(
@@ -176,6 +177,7 @@ async fn demo(
         ingest: IngestConfig::default(),
         metrics,
         mcp_stateless: false,
+        idempotency: vk_observer::proxy::idempotency::IdempotencyTtl::from_env(),
     })
     .await?;
     eprintln!(

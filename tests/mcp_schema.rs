@@ -13,7 +13,7 @@ use vk_observer::store::Store;
 
 fn tools() -> Vec<rmcp::model::Tool> {
     let store = Store::open_temporary(Default::default()).unwrap();
-    VkTools::new(Query::new(store, Arc::new(Health::new())), None).all_tools()
+    VkTools::new(Query::new(store, Arc::new(Health::new())), None, None).all_tools()
 }
 
 /// Every property of every object schema under `v`, with its path.
@@ -27,7 +27,8 @@ fn walk_properties(v: &Value, path: &str, out: &mut Vec<(String, Value)>) {
                 }
             }
             for (k, child) in o {
-                if k != "properties" {
+                // `if` conditions restate properties as constraints, not field definitions.
+                if k != "properties" && k != "if" {
                     walk_properties(child, &format!("{path}/{k}"), out);
                 }
             }
@@ -157,4 +158,59 @@ fn dump_schemas() {
             serde_json::to_string(&t.output_schema).unwrap()
         );
     }
+}
+
+#[test]
+fn follow_up_requires_prompt_for_send_and_queue_without_a_root_combinator() {
+    let tools = tools();
+    let fu = tools.iter().find(|t| t.name == "follow_up").unwrap();
+    let s = Value::Object(fu.input_schema.as_ref().clone());
+    for k in ["oneOf", "anyOf", "allOf"] {
+        assert!(s.get(k).is_none());
+    }
+    assert_eq!(
+        s["if"]["properties"]["action"]["enum"],
+        serde_json::json!(["send", "queue"])
+    );
+    assert_eq!(s["then"]["required"], serde_json::json!(["prompt"]));
+    assert!(
+        s["else"].get("required").is_none(),
+        "cancel takes no prompt"
+    );
+    assert_eq!(s["required"], serde_json::json!(["action"]));
+    assert_eq!(
+        s["properties"]["action"]["enum"],
+        serde_json::json!(["send", "queue", "cancel"])
+    );
+    // Exactly one target in both branches.
+    for branch in ["then", "else"] {
+        assert_eq!(s[branch]["then"]["not"]["required"][0], "session_id");
+        assert_eq!(s[branch]["else"]["required"][0], "session_id");
+    }
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for n in [
+        "create_task",
+        "update_task",
+        "delete_task",
+        "start_task_attempt",
+        "follow_up",
+        "stop_attempt",
+        "get_attempt_file",
+        "get_attempt_patch",
+        "wait_for_attempt_change",
+    ] {
+        assert!(names.contains(&n), "{n}");
+    }
+    let destructive = |n: &str| {
+        tools
+            .iter()
+            .find(|t| t.name == n)
+            .unwrap()
+            .annotations
+            .as_ref()
+            .unwrap()
+            .destructive_hint
+    };
+    assert_eq!(destructive("delete_task"), Some(true));
+    assert_eq!(destructive("stop_attempt"), Some(true));
 }

@@ -86,3 +86,59 @@ Required: exactly one of attempt_ids (1-100) or project_id.
 Optional: since_token (token of your last read; changes after it return at once), timeout_ms (default 25000, max 50000).
 Next: read exactly what changed (tail_attempt_logs with after_entry_index, get_attempt_status), then wait again with the returned token.
 Avoid: calling it without since_token in a loop (changes between calls would be missed); treating changed=false as an error (it is a timeout).";
+
+pub const CREATE_TASK: &str = "Create a task in a project (it does not start an agent; use start_task_attempt for that).
+Use when: you need a new unit of work on the board.
+Required: project_id, title.
+Optional: description (the agent's prompt), status, request_id (idempotency key: retries return the same task).
+Next: start_task_attempt with the returned task_id.
+Avoid: retrying a timed-out call without request_id (it may create a duplicate).";
+
+pub const UPDATE_TASK: &str = "Change a task's title, description or status.
+Use when: editing a task or moving it on the board (e.g. to done).
+Required: task_id and at least one of title, description, status.
+Optional: title, description (empty string clears it), status.
+Next: get_task to confirm, or list_tasks.
+Avoid: using it to stop work (use stop_attempt) or to send instructions to the agent (use follow_up).";
+
+pub const DELETE_TASK: &str = "Delete a task with its attempts and worktrees. Irreversible.
+Use when: a task was created by mistake or is obsolete.
+Required: task_id.
+Optional: nothing.
+Next: list_tasks.
+Avoid: deleting a task whose attempt is running (VK refuses: stop_attempt first); deleting to cancel (set status cancelled instead).";
+
+pub const START_TASK_ATTEMPT: &str = "Start an attempt on a task: a branch and worktree per repo, then the coding agent runs the task description.
+Use when: a task should be worked on by an agent.
+Required: task_id, executor (from list_executors), repos [{repo_id (from list_repos), target_branch}].
+Optional: variant, reuse_running_attempt (return the running attempt instead of starting another), request_id (idempotency key).
+Next: wait_for_attempt_change with the returned attempt_id and token, then get_attempt_status.
+Avoid: starting a second attempt while one runs (pass reuse_running_attempt: true); inventing executor names.";
+
+pub const FOLLOW_UP: &str = "Send the agent of an attempt a new message (send), queue one for after the current run (queue), or drop the queued one (cancel).
+Use when: the agent needs more instructions, fixes, or an answer.
+Required: action and exactly one of attempt_id or session_id; prompt for send and queue.
+Optional: variant, request_id (idempotency key for send/queue).
+Next: wait_for_attempt_change with the attempt_id, then tail_attempt_logs with the new execution_process_id.
+Avoid: calling it before the attempt has a session (error no_session_yet: wait via get_attempt_status); using cancel to stop a running agent (that is stop_attempt).";
+
+pub const STOP_ATTEMPT: &str = "Stop an attempt's running agent or script (dev servers are left alone). Returns once VK stopped it; state is then no longer running.
+Use when: an agent is stuck, going the wrong way, or no longer needed.
+Required: attempt_id.
+Optional: force (also mark processes VK lost track of as killed).
+Next: get_attempt_changes to see what it did, or follow_up to continue differently.
+Avoid: using follow_up cancel to stop (that only drops a queued message); deleting the task to stop it.";
+
+pub const GET_ATTEMPT_FILE: &str = "Read a slice of one file in an attempt's workspace (bounded; UTF-8).
+Use when: you need the contents of a file the agent changed or created.
+Required: attempt_id, path (`<repo>/<path>` as get_attempt_changes lists it).
+Optional: start (byte offset), max_bytes (default 65536, max 524288).
+Next: call again with start + bytes while truncated is true; get_attempt_patch for the diff instead.
+Avoid: absolute paths or `..` (blocked: path_outside_workspace); reading whole large files at once.";
+
+pub const GET_ATTEMPT_PATCH: &str = "Get the unified diff of selected changed files of an attempt (bounded).
+Use when: reviewing exactly what changed in some files.
+Required: attempt_id, paths (1-100, `<repo>/<path>` from get_attempt_changes).
+Optional: force (bypass the diff guard), max_bytes (default 204800, max 2097152).
+Next: follow_up with review comments, or update_task to mark it done.
+Avoid: asking for every path of a huge change at once (blocked: too_many_paths / size_exceeded); paths without the repo prefix.";

@@ -6,6 +6,8 @@
 
 pub mod args;
 pub mod bridge;
+pub mod control_requests;
+pub mod control_tools;
 pub mod descriptions;
 pub mod read_tools;
 pub mod requests;
@@ -39,17 +41,24 @@ Reads are cheap: batch get_attempt_status over many attempts, tail logs with aft
 #[derive(Clone)]
 pub struct VkTools {
     pub query: Query,
+    /// Forwards mutations to VK; None in servers built without an upstream (schema tests).
+    pub proxy: Option<crate::proxy::Proxy>,
     /// The directory the daemon was started in, when that is an attempt workspace.
     pub own_workspace: Option<PathBuf>,
     router: Arc<ToolRouter<VkTools>>,
 }
 
 impl VkTools {
-    pub fn new(query: Query, own_workspace: Option<PathBuf>) -> Self {
+    pub fn new(
+        query: Query,
+        proxy: Option<crate::proxy::Proxy>,
+        own_workspace: Option<PathBuf>,
+    ) -> Self {
         VkTools {
             query,
+            proxy,
             own_workspace,
-            router: Arc::new(read_tools::router() + wait_tool::router()),
+            router: Arc::new(read_tools::router() + wait_tool::router() + control_tools::router()),
         }
     }
 
@@ -111,6 +120,7 @@ pub type McpService = StreamableHttpService<VkTools, LocalSessionManager>;
 /// The Streamable HTTP service to nest at `/mcp`.
 pub fn service(
     query: Query,
+    proxy: Option<crate::proxy::Proxy>,
     own_workspace: Option<PathBuf>,
     stateless: bool,
     cancel: CancellationToken,
@@ -122,7 +132,13 @@ pub fn service(
             .with_json_response(true);
     }
     StreamableHttpService::new(
-        move || Ok(VkTools::new(query.clone(), own_workspace.clone())),
+        move || {
+            Ok(VkTools::new(
+                query.clone(),
+                proxy.clone(),
+                own_workspace.clone(),
+            ))
+        },
         LocalSessionManager::default().into(),
         config,
     )

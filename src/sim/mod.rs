@@ -9,6 +9,7 @@ mod http;
 mod idempotency;
 mod logs;
 mod render;
+mod rest_artifacts;
 mod rest_attempts;
 mod rest_meta;
 mod rest_processes;

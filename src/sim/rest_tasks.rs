@@ -126,6 +126,21 @@ pub(crate) async fn update(
 }
 
 pub(crate) async fn delete(State(inner): State<AppState>, Path(id): Path<Uuid>) -> Response {
+    let running = {
+        let w = inner.world();
+        w.workspaces
+            .iter()
+            .filter(|(_, ws)| ws.task_id == id)
+            .flat_map(|(wid, _)| w.processes_of_workspace(*wid))
+            .any(|p| p.status == super::types::ProcessStatus::Running)
+    };
+    if running {
+        // VK refuses while any process of the task runs, dev servers included (contract §9.4).
+        return fail(
+            StatusCode::CONFLICT,
+            "Cannot delete task while it has running execution processes",
+        );
+    }
     if !inner.delete_task(id) {
         return not_found();
     }

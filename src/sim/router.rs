@@ -6,8 +6,8 @@ use axum::routing::{get, post};
 
 use super::http::{self, AppState};
 use super::{
-    logs, rest_attempts as att, rest_meta as meta, rest_processes as proc_, rest_sessions as ses,
-    rest_tasks as tasks, sse, ws_objects as ws,
+    logs, rest_artifacts as artifacts, rest_attempts as att, rest_meta as meta,
+    rest_processes as proc_, rest_sessions as ses, rest_tasks as tasks, sse, ws_objects as ws,
 };
 
 pub(crate) fn build(state: AppState) -> Router {
@@ -36,6 +36,8 @@ pub(crate) fn build(state: AppState) -> Router {
         .route("/api/task-attempts/{id}/status", get(att::status))
         .route("/api/task-attempts/{id}/changes", get(att::changes))
         .route("/api/task-attempts/{id}/repos", get(att::repos))
+        .route("/api/task-attempts/{id}/file", get(artifacts::file))
+        .route("/api/task-attempts/{id}/patch", post(artifacts::patch))
         .route(
             "/api/task-attempts/{id}/branch-status",
             get(att::branch_status),

@@ -2,6 +2,7 @@
 //! Nothing here decides anything; ingest drives it.
 
 pub mod discovery;
+pub mod mutations;
 pub mod rest;
 pub mod sse;
 pub mod wire;

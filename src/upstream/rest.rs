@@ -106,6 +106,20 @@ impl VkClient {
         rb: reqwest::RequestBuilder,
         path: &str,
     ) -> Result<T, UpstreamError> {
+        self.send_opt(rb, path)
+            .await?
+            .ok_or_else(|| UpstreamError::Decode {
+                path: path.into(),
+                reason: "envelope without data".into(),
+            })
+    }
+
+    /// Like [`send`](Self::send) for routes whose success carries `data: null` (stop, delete).
+    pub async fn send_opt<T: DeserializeOwned>(
+        &self,
+        rb: reqwest::RequestBuilder,
+        path: &str,
+    ) -> Result<Option<T>, UpstreamError> {
         let resp = rb
             .timeout(Duration::from_secs(30))
             .send()
@@ -124,12 +138,7 @@ impl VkClient {
         }
         let decoded: Result<Envelope<T>, _> = serde_json::from_slice(&body);
         match decoded {
-            Ok(env) if status.is_success() && env.success => {
-                env.data.ok_or_else(|| UpstreamError::Decode {
-                    path: path.into(),
-                    reason: "envelope without data".into(),
-                })
-            }
+            Ok(env) if status.is_success() && env.success => Ok(env.data),
             Ok(env) => Err(UpstreamError::Status {
                 status: status.as_u16(),
                 path: path.into(),

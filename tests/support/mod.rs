@@ -45,6 +45,7 @@ pub async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
         ingest: fast_ingest(),
         metrics: None,
         mcp_stateless: false,
+        idempotency: Default::default(),
     })
     .await
     .expect("daemon starts")

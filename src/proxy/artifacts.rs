@@ -1,0 +1,272 @@
+//! `get_attempt_file` and `get_attempt_patch`: bounded reads of an attempt's workspace,
+//! forwarded to VK (docs/vk-contract.md §6.4–6.5). Paths that could leave the workspace and
+//! requests over the limits are blocked here, before VK is asked, so they are never read.
+
+use std::path::{Component, Path};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{Proxy, upstream_error};
+use crate::query::Freshness;
+use crate::tool_error::ToolError;
+
+pub const FILE_DEFAULT_BYTES: u64 = 64 * 1024;
+pub const FILE_MAX_BYTES: u64 = 512 * 1024;
+pub const PATCH_DEFAULT_BYTES: u64 = 200 * 1024;
+pub const PATCH_MAX_BYTES: u64 = 2 * 1024 * 1024;
+pub const PATCH_MAX_PATHS: usize = 100;
+
+/// Answer of `get_attempt_file`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FileSlice {
+    /// The attempt (UUID).
+    pub attempt_id: Uuid,
+    /// The requested path, relative to the workspace (`<repo>/<path>`).
+    pub path: String,
+    /// True when nothing was read (see `blocked_reason`).
+    pub blocked: bool,
+    /// `path_outside_workspace` (absolute path or `..`) or `size_exceeded` (max_bytes above
+    /// 524288); null when not blocked.
+    pub blocked_reason: Option<String>,
+    /// What to do instead when blocked; null otherwise.
+    pub hint: Option<String>,
+    /// True when bytes remain after this slice: call again with `start` = start + bytes.
+    pub truncated: bool,
+    /// Byte offset of this slice.
+    pub start: u64,
+    /// Bytes in this slice.
+    pub bytes: u64,
+    /// Size of the whole file in bytes; null when blocked.
+    pub total_bytes: Option<u64>,
+    /// The slice, decoded as UTF-8 (invalid bytes replaced); null when blocked.
+    pub content: Option<String>,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+/// Answer of `get_attempt_patch`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PatchText {
+    /// The attempt (UUID).
+    pub attempt_id: Uuid,
+    /// The requested paths (`<repo>/<path>`).
+    pub paths: Vec<String>,
+    /// True when no patch was produced (see `blocked_reason`).
+    pub blocked: bool,
+    /// `path_outside_workspace`, `size_exceeded` (max_bytes above 2097152), `too_many_paths`
+    /// (more than 100), `threshold_exceeded` (diff guard; retry with force) or
+    /// `summary_failed`; null when not blocked.
+    pub blocked_reason: Option<String>,
+    /// What to do instead when blocked; null otherwise.
+    pub hint: Option<String>,
+    /// True when the patch was cut at `max_bytes`.
+    pub truncated: bool,
+    /// Bytes of patch text returned.
+    pub bytes: u64,
+    /// Unified diff of the selected paths (empty when they did not change); null when blocked.
+    pub patch: Option<String>,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+/// True for a path that is absolute, has a `..` component, or a Windows drive/root.
+pub fn escapes_workspace(path: &str) -> bool {
+    let p = Path::new(path);
+    path.starts_with('/')
+        || path.starts_with('\\')
+        || path.contains('\0')
+        || path.get(1..2) == Some(":")
+        || path.split(['/', '\\']).any(|c| c == "..")
+        || p.components().any(|c| {
+            matches!(
+                c,
+                Component::ParentDir | Component::RootDir | Component::Prefix(_)
+            )
+        })
+}
+
+fn num(v: &Value, f: &str) -> Option<u64> {
+    v.get(f).and_then(Value::as_u64)
+}
+
+impl Proxy {
+    fn known_attempt(&self, attempt: Uuid) -> Result<(), ToolError> {
+        if self.query.read().attempt(attempt)?.is_none() {
+            return Err(ToolError::not_found(
+                "attempt",
+                attempt,
+                "Unknown attempt_id. Call list_task_attempts to find it.",
+            ));
+        }
+        Ok(())
+    }
+
+    pub async fn attempt_file(
+        &self,
+        attempt: Uuid,
+        path: String,
+        start: u64,
+        max_bytes: u64,
+    ) -> Result<FileSlice, ToolError> {
+        self.known_attempt(attempt)?;
+        if path.trim().is_empty() {
+            return Err(ToolError::invalid_field(
+                "path",
+                "path is required: `<repo>/<path>` as listed by get_attempt_changes.",
+            ));
+        }
+        let blocked = |reason: &str, hint: &str| FileSlice {
+            attempt_id: attempt,
+            path: path.clone(),
+            blocked: true,
+            blocked_reason: Some(reason.to_string()),
+            hint: Some(hint.to_string()),
+            truncated: false,
+            start,
+            bytes: 0,
+            total_bytes: None,
+            content: None,
+            freshness: self.query.freshness(),
+        };
+        if escapes_workspace(&path) {
+            metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
+            return Ok(blocked(
+                "path_outside_workspace",
+                "Use a path inside the workspace, `<repo>/<path>` as listed by get_attempt_changes; no absolute paths or `..`.",
+            ));
+        }
+        if max_bytes > FILE_MAX_BYTES {
+            return Ok(blocked(
+                "size_exceeded",
+                "max_bytes is at most 524288; read the file in slices with `start`.",
+            ));
+        }
+        let v = self
+            .client
+            .attempt_file(attempt, &path, start, max_bytes.max(1))
+            .await
+            .map_err(upstream_error)?;
+        Ok(FileSlice {
+            attempt_id: attempt,
+            path: path.clone(),
+            blocked: v.get("blocked").and_then(Value::as_bool).unwrap_or(false),
+            blocked_reason: v
+                .get("blockedReason")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            hint: None,
+            truncated: v.get("truncated").and_then(Value::as_bool).unwrap_or(false),
+            start: num(&v, "start").unwrap_or(start),
+            bytes: num(&v, "bytes").unwrap_or(0),
+            total_bytes: num(&v, "totalBytes"),
+            content: v.get("content").and_then(Value::as_str).map(str::to_owned),
+            freshness: self.query.freshness(),
+        })
+    }
+
+    pub async fn attempt_patch(
+        &self,
+        attempt: Uuid,
+        paths: Vec<String>,
+        force: bool,
+        max_bytes: u64,
+    ) -> Result<PatchText, ToolError> {
+        self.known_attempt(attempt)?;
+        if paths.is_empty() {
+            return Err(ToolError::invalid_field(
+                "paths",
+                "Give 1 to 100 paths (`<repo>/<path>`) from get_attempt_changes.",
+            ));
+        }
+        let blocked = |reason: &str, hint: &str| PatchText {
+            attempt_id: attempt,
+            paths: paths.clone(),
+            blocked: true,
+            blocked_reason: Some(reason.to_string()),
+            hint: Some(hint.to_string()),
+            truncated: false,
+            bytes: 0,
+            patch: None,
+            freshness: self.query.freshness(),
+        };
+        if paths.len() > PATCH_MAX_PATHS {
+            return Ok(blocked(
+                "too_many_paths",
+                "At most 100 paths per call; split the list into several calls.",
+            ));
+        }
+        if max_bytes > PATCH_MAX_BYTES {
+            return Ok(blocked(
+                "size_exceeded",
+                "max_bytes is at most 2097152; ask for fewer paths per call.",
+            ));
+        }
+        if paths
+            .iter()
+            .any(|p| escapes_workspace(p) || !p.contains('/'))
+        {
+            metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
+            return Ok(blocked(
+                "path_outside_workspace",
+                "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
+            ));
+        }
+        let body = json!({ "paths": paths, "force": force, "max_bytes": max_bytes.max(1) });
+        let v = self
+            .client
+            .attempt_patch(attempt, &body)
+            .await
+            .map_err(upstream_error)?;
+        let reason = v
+            .get("blockedReason")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let hint = match reason.as_deref() {
+            Some("threshold_exceeded") => Some(
+                "The diff is over the guard's thresholds: retry with force: true, or fewer paths."
+                    .to_string(),
+            ),
+            Some(_) => {
+                Some("VK could not produce the patch; check get_attempt_changes.".to_string())
+            }
+            None => None,
+        };
+        Ok(PatchText {
+            attempt_id: attempt,
+            paths,
+            blocked: v.get("blocked").and_then(Value::as_bool).unwrap_or(false),
+            blocked_reason: reason,
+            hint,
+            truncated: v.get("truncated").and_then(Value::as_bool).unwrap_or(false),
+            bytes: num(&v, "bytes").unwrap_or(0),
+            patch: v.get("patch").and_then(Value::as_str).map(str::to_owned),
+            freshness: self.query.freshness(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escapes_workspace;
+
+    #[test]
+    fn paths_that_leave_the_workspace_are_caught() {
+        for bad in [
+            "../../etc/passwd",
+            "/etc/passwd",
+            "demo/../../x",
+            "C:\\Windows",
+            "\\\\srv\\x",
+            "demo/..",
+            "a\0b",
+        ] {
+            assert!(escapes_workspace(bad), "{bad:?}");
+        }
+        for ok in ["demo/src/main.rs", "docs/a..b.md", "demo/.hidden"] {
+            assert!(!escapes_workspace(ok), "{ok:?}");
+        }
+    }
+}

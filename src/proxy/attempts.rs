@@ -1,0 +1,405 @@
+//! `start_task_attempt`, `follow_up` (send / queue / cancel) and `stop_attempt`, forwarded to
+//! VK; targets resolved and arguments checked against the cache first so mistakes come back as
+//! precise envelopes instead of VK's generic 400s.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{Proxy, Settled, upstream_error};
+use crate::query::Freshness;
+use crate::query::status::{AttemptState, AttemptStatus, attempt_status};
+use crate::query::transcript::no_session;
+use crate::query::vk::{self, latest};
+use crate::tool_error::ToolError;
+
+/// Answer of `start_task_attempt`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AttemptStarted {
+    /// The attempt (UUID): use it with get_attempt_status, tail_attempt_logs, follow_up.
+    pub attempt_id: Uuid,
+    /// Its task (UUID).
+    pub task_id: Uuid,
+    /// True when `reuse_running_attempt` returned an attempt already running instead of
+    /// starting another.
+    pub reused: bool,
+    /// True when this answer was stored by an earlier call with the same `request_id`.
+    pub replayed: bool,
+    /// The attempt's status once the cache has it; null while `pending_ingest` is true.
+    pub status: Option<AttemptStatus>,
+    /// Store token at which the attempt is visible (opaque); pass it to wait_for_attempt_change.
+    pub token: String,
+    /// True when VK started the attempt but the cache had not shown it within 5 s.
+    pub pending_ingest: bool,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+/// Answer of `follow_up`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FollowUpDone {
+    /// `send`, `queue` or `cancel`.
+    pub action: String,
+    /// The session acted on (UUID).
+    pub session_id: Uuid,
+    /// Its attempt (UUID).
+    pub attempt_id: Option<Uuid>,
+    /// `send`: the execution process VK started for the prompt (UUID); null otherwise.
+    pub execution_process_id: Option<Uuid>,
+    /// `queue` / `cancel`: `queued` or `empty`; null for `send`.
+    pub queue_status: Option<String>,
+    /// True when this answer was stored by an earlier call with the same `request_id`.
+    pub replayed: bool,
+    /// Store token at which the new process is visible (opaque).
+    pub token: String,
+    /// True when VK accepted it but the cache had not shown the new process within 5 s.
+    pub pending_ingest: bool,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+/// Answer of `stop_attempt`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AttemptStopped {
+    /// The attempt (UUID).
+    pub attempt_id: Uuid,
+    /// True if a relevant process was running when the call arrived.
+    pub was_running: bool,
+    /// The attempt's status after the stop (no longer `running` unless `pending_ingest`).
+    pub status: Option<AttemptStatus>,
+    /// Store token at which the stop is visible (opaque).
+    pub token: String,
+    /// True when the cache still showed the attempt running 5 s after VK's answer.
+    pub pending_ingest: bool,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+pub struct StartAttempt {
+    pub task_id: Uuid,
+    pub executor: String,
+    pub variant: Option<String>,
+    pub repos: Vec<(Uuid, String)>,
+    pub reuse_running_attempt: bool,
+}
+
+/// What `follow_up` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowUpAction {
+    Send,
+    Queue,
+    Cancel,
+}
+
+pub struct FollowUp {
+    pub action: FollowUpAction,
+    pub prompt: Option<String>,
+    pub variant: Option<String>,
+    pub attempt_id: Option<Uuid>,
+    pub session_id: Option<Uuid>,
+}
+
+impl Proxy {
+    fn status_of(&self, attempt: Uuid) -> Result<Option<AttemptStatus>, ToolError> {
+        let reader = self.query.read();
+        let t = reader.attempt_token(attempt)?;
+        attempt_status(&reader, attempt, t, self.query.store.epoch())
+    }
+
+    fn check_executor(&self, executor: &str, variant: Option<&str>) -> Result<(), ToolError> {
+        let Some(info) = self.query.read().server_info()? else {
+            return Ok(()); // not loaded yet: VK validates
+        };
+        let Some(map) = info.get("executors").and_then(Value::as_object) else {
+            return Ok(());
+        };
+        let known: Vec<&String> = map.keys().collect();
+        let Some(variants) = map.get(executor) else {
+            return Err(ToolError::invalid_field(
+                "executor",
+                "Unknown executor. Call list_executors and pass one of its `executor` values verbatim.",
+            )
+            .with_details(json!({ "field": "executor", "known": known })));
+        };
+        if let Some(v) = variant {
+            let vs: Vec<&String> = variants
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
+            if !vs.iter().any(|x| x.as_str() == v) {
+                return Err(ToolError::invalid_field(
+                    "variant",
+                    "Unknown variant for this executor. Use one of list_executors' `variants`, or omit variant for the default.",
+                )
+                .with_details(json!({ "field": "variant", "known": vs })));
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn start_attempt(
+        &self,
+        s: StartAttempt,
+        request_id: Option<&str>,
+    ) -> Result<AttemptStarted, ToolError> {
+        let reader = self.query.read();
+        let task = reader.task(s.task_id)?.ok_or_else(|| {
+            ToolError::not_found(
+                "task",
+                s.task_id,
+                "Unknown task_id. Call list_tasks to find the task, or create_task first.",
+            )
+        })?;
+        if s.reuse_running_attempt {
+            let epoch = self.query.store.epoch();
+            for a in reader.attempts_of_task(s.task_id)? {
+                let st = attempt_status(&reader, a.id, reader.attempt_token(a.id)?, epoch)?;
+                if let Some(st) = st.filter(|st| st.state == AttemptState::Running) {
+                    return Ok(AttemptStarted {
+                        attempt_id: a.id,
+                        task_id: s.task_id,
+                        reused: true,
+                        replayed: false,
+                        status: Some(st),
+                        token: self.query.token(),
+                        pending_ingest: false,
+                        freshness: self.query.freshness(),
+                    });
+                }
+            }
+        }
+        self.check_executor(&s.executor, s.variant.as_deref())?;
+        if s.repos.is_empty() {
+            return Err(ToolError::invalid_field(
+                "repos",
+                "Give at least one {repo_id, target_branch}; list_repos gives the project's repo ids.",
+            ));
+        }
+        if let Some(project) = vk::uuid_of(&task.value, "project_id") {
+            let known: Vec<Uuid> = reader
+                .repos_of_project(project)?
+                .into_iter()
+                .map(|r| r.id)
+                .collect();
+            if let Some((bad, _)) = s.repos.iter().find(|(r, _)| !known.contains(r)) {
+                return Err(ToolError::invalid_field(
+                    "repos",
+                    "A repo_id is not a repository of the task's project; call list_repos with the task's project_id.",
+                )
+                .with_details(json!({ "field": "repos", "repo_id": bad })));
+            }
+        }
+        if let Some((r, _)) = s.repos.iter().find(|(_, b)| b.trim().is_empty()) {
+            return Err(ToolError::invalid_field(
+                "repos",
+                "Every repo needs a non-empty target_branch (e.g. main).",
+            )
+            .with_details(json!({ "field": "repos", "repo_id": r })));
+        }
+        let body = json!({
+            "task_id": s.task_id,
+            "executor_profile_id": { "executor": s.executor, "variant": s.variant },
+            "repos": s.repos.iter().map(|(id, b)| json!({"repo_id": id, "target_branch": b})).collect::<Vec<_>>(),
+        });
+        let outcome = self
+            .idem
+            .run("start_task_attempt", request_id, &body, || async {
+                self.client
+                    .create_attempt(&body, request_id)
+                    .await
+                    .map_err(upstream_error)
+            })
+            .await?;
+        let attempt_id = vk::uuid_of(&outcome.result, "id").ok_or_else(|| {
+            ToolError::new("upstream_error", true, "VK's reply has no attempt id")
+                .with_details(outcome.result.clone())
+        })?;
+        self.nudge(Some(s.task_id), Some(attempt_id));
+        let settled = self
+            .settle(|r| {
+                r.attempt(attempt_id).ok().flatten().is_some()
+                    && !r
+                        .sessions_of_attempt(attempt_id)
+                        .unwrap_or_default()
+                        .is_empty()
+            })
+            .await;
+        Ok(AttemptStarted {
+            attempt_id,
+            task_id: s.task_id,
+            reused: false,
+            replayed: outcome.replayed,
+            status: self.status_of(attempt_id)?,
+            token: settled.token,
+            pending_ingest: settled.pending_ingest,
+            freshness: self.query.freshness(),
+        })
+    }
+
+    pub async fn follow_up(
+        &self,
+        f: FollowUp,
+        request_id: Option<&str>,
+    ) -> Result<FollowUpDone, ToolError> {
+        let reader = self.query.read();
+        let (session_id, attempt_id) = match (f.session_id, f.attempt_id) {
+            (Some(s), None) => {
+                let cached = reader.session(s)?.ok_or_else(|| {
+                    ToolError::not_found("session", s, "Unknown session_id. Pass the attempt's `attempt_id` instead to use its latest session.")
+                })?;
+                (s, vk::uuid_of(&cached.value, "workspace_id"))
+            }
+            (None, Some(a)) => {
+                if reader.attempt(a)?.is_none() {
+                    return Err(ToolError::not_found(
+                        "attempt",
+                        a,
+                        "Unknown attempt_id. Call list_task_attempts to find it.",
+                    ));
+                }
+                let sessions = reader.sessions_of_attempt(a)?;
+                let s = latest(&sessions).ok_or_else(|| no_session(a))?;
+                (s.id, Some(a))
+            }
+            _ => return Err(ToolError::ambiguous_target(&["attempt_id", "session_id"])),
+        };
+        let prompt = || -> Result<String, ToolError> {
+            match f.prompt.as_deref().map(str::trim) {
+                Some(p) if !p.is_empty() => Ok(f.prompt.clone().unwrap_or_default()),
+                _ => Err(ToolError::invalid_field(
+                    "prompt",
+                    "prompt is required for action=send and action=queue.",
+                )),
+            }
+        };
+        let done =
+            |action: &str, pid: Option<Uuid>, queue: Option<String>, replayed: bool, s: Settled| {
+                FollowUpDone {
+                    action: action.to_string(),
+                    session_id,
+                    attempt_id,
+                    execution_process_id: pid,
+                    queue_status: queue,
+                    replayed,
+                    token: s.token,
+                    pending_ingest: s.pending_ingest,
+                    freshness: self.query.freshness(),
+                }
+            };
+        match f.action {
+            FollowUpAction::Send => {
+                let body = json!({ "prompt": prompt()?, "variant": f.variant });
+                let key_payload =
+                    json!({ "action": "send", "session_id": session_id, "body": body });
+                let outcome = self
+                    .idem
+                    .run("follow_up", request_id, &key_payload, || async {
+                        self.client
+                            .follow_up(session_id, &body, request_id)
+                            .await
+                            .map_err(upstream_error)
+                    })
+                    .await?;
+                let pid = vk::uuid_of(&outcome.result, "id");
+                self.nudge(None, attempt_id);
+                let settled = self
+                    .settle(|r| pid.is_some_and(|p| r.process(p).ok().flatten().is_some()))
+                    .await;
+                Ok(done("send", pid, None, outcome.replayed, settled))
+            }
+            FollowUpAction::Queue => {
+                let body = json!({ "message": prompt()?, "variant": f.variant });
+                let key_payload =
+                    json!({ "action": "queue", "session_id": session_id, "body": body });
+                let outcome = self
+                    .idem
+                    .run("follow_up", request_id, &key_payload, || async {
+                        self.client
+                            .queue_message(session_id, &body, request_id)
+                            .await
+                            .map_err(upstream_error)
+                    })
+                    .await?;
+                let status = vk::string_of(&outcome.result, "status");
+                let s = Settled {
+                    token: self.query.token(),
+                    pending_ingest: false,
+                };
+                Ok(done("queue", None, status, outcome.replayed, s))
+            }
+            FollowUpAction::Cancel => {
+                if f.prompt.is_some() {
+                    return Err(ToolError::invalid_field(
+                        "prompt",
+                        "action=cancel takes no prompt; it cancels the queued message.",
+                    ));
+                }
+                let reply = self
+                    .client
+                    .cancel_queued(session_id)
+                    .await
+                    .map_err(upstream_error)?;
+                let s = Settled {
+                    token: self.query.token(),
+                    pending_ingest: false,
+                };
+                Ok(done(
+                    "cancel",
+                    None,
+                    vk::string_of(&reply, "status"),
+                    false,
+                    s,
+                ))
+            }
+        }
+    }
+
+    pub async fn stop_attempt(
+        &self,
+        attempt_id: Uuid,
+        force: bool,
+    ) -> Result<AttemptStopped, ToolError> {
+        let before = self.status_of(attempt_id)?.ok_or_else(|| {
+            ToolError::not_found(
+                "attempt",
+                attempt_id,
+                "Unknown attempt_id. Call list_task_attempts to find it.",
+            )
+        })?;
+        let was_running = before.state == AttemptState::Running;
+        if !was_running && !force {
+            return Ok(AttemptStopped {
+                attempt_id,
+                was_running,
+                status: Some(before),
+                token: self.query.token(),
+                pending_ingest: false,
+                freshness: self.query.freshness(),
+            });
+        }
+        self.client
+            .stop_attempt(attempt_id, force)
+            .await
+            .map_err(upstream_error)?;
+        self.nudge(before.task_id, Some(attempt_id));
+        let store = self.query.store.clone();
+        let settled = self
+            .settle(|r| {
+                let t = r.attempt_token(attempt_id).unwrap_or(0);
+                attempt_status(r, attempt_id, t, store.epoch())
+                    .ok()
+                    .flatten()
+                    .is_some_and(|s| s.state != AttemptState::Running)
+            })
+            .await;
+        Ok(AttemptStopped {
+            attempt_id,
+            was_running,
+            status: self.status_of(attempt_id)?,
+            token: settled.token,
+            pending_ingest: settled.pending_ingest,
+            freshness: self.query.freshness(),
+        })
+    }
+}

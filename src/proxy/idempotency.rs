@@ -1,0 +1,317 @@
+//! `request_id` idempotency for creating tools, kept in sled (its own tree) so it survives
+//! restarts. One record per (tool, request_id): the effective payload (canonical JSON), the state
+//! (`in_progress` while the call runs, `completed` with its result) and timestamps.
+//!
+//! - Same key, same payload, completed → the stored result, no second call to VK.
+//! - Same key while the first call runs in this process → the second waits for the first.
+//! - Same key after a crash left `in_progress` → re-executed with the same key passed to VK as
+//!   `Idempotency-Key`, so VK returns what it created the first time instead of creating again.
+//! - Same key, other payload → `idempotency_conflict`.
+//! - Failures delete the record (a retry re-executes), completed records expire after
+//!   `completed_ttl`, `in_progress` ones are stale after `in_progress_ttl` (0 disables each).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::tool_error::ToolError;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Record {
+    payload: String,
+    state: String,
+    result: Option<Value>,
+    created_ms: i64,
+    updated_ms: i64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct IdempotencyTtl {
+    pub completed: Duration,
+    pub in_progress: Duration,
+}
+
+impl Default for IdempotencyTtl {
+    fn default() -> Self {
+        IdempotencyTtl {
+            completed: Duration::from_secs(7 * 24 * 3600),
+            in_progress: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl IdempotencyTtl {
+    /// From `VK_IDEMPOTENCY_COMPLETED_TTL_SECS` / `VK_IDEMPOTENCY_IN_PROGRESS_TTL_SECS`.
+    pub fn from_env() -> Self {
+        let read = |name: &str, default: Duration| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs)
+                .unwrap_or(default)
+        };
+        let d = IdempotencyTtl::default();
+        IdempotencyTtl {
+            completed: read("VK_IDEMPOTENCY_COMPLETED_TTL_SECS", d.completed),
+            in_progress: read("VK_IDEMPOTENCY_IN_PROGRESS_TTL_SECS", d.in_progress),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Idempotency {
+    tree: sled::Tree,
+    ttl: IdempotencyTtl,
+    inflight: Arc<DashMap<Vec<u8>, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// What a call with a key came to.
+pub struct Outcome {
+    pub result: Value,
+    /// True when the result was stored by an earlier call with the same key.
+    pub replayed: bool,
+}
+
+pub const MAX_REQUEST_ID_LEN: usize = 200;
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl Idempotency {
+    pub fn new(tree: sled::Tree, ttl: IdempotencyTtl) -> Self {
+        Idempotency {
+            tree,
+            ttl,
+            inflight: Arc::new(DashMap::new()),
+        }
+    }
+
+    fn key(tool: &str, request_id: &str) -> Vec<u8> {
+        let mut k = tool.as_bytes().to_vec();
+        k.push(0);
+        k.extend_from_slice(request_id.as_bytes());
+        k
+    }
+
+    fn load(&self, key: &[u8]) -> Result<Option<Record>, ToolError> {
+        let Some(raw) = self.tree.get(key).map_err(ToolError::internal)? else {
+            return Ok(None);
+        };
+        // A record that does not parse is treated as absent (and overwritten).
+        Ok(serde_json::from_slice(&raw).ok())
+    }
+
+    fn save(&self, key: &[u8], rec: &Record) -> Result<(), ToolError> {
+        let bytes = serde_json::to_vec(rec).map_err(ToolError::internal)?;
+        self.tree.insert(key, bytes).map_err(ToolError::internal)?;
+        Ok(())
+    }
+
+    fn stale(&self, rec: &Record, now: i64) -> bool {
+        let age = Duration::from_millis((now - rec.updated_ms).max(0) as u64);
+        match rec.state.as_str() {
+            "completed" => !self.ttl.completed.is_zero() && age > self.ttl.completed,
+            _ => !self.ttl.in_progress.is_zero() && age > self.ttl.in_progress,
+        }
+    }
+
+    /// Run `call` at most once per (tool, request_id, payload). Without a request id it just runs.
+    pub async fn run<F, Fut>(
+        &self,
+        tool: &str,
+        request_id: Option<&str>,
+        payload: &Value,
+        call: F,
+    ) -> Result<Outcome, ToolError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>>,
+    {
+        let Some(rid) = request_id else {
+            return call().await.map(|result| Outcome {
+                result,
+                replayed: false,
+            });
+        };
+        let rid = rid.trim();
+        if rid.is_empty() || rid.len() > MAX_REQUEST_ID_LEN {
+            return Err(ToolError::invalid_field(
+                "request_id",
+                format!(
+                    "request_id must be 1 to {MAX_REQUEST_ID_LEN} characters; use a fresh UUID per logical request."
+                ),
+            ));
+        }
+        let key = Self::key(tool, rid);
+        let payload_text = payload.to_string();
+        let lock = self.inflight.entry(key.clone()).or_default().clone();
+        let outcome = {
+            let _serialized = lock.lock().await;
+            self.run_locked(&key, rid, &payload_text, call).await
+        };
+        drop(lock);
+        self.inflight
+            .remove_if(&key, |_, l| Arc::strong_count(l) == 1);
+        outcome
+    }
+
+    async fn run_locked<F, Fut>(
+        &self,
+        key: &[u8],
+        rid: &str,
+        payload_text: &str,
+        call: F,
+    ) -> Result<Outcome, ToolError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>>,
+    {
+        let now = now_ms();
+        let existing = self.load(key)?.filter(|r| !self.stale(r, now));
+        if let Some(rec) = &existing {
+            if rec.payload != payload_text {
+                return Err(ToolError::new(
+                    "idempotency_conflict",
+                    false,
+                    "This request_id was already used with different arguments. Generate a new request_id (e.g. a fresh UUID) for a different request.",
+                )
+                .with_details(json!({ "request_id": rid })));
+            }
+            if rec.state == "completed" {
+                if let Some(result) = rec.result.clone() {
+                    metrics::counter!("vk_observer_idempotent_replays_total").increment(1);
+                    return Ok(Outcome {
+                        result,
+                        replayed: true,
+                    });
+                }
+            }
+            // `in_progress` left by a crash: run again; VK dedupes by the same key.
+        }
+        let created_ms = existing.as_ref().map(|r| r.created_ms).unwrap_or(now);
+        let mut rec = Record {
+            payload: payload_text.to_string(),
+            state: "in_progress".into(),
+            result: None,
+            created_ms,
+            updated_ms: now,
+        };
+        self.save(key, &rec)?;
+        // Durable before VK is asked: a crash after VK accepted still finds the key.
+        self.tree.flush_async().await.map_err(ToolError::internal)?;
+        match call().await {
+            Ok(result) => {
+                rec.state = "completed".into();
+                rec.result = Some(result.clone());
+                rec.updated_ms = now_ms();
+                self.save(key, &rec)?;
+                self.tree.flush_async().await.map_err(ToolError::internal)?;
+                Ok(Outcome {
+                    result,
+                    replayed: false,
+                })
+            }
+            Err(e) => {
+                let _ = self.tree.remove(key);
+                Err(e)
+            }
+        }
+    }
+
+    /// Delete expired records; returns how many. Run periodically by the daemon.
+    pub fn prune(&self) -> usize {
+        let now = now_ms();
+        let mut removed = 0;
+        for item in self.tree.iter() {
+            let Ok((k, v)) = item else { continue };
+            let expired = match serde_json::from_slice::<Record>(&v) {
+                Ok(rec) => self.stale(&rec, now),
+                Err(_) => true,
+            };
+            if expired && self.tree.remove(&k).is_ok() {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    pub fn len(&self) -> usize {
+        self.tree.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tree.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn idem(ttl: IdempotencyTtl) -> Idempotency {
+        let db = sled::Config::new().temporary(true).open().unwrap();
+        Idempotency::new(db.open_tree("idem").unwrap(), ttl)
+    }
+
+    #[tokio::test]
+    async fn same_key_same_payload_runs_once_and_racing_calls_wait() {
+        let i = idem(IdempotencyTtl::default());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let run = |i: Idempotency, calls: Arc<AtomicUsize>| async move {
+            i.run("create_task", Some("k1"), &json!({"t": 1}), || async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(json!({"task_id": calls.fetch_add(1, Ordering::SeqCst)}))
+            })
+            .await
+            .unwrap()
+            .result
+        };
+        let (a, b) = tokio::join!(run(i.clone(), calls.clone()), run(i.clone(), calls.clone()));
+        assert_eq!(a, b);
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let err = i
+            .run("create_task", Some("k1"), &json!({"t": 2}), || async {
+                Ok(json!({}))
+            })
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.code, "idempotency_conflict");
+        // Another tool may use the same request_id.
+        let other = i
+            .run("follow_up", Some("k1"), &json!({"t": 2}), || async {
+                Ok(json!(7))
+            })
+            .await
+            .unwrap();
+        assert!(!other.replayed);
+    }
+
+    #[tokio::test]
+    async fn failures_are_forgotten_and_expired_records_pruned() {
+        let i = idem(IdempotencyTtl {
+            completed: Duration::from_millis(1),
+            in_progress: Duration::ZERO,
+        });
+        let e = i
+            .run("x", Some("k"), &json!(1), || async {
+                Err(ToolError::invalid_argument("no"))
+            })
+            .await;
+        assert!(e.is_err());
+        assert!(i.is_empty(), "a failed call leaves no record");
+        i.run("x", Some("k"), &json!(1), || async { Ok(json!(1)) })
+            .await
+            .unwrap();
+        assert_eq!(i.len(), 1);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(i.prune(), 1);
+        assert!(i.is_empty());
+    }
+}

@@ -1,0 +1,132 @@
+//! Mutating and artifact tools, forwarded to VK's REST API. The cache is never written here:
+//! after VK accepts a change, the proxy nudges ingest to refetch the touched scope and waits
+//! (bounded) until ingest has applied it, so the caller's next read sees its own write
+//! (`pending_ingest: false`) — one writer, one truth. Creating calls go through
+//! [`idempotency::Idempotency`].
+
+pub mod artifacts;
+pub mod attempts;
+pub mod idempotency;
+pub mod tasks;
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::mpsc::UnboundedSender;
+use uuid::Uuid;
+
+use crate::ingest::signal::Signal;
+use crate::query::Query;
+use crate::store::StoreReader;
+use crate::tool_error::ToolError;
+use crate::upstream::UpstreamError;
+use crate::upstream::rest::VkClient;
+use idempotency::Idempotency;
+
+/// How long a mutating tool waits for ingest to show its change before answering
+/// `pending_ingest: true`.
+pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Clone)]
+pub struct Proxy {
+    pub client: VkClient,
+    pub query: Query,
+    pub signals: UnboundedSender<Signal>,
+    pub idem: Idempotency,
+    pub settle_timeout: Duration,
+}
+
+/// Where the cache stood when the tool answered.
+pub struct Settled {
+    pub token: String,
+    pub pending_ingest: bool,
+}
+
+impl Proxy {
+    /// Ask ingest to refetch a task and/or an attempt now (instead of waiting for VK's SSE,
+    /// which lags its writes by up to ~2 s).
+    pub fn nudge(&self, task_id: Option<Uuid>, attempt_id: Option<Uuid>) {
+        let _ = self.signals.send(Signal::Nudge {
+            task_id,
+            attempt_id,
+        });
+    }
+
+    /// Wait until `visible` holds on the cache (the write came back through ingest) or the
+    /// settle timeout passes. Wakes on every commit; costs no polling.
+    pub async fn settle(&self, visible: impl Fn(&StoreReader) -> bool) -> Settled {
+        let store = &self.query.store;
+        let mut commits = store.hub().subscribe_global();
+        let deadline = tokio::time::Instant::now() + self.settle_timeout;
+        loop {
+            let token = self.query.token();
+            if visible(&store.read()) {
+                return Settled {
+                    token,
+                    pending_ingest: false,
+                };
+            }
+            tokio::select! {
+                r = commits.changed() => if r.is_err() { break },
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        Settled {
+            token: self.query.token(),
+            pending_ingest: true,
+        }
+    }
+}
+
+/// VK's answer as an error envelope.
+pub fn upstream_error(e: UpstreamError) -> ToolError {
+    match e {
+        UpstreamError::Unreachable { url, reason } => ToolError::new(
+            "upstream_unavailable",
+            true,
+            "Vibe Kanban is not reachable; retry later (reads still work from the cache). With request_id the retry is safe.",
+        )
+        .with_details(json!({ "url": url, "reason": reason })),
+        UpstreamError::NotFound { path } => ToolError::new(
+            "not_found",
+            false,
+            "VK does not know this id. Re-list (list_tasks / list_task_attempts) to get current ids.",
+        )
+        .with_details(json!({ "path": path })),
+        UpstreamError::Status { status, path, message } => {
+            let details = json!({ "status": status, "path": path, "message": message });
+            match status {
+                400 | 422 => ToolError::new(
+                    "invalid_argument",
+                    false,
+                    format!("VK rejected the request: {message}"),
+                ),
+                404 => ToolError::new("not_found", false, format!("VK: {message}")),
+                409 if message.to_lowercase().contains("in progress") => ToolError::new(
+                    "in_progress",
+                    true,
+                    "VK is still executing an earlier request with this key; retry shortly with the same request_id.",
+                ),
+                409 if message.to_lowercase().contains("idempotency") => ToolError::new(
+                    "idempotency_conflict",
+                    false,
+                    "VK has seen this request_id with different arguments; use a new request_id.",
+                ),
+                409 => ToolError::new("conflict", false, format!("VK refused in the current state: {message}")),
+                s if s >= 500 => ToolError::new(
+                    "upstream_error",
+                    true,
+                    format!("VK failed ({s}): {message}. Retry later; with request_id the retry is safe."),
+                ),
+                _ => ToolError::new("upstream_error", false, format!("VK answered {status}: {message}")),
+            }
+            .with_details(details)
+        }
+        UpstreamError::Decode { path, reason } => ToolError::new(
+            "upstream_error",
+            true,
+            "VK sent a reply the daemon cannot read; the change may still have happened: check with a read tool before retrying without request_id.",
+        )
+        .with_details(json!({ "path": path, "reason": reason })),
+    }
+}

@@ -1,0 +1,198 @@
+//! `create_task`, `update_task`, `delete_task`: forwarded to VK, answered once ingest shows the
+//! change (or with `pending_ingest: true` after the settle timeout).
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{Proxy, upstream_error};
+use crate::query::Freshness;
+use crate::query::tasks::{TaskStatus, TaskSummary, task_summary};
+use crate::query::vk;
+use crate::tool_error::ToolError;
+
+/// Answer of `create_task` and `update_task`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TaskChange {
+    /// The task (UUID).
+    pub task_id: Uuid,
+    /// The task as the cache now holds it; null while `pending_ingest` is true.
+    pub task: Option<TaskSummary>,
+    /// True when this answer was stored by an earlier call with the same `request_id`.
+    pub replayed: bool,
+    /// Store token at which the change is visible (opaque).
+    pub token: String,
+    /// True when VK accepted the change but the cache had not applied it within 5 s; reads
+    /// may still show the old state for a moment.
+    pub pending_ingest: bool,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+/// Answer of `delete_task`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TaskDeleted {
+    /// The deleted task (UUID).
+    pub task_id: Uuid,
+    /// Store token at which the task is gone from the cache (opaque).
+    pub token: String,
+    /// True when VK deleted it but the cache still listed it after 5 s.
+    pub pending_ingest: bool,
+    /// How current the cache is.
+    pub freshness: Freshness,
+}
+
+pub struct NewTask {
+    pub project_id: Uuid,
+    pub title: String,
+    pub description: Option<String>,
+    pub status: Option<TaskStatus>,
+}
+
+pub struct TaskEdit {
+    pub task_id: Uuid,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub status: Option<TaskStatus>,
+}
+
+impl Proxy {
+    pub async fn create_task(
+        &self,
+        t: NewTask,
+        request_id: Option<&str>,
+    ) -> Result<TaskChange, ToolError> {
+        if t.title.trim().is_empty() {
+            return Err(ToolError::invalid_field(
+                "title",
+                "title must not be empty.",
+            ));
+        }
+        if self.query.read().project(t.project_id)?.is_none() {
+            return Err(ToolError::not_found(
+                "project",
+                t.project_id,
+                "Unknown project_id. Call list_projects and use one of its `project_id` values.",
+            ));
+        }
+        let body = json!({
+            "project_id": t.project_id,
+            "title": t.title,
+            "description": t.description,
+            "status": t.status.map(|s| s.as_str()),
+            "created_by_kind": "mcp",
+        });
+        let outcome = self
+            .idem
+            .run("create_task", request_id, &body, || async {
+                self.client
+                    .create_task(&body, request_id)
+                    .await
+                    .map_err(upstream_error)
+            })
+            .await?;
+        let task_id = vk::uuid_of(&outcome.result, "id").ok_or_else(|| {
+            ToolError::new("upstream_error", true, "VK's reply has no task id")
+                .with_details(outcome.result.clone())
+        })?;
+        self.nudge(Some(task_id), None);
+        let settled = self
+            .settle(|r| r.task(task_id).ok().flatten().is_some())
+            .await;
+        self.task_change(task_id, outcome.replayed, settled)
+    }
+
+    pub async fn update_task(&self, e: TaskEdit) -> Result<TaskChange, ToolError> {
+        let current = self.query.read().task(e.task_id)?.ok_or_else(|| {
+            ToolError::not_found(
+                "task",
+                e.task_id,
+                "Unknown task_id. Call list_tasks to find the task.",
+            )
+        })?;
+        if e.title.is_none() && e.description.is_none() && e.status.is_none() {
+            return Err(ToolError::invalid_argument(
+                "Nothing to change: pass at least one of title, description, status.",
+            ));
+        }
+        if e.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(ToolError::invalid_field(
+                "title",
+                "title must not be empty.",
+            ));
+        }
+        // VK's update requires `continuation_turns_override` present and clears it on null:
+        // send back what the task has so it is kept.
+        let body = json!({
+            "title": e.title,
+            "description": e.description,
+            "status": e.status.map(|s| s.as_str()),
+            "continuation_turns_override": current.value.get("continuation_turns_override").cloned().unwrap_or(Value::Null),
+        });
+        let reply = self
+            .client
+            .update_task(e.task_id, &body)
+            .await
+            .map_err(upstream_error)?;
+        let want_updated = vk::ts_of(&reply, "updated_at");
+        self.nudge(Some(e.task_id), None);
+        let settled = self
+            .settle(|r| {
+                r.task(e.task_id)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|t| vk::ts_of(&t.value, "updated_at") >= want_updated)
+            })
+            .await;
+        self.task_change(e.task_id, false, settled)
+    }
+
+    pub async fn delete_task(&self, task_id: Uuid) -> Result<TaskDeleted, ToolError> {
+        if self.query.read().task(task_id)?.is_none() {
+            return Err(ToolError::not_found(
+                "task",
+                task_id,
+                "Unknown task_id. Call list_tasks to find the task.",
+            ));
+        }
+        self.client.delete_task(task_id).await.map_err(|e| {
+            let mut err = upstream_error(e);
+            if err.code == "conflict" {
+                err.hint = "VK refuses to delete a task while one of its processes runs: stop_attempt first, then retry.".into();
+            }
+            err
+        })?;
+        self.nudge(Some(task_id), None);
+        let settled = self
+            .settle(|r| r.task(task_id).ok().flatten().is_none())
+            .await;
+        Ok(TaskDeleted {
+            task_id,
+            token: settled.token,
+            pending_ingest: settled.pending_ingest,
+            freshness: self.query.freshness(),
+        })
+    }
+
+    fn task_change(
+        &self,
+        task_id: Uuid,
+        replayed: bool,
+        s: super::Settled,
+    ) -> Result<TaskChange, ToolError> {
+        let reader = self.query.read();
+        let task = match reader.task(task_id)? {
+            Some(t) => Some(task_summary(&reader, &t)?),
+            None => None,
+        };
+        Ok(TaskChange {
+            task_id,
+            task,
+            replayed,
+            token: s.token,
+            pending_ingest: s.pending_ingest,
+            freshness: self.query.freshness(),
+        })
+    }
+}
