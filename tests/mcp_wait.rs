@@ -16,6 +16,30 @@ fn note(text: &str) -> Value {
         "entry_type": {"type": "assistant_message"}, "content": text}})
 }
 
+/// A token after which the attempts stayed unchanged for a while (ingest may still be settling
+/// background refreshes right after a change).
+async fn quiet_token(mcp: &Mcp, ids: &[uuid::Uuid]) -> Value {
+    for _ in 0..50 {
+        let t = mcp
+            .call("get_attempt_status", json!({"attempt_ids": ids}))
+            .await
+            .ok()["token"]
+            .clone();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let r = mcp
+            .call(
+                "get_attempt_status",
+                json!({"attempt_ids": ids, "since_token": t}),
+            )
+            .await
+            .ok();
+        if r["attempts"].as_array().unwrap().is_empty() {
+            return t;
+        }
+    }
+    panic!("the attempts never went quiet");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_wake_on_watched_changes_only() {
     let sim = support::sim().await;
@@ -87,7 +111,7 @@ async fn waits_wake_on_watched_changes_only() {
     );
 
     // 2. Unrelated changes do not wake it; the timeout answers changed=false.
-    let t = woke["token"].clone();
+    let t = quiet_token(&mcp, &[a.attempt_id]).await;
     let waiter = {
         let mcp = Mcp::connect(daemon.addr).await;
         let args = json!({"attempt_ids": [a.attempt_id], "since_token": t, "timeout_ms": 1500});
