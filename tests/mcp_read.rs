@@ -404,6 +404,10 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
     assert!(none["latest_attempt_id"].is_null());
     assert_eq!(none["attempts"], json!([]));
 
+    // Seed 002: attempts are `attempt_id` everywhere; no workspace_id alias leaks out.
+    assert!(!la.to_string().contains("workspace_id"), "{la}");
+    assert!(!task.to_string().contains("workspace_id"));
+
     // get_attempt_status: single and batch equal VK's /status rules (computed by the simulator).
     let all_attempts: Vec<Uuid> = truth.attempts.keys().copied().collect();
     let batch = mcp

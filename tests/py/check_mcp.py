@@ -85,7 +85,8 @@ def walk_properties(v: Any, path: str, out: list[tuple[str, Any]]) -> None:
                 out.append((f"{path}.{name}", schema))
                 walk_properties(schema, f"{path}.{name}", out)
         for k, child in v.items():
-            if k != "properties":
+            # `if` conditions restate properties as constraints, not field definitions.
+            if k not in ("properties", "if"):
                 walk_properties(child, f"{path}/{k}", out)
     elif isinstance(v, list):
         for i, x in enumerate(v):
