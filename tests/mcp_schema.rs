@@ -48,6 +48,12 @@ fn every_tool_has_the_description_template() {
     assert!(tools.len() >= 11, "tools: {}", tools.len());
     for t in &tools {
         let d = t.description.as_deref().unwrap_or("");
+        assert!(
+            d.chars().count() < 600,
+            "{}: description is {} characters (max 599)",
+            t.name,
+            d.chars().count()
+        );
         for heading in ["Use when:", "Required:", "Optional:", "Next:", "Avoid:"] {
             assert!(
                 d.contains(heading),

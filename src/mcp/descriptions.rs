@@ -45,19 +45,19 @@ Optional: nothing.
 Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id.
 Avoid: calling this in a polling loop; use wait_for_attempt_change or get_attempt_status with since_token.";
 
-pub const GET_ATTEMPT_STATUS: &str = "Get the state of one or many attempts (idle | running | completed | failed; dev servers excluded), with latest session and process, failure summary and a recommended next action. Answered from the cache: a batch of 100 costs about as much as one.
-Use when: checking whether an agent run is still going, finished or failed.
-Required: exactly one of attempt_id or attempt_ids (up to 100).
-Optional: since_token (token of an earlier answer: only attempts changed since then are returned).
-Next: result.recommended_next_action (tail_attempt_logs on failure, get_attempt_changes on success, wait_for_attempt_change while running).
-Avoid: passing both attempt_id and attempt_ids; polling single attempts in a loop instead of one batch call.";
+pub const GET_ATTEMPT_STATUS: &str = "Get the state of one or many attempts (idle | running | completed | failed; dev servers excluded) with latest session/process, failure summary and a recommended next action. From the cache: 100 cost about as much as 1.
+Use when: checking if an agent run is going, done or failed.
+Required: exactly one of attempt_id or attempt_ids (max 100).
+Optional: since_token (only attempts changed since).
+Next: result.recommended_next_action.
+Avoid: passing both attempt_id and attempt_ids; polling one attempt at a time (batch, or wait_for_attempt_change).";
 
-pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log: the latest coding-agent process (else its setup/cleanup script), oldest-first pages.
-Use when: seeing what the agent did or why it failed, or following new output incrementally.
+pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log (latest coding agent, else its setup/cleanup script) in oldest-first pages.
+Use when: seeing what the agent did or why it failed, or following new output.
 Required: attempt_id.
-Optional: channel (normalized | raw), limit (1-500, default 50), cursor (older page) OR after_entry_index (only newer entries), since_token (previous page's token: also returns entries replaced in place), execution_process_id.
-Next: call again with after_entry_index = the last entry_index you got; get_attempt_changes when the run completed.
-Avoid: re-reading the last N entries and de-duplicating yourself; never send cursor and after_entry_index together.";
+Optional: channel (normalized|raw), limit (1-500), cursor (older page) OR after_entry_index (newer only), since_token (also returns entries replaced in place), execution_process_id.
+Next: call again with after_entry_index = last entry_index seen.
+Avoid: re-reading the last N entries and de-duplicating; sending cursor and after_entry_index together.";
 
 pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed-file list with repo-prefixed paths, no contents.
 Use when: reviewing the result of a completed run.
@@ -80,12 +80,12 @@ Optional: nothing.
 Next: get_attempt_status or tail_session_messages with the returned attempt_id.
 Avoid: calling it outside an attempt workspace; use list_projects there.";
 
-pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes (status, session, process, new log entries, changes), then return the changed attempts' statuses and a new token. Costs nothing while waiting.
-Use when: you would otherwise poll get_attempt_status or tail_attempt_logs in a loop.
+pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes (status, session, process, logs, changes); returns the changed attempts' statuses and a new token. Costs nothing while waiting.
+Use when: you would otherwise poll get_attempt_status or tail_attempt_logs.
 Required: exactly one of attempt_ids (1-100) or project_id.
-Optional: since_token (token of your last read; changes after it return at once), timeout_ms (default 25000, max 50000).
-Next: read exactly what changed (tail_attempt_logs with after_entry_index, get_attempt_status), then wait again with the returned token.
-Avoid: calling it without since_token in a loop (changes between calls would be missed); treating changed=false as an error (it is a timeout).";
+Optional: since_token (changes after it return at once), timeout_ms (default 25000, max 50000).
+Next: read what changed, then wait again with the returned token.
+Avoid: looping without since_token (changes between calls are missed); treating changed=false as an error.";
 
 pub const CREATE_TASK: &str = "Create a task in a project (it does not start an agent; use start_task_attempt for that).
 Use when: you need a new unit of work on the board.
@@ -115,12 +115,12 @@ Optional: variant, reuse_running_attempt (return the running attempt instead of 
 Next: wait_for_attempt_change with the returned attempt_id and token, then get_attempt_status.
 Avoid: starting a second attempt while one runs (pass reuse_running_attempt: true); inventing executor names.";
 
-pub const FOLLOW_UP: &str = "Send the agent of an attempt a new message (send), queue one for after the current run (queue), or drop the queued one (cancel).
-Use when: the agent needs more instructions, fixes, or an answer.
+pub const FOLLOW_UP: &str = "Send the attempt's agent a new message now (send), queue one for after the current run (queue), or drop the queued one (cancel).
+Use when: the agent needs more instructions or fixes.
 Required: action and exactly one of attempt_id or session_id; prompt for send and queue.
 Optional: variant, request_id (idempotency key for send/queue).
-Next: wait_for_attempt_change with the attempt_id, then tail_attempt_logs with the new execution_process_id.
-Avoid: calling it before the attempt has a session (error no_session_yet: wait via get_attempt_status); using cancel to stop a running agent (that is stop_attempt).";
+Next: wait_for_attempt_change, then tail_attempt_logs.
+Avoid: calling before the attempt has a session (no_session_yet: check get_attempt_status); using cancel to stop a running agent (use stop_attempt).";
 
 pub const STOP_ATTEMPT: &str = "Stop an attempt's running agent or script (dev servers are left alone). Returns once VK stopped it; state is then no longer running.
 Use when: an agent is stuck, going the wrong way, or no longer needed.

@@ -96,6 +96,36 @@ impl ServerHandler for VkTools {
             .with_instructions(INSTRUCTIONS.to_string())
     }
 
+    /// Every call is counted and timed per tool (`vk_observer_tool_calls_total`,
+    /// `vk_observer_tool_call_seconds`), errors labelled by outcome.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let started = std::time::Instant::now();
+        // Only known names become labels: arbitrary names must not grow the metric set.
+        let tool = if self.router.has_route(&request.name) {
+            request.name.to_string()
+        } else {
+            "unknown".to_string()
+        };
+        let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        let result = self.router.call(tcc).await;
+        let outcome = match &result {
+            Ok(rmcp::model::CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
+                "tool_error"
+            }
+            Ok(_) => "ok",
+            Err(_) => "protocol_error",
+        };
+        metrics::counter!("vk_observer_tool_calls_total", "tool" => tool.clone(), "outcome" => outcome)
+            .increment(1);
+        metrics::histogram!("vk_observer_tool_call_seconds", "tool" => tool)
+            .record(started.elapsed().as_secs_f64());
+        result
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
