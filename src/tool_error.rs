@@ -77,6 +77,16 @@ impl ToolError {
     }
 }
 
+/// At most `max` characters of `s` (error texts echo caller and upstream input; keep them small).
+pub fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
 impl From<StoreError> for ToolError {
     fn from(e: StoreError) -> Self {
         ToolError::internal(e)

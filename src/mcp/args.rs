@@ -22,10 +22,11 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Args<T>
         let args = ctx.arguments.take().unwrap_or_default();
         Ok(Args(serde_json::from_value(Value::Object(args)).map_err(
             |e| {
+                let msg = crate::tool_error::clip(&e.to_string(), 300);
                 ToolError::invalid_argument(format!(
-                    "The arguments do not match the tool's input schema: {e}. Check field names and types against the schema."
+                    "The arguments do not match the tool's input schema: {msg}. Check field names and types against the schema."
                 ))
-                .with_details(json!({ "error": e.to_string() }))
+                .with_details(json!({ "error": msg }))
             },
         )))
     }

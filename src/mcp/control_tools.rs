@@ -114,7 +114,7 @@ impl VkTools {
         Args(a): Args<FollowUpArgs>,
     ) -> Result<Json<FollowUpDone>, CallToolResult> {
         let r = async {
-            let a = a?;
+            let a = a.map_err(stop_verb_hint)?;
             let f = FollowUp {
                 action: match a.action {
                     FollowUpActionArg::Send => FollowUpAction::Send,
@@ -177,6 +177,18 @@ impl VkTools {
         };
         respond(r.await)
     }
+}
+
+/// `follow_up` with `action: stop|kill|interrupt` is a common confusion: point at stop_attempt.
+fn stop_verb_hint(mut e: ToolError) -> ToolError {
+    let text = e.details.to_string();
+    if ["`stop`", "`kill`", "`interrupt`", "`abort`"]
+        .iter()
+        .any(|v| text.contains(v))
+    {
+        e.hint = "follow_up only sends, queues or cancels a queued message. To stop a running agent call stop_attempt with attempt_id.".into();
+    }
+    e
 }
 
 pub(crate) fn router() -> ToolRouter<VkTools> {

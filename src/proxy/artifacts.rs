@@ -18,6 +18,8 @@ pub const FILE_MAX_BYTES: u64 = 512 * 1024;
 pub const PATCH_DEFAULT_BYTES: u64 = 200 * 1024;
 pub const PATCH_MAX_BYTES: u64 = 2 * 1024 * 1024;
 pub const PATCH_MAX_PATHS: usize = 100;
+/// Longest path accepted (Linux PATH_MAX); longer ones cannot name a file.
+pub const MAX_PATH_LEN: usize = 4096;
 
 /// Answer of `get_attempt_file`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -112,10 +114,10 @@ impl Proxy {
         max_bytes: u64,
     ) -> Result<FileSlice, ToolError> {
         self.known_attempt(attempt)?;
-        if path.trim().is_empty() {
+        if path.trim().is_empty() || path.len() > MAX_PATH_LEN {
             return Err(ToolError::invalid_field(
                 "path",
-                "path is required: `<repo>/<path>` as listed by get_attempt_changes.",
+                "path is required and at most 4096 bytes: `<repo>/<path>` as listed by get_attempt_changes.",
             ));
         }
         let blocked = |reason: &str, hint: &str| FileSlice {
@@ -192,6 +194,12 @@ impl Proxy {
             patch: None,
             freshness: self.query.freshness(),
         };
+        if paths.iter().any(|p| p.is_empty() || p.len() > MAX_PATH_LEN) {
+            return Err(ToolError::invalid_field(
+                "paths",
+                "Every path must be 1 to 4096 bytes: `<repo>/<path>` from get_attempt_changes.",
+            ));
+        }
         if paths.len() > PATCH_MAX_PATHS {
             return Ok(blocked(
                 "too_many_paths",

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use crate::ingest::signal::Signal;
 use crate::query::Query;
 use crate::store::StoreReader;
-use crate::tool_error::ToolError;
+use crate::tool_error::{ToolError, clip};
 use crate::upstream::UpstreamError;
 use crate::upstream::rest::VkClient;
 use idempotency::Idempotency;
@@ -86,7 +86,7 @@ pub fn upstream_error(e: UpstreamError) -> ToolError {
             true,
             "Vibe Kanban is not reachable; retry later (reads still work from the cache). With request_id the retry is safe.",
         )
-        .with_details(json!({ "url": url, "reason": reason })),
+        .with_details(json!({ "url": clip(&url, 200), "reason": clip(&reason, 300) })),
         UpstreamError::NotFound { path } => ToolError::new(
             "not_found",
             false,
@@ -94,6 +94,7 @@ pub fn upstream_error(e: UpstreamError) -> ToolError {
         )
         .with_details(json!({ "path": path })),
         UpstreamError::Status { status, path, message } => {
+            let message = clip(&message, 300);
             let details = json!({ "status": status, "path": path, "message": message });
             match status {
                 400 | 422 => ToolError::new(
@@ -127,6 +128,6 @@ pub fn upstream_error(e: UpstreamError) -> ToolError {
             true,
             "VK sent a reply the daemon cannot read; the change may still have happened: check with a read tool before retrying without request_id.",
         )
-        .with_details(json!({ "path": path, "reason": reason })),
+        .with_details(json!({ "path": clip(&path, 200), "reason": clip(&reason, 300) })),
     }
 }

@@ -50,6 +50,8 @@ pub struct ChangesPage {
     pub blocked_reason: Option<String>,
     /// True when the guard was bypassed by `force`.
     pub forced: bool,
+    /// What to do about a block; null when not blocked.
+    pub hint: Option<String>,
     /// Changed paths, prefixed with the repository name (`<repo>/<path>`), sorted; empty when
     /// blocked. No contents: use get_attempt_patch or get_attempt_file for those.
     pub files: Vec<String>,
@@ -152,9 +154,14 @@ impl Query {
             f.dedup();
             f
         };
+        let hint = blocked_reason.map(|r| match r {
+            "threshold_exceeded" => "The change is over the diff guard's thresholds: call get_attempt_changes again with force: true, or get_attempt_patch with a few paths.".to_string(),
+            _ => "VK could not diff this workspace (e.g. its worktree is gone); force does not help. Check get_attempt_status.".to_string(),
+        });
         Ok(ChangesPage {
             attempt_id: attempt,
             summary,
+            hint,
             blocked: blocked_reason.is_some(),
             blocked_reason: blocked_reason.map(str::to_owned),
             forced: force && over && !upstream_failed,
