@@ -61,12 +61,8 @@ async fn waits_wake_on_watched_changes_only() {
             )
             .await
         {
-            if r["attempts"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|s| s["state"] == "running")
-            {
+            let all = r["attempts"].as_array().unwrap();
+            if all.len() == 2 && all.iter().all(|s| s["state"] == "running") {
                 token = r["token"].clone();
                 break;
             }
@@ -74,13 +70,7 @@ async fn waits_wake_on_watched_changes_only() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!token.is_null(), "attempts never reached running");
-    // Let the last batches settle so the token below is quiet.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let quiet = mcp
-        .call("get_attempt_status", json!({"attempt_id": a.attempt_id}))
-        .await
-        .ok()["token"]
-        .clone();
+    let quiet = quiet_token(&mcp, &[a.attempt_id]).await;
 
     // 1. Wakes on a change to the watched attempt.
     let waiter = {
@@ -200,25 +190,21 @@ async fn many_waiters_share_one_channel_and_a_gone_client_leaks_nothing() {
     let a = sim.create_attempt(sim.add_task(project, "Watched", None), "CLAUDE_CODE");
     let pa = sim.start_process(a.session_id, RunReason::CodingAgent);
     let mcp = Mcp::connect(daemon.addr).await;
-    let mut token = Value::Null;
+    let mut running = false;
     for _ in 0..200 {
         if let support::mcp::Reply::Ok(r) = mcp
             .call("get_attempt_status", json!({"attempt_id": a.attempt_id}))
             .await
         {
             if r["attempts"][0]["state"] == "running" {
-                token = r["token"].clone();
+                running = true;
                 break;
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let token = mcp
-        .call("get_attempt_status", json!({"attempt_id": a.attempt_id}))
-        .await
-        .ok()["token"]
-        .clone();
+    assert!(running, "the attempt never reached running");
+    let token = quiet_token(&mcp, &[a.attempt_id]).await;
     let hub = daemon.store.hub();
     assert_eq!(hub.channel_count(), 0, "no waiter, no channel");
 
@@ -255,11 +241,7 @@ async fn many_waiters_share_one_channel_and_a_gone_client_leaks_nothing() {
 
     // A client that goes away mid-wait: its waiter ends and the channel is released.
     let gone = Mcp::connect(daemon.addr).await;
-    let t2 = mcp
-        .call("get_attempt_status", json!({"attempt_id": a.attempt_id}))
-        .await
-        .ok()["token"]
-        .clone();
+    let t2 = quiet_token(&mcp, &[a.attempt_id]).await;
     let args = json!({"attempt_ids": [a.attempt_id], "since_token": t2, "timeout_ms": 30000});
     let pending = tokio::spawn(async move {
         let _ = gone.call("wait_for_attempt_change", args).await;
