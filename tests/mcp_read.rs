@@ -818,10 +818,23 @@ async fn every_read_tool_answers_from_the_cache_as_vk_would() {
     assert!(repo_names.values().all(|b| b == "main"));
 
     // No read tool called VK: every answer came from the cache.
-    let rest_after = sim.counters().rest_gets;
+    // VK's own aggregate routes (what a proxying MCP server would call) were never used, and
+    // the few other GETs are ingest's own background refreshes, not one per read.
+    let counters = sim.counters();
+    for route in [
+        "GET /api/task-attempts/{id}/status",
+        "GET /api/sessions/{id}/messages",
+    ] {
+        assert_eq!(
+            counters.by_route.get(route).copied().unwrap_or(0),
+            0,
+            "{route} was called"
+        );
+    }
+    let rest_after = counters.rest_gets;
     assert!(
-        rest_after - rest_before <= 2,
-        "reads went upstream: {} REST GETs",
+        rest_after - rest_before <= 10,
+        "reads went upstream: {} REST GETs during ~90 tool calls",
         rest_after - rest_before
     );
 
