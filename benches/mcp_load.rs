@@ -600,7 +600,9 @@ fn machine() -> BTreeMap<String, String> {
         "loadavg_at_start".into(),
         read("/proc/loadavg").trim().to_string(),
     );
-    if let Ok(o) = std::process::Command::new("git")
+    if let Ok(c) = std::env::var("VK_BENCH_COMMIT") {
+        m.insert("git_head".into(), c);
+    } else if let Ok(o) = std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -753,6 +755,21 @@ async fn phase_status(
         }
     }
     ensure!(ours["attempts"].as_array().unwrap().len() == 100);
+    let answer_bytes = mcp
+        .raw(call_body("get_attempt_status", &batch_args))
+        .await?
+        .len();
+    let proxy_answer_bytes = proxy
+        .raw(call_body("get_attempt_status", &batch_args))
+        .await?
+        .len();
+    println!(
+        "  answers agree on state, latest session/process and failure summary; HTTP body of a batch of 100: {answer_bytes} B (REST proxy: {proxy_answer_bytes} B)"
+    );
+    r.detail(
+        "status_answer_bytes",
+        json!({"cache_batch100": answer_bytes, "proxy_batch100": proxy_answer_bytes}),
+    );
     for _ in 0..o.iters(20) {
         mcp.call("get_attempt_status", &batch_args).await?;
         proxy.call("get_attempt_status", &batch_args).await?;
@@ -1842,6 +1859,8 @@ struct Panel<'a> {
     title: &'a str,
     xlabel: &'a str,
     series: Vec<(&'a str, &'a str, Vec<(f64, f64)>)>,
+    /// A dashed horizontal line (ms) and its label.
+    target: Option<(f64, &'a str)>,
 }
 
 fn panel_svg(p: &Panel, x0: f64, y0: f64, w: f64, h: f64) -> String {
@@ -1854,7 +1873,10 @@ fn panel_svg(p: &Panel, x0: f64, y0: f64, w: f64, h: f64) -> String {
         (a.min(x.log10()), b.max(x.log10()))
     });
     let (lx_min, lx_max) = (lx_min.floor(), lx_max.ceil().max(lx_min.floor() + 1.0));
-    let y_max = pts.iter().fold(0.0f64, |a, &(_, y)| a.max(y));
+    let y_max = pts
+        .iter()
+        .fold(0.0f64, |a, &(_, y)| a.max(y))
+        .max(p.target.map_or(0.0, |t| t.0 * 1.1));
     // A round y range in ms.
     let step = [
         0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0, 20.0, 50.0, 100.0,
@@ -1933,7 +1955,18 @@ fn panel_svg(p: &Panel, x0: f64, y0: f64, w: f64, h: f64) -> String {
         x0 + 15.0,
         y0 + mt + ph / 2.0
     );
-    for (k, (name, color, pts)) in p.series.iter().enumerate() {
+    if let Some((t, label)) = p.target {
+        s += &format!(
+            r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#888" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#555" text-anchor="end">{label}</text>"##,
+            x0 + ml,
+            py(t),
+            x0 + ml + pw,
+            py(t),
+            x0 + ml + pw - 4.0,
+            py(t) - 4.0
+        );
+    }
+    for (_, color, pts) in &p.series {
         let path: Vec<String> = pts
             .iter()
             .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
@@ -1949,12 +1982,21 @@ fn panel_svg(p: &Panel, x0: f64, y0: f64, w: f64, h: f64) -> String {
                 py(y)
             );
         }
-        let ly = y0 + mt + 14.0 + k as f64 * 16.0;
+    }
+    // Legend in a box at the lower right.
+    let n = p.series.len() as f64;
+    let (bw, bh) = (150.0, 8.0 + 16.0 * n);
+    let (bx, by) = (x0 + ml + pw - bw - 8.0, y0 + mt + ph - bh - 8.0);
+    s += &format!(
+        r##"<rect x="{bx:.1}" y="{by:.1}" width="{bw:.1}" height="{bh:.1}" fill="white" fill-opacity="0.9" stroke="#bbb"/>"##
+    );
+    for (k, (name, color, _)) in p.series.iter().enumerate() {
+        let ly = by + 12.0 + k as f64 * 16.0;
         s += &format!(
             r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{color}" stroke-width="2"/><text x="{:.1}" y="{:.1}" font-size="11">{name}</text>"#,
-            x0 + ml + 10.0,
-            x0 + ml + 30.0,
-            x0 + ml + 35.0,
+            bx + 6.0,
+            bx + 26.0,
+            bx + 31.0,
             ly + 4.0
         );
     }
@@ -1993,6 +2035,7 @@ fn plot(r: &Report) -> Option<String> {
                     series("with_since_token", "p99_us"),
                 ),
             ],
+            target: Some((1.0, "target p50 ≤ 1 ms")),
         });
     }
     if let Some(Value::Array(b)) = r.details.get("status_by_batch") {
@@ -2008,6 +2051,7 @@ fn plot(r: &Report) -> Option<String> {
                 ("p50", "#1f77b4", series("p50_us")),
                 ("p99", "#ff7f0e", series("p99_us")),
             ],
+            target: Some((1.0, "target p50 ≤ 1 ms (batch of 100)")),
         });
     }
     if panels.is_empty() {
