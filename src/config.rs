@@ -18,6 +18,71 @@ pub struct FileConfig {
     pub raw_logs: Option<bool>,
     #[serde(default)]
     pub retention: FileRetention,
+    #[serde(default)]
+    pub mcp: FileMcp,
+}
+
+/// `[mcp]`: who may call `/mcp` and how much they may hold.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileMcp {
+    pub token: Option<String>,
+    pub allowed_origins: Option<Vec<String>>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub max_sessions: Option<usize>,
+    pub max_waiters: Option<usize>,
+    pub max_body_bytes: Option<usize>,
+    pub stateless: Option<bool>,
+}
+
+/// Validated `/mcp` exposure settings.
+#[derive(Debug, Clone)]
+pub struct McpSettings {
+    /// Required as `Authorization: Bearer <token>` on `/mcp` when set; mandatory for a
+    /// non-loopback listen address.
+    pub token: Option<String>,
+    /// Browser origins allowed besides loopback ones (`http://localhost:*` etc.).
+    pub allowed_origins: Vec<String>,
+    /// `Host` values allowed besides loopback ones (needed when listening on another address).
+    pub allowed_hosts: Vec<String>,
+    pub max_sessions: usize,
+    pub max_waiters: usize,
+    pub max_body_bytes: usize,
+    pub stateless: bool,
+}
+
+pub const DEFAULT_MAX_SESSIONS: usize = 256;
+pub const DEFAULT_MAX_WAITERS: usize = 16_384;
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        McpSettings {
+            token: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_waiters: DEFAULT_MAX_WAITERS,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            stateless: false,
+        }
+    }
+}
+
+impl McpSettings {
+    /// A non-loopback listen address serves anyone who can reach it: refuse it without a token.
+    pub fn check_exposure(&self, listen: SocketAddr) -> anyhow::Result<()> {
+        if !listen.ip().is_loopback() && self.token.as_deref().is_none_or(|t| t.trim().is_empty()) {
+            anyhow::bail!(
+                "refusing to listen on {listen} (not a loopback address) without a bearer token: \
+                 set VK_OBSERVER_MCP_TOKEN (or `[mcp] token` in the config file), or listen on 127.0.0.1"
+            );
+        }
+        if self.max_sessions == 0 || self.max_waiters == 0 || self.max_body_bytes < 1024 {
+            anyhow::bail!("[mcp] limits must be positive (max_body_bytes at least 1024)");
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -48,6 +113,7 @@ pub struct Settings {
     pub data_dir: PathBuf,
     pub raw_logs: bool,
     pub retention: crate::store::Retention,
+    pub mcp: McpSettings,
 }
 
 pub fn default_data_dir() -> PathBuf {
@@ -66,6 +132,31 @@ pub fn resolve(
     upstream_token: Option<String>,
     listen: Option<SocketAddr>,
     data_dir: Option<PathBuf>,
+    file: FileConfig,
+) -> anyhow::Result<Settings> {
+    resolve_with(
+        upstream,
+        upstream_token,
+        listen,
+        data_dir,
+        McpOverrides::default(),
+        file,
+    )
+}
+
+/// `/mcp` values given by flag or environment (they beat the file).
+#[derive(Debug, Default, Clone)]
+pub struct McpOverrides {
+    pub token: Option<String>,
+    pub stateless: bool,
+}
+
+pub fn resolve_with(
+    upstream: Option<String>,
+    upstream_token: Option<String>,
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    mcp_overrides: McpOverrides,
     file: FileConfig,
 ) -> anyhow::Result<Settings> {
     let upstream = upstream
@@ -95,12 +186,29 @@ pub fn resolve(
     if let Some(v) = r.prune_every {
         retention.prune_every = v;
     }
+    let m = file.mcp;
+    let d = McpSettings::default();
+    let mcp = McpSettings {
+        token: mcp_overrides
+            .token
+            .or(m.token)
+            .filter(|t| !t.trim().is_empty()),
+        allowed_origins: m.allowed_origins.unwrap_or_default(),
+        allowed_hosts: m.allowed_hosts.unwrap_or_default(),
+        max_sessions: m.max_sessions.unwrap_or(d.max_sessions),
+        max_waiters: m.max_waiters.unwrap_or(d.max_waiters),
+        max_body_bytes: m.max_body_bytes.unwrap_or(d.max_body_bytes),
+        stateless: mcp_overrides.stateless || m.stateless.unwrap_or(false),
+    };
+    let listen = listen
+        .or(file.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default"));
+    mcp.check_exposure(listen)?;
     Ok(Settings {
         upstream,
         upstream_token: upstream_token.or(file.upstream_token),
-        listen: listen
-            .or(file.listen)
-            .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default")),
+        listen,
+        mcp,
         data_dir: data_dir.or(file.data_dir).unwrap_or_else(default_data_dir),
         raw_logs: file.raw_logs.unwrap_or(true),
         retention,
@@ -118,6 +226,30 @@ mod tests {
         let s = resolve(Some("http://127.0.0.1:3000".into()), None, None, None, f).unwrap();
         assert_eq!(s.listen.to_string(), DEFAULT_LISTEN);
         assert_eq!(s.retention.prune_every, Duration::from_secs(600));
+    }
+
+    #[test]
+    fn a_public_listen_address_needs_a_token() {
+        let up = || Some("http://127.0.0.1:3000".to_string());
+        let public: SocketAddr = "0.0.0.0:8765".parse().unwrap();
+        let err = resolve(up(), None, Some(public), None, FileConfig::default()).unwrap_err();
+        assert!(err.to_string().contains("VK_OBSERVER_MCP_TOKEN"), "{err}");
+        let with_token = McpOverrides {
+            token: Some("s3cret".into()),
+            stateless: false,
+        };
+        let s = resolve_with(
+            up(),
+            None,
+            Some(public),
+            None,
+            with_token,
+            FileConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(s.mcp.token.as_deref(), Some("s3cret"));
+        let local = resolve(up(), None, None, None, FileConfig::default()).unwrap();
+        assert!(local.mcp.token.is_none());
     }
 
     #[test]

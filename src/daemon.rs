@@ -52,9 +52,9 @@ pub struct DaemonOptions<'a> {
     pub retention: Retention,
     pub ingest: IngestConfig,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-    /// Serve `/mcp` stateless with plain JSON responses (no sessions, no SSE): the fastest mode
-    /// for request/response clients and load tests; long waits then have no keep-alive bytes.
-    pub mcp_stateless: bool,
+    /// Who may call `/mcp` and the limits (token, origins, sessions, waiters, body size,
+    /// stateless JSON mode).
+    pub mcp: crate::config::McpSettings,
     /// Retention of `request_id` records (completed / in progress; zero disables).
     pub idempotency: IdempotencyTtl,
 }
@@ -78,7 +78,9 @@ impl Daemon {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", opts.listen))?;
         let addr = listener.local_addr()?;
-        let query = crate::query::Query::new(store.clone(), health.clone());
+        opts.mcp.check_exposure(opts.listen)?;
+        let query = crate::query::Query::new(store.clone(), health.clone())
+            .with_max_waiters(opts.mcp.max_waiters);
         let own_workspace = std::env::current_dir().ok();
         let idem = Idempotency::new(store.idempotency_tree().clone(), opts.idempotency);
         spawn_idempotency_pruning(idem.clone(), cancel.child_token());
@@ -93,7 +95,7 @@ impl Daemon {
             query,
             Some(proxy),
             own_workspace,
-            opts.mcp_stateless,
+            &opts.mcp,
             cancel.child_token(),
         );
         let app = router(
@@ -103,6 +105,7 @@ impl Daemon {
                 metrics: opts.metrics,
             },
             mcp,
+            &opts.mcp,
         );
         let stop = cancel.clone();
         let server = tokio::spawn(async move {

@@ -20,10 +20,24 @@ pub struct AppState {
     pub metrics: Option<PrometheusHandle>,
 }
 
-/// The whole app: MCP at `/mcp` plus the health and metrics routes.
-pub fn router(state: AppState, mcp: crate::mcp::McpService) -> Router {
+/// The whole app: MCP at `/mcp` (behind the token and session guard) plus the health and
+/// metrics routes.
+pub fn router(
+    state: AppState,
+    mcp: crate::mcp::McpEndpoint,
+    settings: &crate::config::McpSettings,
+) -> Router {
+    let guard = crate::mcp::guard::GuardState {
+        token: settings.token.as_deref().map(Into::into),
+        sessions: mcp.sessions,
+        max_sessions: settings.max_sessions,
+        stateless: settings.stateless,
+    };
+    let mcp_routes = Router::new().nest_service("/mcp", mcp.service).layer(
+        axum::middleware::from_fn_with_state(guard, crate::mcp::guard::guard),
+    );
     Router::new()
-        .nest_service("/mcp", mcp)
+        .merge(mcp_routes)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))

@@ -45,6 +45,9 @@ enum Command {
         /// Serve /mcp stateless with JSON responses (no sessions, no SSE streams).
         #[arg(long, env = "VK_OBSERVER_MCP_STATELESS")]
         mcp_stateless: bool,
+        /// Bearer token MCP clients must send; required to listen on a non-loopback address.
+        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+        mcp_token: Option<String>,
     },
     /// Serve MCP on stdio, forwarding to a running daemon (for clients that spawn servers).
     Mcp {
@@ -107,12 +110,18 @@ async fn main() -> anyhow::Result<()> {
             data_dir,
             config,
             mcp_stateless,
+            mcp_token,
         } => {
             let file = match &config {
                 Some(p) => FileConfig::load(p)?,
                 None => FileConfig::default(),
             };
-            let s = config::resolve(upstream, upstream_token, listen, data_dir, file)?;
+            let overrides = config::McpOverrides {
+                token: mcp_token,
+                stateless: mcp_stateless,
+            };
+            let s =
+                config::resolve_with(upstream, upstream_token, listen, data_dir, overrides, file)?;
             let ingest = IngestConfig {
                 raw_logs: s.raw_logs,
                 ..IngestConfig::default()
@@ -125,7 +134,7 @@ async fn main() -> anyhow::Result<()> {
                 retention: s.retention,
                 ingest,
                 metrics,
-                mcp_stateless,
+                mcp: s.mcp.clone(),
                 idempotency: vk_observer::proxy::idempotency::IdempotencyTtl::from_env(),
             })
             .await?;
@@ -176,7 +185,7 @@ async fn demo(
         retention: Default::default(),
         ingest: IngestConfig::default(),
         metrics,
-        mcp_stateless: false,
+        mcp: Default::default(),
         idempotency: vk_observer::proxy::idempotency::IdempotencyTtl::from_env(),
     })
     .await?;

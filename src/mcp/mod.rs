@@ -9,6 +9,7 @@ pub mod bridge;
 pub mod control_requests;
 pub mod control_tools;
 pub mod descriptions;
+pub mod guard;
 pub mod read_tools;
 pub mod requests;
 pub mod respond;
@@ -147,21 +148,54 @@ impl ServerHandler for VkTools {
 
 pub type McpService = StreamableHttpService<VkTools, LocalSessionManager>;
 
-/// The Streamable HTTP service to nest at `/mcp`.
+/// The `/mcp` service plus a handle on its sessions (for the session limit).
+pub struct McpEndpoint {
+    pub service: McpService,
+    pub sessions: Arc<LocalSessionManager>,
+}
+
+/// Browser origins always allowed: pages served from this machine.
+const LOOPBACK_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "https://localhost:*",
+    "http://127.0.0.1:*",
+    "https://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://[::1]:*",
+];
+
+/// The Streamable HTTP service to nest at `/mcp`: Host and Origin validated (DNS-rebinding
+/// guard; a foreign `Origin` gets 403), request bodies capped, stateless JSON mode on request.
 pub fn service(
     query: Query,
     proxy: Option<crate::proxy::Proxy>,
     own_workspace: Option<PathBuf>,
-    stateless: bool,
+    settings: &crate::config::McpSettings,
     cancel: CancellationToken,
-) -> McpService {
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(cancel);
-    if stateless {
+) -> McpEndpoint {
+    let origins: Vec<String> = LOOPBACK_ORIGINS
+        .iter()
+        .map(|o| o.to_string())
+        .chain(settings.allowed_origins.iter().cloned())
+        .collect();
+    let hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .iter()
+        .map(|h| h.to_string())
+        .chain(settings.allowed_hosts.iter().cloned())
+        .collect();
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(cancel)
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(settings.max_body_bytes);
+    if settings.stateless {
         config = config
             .with_legacy_session_mode(false)
             .with_json_response(true);
     }
-    StreamableHttpService::new(
+    let sessions = Arc::new(LocalSessionManager::default());
+    let service = StreamableHttpService::new(
         move || {
             Ok(VkTools::new(
                 query.clone(),
@@ -169,7 +203,8 @@ pub fn service(
                 own_workspace.clone(),
             ))
         },
-        LocalSessionManager::default().into(),
+        sessions.clone(),
         config,
-    )
+    );
+    McpEndpoint { service, sessions }
 }

@@ -28,6 +28,9 @@ use crate::tool_error::ToolError;
 pub struct Query {
     pub store: Store,
     pub health: Arc<Health>,
+    /// Long-polls parked right now, and how many may be.
+    pub waiters: Arc<std::sync::atomic::AtomicUsize>,
+    pub max_waiters: usize,
 }
 
 /// How current the cache is; part of every tool response.
@@ -69,7 +72,17 @@ impl Since {
 
 impl Query {
     pub fn new(store: Store, health: Arc<Health>) -> Self {
-        Query { store, health }
+        Query {
+            store,
+            health,
+            waiters: Arc::default(),
+            max_waiters: crate::config::DEFAULT_MAX_WAITERS,
+        }
+    }
+
+    pub fn with_max_waiters(mut self, max: usize) -> Self {
+        self.max_waiters = max.max(1);
+        self
     }
 
     pub fn read(&self) -> StoreReader {

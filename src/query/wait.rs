@@ -59,8 +59,9 @@ impl Changes {
     }
 }
 
-/// Releases the notify channels of a wait when it ends.
+/// Releases the notify channels of a wait when it ends, and its slot in the waiter count.
 struct Registration {
+    waiters: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     store: Store,
     attempts: Vec<Uuid>,
     projects: Vec<Uuid>,
@@ -69,6 +70,9 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        self.waiters
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        metrics::gauge!("vk_observer_waiters").decrement(1.0);
         self.receivers.clear();
         self.store.hub().release(&self.attempts, &self.projects);
     }
@@ -128,13 +132,26 @@ impl Query {
             }
         }
         let hub = self.store.hub();
+        let held = self
+            .waiters
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        metrics::gauge!("vk_observer_waiters").increment(1.0);
         // Subscribe before reading tokens: a commit in between still wakes us.
         let mut reg = Registration {
+            waiters: self.waiters.clone(),
             store: self.store.clone(),
             attempts: Vec::new(),
             projects: Vec::new(),
             receivers: Vec::new(),
         };
+        if held >= self.max_waiters {
+            return Err(ToolError::new(
+                "too_many_waiters",
+                true,
+                "The daemon already holds its maximum of parked waits. Retry shortly, or watch many attempts in one wait_for_attempt_change call (attempt_ids or project_id).",
+            )
+            .with_details(serde_json::json!({ "max_waiters": self.max_waiters })));
+        }
         match &scope {
             WaitScope::Attempts(ids) => {
                 for id in ids {

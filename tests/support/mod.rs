@@ -36,6 +36,15 @@ pub async fn sim() -> Sim {
 }
 
 pub async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
+    daemon_with(sim, dir, Default::default()).await
+}
+
+/// A daemon with its own `/mcp` exposure settings (token, limits).
+pub async fn daemon_with(
+    sim: &Sim,
+    dir: &std::path::Path,
+    mcp: vk_observer::config::McpSettings,
+) -> Daemon {
     Daemon::start(DaemonOptions {
         upstream: &sim.base_url(),
         upstream_token: None,
@@ -44,7 +53,7 @@ pub async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
         retention: Default::default(),
         ingest: fast_ingest(),
         metrics: None,
-        mcp_stateless: false,
+        mcp,
         idempotency: Default::default(),
     })
     .await

@@ -1,0 +1,64 @@
+//! HTTP guards in front of `/mcp`: the bearer token (required when configured, and always for a
+//! non-loopback listen address) and the cap on concurrent sessions. Host/Origin validation and
+//! the body-size cap are rmcp's (configured in `mcp::service`).
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde_json::json;
+
+#[derive(Clone)]
+pub struct GuardState {
+    pub token: Option<Arc<str>>,
+    pub sessions: Arc<LocalSessionManager>,
+    pub max_sessions: usize,
+    pub stateless: bool,
+}
+
+fn refuse(status: StatusCode, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32001, "message": message}});
+    (status, axum::Json(body)).into_response()
+}
+
+/// Constant-time comparison, so the token cannot be guessed byte by byte from timings.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Response {
+    if let Some(token) = &g.token {
+        let presented = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if !presented.is_some_and(|p| same(p.as_bytes(), token.as_bytes())) {
+            metrics::counter!("vk_observer_http_refused_total", "reason" => "unauthorized")
+                .increment(1);
+            let mut r = refuse(
+                StatusCode::UNAUTHORIZED,
+                "missing or wrong bearer token: send `Authorization: Bearer <VK_OBSERVER_MCP_TOKEN>`",
+            );
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    let opens_session = !g.stateless
+        && req.method() == axum::http::Method::POST
+        && !req.headers().contains_key("mcp-session-id");
+    if opens_session && g.sessions.sessions.read().await.len() >= g.max_sessions {
+        metrics::counter!("vk_observer_http_refused_total", "reason" => "too_many_sessions")
+            .increment(1);
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many open MCP sessions: close idle clients (sessions expire after 5 minutes idle) or raise [mcp] max_sessions",
+        );
+    }
+    next.run(req).await
+}
