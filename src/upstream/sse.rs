@@ -12,6 +12,44 @@ use super::rest::{UpstreamError, VkClient};
 
 pub type SseEvents = BoxStream<'static, Result<Sse, sse_stream::Error>>;
 
+/// Longest SSE line accepted. A stream that sends more without a newline (a broken or hostile
+/// upstream) is cut, so the parser's buffer stays bounded; ingest reconnects.
+pub const MAX_LINE_BYTES: usize = 8 << 20;
+
+/// Pass bytes through while no line grows past `max` bytes; then yield an error and stop.
+pub fn bound_lines<S, E>(
+    bytes: S,
+    max: usize,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>>,
+    E: std::fmt::Display,
+{
+    bytes.scan((0usize, false), move |(pending, failed), item| {
+        if *failed {
+            return futures::future::ready(None);
+        }
+        let out = match item {
+            Ok(b) => {
+                match b.iter().rposition(|&c| c == b'\n' || c == b'\r') {
+                    Some(pos) => *pending = b.len() - pos - 1,
+                    None => *pending += b.len(),
+                }
+                if *pending > max {
+                    *failed = true;
+                    Err(std::io::Error::other(format!(
+                        "VK sent an SSE line longer than {max} bytes; dropping the connection"
+                    )))
+                } else {
+                    Ok(b)
+                }
+            }
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
+        futures::future::ready(Some(out))
+    })
+}
+
 /// Connect to `/api/events`, with `after_seq` when resuming.
 pub async fn connect(
     client: &VkClient,
@@ -38,5 +76,39 @@ pub async fn connect(
             message: "SSE connect refused".into(),
         });
     }
-    Ok(SseByteStream::new(resp.bytes_stream()).boxed())
+    Ok(SseByteStream::new(bound_lines(resp.bytes_stream(), MAX_LINE_BYTES)).boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    #[tokio::test]
+    async fn an_endless_line_is_cut_and_normal_events_pass() {
+        let chunk = bytes::Bytes::from(vec![b'x'; 1 << 20]);
+        let endless =
+            futures::stream::iter((0..64).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
+        let mut s = Box::pin(bound_lines(endless, 4 << 20));
+        let mut passed = 0;
+        let mut failed = false;
+        while let Some(item) = s.next().await {
+            match item {
+                Ok(b) => passed += b.len(),
+                Err(_) => failed = true,
+            }
+        }
+        assert!(failed, "the endless line must be cut");
+        assert!(
+            passed <= 4 << 20,
+            "at most the limit passed through: {passed}"
+        );
+
+        let ok = futures::stream::iter(vec![Ok::<_, std::io::Error>(bytes::Bytes::from_static(
+            b"id: 1\ndata: {}\n\n",
+        ))]);
+        let events: Vec<_> = SseByteStream::new(bound_lines(ok, 1024)).collect().await;
+        assert_eq!(events.len(), 1);
+        assert!(events[0].is_ok());
+    }
 }
