@@ -127,9 +127,15 @@ impl SseFollower {
         let stored_seq = reader.upstream_seq().map_err(|e| e.to_string())?;
         let same_vk = incarnation.is_some() && incarnation == stored_incarnation;
         let resume = if same_vk { stored_seq } else { None };
-        let events = sse::connect(&self.ctx.client, resume)
-            .await
-            .map_err(|e| e.to_string())?;
+        // VK sends its headers with the first event or keep-alive (≤ 15 s); a connection that
+        // says nothing for `stall_after` is as dead as a stalled stream: give up and retry.
+        let events = tokio::time::timeout(
+            self.ctx.cfg.stall_after,
+            sse::connect(&self.ctx.client, resume),
+        )
+        .await
+        .map_err(|_| format!("no answer within {:?}", self.ctx.cfg.stall_after))?
+        .map_err(|e| e.to_string())?;
         if resume.is_none() {
             if let Some(id) = incarnation {
                 let _ = self

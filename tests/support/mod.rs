@@ -39,6 +39,35 @@ pub async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
     daemon_with(sim, dir, Default::default()).await
 }
 
+/// A daemon on a data dir another in-process daemon just released: background tasks of the old
+/// one may hold sled's lock for a moment after `shutdown`, so opening is retried briefly.
+pub async fn daemon_reopen(sim: &Sim, dir: &std::path::Path) -> Daemon {
+    let start = Instant::now();
+    loop {
+        let r = Daemon::start(DaemonOptions {
+            upstream: &sim.base_url(),
+            upstream_token: None,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir: dir,
+            retention: Default::default(),
+            ingest: fast_ingest(),
+            metrics: None,
+            mcp: Default::default(),
+            idempotency: Default::default(),
+        })
+        .await;
+        match r {
+            Ok(d) => return d,
+            Err(e)
+                if start.elapsed() < Duration::from_secs(10) && e.to_string().contains("lock") =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("daemon restarts: {e:#}"),
+        }
+    }
+}
+
 /// A daemon with its own `/mcp` exposure settings (token, limits).
 pub async fn daemon_with(
     sim: &Sim,
