@@ -164,6 +164,13 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel)
 }
 
 async fn send(inner: &Inner, socket: &mut WebSocket, text: String) -> bool {
+    if inner.faults().hostile {
+        let junk =
+            r#"{"type":"append","entry_index":-1,"entry":{"type":"STDOUT","content":"negative"}}"#;
+        if socket.send(Message::Text(junk.into())).await.is_err() {
+            return false;
+        }
+    }
     if inner.faults().garbage_ws {
         for junk in [
             "<<not json>>",

@@ -128,6 +128,14 @@ async fn produce(inner: Arc<Inner>, resume: Option<u64>, tx: mpsc::Sender<Chunk>
 
 /// Sends one event, preceded by an unparseable one when the `garbage_sse` fault is on.
 async fn send(inner: &Inner, tx: &mpsc::Sender<Chunk>, frame: String) -> bool {
+    if inner.faults().hostile {
+        // 10 MB with no line end: a parser that buffers lines without a bound would grow.
+        for _ in 0..10 {
+            if tx.send(Ok(Bytes::from(vec![b'x'; 1 << 20]))).await.is_err() {
+                return false;
+            }
+        }
+    }
     if inner.faults().garbage_sse {
         let junk = "event: invalidate\ndata: {\"taskIds\": [oops\n\n";
         if tx.send(Ok(Bytes::from(junk))).await.is_err() {

@@ -151,6 +151,9 @@ pub struct Faults {
     pub skip_history: bool,
     /// New SSE connections get headers and then nothing at all (no events, no keep-alive).
     pub stall_sse: bool,
+    /// Hostile upstream: object WebSockets also carry an unknown patch op and a 20 MB junk frame,
+    /// log WebSockets a negative index, and SSE a 10 MB line without a newline.
+    pub hostile: bool,
 }
 
 /// How many times each route was called.

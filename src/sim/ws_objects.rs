@@ -114,6 +114,16 @@ fn filter(inner: &Inner, kind: Kind, m: &SeqMsg) -> Option<Value> {
 }
 
 async fn send(inner: &Inner, socket: &mut WebSocket, text: String) -> bool {
+    if inner.faults().hostile {
+        let unknown_op =
+            r#"{"seq":1,"JsonPatch":[{"op":"frobnicate","path":"/x","value":1}]}"#.to_string();
+        let huge = format!("{{\"seq\":1,\"JsonPatch\":\"{}", "x".repeat(20 << 20));
+        for junk in [unknown_op, huge] {
+            if socket.send(Message::Text(junk.into())).await.is_err() {
+                return false;
+            }
+        }
+    }
     if inner.faults().garbage_ws {
         for junk in ["{not json", r#"{"seq":"NaN","JsonPatch":{"op":5}}"#] {
             if socket.send(Message::Text(junk.into())).await.is_err() {
