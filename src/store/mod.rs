@@ -99,7 +99,10 @@ impl Store {
             .flush_every_ms(Some(500))
             .open()
             .map_err(|e| match e {
-                sled::Error::Corruption { .. } => StoreError::Corrupt {
+                // Anything but an I/O error means the files are not a usable sled database.
+                sled::Error::Corruption { .. }
+                | sled::Error::Unsupported(_)
+                | sled::Error::ReportableBug(_) => StoreError::Corrupt {
                     dir: dir.to_path_buf(),
                     source: e,
                 },

@@ -1,0 +1,70 @@
+//! A data dir the daemon cannot use must give a clear message and a recovery (move it aside:
+//! the cache rebuilds from VK), never a panic or a silent reset: an incompatible schema, and
+//! files overwritten with garbage.
+
+use vk_observer::store::Store;
+
+#[test]
+fn an_incompatible_schema_is_refused_with_the_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Default::default()).unwrap();
+    store.flush().unwrap();
+    drop(store);
+    {
+        let db = sled::open(dir.path()).unwrap();
+        let tree = db.open_tree("projections").unwrap();
+        let mut key = vec![0u8];
+        key.extend_from_slice(b"schema");
+        assert!(
+            tree.get(&key).unwrap().is_some(),
+            "schema key layout changed"
+        );
+        tree.insert(key, 999u32.to_be_bytes().to_vec()).unwrap();
+        db.flush().unwrap();
+    }
+    let err = Store::open(dir.path(), Default::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("move the directory aside"), "{err}");
+    assert!(err.contains("rebuild"), "{err}");
+}
+
+#[test]
+fn garbage_files_are_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Default::default()).unwrap();
+    store.flush().unwrap();
+    drop(store);
+    let mut n = 0;
+    for entry in walk(dir.path()) {
+        let len = std::fs::metadata(&entry).map(|m| m.len()).unwrap_or(0) as usize;
+        let junk: Vec<u8> = (0..len.max(64)).map(|i| (i * 7919 % 251) as u8).collect();
+        std::fs::write(&entry, junk).unwrap();
+        n += 1;
+    }
+    assert!(n > 0, "no sled files found to corrupt");
+    let r = std::panic::catch_unwind(|| Store::open(dir.path(), Default::default()).map(|_| ()));
+    match r {
+        Ok(Err(e)) => {
+            let msg = e.to_string();
+            assert!(msg.contains("move it aside"), "{msg}");
+            eprintln!("garbage data dir refused: {msg}");
+        }
+        Ok(Ok(())) => panic!("a data dir of garbage opened as if it were fine"),
+        Err(_) => panic!("opening a garbage data dir panicked"),
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
