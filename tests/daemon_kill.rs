@@ -149,3 +149,49 @@ async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
         sim.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_flushes_and_exits_cleanly() {
+    let sim = support::sim().await;
+    let project = sim.add_project("Term", &["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let mut child = spawn(&sim, &addr, dir.path());
+    wait_ready(&addr).await;
+    let t = sim.add_task(project, "before SIGTERM", None);
+    sim.run_attempt_script(t, AttemptScript::default()).await;
+    // Let ingest apply it, then stop the way systemd does.
+    let mut last = 0;
+    for _ in 0..100 {
+        let now = token(&addr).await.unwrap_or(0);
+        if now == last && now > 0 {
+            break;
+        }
+        last = now;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "SIGTERM did not stop the daemon within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status after SIGTERM: {status}");
+    // Everything applied before the signal is on disk.
+    let store = Store::open(dir.path(), Default::default()).unwrap();
+    assert!(
+        store.current_token() >= last,
+        "flushed token {} < served token {last}",
+        store.current_token()
+    );
+    let diff = support::cache_diff(&store, &sim.truth());
+    assert!(diff.is_empty(), "after SIGTERM: {diff:?}");
+}
