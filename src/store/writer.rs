@@ -77,9 +77,15 @@ impl Writer {
             entry_cap: self.retention.max_entries_per_process,
         };
         let n_events = events.len();
+        let mut entries = 0u64;
         for ev in events {
+            if let DomainEvent::LogEntriesPut { entries: e, .. } = &ev {
+                entries += e.len() as u64;
+            }
             p.apply(ev)?;
         }
+        metrics::counter!("vk_observer_events_applied_total").increment(n_events as u64);
+        metrics::counter!("vk_observer_log_entries_received_total").increment(entries);
         if !p.changed {
             if !p.ov.is_empty() {
                 tree.apply_batch(p.ov.into_batch())?; // meta only (upstream seq)
