@@ -84,7 +84,7 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
     let ghost = Uuid::new_v4();
     let too_many_ids: Vec<Uuid> = (0..101).map(|_| Uuid::new_v4()).collect();
     let too_many_paths: Vec<String> = (0..101).map(|i| format!("demo/{i}.rs")).collect();
-    let big = "x".repeat(1 << 20);
+    let big = "x".repeat(512 * 1024);
     mcp.call(
         "create_task",
         json!({"project_id": project, "title": "First", "request_id": "dup"}),
@@ -351,7 +351,7 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
             &["list_projects"],
         ),
         (
-            "one megabyte path",
+            "half-megabyte path",
             "get_attempt_file",
             json!({"attempt_id": a, "path": big}),
             "invalid_argument",
@@ -359,7 +359,7 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
             &["path", "get_attempt_changes"],
         ),
         (
-            "one megabyte string where a number goes",
+            "half-megabyte string where a number goes",
             "tail_attempt_logs",
             json!({"attempt_id": a, "limit": big}),
             "invalid_argument",
