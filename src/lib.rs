@@ -4,6 +4,7 @@
 #[cfg(feature = "sim")]
 pub mod sim;
 
+pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod health;

@@ -1,5 +1,6 @@
-//! The `vk-observer` command: `serve` (the daemon) and `demo` (the daemon plus the built-in VK
-//! simulator playing scripted attempts, so a newcomer can try it without VK).
+//! The `vk-observer` command: `serve` (the daemon), `demo` (the daemon plus the built-in VK
+//! simulator playing scripted attempts, so a newcomer can try it without VK), `mcp` (a stdio
+//! bridge to the daemon) and the terminal commands `status`, `watch` and `doctor` (src/cli/).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -62,6 +63,63 @@ enum Command {
         #[arg(long)]
         workspace: Option<PathBuf>,
     },
+    /// Show attempts: a table of every task's latest attempt, or one attempt with its last log
+    /// lines (asks the running daemon).
+    Status {
+        /// An attempt id (full UUID, or the 8-character prefix the table shows).
+        attempt: Option<String>,
+        /// The daemon's MCP endpoint.
+        #[arg(long, env = "VK_OBSERVER_DAEMON", default_value = vk_observer::cli::DEFAULT_DAEMON)]
+        daemon: String,
+        /// Bearer token the daemon wants on /mcp.
+        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Only this project's tasks (project UUID).
+        #[arg(long)]
+        project: Option<uuid::Uuid>,
+        /// Print the tools' structured JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Follow an attempt's normalized log live until it completes or fails (asks the running
+    /// daemon).
+    Watch {
+        /// An attempt id (full UUID, or the 8-character prefix `status` shows).
+        attempt: String,
+        /// The daemon's MCP endpoint.
+        #[arg(long, env = "VK_OBSERVER_DAEMON", default_value = vk_observer::cli::DEFAULT_DAEMON)]
+        daemon: String,
+        /// Bearer token the daemon wants on /mcp.
+        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Seconds to keep waiting after the attempt ended, for a cleanup script or follow-up.
+        #[arg(long, default_value_t = 2.0)]
+        linger: f64,
+    },
+    /// Check the config, VK, the daemon, the listen port, the data dir and the versions.
+    Doctor {
+        /// TOML config file to check (as `serve --config`).
+        #[arg(long, env = "VK_OBSERVER_CONFIG")]
+        config: Option<PathBuf>,
+        /// The daemon's MCP endpoint (default: /mcp on the listen address).
+        #[arg(long, env = "VK_OBSERVER_DAEMON")]
+        daemon: Option<String>,
+        /// VK's base URL (as `serve --upstream`).
+        #[arg(long, env = "VK_OBSERVER_UPSTREAM")]
+        upstream: Option<String>,
+        /// VK's bearer token (as `serve --upstream-token`).
+        #[arg(long, env = "VK_OBSERVER_UPSTREAM_TOKEN", hide_env_values = true)]
+        upstream_token: Option<String>,
+        /// Listen address (as `serve --listen`).
+        #[arg(long, env = "VK_OBSERVER_LISTEN")]
+        listen: Option<SocketAddr>,
+        /// Data dir (as `serve --data-dir`).
+        #[arg(long, env = "VK_OBSERVER_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Bearer token of the daemon's /mcp (as `serve --mcp-token`).
+        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+        mcp_token: Option<String>,
+    },
     /// Run the daemon beside the built-in VK simulator playing scripted attempts.
     Demo {
         #[arg(long, default_value = config::DEFAULT_LISTEN)]
@@ -92,16 +150,20 @@ fn init_tracing(json: bool, default_level: &str) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    // The stdio bridge shares stderr with the client's logs: only warnings by default.
-    let level = if matches!(cli.command, Command::Mcp { .. }) {
-        "warn"
-    } else {
-        "info"
+    // The stdio bridge shares stderr with the client's logs, and the terminal commands with a
+    // person: only warnings by default.
+    let level = match cli.command {
+        Command::Serve { .. } | Command::Demo { .. } => "info",
+        Command::Mcp { .. } => "warn",
+        // They report failures themselves; rmcp's transport errors would repeat them.
+        _ => "warn,rmcp=off",
     };
     init_tracing(cli.log_json, level);
-    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
-        .ok();
+    let metrics = || {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .ok()
+    };
     match cli.command {
         Command::Serve {
             upstream,
@@ -133,7 +195,7 @@ async fn main() -> anyhow::Result<()> {
                 data_dir: &s.data_dir,
                 retention: s.retention,
                 ingest,
-                metrics,
+                metrics: metrics(),
                 mcp: s.mcp.clone(),
                 idempotency: vk_observer::proxy::idempotency::IdempotencyTtl::from_env(),
             })
@@ -149,7 +211,7 @@ async fn main() -> anyhow::Result<()> {
             listen,
             data_dir,
             every,
-        } => demo(listen, data_dir, every, metrics).await?,
+        } => demo(listen, data_dir, every, metrics()).await?,
         Command::Mcp { daemon, workspace } => {
             let workspace = workspace.or_else(|| std::env::current_dir().ok());
             if let Err(e) = vk_observer::mcp::bridge::run(&daemon, workspace).await {
@@ -157,8 +219,70 @@ async fn main() -> anyhow::Result<()> {
                 std::process::exit(1);
             }
         }
+        Command::Status {
+            attempt,
+            daemon,
+            token,
+            project,
+            json,
+        } => {
+            let opts = vk_observer::cli::status::StatusOptions {
+                daemon,
+                token,
+                attempt,
+                project,
+                json,
+            };
+            exit_with("status", vk_observer::cli::status::run(opts).await);
+        }
+        Command::Watch {
+            attempt,
+            daemon,
+            token,
+            linger,
+        } => {
+            let opts = vk_observer::cli::watch::WatchOptions {
+                daemon,
+                token,
+                attempt,
+                linger: std::time::Duration::from_secs_f64(linger.clamp(0.0, 50.0)),
+            };
+            exit_with("watch", vk_observer::cli::watch::run(opts).await);
+        }
+        Command::Doctor {
+            config,
+            daemon,
+            upstream,
+            upstream_token,
+            listen,
+            data_dir,
+            mcp_token,
+        } => {
+            let opts = vk_observer::cli::doctor::DoctorOptions {
+                config,
+                daemon,
+                upstream,
+                upstream_token,
+                listen,
+                data_dir,
+                mcp_token,
+            };
+            exit_with("doctor", vk_observer::cli::doctor::run(opts).await);
+        }
     }
     Ok(())
+}
+
+/// End a terminal command: its exit code, or 1 with the error on stderr.
+fn exit_with(command: &str, r: anyhow::Result<i32>) -> ! {
+    let code = match r {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("vk-observer {command}: {e:#}");
+            1
+        }
+    };
+    std::process::exit(code)
 }
 
 #[cfg(feature = "sim")]

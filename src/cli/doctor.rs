@@ -1,0 +1,611 @@
+//! `vk-observer doctor`: checks a person runs before (or while) the daemon runs, each printed as
+//! `ok|warn|fail  <what>: <detail>`. The config (file + environment + flags, resolved exactly as
+//! `serve` does, printed with tokens redacted and round-tripped through TOML), VK (`/api/info`,
+//! `/api/config/status`), the daemon (`/healthz`, MCP `initialize`), the listen port, the data
+//! dir (never opened while a daemon answers on the listen address) and the versions. Exit code
+//! 0 when nothing failed, 1 otherwise.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::client::DaemonClient;
+use crate::config::{self, FileConfig, McpOverrides, Settings};
+
+/// How long one network check may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct DoctorOptions {
+    pub config: Option<PathBuf>,
+    pub daemon: Option<String>,
+    pub upstream: Option<String>,
+    pub upstream_token: Option<String>,
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    /// The daemon's bearer token (also the `[mcp] token` override, as for `serve`).
+    pub mcp_token: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Default)]
+struct Report {
+    failed: usize,
+    warned: usize,
+}
+
+impl Report {
+    fn line(&mut self, level: Level, what: &str, detail: impl AsRef<str>) {
+        let tag = match level {
+            Level::Ok => "ok",
+            Level::Warn => {
+                self.warned += 1;
+                "warn"
+            }
+            Level::Fail => {
+                self.failed += 1;
+                "fail"
+            }
+        };
+        outln!("{tag:<4}  {what}: {}", detail.as_ref());
+    }
+
+    fn ok(&mut self, what: &str, detail: impl AsRef<str>) {
+        self.line(Level::Ok, what, detail);
+    }
+    fn warn(&mut self, what: &str, detail: impl AsRef<str>) {
+        self.line(Level::Warn, what, detail);
+    }
+    fn fail(&mut self, what: &str, detail: impl AsRef<str>) {
+        self.line(Level::Fail, what, detail);
+    }
+}
+
+/// Run every check; the process exit code.
+pub async fn run(opts: DoctorOptions) -> anyhow::Result<i32> {
+    let mut r = Report::default();
+
+    // 1. Config: load, resolve, print, round-trip.
+    let file = match &opts.config {
+        Some(p) => match FileConfig::load(p) {
+            Ok(f) => {
+                r.ok("config", format!("{} loads", p.display()));
+                Some(f)
+            }
+            Err(e) => {
+                r.fail("config", format!("{e:#}"));
+                None
+            }
+        },
+        None => {
+            r.ok(
+                "config",
+                "no config file given (--config or VK_OBSERVER_CONFIG): flags, environment and defaults",
+            );
+            Some(FileConfig::default())
+        }
+    };
+    // What to check even when the settings do not resolve.
+    let fallback_upstream = opts
+        .upstream
+        .clone()
+        .or_else(|| file.as_ref().and_then(|f| f.upstream.clone()));
+    let fallback_listen = opts
+        .listen
+        .or_else(|| file.as_ref().and_then(|f| f.listen))
+        .unwrap_or_else(|| config::DEFAULT_LISTEN.parse().expect("valid default"));
+    let fallback_dir = opts
+        .data_dir
+        .clone()
+        .or_else(|| file.as_ref().and_then(|f| f.data_dir.clone()))
+        .unwrap_or_else(config::default_data_dir);
+    let settings = match file {
+        Some(file) => match config::resolve_with(
+            opts.upstream.clone(),
+            opts.upstream_token.clone(),
+            opts.listen,
+            opts.data_dir.clone(),
+            McpOverrides {
+                token: opts.mcp_token.clone(),
+                stateless: false,
+            },
+            file,
+        ) {
+            Ok(s) => {
+                r.ok(
+                    "settings",
+                    "valid; effective values (flag > env > file > default, tokens redacted):",
+                );
+                for line in to_toml(&s, true).lines() {
+                    if line.is_empty() {
+                        outln!();
+                    } else {
+                        outln!("        {line}");
+                    }
+                }
+                match round_trip(&s) {
+                    Ok(()) => r.ok(
+                        "round-trip",
+                        "the effective settings written as TOML load back to the same settings",
+                    ),
+                    Err(e) => r.fail("round-trip", format!("{e:#}")),
+                }
+                Some(s)
+            }
+            Err(e) => {
+                r.fail("settings", format!("{e:#}"));
+                None
+            }
+        },
+        None => None,
+    };
+    let upstream = settings
+        .as_ref()
+        .map(|s| s.upstream.clone())
+        .or(fallback_upstream);
+    let upstream_token = settings
+        .as_ref()
+        .and_then(|s| s.upstream_token.clone())
+        .or(opts.upstream_token.clone());
+    let listen = settings
+        .as_ref()
+        .map(|s| s.listen)
+        .unwrap_or(fallback_listen);
+    let data_dir = settings
+        .as_ref()
+        .map(|s| s.data_dir.clone())
+        .unwrap_or(fallback_dir);
+    let mcp_token = opts
+        .mcp_token
+        .clone()
+        .or_else(|| settings.as_ref().and_then(|s| s.mcp.token.clone()));
+
+    // 2. VK.
+    match &upstream {
+        Some(u) => check_vk(&mut r, u, upstream_token).await,
+        None => r.fail(
+            "vk",
+            "no upstream to check: pass --upstream URL or set VK_OBSERVER_UPSTREAM",
+        ),
+    }
+
+    // 3. The daemon (at --daemon, else on the listen address).
+    let daemon_url = opts
+        .daemon
+        .clone()
+        .unwrap_or_else(|| format!("http://{}/mcp", connect_addr(listen)));
+    let daemon_health = healthz(&base_of(&daemon_url)).await;
+    let mut daemon_version = None;
+    match &daemon_health {
+        Health::Daemon(h) => {
+            let up = h["upstream"].as_str().unwrap_or("?");
+            let detail = format!(
+                "vk-observer answers at {daemon_url} (upstream {up}, token {})",
+                h["token"].as_str().unwrap_or("?")
+            );
+            if up == "connected" {
+                r.ok("daemon", detail);
+            } else {
+                r.warn(
+                    "daemon",
+                    format!("{detail}; it serves from its cache until VK is back"),
+                );
+            }
+            match DaemonClient::connect(&daemon_url, mcp_token.as_deref()).await {
+                Ok(c) => {
+                    daemon_version = c.server_info();
+                    r.ok("daemon mcp", format!("{daemon_url} accepts an MCP session"));
+                    c.close().await;
+                }
+                Err(e) => r.fail("daemon mcp", format!("{e:#}")),
+            }
+        }
+        Health::Other(what) => r.fail(
+            "daemon",
+            format!("{daemon_url} answers but is not a vk-observer daemon ({what})"),
+        ),
+        Health::Nothing(why) => r.warn(
+            "daemon",
+            format!("none answers at {daemon_url} ({why}); start one with `vk-observer serve`"),
+        ),
+    }
+
+    // 4. The listen port.
+    let listen_base = format!("http://{}", connect_addr(listen));
+    let listen_health = if listen_base == base_of(&daemon_url) {
+        daemon_health
+    } else {
+        healthz(&listen_base).await
+    };
+    let daemon_on_listen = matches!(listen_health, Health::Daemon(_));
+    match &listen_health {
+        Health::Daemon(_) => r.ok(
+            "port",
+            format!("{listen} is served by a vk-observer daemon"),
+        ),
+        _ => match std::net::TcpListener::bind(listen) {
+            Ok(l) => {
+                drop(l);
+                r.ok("port", format!("{listen} is free"));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => r.fail(
+                "port",
+                format!(
+                    "{listen} is in use by another program; pick another with --listen or `listen`"
+                ),
+            ),
+            Err(e) => r.fail("port", format!("cannot listen on {listen}: {e}")),
+        },
+    }
+
+    // 5. The data dir.
+    check_data_dir(&mut r, &data_dir, daemon_on_listen.then_some(listen));
+
+    // 6. Versions.
+    let ours = env!("CARGO_PKG_VERSION");
+    match daemon_version {
+        Some((_, v)) if v == ours => r.ok(
+            "versions",
+            format!("vk-observer {ours} (this binary), daemon {v}"),
+        ),
+        Some((_, v)) => r.warn(
+            "versions",
+            format!("vk-observer {ours} (this binary), but the daemon runs {v}: restart it"),
+        ),
+        None => r.ok("versions", format!("vk-observer {ours} (this binary)")),
+    }
+
+    outln!("{} failed, {} warnings", r.failed, r.warned);
+    Ok(if r.failed > 0 { 1 } else { 0 })
+}
+
+/// An address to connect to for a listen address (an unspecified IP means this host).
+fn connect_addr(listen: SocketAddr) -> SocketAddr {
+    let mut a = listen;
+    if a.ip().is_unspecified() {
+        a.set_ip(if a.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    a
+}
+
+/// `http://host:port` of an MCP URL like `http://host:port/mcp`.
+fn base_of(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => {
+            let mut s = format!("{}://{}", u.scheme(), u.host_str().unwrap_or("127.0.0.1"));
+            if let Some(p) = u.port() {
+                s.push_str(&format!(":{p}"));
+            }
+            s
+        }
+        Err(_) => url
+            .trim_end_matches('/')
+            .trim_end_matches("/mcp")
+            .to_string(),
+    }
+}
+
+enum Health {
+    /// `/healthz` answered vk-observer's JSON.
+    Daemon(Value),
+    /// Something else answered.
+    Other(String),
+    /// Nothing answered.
+    Nothing(String),
+}
+
+async fn healthz(base: &str) -> Health {
+    let http = match reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()
+    {
+        Ok(h) => h,
+        Err(e) => return Health::Nothing(e.to_string()),
+    };
+    let resp = match http.get(format!("{base}/healthz")).send().await {
+        Ok(r) => r,
+        Err(e) => {
+            return Health::Nothing(if e.is_connect() {
+                "connection refused".into()
+            } else {
+                e.to_string()
+            });
+        }
+    };
+    let status = resp.status();
+    match resp.json::<Value>().await {
+        Ok(v) if v.get("status").is_some() && v.get("token").is_some() => Health::Daemon(v),
+        Ok(_) => Health::Other(format!(
+            "/healthz answered {status} without vk-observer's fields"
+        )),
+        Err(_) => Health::Other(format!("/healthz answered {status}, not JSON")),
+    }
+}
+
+async fn check_vk(r: &mut Report, upstream: &str, token: Option<String>) {
+    let vk = match crate::upstream::VkClient::new(upstream, token) {
+        Ok(v) => v,
+        Err(e) => return r.fail("vk", e.to_string()),
+    };
+    match tokio::time::timeout(CHECK_TIMEOUT, vk.info()).await {
+        Err(_) => {
+            return r.fail(
+                "vk",
+                format!(
+                    "{upstream} did not answer /api/info within {}s",
+                    CHECK_TIMEOUT.as_secs()
+                ),
+            );
+        }
+        Ok(Err(e)) => {
+            let hint = match &e {
+                crate::upstream::UpstreamError::Status {
+                    status: 401 | 403, ..
+                } => "; VK wants a token: set upstream_token or VK_OBSERVER_UPSTREAM_TOKEN",
+                crate::upstream::UpstreamError::Unreachable { .. } => {
+                    "; is VK running there? (pass --upstream URL)"
+                }
+                _ => "",
+            };
+            let cause = match &e {
+                crate::upstream::UpstreamError::Unreachable { .. } => {
+                    super::client::tcp_cause(upstream)
+                        .await
+                        .map(|c| format!(" ({c})"))
+                        .unwrap_or_default()
+                }
+                _ => String::new(),
+            };
+            return r.fail("vk", format!("{upstream}: {e}{cause}{hint}"));
+        }
+        Ok(Ok(info)) => {
+            let version = info["config"]["last_app_version"]
+                .as_str()
+                .map(|v| format!("VK {v}"))
+                .unwrap_or_else(|| "VK version unknown".into());
+            let projects = info["config"]["projects"].as_array().map(Vec::len);
+            let mut detail = format!("{upstream} answers /api/info ({version}");
+            if let Some(n) = projects {
+                let s = if n == 1 { "" } else { "s" };
+                detail.push_str(&format!(", {n} project{s}"));
+            }
+            detail.push(')');
+            r.ok("vk", detail);
+        }
+    }
+    match tokio::time::timeout(CHECK_TIMEOUT, vk.config_status()).await {
+        Ok(Ok(s)) => {
+            let loaded = s
+                .loaded_at_unix_ms
+                .and_then(chrono::DateTime::from_timestamp_millis)
+                .map(|t| {
+                    format!(
+                        "config loaded at {}",
+                        t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    )
+                })
+                .unwrap_or_else(|| {
+                    "no loaded_at_unix_ms: restarts of VK are detected by stream resets only".into()
+                });
+            r.ok(
+                "vk config",
+                format!("/api/config/status answers ({loaded})"),
+            );
+        }
+        Ok(Err(e)) => r.warn(
+            "vk config",
+            format!("{e}; the daemon cannot tell a VK restart from a reconnect"),
+        ),
+        Err(_) => r.warn("vk config", "/api/config/status did not answer in time"),
+    }
+}
+
+fn check_data_dir(r: &mut Report, dir: &Path, held_by: Option<SocketAddr>) {
+    let shown = dir.display();
+    if let Some(listen) = held_by {
+        // sled allows one process per data dir: never open it beside a running daemon.
+        if dir.is_dir() {
+            r.ok(
+                "data dir",
+                format!("{shown} exists; the daemon on {listen} holds it (not opened)"),
+            );
+        } else {
+            r.warn(
+                "data dir",
+                format!("{shown} does not exist, yet a daemon answers on {listen}: it uses another data dir"),
+            );
+        }
+        return;
+    }
+    if dir.exists() {
+        if !dir.is_dir() {
+            return r.fail("data dir", format!("{shown} exists but is not a directory"));
+        }
+        if let Err(e) = probe_writable(dir) {
+            return r.fail("data dir", format!("{shown} is not writable: {e}"));
+        }
+        let has_store = dir.join("conf").exists() || dir.join("db").exists();
+        if !has_store {
+            return r.ok(
+                "data dir",
+                format!("{shown} exists, is writable and holds no cache yet"),
+            );
+        }
+        match crate::store::Store::open(dir, crate::store::Retention::default()) {
+            Ok(store) => {
+                let token = store.token().to_string();
+                drop(store);
+                r.ok(
+                    "data dir",
+                    format!(
+                        "{shown} is writable and holds a cache (token {token}); no daemon holds it"
+                    ),
+                );
+            }
+            Err(e) if e.to_string().to_lowercase().contains("lock") => r.warn(
+                "data dir",
+                format!(
+                    "{shown} is locked by another process (a daemon listening elsewhere?): {e}"
+                ),
+            ),
+            Err(e) => r.fail("data dir", e.to_string()),
+        }
+        return;
+    }
+    // Not there yet: the daemon creates it; the nearest existing ancestor must be writable.
+    let mut ancestor = dir.parent();
+    while let Some(a) = ancestor {
+        if a.as_os_str().is_empty() {
+            ancestor = None;
+            break;
+        }
+        if a.exists() {
+            break;
+        }
+        ancestor = a.parent();
+    }
+    let a = ancestor
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    match probe_writable(&a) {
+        Ok(()) => r.ok(
+            "data dir",
+            format!(
+                "{shown} does not exist yet; the daemon will create it ({} is writable)",
+                a.display()
+            ),
+        ),
+        Err(e) => r.fail(
+            "data dir",
+            format!(
+                "{shown} cannot be created: {} is not writable ({e})",
+                a.display()
+            ),
+        ),
+    }
+}
+
+/// Create and remove a small file in `dir`.
+fn probe_writable(dir: &Path) -> std::io::Result<()> {
+    let p = dir.join(format!(".vk-observer-doctor-{}", std::process::id()));
+    std::fs::write(&p, b"probe")?;
+    std::fs::remove_file(&p)
+}
+
+/// The settings as a config file (tokens shown or redacted).
+fn to_toml(s: &Settings, redact: bool) -> String {
+    use toml::{Table, Value as T};
+    let secret = |t: &str| {
+        T::String(if redact {
+            "<redacted>".into()
+        } else {
+            t.to_string()
+        })
+    };
+    let int = |n: u64| T::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+    let mut root = Table::new();
+    root.insert("upstream".into(), T::String(s.upstream.clone()));
+    if let Some(t) = &s.upstream_token {
+        root.insert("upstream_token".into(), secret(t));
+    }
+    root.insert("listen".into(), T::String(s.listen.to_string()));
+    root.insert(
+        "data_dir".into(),
+        T::String(s.data_dir.to_string_lossy().into_owned()),
+    );
+    root.insert("raw_logs".into(), T::Boolean(s.raw_logs));
+    let mut ret = Table::new();
+    let rt = &s.retention;
+    ret.insert(
+        "finished_attempt_days".into(),
+        int(rt.finished_attempt_days),
+    );
+    ret.insert(
+        "max_entries_per_process".into(),
+        int(rt.max_entries_per_process),
+    );
+    ret.insert("events_kept".into(), int(rt.events_kept));
+    ret.insert(
+        "prune_every".into(),
+        T::String(humantime_serde::re::humantime::format_duration(rt.prune_every).to_string()),
+    );
+    root.insert("retention".into(), T::Table(ret));
+    let m = &s.mcp;
+    let mut mcp = Table::new();
+    if let Some(t) = &m.token {
+        mcp.insert("token".into(), secret(t));
+    }
+    let list = |v: &[String]| T::Array(v.iter().cloned().map(T::String).collect());
+    mcp.insert("allowed_origins".into(), list(&m.allowed_origins));
+    mcp.insert("allowed_hosts".into(), list(&m.allowed_hosts));
+    mcp.insert("max_sessions".into(), int(m.max_sessions as u64));
+    mcp.insert("max_waiters".into(), int(m.max_waiters as u64));
+    mcp.insert("max_body_bytes".into(), int(m.max_body_bytes as u64));
+    mcp.insert("stateless".into(), T::Boolean(m.stateless));
+    root.insert("mcp".into(), T::Table(mcp));
+    toml::to_string(&root).unwrap_or_default()
+}
+
+/// The effective settings, written as a config file and loaded back alone, give the same
+/// settings.
+fn round_trip(s: &Settings) -> anyhow::Result<()> {
+    let text = to_toml(s, false);
+    let file: FileConfig = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!("the effective settings do not load back as a config file: {e}")
+    })?;
+    let again = config::resolve_with(None, None, None, None, McpOverrides::default(), file)?;
+    let (a, b) = (format!("{s:?}"), format!("{again:?}"));
+    if a != b {
+        anyhow::bail!("the effective settings change when loaded back from TOML");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_round_trips() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/vk-observer.example.toml");
+        let f = FileConfig::load(&p).unwrap();
+        let s = config::resolve_with(
+            Some("http://127.0.0.1:3000".into()),
+            Some("vk-secret".into()),
+            None,
+            None,
+            McpOverrides {
+                token: Some("mcp-secret".into()),
+                stateless: false,
+            },
+            f,
+        )
+        .unwrap();
+        round_trip(&s).unwrap();
+        let shown = to_toml(&s, true);
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(shown.contains("prune_every = \"10m\""), "{shown}");
+    }
+
+    #[test]
+    fn mcp_urls_map_to_their_base() {
+        assert_eq!(
+            base_of("http://127.0.0.1:8765/mcp"),
+            "http://127.0.0.1:8765"
+        );
+        assert_eq!(base_of("http://localhost/mcp/"), "http://localhost");
+        let any: SocketAddr = "0.0.0.0:8765".parse().unwrap();
+        assert_eq!(connect_addr(any).to_string(), "127.0.0.1:8765");
+    }
+}

@@ -1,0 +1,496 @@
+//! `vk-observer watch ATTEMPT`: follow an attempt's normalized log live. An initial tail, then
+//! the long-poll loop every MCP client can use: `wait_for_attempt_change(attempt_ids=[id],
+//! since_token)` → `tail_attempt_logs(after_entry_index=last, since_token=previous page token)`.
+//! Entries rewritten in place come back in `replaced` and are printed again marked `[edited]`;
+//! when a follow-up starts another process the page says `process_changed` and the end of the
+//! earlier process comes in `earlier_process_entries`. A status line on stderr shows the state
+//! and the entries seen; the command ends (exit 0, printing the final state) once the attempt is
+//! completed or failed, its log is complete and nothing more comes for `linger`.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::client::{CallError, DaemonClient};
+use super::render::{entry_line, short_id, term_width, truncate};
+use super::resolve;
+
+/// Entries shown when the watch starts.
+const INITIAL_TAIL: u32 = 20;
+/// Entries asked for per incremental page.
+const PAGE: u32 = 200;
+/// Long-poll length while the attempt runs (below the daemon's 50 s cap).
+const WAIT_MS: u64 = 25_000;
+/// At most this many older entries are fetched when a process has to be read from its start.
+const BACKFILL_CAP: usize = 5_000;
+
+pub struct WatchOptions {
+    pub daemon: String,
+    pub token: Option<String>,
+    pub attempt: String,
+    /// After the attempt ends, how long to wait for another process (cleanup, follow-up).
+    pub linger: Duration,
+}
+
+/// Follow the attempt; the process exit code (0: it ended; 130: interrupted).
+pub async fn run(opts: WatchOptions) -> anyhow::Result<i32> {
+    let client = DaemonClient::connect(&opts.daemon, opts.token.as_deref()).await?;
+    let id = match resolve::attempt_id(&client, &opts.attempt).await {
+        Ok(id) => id,
+        Err(e) => {
+            client.close().await;
+            return Err(e);
+        }
+    };
+    let mut out = Output::new(id);
+    let result = tokio::select! {
+        r = follow(&client, id, opts.linger, &mut out) => Some(r),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    out.clear();
+    client.close().await;
+    match result {
+        Some(Ok(final_state)) => {
+            outln!("final state: {final_state}");
+            Ok(0)
+        }
+        Some(Err(e)) => Err(e),
+        None => {
+            eprintln!("vk-observer watch: interrupted ({} entries seen)", out.seen);
+            Ok(130)
+        }
+    }
+}
+
+/// Where the log lines (stdout) and the status line (stderr) go.
+struct Output {
+    attempt: String,
+    tty: bool,
+    width: usize,
+    state: String,
+    process: String,
+    upstream: String,
+    /// The daemon has not finished its first full load from VK (a large catch-up).
+    catching_up: bool,
+    seen: u64,
+    drawn: bool,
+    last_reported: String,
+}
+
+impl Output {
+    fn new(id: Uuid) -> Output {
+        Output {
+            attempt: short_id(&id.to_string()),
+            tty: std::io::stderr().is_terminal(),
+            width: term_width(),
+            state: "?".into(),
+            process: String::new(),
+            upstream: String::new(),
+            catching_up: false,
+            seen: 0,
+            drawn: false,
+            last_reported: String::new(),
+        }
+    }
+
+    fn status_line(&self) -> String {
+        let mut s = format!("attempt {} · {}", self.attempt, self.state);
+        if !self.process.is_empty() {
+            s.push_str(&format!(" · {}", self.process));
+        }
+        s.push_str(&format!(" · {} entries seen", self.seen));
+        if !self.upstream.is_empty() && self.upstream != "connected" {
+            s.push_str(&format!(" · upstream {}", self.upstream));
+        }
+        if self.catching_up {
+            s.push_str(" · daemon still catching up with VK");
+        }
+        s
+    }
+
+    /// Redraw the status line (a terminal), or print it when the state changed (a pipe).
+    fn draw(&mut self) {
+        let line = self.status_line();
+        let mut err = std::io::stderr().lock();
+        if self.tty {
+            if self.drawn && line == self.last_reported {
+                return;
+            }
+            let _ = write!(
+                err,
+                "\r\x1b[2K{}",
+                truncate(&line, self.width.saturating_sub(1))
+            );
+            self.drawn = true;
+            self.last_reported = line;
+        } else {
+            let key = format!("{} {}", self.state, self.process);
+            if key != self.last_reported {
+                let _ = writeln!(err, "{line}");
+                self.last_reported = key;
+            }
+        }
+        let _ = err.flush();
+    }
+
+    fn clear(&mut self) {
+        if self.drawn {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+            self.drawn = false;
+        }
+    }
+
+    fn print(&mut self, line: &str) {
+        self.clear();
+        outln!("{line}");
+    }
+
+    fn entry(&mut self, e: &Value, edited: bool) {
+        let line = entry_line(
+            e["entry_index"].as_u64().unwrap_or(0),
+            &e["entry"],
+            edited,
+            self.width,
+        );
+        if !edited {
+            self.seen += 1;
+        }
+        self.print(&line);
+    }
+
+    fn header(&mut self, page: &Value) {
+        let pid = page["execution_process_id"].as_str().unwrap_or_default();
+        let line = format!(
+            "── {} {} ({}) ──",
+            page["run_reason"].as_str().unwrap_or("process"),
+            short_id(pid),
+            page["process_status"].as_str().unwrap_or("?")
+        );
+        self.print(&line);
+    }
+
+    fn status(&mut self, s: &Value) {
+        if let Some(st) = s["state"].as_str() {
+            self.state = st.to_string();
+        }
+        let p = &s["latest_process"];
+        if let Some(r) = p["run_reason"].as_str() {
+            self.process = format!("{r} {}", p["status"].as_str().unwrap_or_default());
+        }
+    }
+
+    fn page(&mut self, page: &Value) {
+        self.freshness(&page["freshness"]);
+    }
+
+    fn freshness(&mut self, f: &Value) {
+        if let Some(u) = f["upstream"].as_str() {
+            self.upstream = u.to_string();
+        }
+        if let Some(b) = f["bootstrapped"].as_bool() {
+            self.catching_up = !b;
+        }
+    }
+}
+
+fn is_terminal(state: &str) -> bool {
+    matches!(state, "completed" | "failed")
+}
+
+fn final_text(status: &Value) -> String {
+    let state = status["state"].as_str().unwrap_or("?");
+    match status["failure_summary"].as_str() {
+        Some(f) => format!("{state} ({f})"),
+        None => state.to_string(),
+    }
+}
+
+/// Everything the watch tracks between pages.
+struct Cursor {
+    /// The process whose log is followed.
+    pid: Option<String>,
+    /// Highest entry index printed for it.
+    last: Option<u64>,
+    /// Token of the last log page (the next `since_token`).
+    token: Option<String>,
+    /// The last `after_entry_index` page said newer entries exist.
+    more: bool,
+    /// The followed log is complete (its process ended and all of it is cached).
+    complete: bool,
+}
+
+async fn follow(
+    client: &DaemonClient,
+    id: Uuid,
+    linger: Duration,
+    out: &mut Output,
+) -> anyhow::Result<String> {
+    // The status shown is as of the wait token: waiting from it (rather than from the later log
+    // page's token) never misses a state change that landed between the two reads.
+    let (mut status, mut wait_token) = match client
+        .call_retrying("get_attempt_status", json!({ "attempt_id": id }))
+        .await
+    {
+        Ok(p) => (
+            p["attempts"][0].clone(),
+            p["token"].as_str().map(str::to_string),
+        ),
+        Err(e) if e.code() == "not_found" => {
+            anyhow::bail!(
+                "attempt {id} is not in the daemon's cache (never created, deleted, or not ingested yet)"
+            )
+        }
+        Err(e) => return Err(e.into()),
+    };
+    out.status(&status);
+    let first = client
+        .call_retrying(
+            "tail_attempt_logs",
+            json!({ "attempt_id": id, "limit": INITIAL_TAIL }),
+        )
+        .await?;
+    out.page(&first);
+    let mut cur = Cursor {
+        pid: first["execution_process_id"].as_str().map(str::to_string),
+        last: None,
+        token: first["token"].as_str().map(str::to_string),
+        more: false,
+        complete: first["log_complete"].as_bool().unwrap_or(false),
+    };
+    if cur.pid.is_some() {
+        out.header(&first);
+        let entries = first["entries"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let total = first["latest_entry_index"]
+            .as_u64()
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let hidden = total.saturating_sub(entries.len() as u64);
+        if hidden > 0 {
+            out.print(&format!("      … {hidden} earlier entries not shown"));
+        }
+        for e in entries {
+            out.entry(e, false);
+            cur.last = e["entry_index"].as_u64().max(cur.last);
+        }
+    }
+    out.draw();
+
+    // Polls after the attempt ended while its log is not yet marked complete.
+    let mut settle_polls = 0u32;
+    loop {
+        let state = status["state"].as_str().unwrap_or("?").to_string();
+        let ended = is_terminal(&state);
+        if !cur.more {
+            let timeout_ms = match (ended, cur.complete) {
+                (true, true) => linger.as_millis().clamp(1, 50_000) as u64,
+                (true, false) => 1_000,
+                _ => WAIT_MS,
+            };
+            let mut args = json!({ "attempt_ids": [id], "timeout_ms": timeout_ms });
+            if let Some(t) = &wait_token {
+                args["since_token"] = json!(t);
+            }
+            let w = client
+                .call_retrying("wait_for_attempt_change", args)
+                .await?;
+            if let Some(t) = w["token"].as_str() {
+                wait_token = Some(t.to_string());
+            }
+            if w["removed"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(&id.to_string())))
+            {
+                anyhow::bail!("attempt {id} was deleted");
+            }
+            if let Some(s) = w["attempts"].as_array().and_then(|a| {
+                a.iter()
+                    .find(|s| s["attempt_id"].as_str() == Some(&id.to_string()))
+            }) {
+                status = s.clone();
+                out.status(&status);
+            }
+            out.freshness(&w["freshness"]);
+            out.draw();
+            if w["changed"].as_bool() != Some(true) {
+                match (ended, cur.complete) {
+                    (true, true) => return Ok(final_text(&status)),
+                    (true, false) => {
+                        settle_polls += 1;
+                        // The log never got marked complete (e.g. VK lost its end): stop anyway.
+                        if settle_polls > 10 {
+                            return Ok(final_text(&status));
+                        }
+                    }
+                    _ => continue,
+                }
+            }
+        }
+        read_logs(client, id, &mut cur, out).await?;
+        out.draw();
+    }
+}
+
+/// Read what is new in the log since the cursor and print it.
+async fn read_logs(
+    client: &DaemonClient,
+    id: Uuid,
+    cur: &mut Cursor,
+    out: &mut Output,
+) -> anyhow::Result<()> {
+    let mut args = json!({ "attempt_id": id, "limit": PAGE });
+    if let Some(t) = &cur.token {
+        args["since_token"] = json!(t);
+    }
+    let after_mode = cur.last.is_some();
+    if let Some(l) = cur.last {
+        args["after_entry_index"] = json!(l);
+    }
+    let page = client.call_retrying("tail_attempt_logs", args).await?;
+    out.page(&page);
+    let page_pid = page["execution_process_id"].as_str().map(str::to_string);
+    if page["token_reset"].as_bool() == Some(true) {
+        out.print("      … the daemon's cache was rebuilt; continuing from its newest entries");
+        cur.pid = page_pid;
+        cur.last = page["latest_entry_index"].as_u64();
+        cur.token = page["token"].as_str().map(str::to_string);
+        cur.more = false;
+        cur.complete = page["log_complete"].as_bool().unwrap_or(false);
+        return Ok(());
+    }
+
+    // The end of the earlier process (a follow-up switched processes after our last page).
+    let mut shown_pid: Option<String> = cur.pid.clone();
+    for e in page["earlier_process_entries"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let epid = e["execution_process_id"].as_str().map(str::to_string);
+        if epid == cur.pid {
+            if e["entry_index"].as_u64() <= cur.last && cur.last.is_some() {
+                continue; // printed already
+            }
+        } else if epid != shown_pid {
+            out.print(&format!(
+                "── earlier process {} ──",
+                short_id(epid.as_deref().unwrap_or_default())
+            ));
+        }
+        shown_pid = epid;
+        out.entry(e, false);
+    }
+
+    let switched = page_pid.is_some() && page_pid != cur.pid;
+    let mut entries: Vec<Value> = page["entries"].as_array().cloned().unwrap_or_default();
+    let mut has_more = page["has_more"].as_bool().unwrap_or(false);
+    if switched {
+        out.header(&page);
+        let from_start = page["process_changed"].as_bool() == Some(true);
+        if after_mode && !from_start {
+            // Our index belonged to the old process: read the new one from its start.
+            let (all, _) = from_beginning(client, id, page_pid.as_deref(), None).await?;
+            entries = all;
+            has_more = false;
+        } else if !after_mode && has_more {
+            let (older, cut) = from_beginning(
+                client,
+                id,
+                page_pid.as_deref(),
+                page["next_cursor"].as_u64(),
+            )
+            .await?;
+            if cut > 0 {
+                out.print(&format!("      … {cut} earlier entries not shown"));
+            }
+            entries.splice(0..0, older);
+            has_more = false;
+        }
+        cur.last = None;
+    } else if !after_mode && has_more {
+        // Tail mode on the same process (nothing printed of it yet): fill in older entries.
+        let (older, cut) = from_beginning(
+            client,
+            id,
+            page_pid.as_deref(),
+            page["next_cursor"].as_u64(),
+        )
+        .await?;
+        if cut > 0 {
+            out.print(&format!("      … {cut} earlier entries not shown"));
+        }
+        entries.splice(0..0, older);
+        has_more = false;
+    }
+    cur.pid = page_pid;
+
+    if !switched {
+        for e in page["replaced"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            out.entry(e, true);
+        }
+    }
+    for e in &entries {
+        let idx = e["entry_index"].as_u64();
+        if cur.last.is_some() && idx <= cur.last {
+            continue;
+        }
+        out.entry(e, false);
+        cur.last = idx.max(cur.last);
+    }
+    cur.more = after_mode && has_more;
+    cur.complete = page["log_complete"].as_bool().unwrap_or(false);
+    cur.token = page["token"].as_str().map(str::to_string);
+    Ok(())
+}
+
+/// Entries of a process from its start (oldest first): pages older history below `before`
+/// (or from the newest when None), at most [`BACKFILL_CAP`] entries; also how many were left out.
+async fn from_beginning(
+    client: &DaemonClient,
+    id: Uuid,
+    pid: Option<&str>,
+    before: Option<u64>,
+) -> Result<(Vec<Value>, u64), CallError> {
+    let mut chunks: Vec<Vec<Value>> = Vec::new();
+    let mut cursor = before;
+    let mut got = 0usize;
+    let mut first = before.is_none();
+    loop {
+        if !first && cursor.is_none() {
+            break;
+        }
+        let mut args = json!({ "attempt_id": id, "limit": 500 });
+        if let Some(p) = pid {
+            args["execution_process_id"] = json!(p);
+        }
+        if let Some(c) = cursor {
+            args["cursor"] = json!(c);
+        }
+        first = false;
+        let page = client.call_retrying("tail_attempt_logs", args).await?;
+        let entries = page["entries"].as_array().cloned().unwrap_or_default();
+        got += entries.len();
+        chunks.push(entries);
+        cursor = if page["has_more"].as_bool() == Some(true) {
+            page["next_cursor"].as_u64()
+        } else {
+            None
+        };
+        if got >= BACKFILL_CAP {
+            break;
+        }
+    }
+    let cut = cursor.unwrap_or(0);
+    let all = chunks.into_iter().rev().flatten().collect();
+    Ok((all, cut))
+}
