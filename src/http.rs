@@ -73,7 +73,11 @@ async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
         let age = (chrono::Utc::now().timestamp_millis() - last).max(0) as f64 / 1000.0;
         metrics::gauge!("vk_observer_last_commit_age_seconds").set(age);
     }
-    metrics::gauge!("vk_observer_bootstrapped").set(if s.health.bootstrapped() { 1.0 } else { 0.0 });
+    metrics::gauge!("vk_observer_bootstrapped").set(if s.health.bootstrapped() {
+        1.0
+    } else {
+        0.0
+    });
     match &s.metrics {
         Some(h) => (StatusCode::OK, h.render()),
         None => (

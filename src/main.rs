@@ -62,6 +62,9 @@ enum Command {
         /// Directory to report for `get_context` (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
+        /// Bearer token of a daemon started with `[mcp] token`.
+        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
     /// Show attempts: a table of every task's latest attempt, or one attempt with its last log
     /// lines (asks the running daemon).
@@ -212,9 +215,13 @@ async fn main() -> anyhow::Result<()> {
             data_dir,
             every,
         } => demo(listen, data_dir, every, metrics()).await?,
-        Command::Mcp { daemon, workspace } => {
+        Command::Mcp {
+            daemon,
+            workspace,
+            token,
+        } => {
             let workspace = workspace.or_else(|| std::env::current_dir().ok());
-            if let Err(e) = vk_observer::mcp::bridge::run(&daemon, workspace).await {
+            if let Err(e) = vk_observer::mcp::bridge::run(&daemon, workspace, token).await {
                 eprintln!("vk-observer mcp: {e:#}");
                 std::process::exit(1);
             }

@@ -85,3 +85,32 @@ fn stdio_bridge_without_a_daemon_fails_naming_the_address() {
         "stderr names the fix: {err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_bridge_sends_the_daemons_bearer_token() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = vk_observer::config::McpSettings {
+        token: Some("bridge-secret".into()),
+        ..Default::default()
+    };
+    let daemon = support::daemon_with(&sim, dir.path(), settings).await;
+    let url = format!("http://{}/mcp", daemon.addr);
+    let child = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|c| {
+        c.args(["mcp", "--daemon", &url])
+            .env("VK_OBSERVER_MCP_TOKEN", "bridge-secret");
+    }))
+    .unwrap();
+    let client = ().serve(child).await.expect("bridge handshake with the token");
+    assert!(client.peer().list_all_tools().await.unwrap().len() >= 19);
+    client.cancel().await.ok();
+    // Without it the bridge cannot reach the daemon and says so.
+    let out = std::process::Command::new(BIN)
+        .args(["mcp", "--daemon", &url])
+        .env_remove("VK_OBSERVER_MCP_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    daemon.shutdown().await;
+}

@@ -88,15 +88,22 @@ impl ServerHandler for Bridge {
 }
 
 /// Connect to the daemon at `url` and serve stdio until the client closes it.
-pub async fn run(url: &str, workspace: Option<PathBuf>) -> anyhow::Result<()> {
+pub async fn run(
+    url: &str,
+    workspace: Option<PathBuf>,
+    token: Option<String>,
+) -> anyhow::Result<()> {
     let mut headers = HashMap::new();
     if let Some(dir) = workspace.and_then(|d| d.to_str().map(str::to_owned)) {
         if let Ok(v) = dir.parse() {
             headers.insert(WORKSPACE_HEADER.parse()?, v);
         }
     }
-    let config =
+    let mut config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
+    if let Some(t) = token.filter(|t| !t.trim().is_empty()) {
+        config = config.auth_header(t);
+    }
     let transport = StreamableHttpClientTransport::from_config(config);
     let daemon = ().serve(transport).await.with_context(|| {
         format!(
