@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod mcp;
+pub mod world;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
