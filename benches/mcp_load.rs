@@ -5,7 +5,9 @@
 //! Run: `cargo bench --bench mcp_load` (all of `cargo bench` also runs the ingest bench).
 //! Knobs (environment): `VK_BENCH_QUICK=1` (small sizes, a smoke run), `VK_BENCH_ONLY=a,b,…`
 //! (phases: status, wake, throughput, waiters, tail, catchup), `VK_BENCH_TAIL_SIZES=1000,…`,
-//! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration).
+//! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
+//! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
+//! `VK_BENCH_OUT=dir` (default target/perf).
 //!
 //! Set-up: the VK simulator, the clients and a REST-proxy MCP server (the baseline) run in this
 //! process; every daemon is the real `vk-observer` binary in a child process (built by cargo for
@@ -32,7 +34,12 @@ use vk_observer::store::events::DomainEvent;
 use vk_observer::store::writer::Writer;
 use vk_observer::store::{Retention, Store};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vk-observer");
+/// The daemon under test: this crate's binary, or `VK_BENCH_DAEMON_BIN` (e.g. a build of a
+/// patched tree, to measure a candidate fix side by side).
+fn daemon_bin() -> String {
+    std::env::var("VK_BENCH_DAEMON_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_vk-observer").into())
+}
 const PROTOCOL: &str = "2025-11-25";
 
 // ---------------------------------------------------------------------------------------------
@@ -226,7 +233,8 @@ impl DaemonProc {
         log: &Path,
     ) -> anyhow::Result<Self> {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
-        let mut cmd = std::process::Command::new(BIN);
+        let bin = daemon_bin();
+        let mut cmd = std::process::Command::new(&bin);
         cmd.arg("serve")
             .arg("--upstream")
             .arg(upstream)
@@ -247,7 +255,7 @@ impl DaemonProc {
             (None, Some(f)) => cmd.env("RUST_LOG", f),
             (None, None) => &mut cmd,
         };
-        let child = cmd.spawn().with_context(|| format!("spawning {BIN}"))?;
+        let child = cmd.spawn().with_context(|| format!("spawning {bin}"))?;
         Ok(DaemonProc {
             child,
             addr,
@@ -617,7 +625,9 @@ fn machine() -> BTreeMap<String, String> {
 }
 
 fn out_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/perf");
+    let d = std::env::var("VK_BENCH_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/perf"));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -1678,8 +1688,88 @@ async fn phase_tail(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
 // Phase E: restart catch-up of N entries written while the daemon was down
 // ---------------------------------------------------------------------------------------------
 
-/// `finished`: the process ends while the daemon is down (catch-up by history v2 pages of 1000);
-/// otherwise it keeps running (catch-up by the log WebSocket's replay).
+/// CPU seconds (user + system) a process has used so far.
+fn cpu_secs(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| f.get(i)?.parse::<f64>().ok())
+        .sum();
+    ticks / 100.0 // USER_HZ is 100 on Linux
+}
+
+/// What one restart took, all from the spawn of the daemon.
+#[derive(Serialize)]
+struct Restart {
+    /// `/healthz` answers.
+    serving_s: f64,
+    /// The daemon opened its first WebSocket to VK: its SSE stream connected and the resync
+    /// began (VK sends SSE headers with the first event or the 15 s keep-alive).
+    resync_s: f64,
+    /// `/readyz` is 200 (SSE connected, resync done).
+    ready_s: f64,
+    /// The last entry is cached (and the log complete when the process ended).
+    cached_s: f64,
+    daemon_cpu_s: f64,
+    bench_process_cpu_s: f64,
+    peak_rss_kb: u64,
+}
+
+async fn restart_until_cached(
+    sim: &Sim,
+    dir: &Path,
+    log: &Path,
+    attempt: Uuid,
+    last: u64,
+    finished: bool,
+) -> anyhow::Result<(DaemonProc, Restart)> {
+    let tail = json!({"attempt_id": attempt, "limit": 1});
+    let bench_cpu = cpu_secs("self");
+    let ws_before = sim.counters().ws_connections;
+    let spawned = Instant::now();
+    let mut d = DaemonProc::spawn(&sim.base_url(), dir, true, None, log)?;
+    d.wait_serving(Duration::from_secs(60)).await?;
+    let serving = spawned.elapsed();
+    let mcp = d.mcp();
+    let (mut ready, mut resync, mut peak) = (None, None, 0);
+    let cached = loop {
+        peak = peak.max(d.rss_kb());
+        if resync.is_none() && sim.counters().ws_connections > ws_before {
+            resync = Some(spawned.elapsed());
+        }
+        if ready.is_none() && d.get_status("/readyz").await == Some(200) {
+            ready = Some(spawned.elapsed());
+        }
+        if let Ok(v) = mcp.call("tail_attempt_logs", &tail).await {
+            if v["latest_entry_index"] == json!(last)
+                && (!finished || v["log_complete"] == json!(true))
+            {
+                break spawned.elapsed();
+            }
+        }
+        ensure!(
+            spawned.elapsed() < Duration::from_secs(900),
+            "catch-up not done after 900 s"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    let r = Restart {
+        serving_s: serving.as_secs_f64(),
+        resync_s: resync.unwrap_or(cached).as_secs_f64(),
+        ready_s: ready.unwrap_or(cached).as_secs_f64(),
+        cached_s: cached.as_secs_f64(),
+        daemon_cpu_s: cpu_secs(&d.pid().to_string()),
+        bench_process_cpu_s: cpu_secs("self") - bench_cpu,
+        peak_rss_kb: peak,
+    };
+    Ok((d, r))
+}
+
+/// `finished`: the process ends while the daemon is down (catch-up by history v2, pages of
+/// 1000); otherwise it keeps running (catch-up by the log WebSocket, which replays everything).
 async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()> {
     let n = o.catchup;
     let how = if finished {
@@ -1689,7 +1779,7 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
     };
     println!("\n== e. restart catch-up of {n} entries ({how})");
     // VK keeps VK_LOG_HISTORY_MAX_ENTRIES (default 5000) per log; raised so the entries exist.
-    let sim = Sim::start(sim_config(n as usize + 1000)).await?;
+    let sim = Sim::start(sim_config(n as usize + 100_000)).await?;
     let project = sim.add_project("Catch-up", &["cu"]);
     let task = sim.add_task(project, "Catch-up bench", None);
     let ids = sim.create_attempt(task, "CLAUDE_CODE");
@@ -1703,29 +1793,13 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
     } else {
         "daemon-e-ws.log"
     });
-    let mut d = DaemonProc::spawn(&sim.base_url(), dir.path(), true, None, &log)?;
-    d.wait_ready(Duration::from_secs(60)).await?;
-    let mcp = d.mcp();
-    let tail = json!({"attempt_id": ids.attempt_id, "limit": 1});
-    let t = Instant::now();
-    loop {
-        let v = mcp.call("tail_attempt_logs", &tail).await?;
-        if v["latest_entry_index"] == json!(9) {
-            break;
-        }
-        ensure!(
-            t.elapsed() < Duration::from_secs(30),
-            "first entries not cached: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (d, _) = restart_until_cached(&sim, dir.path(), &log, ids.attempt_id, 9, false).await?;
     d.stop().await?;
     let t = Instant::now();
     let mut raw_bytes = 0u64;
     for k in 10..10 + n {
-        let v = entry_value(k);
         raw_bytes += entry_json(k).len() as u64;
-        sim.append_log(pid, vk_observer::sim::Channel::Normalized, v);
+        sim.append_log(pid, vk_observer::sim::Channel::Normalized, entry_value(k));
     }
     if finished {
         sim.finish_process(pid, vk_observer::sim::ProcessStatus::Completed, Some(0));
@@ -1734,29 +1808,11 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
         "  simulator appended {n} entries while the daemon was down ({:.1} s)",
         t.elapsed().as_secs_f64()
     );
-    let last = json!(n + 9);
-    let spawned = Instant::now();
-    let mut d = DaemonProc::spawn(&sim.base_url(), dir.path(), true, None, &log)?;
-    d.wait_serving(Duration::from_secs(60)).await?;
-    let serving = spawned.elapsed();
-    let mut peak_rss = 0;
-    let caught = loop {
-        peak_rss = peak_rss.max(d.rss_kb());
-        if let Ok(v) = mcp_for(&d).call("tail_attempt_logs", &tail).await {
-            let done =
-                v["latest_entry_index"] == last && (!finished || v["log_complete"] == json!(true));
-            if done {
-                break spawned.elapsed();
-            }
-        }
-        ensure!(
-            spawned.elapsed() < Duration::from_secs(600),
-            "catch-up not done after 600 s"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
-    // Every entry is there (oldest page too).
-    let v = mcp_for(&d)
+    let (d, rs) =
+        restart_until_cached(&sim, dir.path(), &log, ids.attempt_id, n + 9, finished).await?;
+    let mcp = d.mcp();
+    // Every entry is there (the oldest page too).
+    let v = mcp
         .call(
             "tail_attempt_logs",
             &json!({"attempt_id": ids.attempt_id, "cursor": 5, "limit": 5}),
@@ -1776,51 +1832,85 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
         .sum::<u64>();
     d.stop().await?;
     let files = dir_bytes(dir.path());
-    let rate = n as f64 / caught.as_secs_f64();
+    let ingest_s = rs.cached_s - rs.resync_s;
     println!(
-        "  restart → serving {:.0} ms; → all {n} entries cached {:.2} s ({rate:.0} entries/s); history pages fetched {pages}; peak daemon RSS {:.0} MB; data dir {:.0} MB ({:.2}× the raw bytes)",
-        serving.as_secs_f64() * 1000.0,
-        caught.as_secs_f64(),
-        peak_rss as f64 / 1024.0,
+        "  restart → serving {:.0} ms → resync began {:.2} s → ready {:.2} s → all {n} entries cached {:.2} s ({:.0} entries/s after the resync began); daemon CPU {:.1} s, bench process (simulator) CPU {:.1} s; history pages {pages}; peak daemon RSS {:.0} MB; data dir {:.0} MB ({:.2}× the raw bytes)",
+        rs.serving_s * 1000.0,
+        rs.resync_s,
+        rs.ready_s,
+        rs.cached_s,
+        n as f64 / ingest_s,
+        rs.daemon_cpu_s,
+        rs.bench_process_cpu_s,
+        rs.peak_rss_kb as f64 / 1024.0,
         files as f64 / 1e6,
         files as f64 / raw_bytes as f64
     );
-    let target_met = (n >= 1_000_000).then_some(caught.as_secs_f64() <= 15.0);
     r.row(
         &format!("restart catch-up of {n} entries ({how})"),
         format!(
-            "{:.2} s ({rate:.0} entries/s; serving after {:.0} ms)",
-            caught.as_secs_f64(),
-            serving.as_secs_f64() * 1000.0
+            "{:.1} s from spawn = {:.1} s until VK's SSE headers (resync starts) + {:.1} s ingest ({:.0} entries/s); daemon CPU {:.1} s",
+            rs.cached_s,
+            rs.resync_s,
+            ingest_s,
+            n as f64 / ingest_s,
+            rs.daemon_cpu_s
         ),
         "≤ 15 s for 1 M",
-        target_met,
+        (n >= 1_000_000).then_some(rs.cached_s <= 15.0),
     );
     r.row(
         &format!(
             "data dir bytes per raw log byte after ingesting {n} entries from VK ({})",
             if finished { "history" } else { "WS" }
         ),
-        format!("{:.2}×", files as f64 / raw_bytes as f64),
+        format!(
+            "{:.2}× ({:.0} MB / {:.0} MB)",
+            files as f64 / raw_bytes as f64,
+            files as f64 / 1e6,
+            raw_bytes as f64 / 1e6
+        ),
         "≤ 2×",
         Some(files as f64 / raw_bytes as f64 <= 2.0),
     );
+    let mut detail = json!({"entries": n, "restart": rs, "history_pages": pages,
+                            "dir_bytes": files, "raw_bytes": raw_bytes});
+    if !finished {
+        // Restart again with the big log cached and 1 % new entries: VK's WS replays all of it.
+        let m = (n / 100).max(1);
+        for k in 10 + n..10 + n + m {
+            sim.append_log(pid, vk_observer::sim::Channel::Normalized, entry_value(k));
+        }
+        let (d, rs2) =
+            restart_until_cached(&sim, dir.path(), &log, ids.attempt_id, n + m + 9, false).await?;
+        d.stop().await?;
+        println!(
+            "  restart with {n} cached and {m} new: resync began {:.2} s → ready {:.2} s → cached {:.2} s; daemon CPU {:.1} s",
+            rs2.resync_s, rs2.ready_s, rs2.cached_s, rs2.daemon_cpu_s
+        );
+        r.row(
+            &format!("restart with {n} entries cached and {m} new while down (WS replays all)"),
+            format!(
+                "{:.1} s from spawn = {:.1} s until the resync + {:.1} s",
+                rs2.cached_s,
+                rs2.resync_s,
+                rs2.cached_s - rs2.resync_s
+            ),
+            "—",
+            None,
+        );
+        detail["restart_with_cache"] = json!({"new_entries": m, "restart": rs2});
+    }
     r.detail(
         if finished {
             "catchup_history"
         } else {
             "catchup_ws"
         },
-        json!({"entries": n, "secs": caught.as_secs_f64(), "serving_ms": serving.as_millis() as u64,
-               "history_pages": pages, "peak_rss_kb": peak_rss, "dir_bytes": files,
-               "raw_bytes": raw_bytes}),
+        detail,
     );
     sim.shutdown().await;
     Ok(())
-}
-
-fn mcp_for(d: &DaemonProc) -> Mcp {
-    d.mcp()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2085,7 +2175,8 @@ async fn run() -> anyhow::Result<()> {
         machine: machine(),
         ..Default::default()
     };
-    println!("mcp_load: daemon binary {BIN}");
+    println!("mcp_load: daemon binary {}", daemon_bin());
+    r.machine.insert("daemon_bin".into(), daemon_bin());
     println!("machine: {:?}", r.machine);
     let result = async {
         phase_a(&mut r, &o).await?;
