@@ -7,7 +7,8 @@
 //! (phases: status, wake, throughput, waiters, tail, catchup), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
 //! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
-//! `VK_BENCH_OUT=dir` (default target/perf).
+//! `VK_BENCH_OUT=dir` (default target/perf), `VK_BENCH_REPLOT=dir/results.json` (only redraw
+//! `dir/latency.svg` from an earlier run).
 //!
 //! Set-up: the VK simulator, the clients and a REST-proxy MCP server (the baseline) run in this
 //! process; every daemon is the real `vk-observer` binary in a child process (built by cargo for
@@ -25,7 +26,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail, ensure};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -140,7 +141,7 @@ fn ms(us: f64) -> String {
 }
 
 /// One line of the summary table.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Row {
     figure: String,
     measured: String,
@@ -149,7 +150,7 @@ struct Row {
     met: Option<bool>,
 }
 
-#[derive(Default, Serialize)]
+#[derive(Default, Serialize, Deserialize)]
 struct Report {
     machine: BTreeMap<String, String>,
     rows: Vec<Row>,
@@ -1951,6 +1952,8 @@ struct Panel<'a> {
     series: Vec<(&'a str, &'a str, Vec<(f64, f64)>)>,
     /// A dashed horizontal line (ms) and its label.
     target: Option<(f64, &'a str)>,
+    /// Legend in the upper left corner (else the lower right).
+    legend_top_left: bool,
 }
 
 fn panel_svg(p: &Panel, x0: f64, y0: f64, w: f64, h: f64) -> String {
@@ -2076,7 +2079,11 @@ fn panel_svg(p: &Panel, x0: f64, y0: f64, w: f64, h: f64) -> String {
     // Legend in a box at the lower right.
     let n = p.series.len() as f64;
     let (bw, bh) = (150.0, 8.0 + 16.0 * n);
-    let (bx, by) = (x0 + ml + pw - bw - 8.0, y0 + mt + ph - bh - 8.0);
+    let (bx, by) = if p.legend_top_left {
+        (x0 + ml + 8.0, y0 + mt + 8.0)
+    } else {
+        (x0 + ml + pw - bw - 8.0, y0 + mt + ph - bh - 8.0)
+    };
     s += &format!(
         r##"<rect x="{bx:.1}" y="{by:.1}" width="{bw:.1}" height="{bh:.1}" fill="white" fill-opacity="0.9" stroke="#bbb"/>"##
     );
@@ -2126,6 +2133,7 @@ fn plot(r: &Report) -> Option<String> {
                 ),
             ],
             target: Some((1.0, "target p50 ≤ 1 ms")),
+            legend_top_left: false,
         });
     }
     if let Some(Value::Array(b)) = r.details.get("status_by_batch") {
@@ -2142,6 +2150,7 @@ fn plot(r: &Report) -> Option<String> {
                 ("p99", "#ff7f0e", series("p99_us")),
             ],
             target: Some((1.0, "target p50 ≤ 1 ms (batch of 100)")),
+            legend_top_left: true,
         });
     }
     if panels.is_empty() {
@@ -2170,6 +2179,15 @@ fn plot(r: &Report) -> Option<String> {
 // ---------------------------------------------------------------------------------------------
 
 async fn run() -> anyhow::Result<()> {
+    // Redraw the plot of an earlier run: VK_BENCH_REPLOT=target/perf/results.json.
+    if let Ok(path) = std::env::var("VK_BENCH_REPLOT") {
+        let r: Report = serde_json::from_slice(&std::fs::read(&path)?)?;
+        let svg = plot(&r).ok_or_else(|| anyhow!("{path} has no tail or status curve"))?;
+        let out = Path::new(&path).with_file_name("latency.svg");
+        std::fs::write(&out, svg)?;
+        println!("wrote {}", out.display());
+        return Ok(());
+    }
     let o = Opts::from_env();
     let mut r = Report {
         machine: machine(),
