@@ -4,11 +4,12 @@
 //!
 //! Run: `cargo bench --bench mcp_load` (all of `cargo bench` also runs the ingest bench).
 //! Knobs (environment): `VK_BENCH_QUICK=1` (small sizes, a smoke run), `VK_BENCH_ONLY=a,b,…`
-//! (phases: status, wake, throughput, waiters, tail, catchup), `VK_BENCH_TAIL_SIZES=1000,…`,
+//! (phases: status, wake, throughput, waiters, waiters_session, tail, catchup), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
 //! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
 //! `VK_BENCH_OUT=dir` (default target/perf), `VK_BENCH_REPLOT=dir/results.json` (only redraw
-//! `dir/latency.svg` from an earlier run).
+//! `dir/latency.svg` from an earlier run), `VK_BENCH_PAUSE=N` (pause N s once the first daemon
+//! is ready, to attach a profiler).
 //!
 //! Set-up: the VK simulator, the clients and a REST-proxy MCP server (the baseline) run in this
 //! process; every daemon is the real `vk-observer` binary in a child process (built by cargo for
@@ -1295,8 +1296,165 @@ async fn phase_waiters(
     Ok(())
 }
 
+/// The same waiters against a daemon in its default session mode (Streamable HTTP with
+/// `Mcp-Session-Id`, answers as SSE), through rmcp's own client: `sessions` clients, each with
+/// n / sessions waits in flight (one HTTP request, hence one connection, per wait).
+async fn phase_waiters_session(r: &mut Report, o: &Opts, a: &ScenarioA) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let n = o.waiters;
+    let sessions = 100.min(n);
+    println!(
+        "\n== c3. {n} concurrent waiters in session mode (rmcp client, {sessions} sessions), then woken"
+    );
+    let dir = tempfile::tempdir()?;
+    let mut d = DaemonProc::spawn(
+        &a.sim.base_url(),
+        dir.path(),
+        false,
+        None,
+        &out_dir().join("daemon-c3.log"),
+    )?;
+    d.wait_ready(Duration::from_secs(60)).await?;
+    let url = format!("http://{}/mcp", d.addr);
+    let mut clients = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        let cfg = StreamableHttpClientTransportConfig::with_uri(url.clone());
+        clients.push(
+            ().serve(StreamableHttpClientTransport::from_config(cfg))
+                .await
+                .context("rmcp client connects")?,
+        );
+    }
+    let args = |v: Value| match v {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    };
+    // The cache holds the running attempts before we wait on them.
+    let ids: Vec<Uuid> = a.running.iter().map(|x| x.0).collect();
+    let t = Instant::now();
+    let token = loop {
+        let res = clients[0]
+            .peer()
+            .call_tool(
+                CallToolRequestParams::new("get_attempt_status")
+                    .with_arguments(args(json!({ "attempt_ids": ids }))),
+            )
+            .await?;
+        let v = res.structured_content.unwrap_or_default();
+        let running = v["attempts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["state"] == json!("running"))
+            .count();
+        if running == ids.len() {
+            break v["token"].as_str().unwrap_or_default().to_string();
+        }
+        ensure!(
+            t.elapsed() < Duration::from_secs(60),
+            "running attempts not cached: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_before = d.rss_kb();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::with_capacity(n);
+    for i in 0..n {
+        let peer = clients[i % sessions].peer().clone();
+        let attempt = a.running[i % a.running.len()].0;
+        let params = CallToolRequestParams::new("wait_for_attempt_change").with_arguments(args(
+            json!({"attempt_ids": [attempt], "since_token": token, "timeout_ms": 50_000}),
+        ));
+        let answered = answered.clone();
+        handles.push(tokio::spawn(async move {
+            let res = peer.call_tool(params).await;
+            let t = Instant::now();
+            answered.fetch_add(1, Ordering::Relaxed);
+            (t, res)
+        }));
+        if i % 500 == 499 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let early = answered.load(Ordering::Relaxed);
+    let rss_held = d.rss_kb();
+    println!(
+        "  held: daemon VmRSS {:.1} MB (with {sessions} sessions open, before the waits: {:.1} MB), answered early: {early}",
+        rss_held as f64 / 1024.0,
+        rss_before as f64 / 1024.0
+    );
+    let t0 = Instant::now();
+    for (k, (_, pid)) in a.running.iter().enumerate() {
+        a.sim.append_log(
+            *pid,
+            vk_observer::sim::Channel::Normalized,
+            note(2_000_000 + k as u64),
+        );
+    }
+    let (mut lat, mut errors, mut unchanged) = (Vec::with_capacity(n), 0usize, 0usize);
+    for h in handles {
+        let (t, res) = h.await?;
+        match res {
+            Ok(v) if v.structured_content.as_ref().map(|s| &s["changed"]) == Some(&json!(true)) => {
+                lat.push(t.saturating_duration_since(t0))
+            }
+            Ok(_) => unchanged += 1,
+            Err(e) => {
+                if errors < 3 {
+                    eprintln!("  waiter error: {e}");
+                }
+                errors += 1;
+            }
+        }
+    }
+    ensure!(!lat.is_empty(), "no waiter woke ({errors} errors)");
+    let s = stats(&lat);
+    println!(
+        "  woken {}: p50 {} p99 {} max {}; errors {errors}, unchanged {unchanged}",
+        s.n,
+        ms(s.p50_us),
+        ms(s.p99_us),
+        ms(s.max_us)
+    );
+    let held_ok = early == 0 && errors == 0 && unchanged == 0 && s.n == n;
+    r.row(
+        &format!(
+            "{n} concurrent waiters, session mode ({sessions} sessions): daemon VmRSS while held"
+        ),
+        format!(
+            "{:.1} MB (sessions open, no waits: {:.1} MB; all {n} held: {})",
+            rss_held as f64 / 1024.0,
+            rss_before as f64 / 1024.0,
+            if held_ok { "yes" } else { "NO" }
+        ),
+        "≤ 256 MB",
+        Some(rss_held <= 256 * 1024 && held_ok),
+    );
+    r.row(
+        &format!("{n} waiters (session mode) woken by 30 appends: time to the answer, p50 (p99)"),
+        format!("{} ({}), max {}", ms(s.p50_us), ms(s.p99_us), ms(s.max_us)),
+        "—",
+        None,
+    );
+    r.detail(
+        "waiters_session",
+        json!({"n": n, "sessions": sessions, "rss_before_kb": rss_before, "rss_held_kb": rss_held,
+               "early": early, "errors": errors, "unchanged": unchanged, "wake_stats": s}),
+    );
+    for c in clients {
+        let _ = c.cancel().await;
+    }
+    d.stop().await?;
+    Ok(())
+}
+
 async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
-    let wants = ["status", "wake", "throughput", "waiters"];
+    let wants = ["status", "wake", "throughput", "waiters", "waiters_session"];
     if !wants.iter().any(|p| o.runs(p)) {
         return Ok(());
     }
@@ -1338,6 +1496,16 @@ async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
         "—",
         None,
     );
+    if let Some(secs) = std::env::var("VK_BENCH_PAUSE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        println!(
+            "  pausing {secs} s (VK_BENCH_PAUSE): attach a profiler to pid {}",
+            d.pid()
+        );
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+    }
     // f. idle RSS after bootstrap.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle = d.rss_kb();
@@ -1363,6 +1531,9 @@ async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     quiet.stop().await?;
     if o.runs("waiters") {
         phase_waiters(r, o, &a, &d).await?;
+    }
+    if o.runs("waiters_session") {
+        phase_waiters_session(r, o, &a).await?;
     }
     let rss_end = d.rss_kb();
     r.detail("rss_after_phase_a_kb", rss_end);
