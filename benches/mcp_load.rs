@@ -1878,8 +1878,9 @@ fn cpu_secs(pid: &str) -> f64 {
 struct Restart {
     /// `/healthz` answers.
     serving_s: f64,
-    /// The daemon opened its first WebSocket to VK: its SSE stream connected and the resync
-    /// began (VK sends SSE headers with the first event or the 15 s keep-alive).
+    /// The daemon's SSE stream to VK connected and the resync began (VK sends SSE headers with
+    /// the first event or the 15 s keep-alive): the daemon's own log line, else the simulator
+    /// seeing the daemon's first WebSocket.
     resync_s: f64,
     /// `/readyz` is 200 (SSE connected, resync done).
     ready_s: f64,
@@ -1902,6 +1903,7 @@ async fn restart_until_cached(
     let bench_cpu = cpu_secs("self");
     let ws_before = sim.counters().ws_connections;
     let spawned = Instant::now();
+    let spawned_wall = chrono::Utc::now();
     let mut d = DaemonProc::spawn(&sim.base_url(), dir, true, None, log)?;
     d.wait_serving(Duration::from_secs(60)).await?;
     let serving = spawned.elapsed();
@@ -1928,9 +1930,17 @@ async fn restart_until_cached(
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     };
+    // `2026-…Z  INFO vk_observer::ingest::sse: connected to VK's event stream …`
+    let logged = std::fs::read_to_string(log).ok().and_then(|text| {
+        let line = text
+            .lines()
+            .find(|l| l.contains("connected to VK's event stream"))?;
+        let ts = chrono::DateTime::parse_from_rfc3339(line.split_whitespace().next()?).ok()?;
+        Some((ts.with_timezone(&chrono::Utc) - spawned_wall).as_seconds_f64())
+    });
     let r = Restart {
         serving_s: serving.as_secs_f64(),
-        resync_s: resync.unwrap_or(cached).as_secs_f64(),
+        resync_s: logged.unwrap_or_else(|| resync.unwrap_or(cached).as_secs_f64()),
         ready_s: ready.unwrap_or(cached).as_secs_f64(),
         cached_s: cached.as_secs_f64(),
         daemon_cpu_s: cpu_secs(&d.pid().to_string()),
@@ -1960,12 +1970,9 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
         sim.append_log(pid, vk_observer::sim::Channel::Normalized, entry_value(k));
     }
     let dir = tempfile::tempdir()?;
-    let log = out_dir().join(if finished {
-        "daemon-e-history.log"
-    } else {
-        "daemon-e-ws.log"
-    });
-    let (d, _) = restart_until_cached(&sim, dir.path(), &log, ids.attempt_id, 9, false).await?;
+    let kind = if finished { "history" } else { "ws" };
+    let log = |run: u32| out_dir().join(format!("daemon-e-{kind}-{run}.log"));
+    let (d, _) = restart_until_cached(&sim, dir.path(), &log(1), ids.attempt_id, 9, false).await?;
     d.stop().await?;
     let t = Instant::now();
     let mut raw_bytes = 0u64;
@@ -1981,7 +1988,7 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
         t.elapsed().as_secs_f64()
     );
     let (d, rs) =
-        restart_until_cached(&sim, dir.path(), &log, ids.attempt_id, n + 9, finished).await?;
+        restart_until_cached(&sim, dir.path(), &log(2), ids.attempt_id, n + 9, finished).await?;
     let mcp = d.mcp();
     // Every entry is there (the oldest page too).
     let v = mcp
@@ -2054,7 +2061,8 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
             sim.append_log(pid, vk_observer::sim::Channel::Normalized, entry_value(k));
         }
         let (d, rs2) =
-            restart_until_cached(&sim, dir.path(), &log, ids.attempt_id, n + m + 9, false).await?;
+            restart_until_cached(&sim, dir.path(), &log(3), ids.attempt_id, n + m + 9, false)
+                .await?;
         d.stop().await?;
         println!(
             "  restart with {n} cached and {m} new: resync began {:.2} s → ready {:.2} s → cached {:.2} s; daemon CPU {:.1} s",
