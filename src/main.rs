@@ -156,7 +156,8 @@ async fn main() -> anyhow::Result<()> {
     // The stdio bridge shares stderr with the client's logs, and the terminal commands with a
     // person: only warnings by default.
     let level = match cli.command {
-        Command::Serve { .. } | Command::Demo { .. } => "info",
+        // rmcp logs every session/request at info: per-request noise in stateless mode.
+        Command::Serve { .. } | Command::Demo { .. } => "info,rmcp=warn",
         Command::Mcp { .. } => "warn",
         // They report failures themselves; rmcp's transport errors would repeat them.
         _ => "warn,rmcp=off",

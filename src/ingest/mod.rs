@@ -57,7 +57,9 @@ impl Default for IngestConfig {
             process_stream_linger: Duration::from_secs(5),
             rest_concurrency: 8,
             log_chunk: 512,
-            log_flush_interval: Duration::from_millis(10),
+            // Zero: write as soon as no further frame is already waiting (frames that arrived
+            // together still go in one batch), so a waiter wakes within the commit time.
+            log_flush_interval: Duration::ZERO,
             tick: Duration::from_millis(25),
         }
     }

@@ -49,6 +49,17 @@ pub struct VkTools {
     router: Arc<ToolRouter<VkTools>>,
 }
 
+/// The tool router, built once: in stateless mode a handler is made per request, and building
+/// the router generates every tool's schemas.
+fn shared_router() -> Arc<ToolRouter<VkTools>> {
+    static ROUTER: std::sync::OnceLock<Arc<ToolRouter<VkTools>>> = std::sync::OnceLock::new();
+    ROUTER
+        .get_or_init(|| {
+            Arc::new(read_tools::router() + wait_tool::router() + control_tools::router())
+        })
+        .clone()
+}
+
 impl VkTools {
     pub fn new(
         query: Query,
@@ -59,7 +70,7 @@ impl VkTools {
             query,
             proxy,
             own_workspace,
-            router: Arc::new(read_tools::router() + wait_tool::router() + control_tools::router()),
+            router: shared_router(),
         }
     }
 

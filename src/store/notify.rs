@@ -52,13 +52,15 @@ impl NotifyHub {
 
     /// Called by the writer after a commit.
     pub fn publish(&self, token: u64, attempts: &[Uuid], projects: &[Uuid]) {
+        // The global token first: a waiter woken below reads a token that already covers the
+        // change it was woken for, so its answer's token is not older than what it reports.
+        self.global.send_replace(token);
         for id in attempts {
             fire(&self.attempts, id, token);
         }
         for id in projects {
             fire(&self.projects, id, token);
         }
-        self.global.send_replace(token);
     }
 
     /// Number of per-attempt and per-project channels currently held (for metrics and tests).
