@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::vk::{self, latest, rfc3339, status_process, str_of, string_of, ts_of, ts_string};
+use super::vk::{latest, rfc3339, str_of};
 use super::{Freshness, Query, Since};
 use crate::store::StoreReader;
 use crate::tool_error::ToolError;
@@ -171,21 +171,21 @@ pub fn attempt_status(
     attempt_token: u64,
     epoch: crate::store::token::Epoch,
 ) -> Result<Option<AttemptStatus>, ToolError> {
-    let Some(attempt) = reader.attempt(id)? else {
+    use super::rows::{self, AttemptRow, ProcessRow, SessionRow};
+    let Some(attempt) = reader.attempt_as::<AttemptRow>(id)? else {
         return Ok(None);
     };
-    let sessions = reader.sessions_of_attempt(id)?;
-    let processes = reader.processes_of_attempt(id)?;
-    let latest_session = latest(&sessions);
-    let process = status_process(&processes);
-    let (state, failure_summary) = match process.map(|p| vk::status(&p.value)) {
+    let sessions = reader.sessions_of_attempt_as::<SessionRow>(id)?;
+    let processes = reader.processes_of_attempt_as::<ProcessRow>(id)?;
+    let latest_session = rows::latest_session(&sessions);
+    let process = rows::status_process(&processes);
+    let (state, failure_summary) = match process.map(|(_, p)| p.status()) {
         None => (AttemptState::Idle, None),
         Some("running") => (AttemptState::Running, None),
         Some("completed") => (AttemptState::Completed, None),
         Some("killed") => (AttemptState::Failed, Some("killed".to_string())),
         Some(_) => {
-            let code = process.and_then(|p| p.value.get("exit_code")?.as_i64());
-            let text = match code {
+            let text = match process.and_then(|(_, p)| p.exit_code) {
                 Some(c) => format!("failed (exit_code={c})"),
                 None => "failed".to_string(),
             };
@@ -193,38 +193,34 @@ pub fn attempt_status(
         }
     };
     let last_activity_at = match process {
-        Some(p) => {
-            let updated = ts_of(&p.value, "updated_at");
-            let completed = ts_of(&p.value, "completed_at");
-            updated.max(completed).map(rfc3339)
-        }
-        None => latest_session.and_then(|s| ts_string(&s.value, "updated_at")),
+        Some((_, p)) => p.updated_at.max(p.completed_at).map(rfc3339),
+        None => latest_session.and_then(|(_, s)| s.updated_at).map(rfc3339),
     };
-    let latest_process = process.map(|p| ProcessSummary {
-        execution_process_id: p.id,
-        session_id: vk::uuid_of(&p.value, "session_id"),
-        run_reason: vk::run_reason(&p.value).to_string(),
-        status: vk::status(&p.value).to_string(),
-        exit_code: p.value.get("exit_code").and_then(|c| c.as_i64()),
-        started_at: ts_string(&p.value, "started_at"),
-        completed_at: ts_string(&p.value, "completed_at"),
+    let latest_process = process.map(|(pid, p)| ProcessSummary {
+        execution_process_id: *pid,
+        session_id: p.session_id,
+        run_reason: p.reason().to_string(),
+        status: p.status().to_string(),
+        exit_code: p.exit_code,
+        started_at: p.started_at.map(rfc3339),
+        completed_at: p.completed_at.map(rfc3339),
     });
     let dev_server_running = processes
         .iter()
-        .any(|p| vk::run_reason(&p.value) == "devserver" && vk::status(&p.value) == "running");
+        .any(|(_, p)| p.reason() == "devserver" && p.status() == "running");
     let result = verdict(
         state,
-        process.map(|p| vk::status(&p.value)),
+        process.map(|(_, p)| p.status()),
         latest_session.is_some(),
     );
     Ok(Some(AttemptStatus {
         attempt_id: id,
-        task_id: vk::uuid_of(&attempt.value, "task_id"),
-        workspace_branch: string_of(&attempt.value, "branch"),
-        created_at: ts_string(&attempt.value, "created_at"),
-        updated_at: ts_string(&attempt.value, "updated_at"),
-        latest_session_id: latest_session.map(|s| s.id),
-        latest_execution_process_id: process.map(|p| p.id),
+        task_id: attempt.task_id,
+        workspace_branch: attempt.branch,
+        created_at: attempt.created_at.map(rfc3339),
+        updated_at: attempt.updated_at.map(rfc3339),
+        latest_session_id: latest_session.map(|(sid, _)| *sid),
+        latest_execution_process_id: process.map(|(pid, _)| *pid),
         state,
         last_activity_at,
         failure_summary,

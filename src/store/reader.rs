@@ -63,6 +63,55 @@ impl StoreReader {
         Ok(out)
     }
 
+    /// Like `children`, decoding each entity straight into `T` (only the fields it names), which
+    /// is several times cheaper than building a full `Value` for hot paths.
+    fn typed_children<T: serde::de::DeserializeOwned>(
+        &self,
+        idx: u8,
+        parent: Uuid,
+        table: u8,
+    ) -> R<Vec<(Uuid, T)>> {
+        let mut out = Vec::new();
+        for item in self.tree.scan_prefix(keys::id_key(idx, parent)) {
+            let (k, _) = item?;
+            let Some(id) = keys::uuid_at(&k, 17) else {
+                continue;
+            };
+            if let Some(v) = self.tree.get(keys::id_key(table, id))? {
+                if let Some((_, json)) = decode(&v) {
+                    if let Ok(t) = serde_json::from_slice(json) {
+                        out.push((id, t));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The attempt's processes decoded into `T`.
+    pub fn processes_of_attempt_as<T: serde::de::DeserializeOwned>(
+        &self,
+        attempt: Uuid,
+    ) -> R<Vec<(Uuid, T)>> {
+        self.typed_children(table::IDX_ATTEMPT_PROCESSES, attempt, table::PROCESSES)
+    }
+
+    /// The attempt's sessions decoded into `T`.
+    pub fn sessions_of_attempt_as<T: serde::de::DeserializeOwned>(
+        &self,
+        attempt: Uuid,
+    ) -> R<Vec<(Uuid, T)>> {
+        self.typed_children(table::IDX_ATTEMPT_SESSIONS, attempt, table::SESSIONS)
+    }
+
+    /// One entity decoded into `T`.
+    pub fn attempt_as<T: serde::de::DeserializeOwned>(&self, id: Uuid) -> R<Option<T>> {
+        Ok(self
+            .tree
+            .get(keys::id_key(table::ATTEMPTS, id))?
+            .and_then(|v| decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok())))
+    }
+
     fn all(&self, table: u8) -> R<Vec<Stored>> {
         let mut out = Vec::new();
         for item in self.tree.scan_prefix([table]) {
