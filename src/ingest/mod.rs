@@ -112,6 +112,13 @@ impl Ingest {
             cfg,
         };
         tokio::spawn(coordinator::Coordinator::new(ctx.clone(), cancel.clone()).run(rx));
+        // Start loading VK's state at once: an idle VK sends the SSE response headers only with
+        // its first keep-alive (up to 15 s), and the object streams and REST do not need them.
+        // The SSE connect then resyncs again (only real differences move tokens).
+        let _ = tx.send(signal::Signal::ResyncAll {
+            reason: "startup".into(),
+            watermark: None,
+        });
         tokio::spawn(sse::SseFollower { ctx }.run(cancel.clone()));
         Ingest {
             signals: tx,
