@@ -1453,6 +1453,66 @@ async fn phase_waiters_session(r: &mut Report, o: &Opts, a: &ScenarioA) -> anyho
     Ok(())
 }
 
+/// Wake latency for a process status change (the object stream, not a log): each running
+/// attempt's agent finishes once while a client waits on it.
+async fn phase_wake_status(r: &mut Report, a: &ScenarioA, mcp: &Mcp) -> anyhow::Result<()> {
+    println!("\n== c1b. wake latency: simulator finish_process → the waiting client's answer");
+    let mut lat = Vec::new();
+    for (attempt, pid) in &a.running {
+        let v = mcp
+            .call("get_attempt_status", &json!({ "attempt_id": attempt }))
+            .await?;
+        let token = v["token"].as_str().unwrap().to_string();
+        let body = call_body(
+            "wait_for_attempt_change",
+            &json!({"attempt_ids": [attempt], "since_token": token, "timeout_ms": 10_000}),
+        );
+        let m = mcp.clone();
+        let h = tokio::spawn(async move {
+            let res = m.raw(body).await;
+            (Instant::now(), res)
+        });
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        let t0 = Instant::now();
+        a.sim
+            .finish_process(*pid, vk_observer::sim::ProcessStatus::Completed, Some(0));
+        let (t1, res) = h.await?;
+        let v = Mcp::parse(&res?)?;
+        ensure!(
+            v["changed"] == json!(true),
+            "wait did not see the change: {v}"
+        );
+        if t1 >= t0 {
+            lat.push(t1 - t0);
+        }
+        // Let the follow-up writes of this attempt (logs complete, changes) settle.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let s = stats(&lat);
+    println!(
+        "  {} waits: p50 {} p99 {} min {} max {}",
+        s.n,
+        ms(s.p50_us),
+        ms(s.p99_us),
+        ms(s.min_us),
+        ms(s.max_us)
+    );
+    r.row(
+        "wake latency, finish_process → answer, p99 (p50, min)",
+        format!(
+            "{} ({}, {}) over {} waits",
+            ms(s.p99_us),
+            ms(s.p50_us),
+            ms(s.min_us),
+            s.n
+        ),
+        "p99 ≤ 10 ms",
+        Some(s.p99_us <= 10_000.0),
+    );
+    r.detail("wake_status", json!({ "stats": s }));
+    Ok(())
+}
+
 async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     let wants = ["status", "wake", "throughput", "waiters", "waiters_session"];
     if !wants.iter().any(|p| o.runs(p)) {
@@ -1534,6 +1594,10 @@ async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     }
     if o.runs("waiters_session") {
         phase_waiters_session(r, o, &a).await?;
+    }
+    // Last: it ends the running agents the phases above wait on.
+    if o.runs("wake") {
+        phase_wake_status(r, &a, &mcp).await?;
     }
     let rss_end = d.rss_kb();
     r.detail("rss_after_phase_a_kb", rss_end);
