@@ -1546,12 +1546,12 @@ async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     quiet.wait_ready(Duration::from_secs(60)).await?;
     wait_cache_holds(&quiet.mcp(), &a, Duration::from_secs(60)).await?;
     println!(
-        "  daemon pid {} ready {:.2} s after spawn (VK's SSE headers arrive with the first event or the 15 s keep-alive); cache holds the scenario",
+        "  daemon pid {} ready {:.2} s after spawn; cache holds the scenario",
         d.pid(),
         ready.as_secs_f64()
     );
     r.row(
-        "daemon spawn → /readyz (100 attempts; VK idle, so its SSE headers wait for the 15 s keep-alive)",
+        "daemon spawn → /readyz (100 attempts, VK idle)",
         format!("{:.2} s", ready.as_secs_f64()),
         "—",
         None,
@@ -1942,10 +1942,12 @@ fn cpu_secs(pid: &str) -> f64 {
 struct Restart {
     /// `/healthz` answers.
     serving_s: f64,
-    /// The daemon's SSE stream to VK connected and the resync began (VK sends SSE headers with
-    /// the first event or the 15 s keep-alive): the daemon's own log line, else the simulator
-    /// seeing the daemon's first WebSocket.
+    /// The first resync began (the daemon's own `resyncing with VK` log line, else the
+    /// simulator seeing the daemon's first WebSocket).
     resync_s: f64,
+    /// The daemon's SSE stream connected (`connected to VK's event stream`): an idle VK sends
+    /// its SSE headers only with its first keep-alive, 15 s after the connect.
+    sse_connected_s: Option<f64>,
     /// `/readyz` is 200 (SSE connected, resync done).
     ready_s: f64,
     /// The last entry is cached (and the log complete when the process ended).
@@ -1994,17 +1996,18 @@ async fn restart_until_cached(
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     };
-    // `2026-…Z  INFO vk_observer::ingest::sse: connected to VK's event stream …`
-    let logged = std::fs::read_to_string(log).ok().and_then(|text| {
-        let line = text
-            .lines()
-            .find(|l| l.contains("connected to VK's event stream"))?;
+    // `2026-…Z  INFO vk_observer::ingest::coordinator: resyncing with VK reason=…`
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let logged = |needle: &str| {
+        let line = text.lines().find(|l| l.contains(needle))?;
         let ts = chrono::DateTime::parse_from_rfc3339(line.split_whitespace().next()?).ok()?;
         Some((ts.with_timezone(&chrono::Utc) - spawned_wall).as_seconds_f64())
-    });
+    };
     let r = Restart {
         serving_s: serving.as_secs_f64(),
-        resync_s: logged.unwrap_or_else(|| resync.unwrap_or(cached).as_secs_f64()),
+        resync_s: logged("resyncing with VK")
+            .unwrap_or_else(|| resync.unwrap_or(cached).as_secs_f64()),
+        sse_connected_s: logged("connected to VK's event stream"),
         ready_s: ready.unwrap_or(cached).as_secs_f64(),
         cached_s: cached.as_secs_f64(),
         daemon_cpu_s: cpu_secs(&d.pid().to_string()),
@@ -2077,9 +2080,11 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
     let files = dir_bytes(dir.path());
     let ingest_s = rs.cached_s - rs.resync_s;
     println!(
-        "  restart → serving {:.0} ms → resync began {:.2} s → ready {:.2} s → all {n} entries cached {:.2} s ({:.0} entries/s after the resync began); daemon CPU {:.1} s, bench process (simulator) CPU {:.1} s; history pages {pages}; peak daemon RSS {:.0} MB; data dir {:.0} MB ({:.2}× the raw bytes)",
+        "  restart → serving {:.0} ms → resync began {:.2} s (SSE connected {}) → ready {:.2} s → all {n} entries cached {:.2} s ({:.0} entries/s after the resync began); daemon CPU {:.1} s, bench process (simulator) CPU {:.1} s; history pages {pages}; peak daemon RSS {:.0} MB; data dir {:.0} MB ({:.2}× the raw bytes)",
         rs.serving_s * 1000.0,
         rs.resync_s,
+        rs.sse_connected_s
+            .map_or("?".to_string(), |t| format!("{t:.2} s")),
         rs.ready_s,
         rs.cached_s,
         n as f64 / ingest_s,
@@ -2092,7 +2097,7 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
     r.row(
         &format!("restart catch-up of {n} entries ({how})"),
         format!(
-            "{:.1} s from spawn = {:.1} s until VK's SSE headers (resync starts) + {:.1} s ingest ({:.0} entries/s); daemon CPU {:.1} s",
+            "{:.1} s from spawn = {:.1} s until the resync starts + {:.1} s ingest ({:.0} entries/s); daemon CPU {:.1} s",
             rs.cached_s,
             rs.resync_s,
             ingest_s,
