@@ -1120,7 +1120,7 @@ async fn phase_throughput(
                 w["p99"].as_str().unwrap_or("?")
             );
             r.row(
-                "throughput get_attempt_status (1 attempt), wrk -t2 -c32, daemon as shipped (log level info)",
+                "throughput get_attempt_status (1 attempt), wrk -t2 -c32, daemon as shipped (default log level)",
                 format!(
                     "{rps:.0} calls/s (p50 {}, p99 {}; {log_per_call:.0} B of log per call)",
                     w["p50"].as_str().unwrap_or("?"),
