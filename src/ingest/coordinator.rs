@@ -416,6 +416,12 @@ impl Coordinator {
         {
             tracing::info!("bootstrap done: the cache reflects VK");
             self.ctx.health.set_bootstrapped();
+            // VK just answered every snapshot: it is reachable even if its event stream has not
+            // sent headers yet (an idle VK sends them with its first keep-alive). The SSE
+            // follower moves the state on from here.
+            if self.ctx.health.state() == crate::health::UpstreamState::Down {
+                self.ctx.health.set_state(crate::health::UpstreamState::Connected);
+            }
         }
     }
 }
