@@ -170,9 +170,14 @@ async def wait_for_completed_attempt(s: Session, project_id: str) -> tuple[dict[
         if with_attempt:
             ids = [t["latest_attempt_id"] for t in with_attempt][:100]
             st = await s.ok("get_attempt_status", {"attempt_ids": ids})
-            states = {a["attempt_id"]: a["state"] for a in st["attempts"]}
+            # "completed" also shows for a moment between the agent and its cleanup script;
+            # a finished demo attempt is completed with the cleanup script as its latest process.
+            states = {
+                a["attempt_id"]: (a["state"], (a.get("latest_process") or {}).get("run_reason"))
+                for a in st["attempts"]
+            }
             for t in with_attempt:
-                if states.get(t["latest_attempt_id"]) == "completed":
+                if states.get(t["latest_attempt_id"]) == ("completed", "cleanupscript"):
                     return t, t["latest_attempt_id"]
             last = f"attempt states: {states}"
         if time.monotonic() > deadline:
