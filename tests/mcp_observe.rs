@@ -14,19 +14,14 @@ use uuid::Uuid;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_changes_transcripts_and_context_answer_from_the_cache() {
-    let sim = support::sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = support::daemon(&sim, dir.path()).await;
-    let w = build_world(&sim).await;
-    support::converge(
-        &daemon.store,
-        &sim,
-        Duration::from_secs(30),
-        "scripted world",
-    )
-    .await;
-    let truth = sim.truth();
-    let mcp = Mcp::connect(daemon.addr).await;
+    let Served {
+        sim: _sim,
+        dir: _dir,
+        daemon,
+        w,
+        truth,
+        mcp,
+    } = serve_world().await;
     // tail_attempt_logs: default tail, older pages, incremental tail, raw channel.
     let agent = truth.attempt_status[&w.ok_attempt].clone();
     let _ = agent;

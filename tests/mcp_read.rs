@@ -8,25 +8,19 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::mcp::Mcp;
 use support::world::*;
 use uuid::Uuid;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_tasks_and_status_answer_from_the_cache_as_vk_would() {
-    let sim = support::sim().await;
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = support::daemon(&sim, dir.path()).await;
-    let w = build_world(&sim).await;
-    support::converge(
-        &daemon.store,
-        &sim,
-        Duration::from_secs(30),
-        "scripted world",
-    )
-    .await;
-    let truth = sim.truth();
-    let mcp = Mcp::connect(daemon.addr).await;
+    let Served {
+        sim,
+        dir: _dir,
+        daemon,
+        w,
+        truth,
+        mcp,
+    } = serve_world().await;
     let rest_before = sim.counters().rest_gets;
 
     // Tool list: every read tool; get_context only inside a workspace.

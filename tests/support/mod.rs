@@ -45,18 +45,8 @@ pub async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
 pub async fn daemon_reopen(sim: &Sim, dir: &std::path::Path) -> Daemon {
     let start = Instant::now();
     loop {
-        let r = Daemon::start(DaemonOptions {
-            upstream: &sim.base_url(),
-            upstream_token: None,
-            listen: "127.0.0.1:0".parse().unwrap(),
-            data_dir: dir,
-            retention: Default::default(),
-            ingest: fast_ingest(),
-            metrics: None,
-            mcp: Default::default(),
-            idempotency: Default::default(),
-        })
-        .await;
+        let url = sim.base_url();
+        let r = Daemon::start(options(&url, dir, Default::default())).await;
         match r {
             Ok(d) => return d,
             Err(e)
@@ -75,8 +65,20 @@ pub async fn daemon_with(
     dir: &std::path::Path,
     mcp: vk_observer::config::McpSettings,
 ) -> Daemon {
-    Daemon::start(DaemonOptions {
-        upstream: &sim.base_url(),
+    let url = sim.base_url();
+    Daemon::start(options(&url, dir, mcp))
+        .await
+        .expect("daemon starts")
+}
+
+/// Options of a test daemon: loopback on a free port, fast reconnects, default retention.
+pub fn options<'a>(
+    upstream: &'a str,
+    dir: &'a std::path::Path,
+    mcp: vk_observer::config::McpSettings,
+) -> DaemonOptions<'a> {
+    DaemonOptions {
+        upstream,
         upstream_token: None,
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir,
@@ -85,9 +87,7 @@ pub async fn daemon_with(
         metrics: None,
         mcp,
         idempotency: Default::default(),
-    })
-    .await
-    .expect("daemon starts")
+    }
 }
 
 fn by_id(items: Vec<vk_observer::store::reader::Stored>) -> BTreeMap<Uuid, Value> {

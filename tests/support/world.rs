@@ -149,3 +149,37 @@ pub fn sim_attempt_of(truth: &Truth, pid: Uuid) -> Option<Uuid> {
         .parse()
         .ok()
 }
+
+/// The scripted world served by a daemon, converged, with a connected MCP client.
+pub struct Served {
+    pub sim: vk_observer::sim::Sim,
+    pub dir: tempfile::TempDir,
+    pub daemon: vk_observer::daemon::Daemon,
+    pub w: World,
+    pub truth: Truth,
+    pub mcp: super::mcp::Mcp,
+}
+
+pub async fn serve_world() -> Served {
+    let sim = super::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = super::daemon(&sim, dir.path()).await;
+    let w = build_world(&sim).await;
+    super::converge(
+        &daemon.store,
+        &sim,
+        std::time::Duration::from_secs(30),
+        "scripted world",
+    )
+    .await;
+    let truth = sim.truth();
+    let mcp = super::mcp::Mcp::connect(daemon.addr).await;
+    Served {
+        sim,
+        dir,
+        daemon,
+        w,
+        truth,
+        mcp,
+    }
+}
