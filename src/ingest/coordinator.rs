@@ -420,7 +420,9 @@ impl Coordinator {
             // sent headers yet (an idle VK sends them with its first keep-alive). The SSE
             // follower moves the state on from here.
             if self.ctx.health.state() == crate::health::UpstreamState::Down {
-                self.ctx.health.set_state(crate::health::UpstreamState::Connected);
+                self.ctx
+                    .health
+                    .set_state(crate::health::UpstreamState::Connected);
             }
         }
     }
