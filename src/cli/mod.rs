@@ -18,6 +18,7 @@ pub mod client;
 pub mod doctor;
 pub mod render;
 pub mod resolve;
+pub mod settings_toml;
 pub mod status;
 pub mod watch;
 
