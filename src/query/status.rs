@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::vk::{latest, rfc3339, str_of};
+use super::vk::rfc3339;
 use super::{Freshness, Query, Since};
 use crate::store::StoreReader;
 use crate::tool_error::ToolError;
@@ -179,19 +179,7 @@ pub fn attempt_status(
     let processes = reader.processes_of_attempt_as::<ProcessRow>(id)?;
     let latest_session = rows::latest_session(&sessions);
     let process = rows::status_process(&processes);
-    let (state, failure_summary) = match process.map(|(_, p)| p.status()) {
-        None => (AttemptState::Idle, None),
-        Some("running") => (AttemptState::Running, None),
-        Some("completed") => (AttemptState::Completed, None),
-        Some("killed") => (AttemptState::Failed, Some("killed".to_string())),
-        Some(_) => {
-            let text = match process.and_then(|(_, p)| p.exit_code) {
-                Some(c) => format!("failed (exit_code={c})"),
-                None => "failed".to_string(),
-            };
-            (AttemptState::Failed, Some(text))
-        }
-    };
+    let (state, failure_summary) = state_of(process.map(|(_, p)| p));
     let last_activity_at = match process {
         Some((_, p)) => p.updated_at.max(p.completed_at).map(rfc3339),
         None => latest_session.and_then(|(_, s)| s.updated_at).map(rfc3339),
@@ -280,9 +268,32 @@ pub fn latest_session_of(
     reader: &StoreReader,
     attempt: Uuid,
 ) -> Result<(Option<Uuid>, Option<String>), ToolError> {
-    let sessions = reader.sessions_of_attempt(attempt)?;
-    Ok(match latest(&sessions) {
-        Some(s) => (Some(s.id), str_of(&s.value, "executor").map(str::to_owned)),
+    let sessions = reader.sessions_of_attempt_as::<super::rows::SessionRow>(attempt)?;
+    Ok(match super::rows::latest_session(&sessions) {
+        Some((id, s)) => (Some(*id), s.executor.clone()),
         None => (None, None),
     })
+}
+
+/// The state of an attempt (and its failure text) from its latest relevant process.
+fn state_of(process: Option<&super::rows::ProcessRow>) -> (AttemptState, Option<String>) {
+    match process.map(|p| p.status()) {
+        None => (AttemptState::Idle, None),
+        Some("running") => (AttemptState::Running, None),
+        Some("completed") => (AttemptState::Completed, None),
+        Some("killed") => (AttemptState::Failed, Some("killed".to_string())),
+        Some(_) => {
+            let text = match process.and_then(|p| p.exit_code) {
+                Some(c) => format!("failed (exit_code={c})"),
+                None => "failed".to_string(),
+            };
+            (AttemptState::Failed, Some(text))
+        }
+    }
+}
+
+/// Just the state of an attempt: reads its processes only (listings need no full status).
+pub fn attempt_state(reader: &StoreReader, attempt: Uuid) -> Result<AttemptState, ToolError> {
+    let processes = reader.processes_of_attempt_as::<super::rows::ProcessRow>(attempt)?;
+    Ok(state_of(super::rows::status_process(&processes).map(|(_, p)| p)).0)
 }

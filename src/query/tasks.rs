@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::status::{AttemptState, attempt_status, latest_session_of};
+use super::status::{AttemptState, attempt_state, latest_session_of};
 use super::vk::{self, newest_first, str_of, string_of, ts_of, ts_string};
 use super::{Freshness, Query};
 use crate::store::StoreReader;
@@ -336,14 +336,11 @@ pub fn attempt_summaries(
 ) -> Result<Vec<AttemptSummary>, ToolError> {
     let mut attempts = reader.attempts_of_task(task)?;
     attempts.sort_by(newest_first);
-    let epoch = crate::store::token::Epoch(0);
     attempts
         .iter()
         .map(|a| {
             let (latest_session_id, latest_session_executor) = latest_session_of(reader, a.id)?;
-            let state = attempt_status(reader, a.id, 0, epoch)?
-                .map(|s| s.state)
-                .unwrap_or(AttemptState::Idle);
+            let state = attempt_state(reader, a.id)?;
             Ok(AttemptSummary {
                 attempt_id: a.id,
                 workspace_branch: string_of(&a.value, "branch"),
