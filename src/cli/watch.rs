@@ -398,23 +398,11 @@ async fn read_logs(
             let (all, _) = from_beginning(client, id, page_pid.as_deref(), None).await?;
             entries = all;
             has_more = false;
-        } else if !after_mode && has_more {
-            let (older, cut) = from_beginning(
-                client,
-                id,
-                page_pid.as_deref(),
-                page["next_cursor"].as_u64(),
-            )
-            .await?;
-            if cut > 0 {
-                out.print(&format!("      … {cut} earlier entries not shown"));
-            }
-            entries.splice(0..0, older);
-            has_more = false;
         }
         cur.last = None;
-    } else if !after_mode && has_more {
-        // Tail mode on the same process (nothing printed of it yet): fill in older entries.
+    }
+    if !after_mode && has_more {
+        // A tail page of a process not printed in full yet: fill in its older entries.
         let (older, cut) = from_beginning(
             client,
             id,
