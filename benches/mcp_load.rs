@@ -357,7 +357,11 @@ impl Drop for DaemonProc {
 struct Mcp {
     http: reqwest::Client,
     url: String,
+    /// A bare HTTP/1.1 keep-alive connection used instead of `http` when set (see `bare`).
+    bare: Option<std::sync::Arc<tokio::sync::Mutex<BareConn>>>,
 }
+
+type BareConn = hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
 
 fn call_body(tool: &str, args: &Value) -> String {
     json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -374,11 +378,68 @@ impl Mcp {
         Mcp {
             http,
             url: url.to_string(),
+            bare: None,
         }
+    }
+
+    /// A client on one bare hyper HTTP/1.1 keep-alive connection (like one wrk connection):
+    /// no pool, no redirects, no per-request client bookkeeping, so sub-millisecond server
+    /// times are not buried under the client's own. Call from the runtime that will use it.
+    async fn bare(url: &str) -> anyhow::Result<Mcp> {
+        let authority = url
+            .strip_prefix("http://")
+            .and_then(|u| u.split('/').next())
+            .ok_or_else(|| anyhow!("not an http:// url: {url}"))?;
+        let tcp = tokio::net::TcpStream::connect(authority).await?;
+        tcp.set_nodelay(true)?;
+        let (send, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut mcp = Mcp::new(url);
+        mcp.bare = Some(std::sync::Arc::new(tokio::sync::Mutex::new(send)));
+        Ok(mcp)
+    }
+
+    async fn bare_post(
+        conn: &tokio::sync::Mutex<BareConn>,
+        url: &str,
+        body: String,
+    ) -> anyhow::Result<bytes::Bytes> {
+        use http_body_util::BodyExt;
+        let authority = url
+            .strip_prefix("http://")
+            .and_then(|u| u.split('/').next())
+            .unwrap_or("");
+        let path = url
+            .find(authority)
+            .map(|i| &url[i + authority.len()..])
+            .unwrap_or("/");
+        let req = hyper::Request::post(path)
+            .header("host", authority)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", PROTOCOL)
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))?;
+        let mut send = conn.lock().await;
+        send.ready().await?;
+        let r = send.send_request(req).await?;
+        let status = r.status();
+        let bytes = r.into_body().collect().await?.to_bytes();
+        ensure!(
+            status.is_success(),
+            "HTTP {status}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        Ok(bytes)
     }
 
     /// POST one JSON-RPC body; the answer's bytes.
     async fn raw(&self, body: String) -> anyhow::Result<bytes::Bytes> {
+        if let Some(conn) = &self.bare {
+            return Self::bare_post(conn, &self.url, body).await;
+        }
         let r = self
             .http
             .post(&self.url)
@@ -735,6 +796,27 @@ async fn wait_cache_holds(mcp: &Mcp, a: &ScenarioA, timeout: Duration) -> anyhow
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     bail!("cache did not hold the scenario after {timeout:?}: {last}")
+}
+
+/// Run a latency measurement on a thread of its own with a single-threaded runtime, the way
+/// wrk's event loop runs: the timing client's wakeups need no hand-off between worker threads,
+/// so what is timed is the server under test. The simulator and the REST-proxy baseline keep
+/// running on the main runtime; both servers are timed by the same client.
+fn on_client_thread<T: Send>(
+    f: impl FnOnce(&tokio::runtime::Runtime) -> anyhow::Result<T> + Send,
+) -> anyhow::Result<T> {
+    tokio::task::block_in_place(|| {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                f(&rt)
+            })
+            .join()
+            .map_err(|_| anyhow!("client thread panicked"))?
+        })
+    })
 }
 
 async fn phase_status(
@@ -1580,7 +1662,14 @@ async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     let proxy_addr = proxy::serve(a.sim.base_url()).await?;
     let proxy = Mcp::new(&format!("http://{proxy_addr}/mcp"));
     if o.runs("status") {
-        phase_status(r, o, &a, &mcp, &proxy).await?;
+        let (cache_url, proxy_url) = (mcp.url.clone(), proxy.url.clone());
+        on_client_thread(|rt| {
+            rt.block_on(async {
+                let cache = Mcp::bare(&cache_url).await?;
+                let proxy = Mcp::bare(&proxy_url).await?;
+                phase_status(r, o, &a, &cache, &proxy).await
+            })
+        })?;
     }
     if o.runs("wake") {
         phase_wake(r, o, &a, &mcp).await?;

@@ -9,7 +9,7 @@ use super::VkTools;
 use super::args::{Args, input_schema};
 use super::descriptions as d;
 use super::requests::*;
-use super::respond::respond;
+use super::respond::{rendered, respond};
 use crate::query::catalog::{ExecutorList, ProjectList, RepoList};
 use crate::query::changes::ChangesPage;
 use crate::query::context::WorkspaceContext;
@@ -109,12 +109,10 @@ impl VkTools {
     }
 
     #[tool(description = d::GET_ATTEMPT_STATUS, input_schema = input_schema::<StatusArgs>(),
+           output_schema = rmcp::handler::server::tool::schema_for_output::<StatusPage>(),
            annotations(title = "Get attempt status", read_only_hint = true, open_world_hint = false))]
-    async fn get_attempt_status(
-        &self,
-        Args(a): Args<StatusArgs>,
-    ) -> Result<Json<StatusPage>, CallToolResult> {
-        respond(a.and_then(|a| {
+    async fn get_attempt_status(&self, Args(a): Args<StatusArgs>) -> CallToolResult {
+        rendered(a.and_then(|a| {
             let ids = match (a.attempt_id, a.attempt_ids) {
                 (Some(id), None) => vec![id],
                 (None, Some(ids)) if !ids.is_empty() && ids.len() <= MAX_BATCH => ids,
@@ -135,7 +133,7 @@ impl VkTools {
                     "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
                 ));
             }
-            Ok(page)
+            page.render()
         }))
     }
 

@@ -14,6 +14,20 @@ pub fn error_result(e: &ToolError) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(e.to_json_string())])
 }
 
+/// A success built from pre-rendered parts (value for `structuredContent`, the same document
+/// as text), for answers whose pieces are memoized; the tool declares its output schema
+/// explicitly since its return type no longer names it.
+pub fn rendered(r: Result<(serde_json::Value, String), ToolError>) -> CallToolResult {
+    match r {
+        Ok((value, text)) => {
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            result.structured_content = Some(value);
+            result
+        }
+        Err(e) => error_result(&e),
+    }
+}
+
 pub fn respond<T>(r: Result<T, ToolError>) -> ToolResult<T> {
     r.map(Json).map_err(|e| error_result(&e))
 }

@@ -9,6 +9,7 @@ pub mod context;
 pub mod logs;
 pub mod rows;
 pub mod status;
+pub mod status_memo;
 pub mod tasks;
 pub mod transcript;
 pub mod vk;
@@ -32,6 +33,8 @@ pub struct Query {
     /// Long-polls parked right now, and how many may be.
     pub waiters: Arc<std::sync::atomic::AtomicUsize>,
     pub max_waiters: usize,
+    /// Statuses already computed, per attempt token (see `status_memo`).
+    pub status_memo: Arc<status_memo::StatusMemo>,
 }
 
 /// How current the cache is; part of every tool response.
@@ -78,6 +81,7 @@ impl Query {
             health,
             waiters: Arc::default(),
             max_waiters: crate::config::DEFAULT_MAX_WAITERS,
+            status_memo: Arc::default(),
         }
     }
 

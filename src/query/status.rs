@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::status_memo::StatusItem;
 use super::vk::rfc3339;
 use super::{Freshness, Query, Since};
 use crate::store::StoreReader;
@@ -111,7 +112,8 @@ pub struct AttemptStatus {
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct StatusPage {
     /// The attempts asked for (in request order); with `since_token`, only those changed since.
-    pub attempts: Vec<AttemptStatus>,
+    #[schemars(with = "Vec<AttemptStatus>")]
+    pub attempts: Vec<StatusItem>,
     /// Requested ids the cache does not know (never created, deleted, or not yet ingested).
     pub not_found: Vec<Uuid>,
     /// Number of requested attempts left out because nothing changed since `since_token`.
@@ -123,6 +125,51 @@ pub struct StatusPage {
     pub token_reset: bool,
     /// How current the cache is.
     pub freshness: Freshness,
+}
+
+/// `StatusPage` without its attempts: the part rendered per request.
+#[derive(Serialize)]
+struct PageTail<'a> {
+    not_found: &'a [Uuid],
+    unchanged: usize,
+    token: &'a str,
+    token_reset: bool,
+    freshness: &'a Freshness,
+}
+
+impl StatusPage {
+    /// The page as (JSON value, compact JSON text), reusing each attempt's memoized
+    /// renderings: one serialization of the small page tail instead of two of the whole page.
+    /// Both describe the same JSON document (key order aside).
+    pub fn render(&self) -> Result<(serde_json::Value, String), ToolError> {
+        let tail = PageTail {
+            not_found: &self.not_found,
+            unchanged: self.unchanged,
+            token: &self.token,
+            token_reset: self.token_reset,
+            freshness: &self.freshness,
+        };
+        let tail_text = serde_json::to_string(&tail).map_err(ToolError::internal)?;
+        let mut value = serde_json::to_value(&tail).map_err(ToolError::internal)?;
+        let attempts: Vec<serde_json::Value> =
+            self.attempts.iter().map(|a| a.0.value.clone()).collect();
+        if let serde_json::Value::Object(m) = &mut value {
+            m.insert("attempts".into(), serde_json::Value::Array(attempts));
+        }
+        let body: usize = self.attempts.iter().map(|a| a.0.json.len() + 1).sum();
+        let mut text = String::with_capacity(body + tail_text.len() + 16);
+        text.push_str("{\"attempts\":[");
+        for (i, a) in self.attempts.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(&a.0.json);
+        }
+        text.push_str("],");
+        // `tail_text` is a non-empty object: drop its opening brace.
+        text.push_str(&tail_text[1..]);
+        Ok((value, text))
+    }
 }
 
 impl Query {
@@ -148,7 +195,7 @@ impl Query {
                     continue;
                 }
             }
-            match attempt_status(&reader, id, attempt_token, epoch)? {
+            match self.status_memo.status(&reader, id, attempt_token, epoch)? {
                 Some(s) => attempts.push(s),
                 None => not_found.push(id),
             }

@@ -12,7 +12,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::status::{AttemptStatus, attempt_status};
+use super::status::AttemptStatus;
+use super::status_memo::StatusItem;
 use super::{Freshness, Query, Since};
 use crate::store::Store;
 use crate::tool_error::ToolError;
@@ -33,7 +34,8 @@ pub struct WaitResult {
     /// True when a watched attempt changed after `since_token` (or the token was reset).
     pub changed: bool,
     /// Status of each watched attempt that changed (all watched attempts on a reset).
-    pub attempts: Vec<AttemptStatus>,
+    #[schemars(with = "Vec<AttemptStatus>")]
+    pub attempts: Vec<StatusItem>,
     /// Watched attempts that were deleted after `since_token` (UUIDs).
     pub removed: Vec<Uuid>,
     /// Store token now; pass it as `since_token` to the next wait.
@@ -49,7 +51,7 @@ pub struct WaitResult {
 
 #[derive(Default)]
 struct Changes {
-    attempts: Vec<AttemptStatus>,
+    attempts: Vec<StatusItem>,
     removed: Vec<Uuid>,
 }
 
@@ -104,7 +106,7 @@ impl Query {
             if since.is_some_and(|s| t <= s) {
                 continue;
             }
-            match attempt_status(&reader, id, t, epoch)? {
+            match self.status_memo.status(&reader, id, t, epoch)? {
                 Some(st) => out.attempts.push(st),
                 // Its token moved but it is gone: deleted after `since`.
                 None if t > 0 => out.removed.push(id),
