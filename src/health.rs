@@ -24,6 +24,8 @@ pub struct Health {
     pub resyncs: AtomicU64,
     pub reconnects: AtomicU64,
     pub log_entries_received: AtomicU64,
+    /// Long-polls held in front of the MCP stack (`mcp::park`) so far.
+    pub waits_parked: AtomicU64,
 }
 
 impl Health {

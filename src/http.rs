@@ -33,9 +33,17 @@ pub fn router(
         max_sessions: settings.max_sessions,
         stateless: settings.stateless,
     };
-    let mcp_routes = Router::new().nest_service("/mcp", mcp.service).layer(
-        axum::middleware::from_fn_with_state(guard, crate::mcp::guard::guard),
-    );
+    // Outermost first: the guard (token, session cap), then long-poll parking, then rmcp.
+    let mcp_routes = Router::new()
+        .nest_service("/mcp", mcp.service)
+        .layer(axum::middleware::from_fn_with_state(
+            mcp.query,
+            crate::mcp::park::park_waits,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            crate::mcp::guard::guard,
+        ));
     Router::new()
         .merge(mcp_routes)
         .route("/healthz", get(healthz))

@@ -189,7 +189,7 @@ fn spawn_waiter(
         q.wait_for_change(
             WaitScope::Project(project),
             Since::After(since),
-            Duration::from_secs(600),
+            vk_observer::query::wait::WaitClock::start(Duration::from_secs(600)),
             std::future::pending::<()>(),
         )
         .await

@@ -238,6 +238,14 @@ async fn many_waiters_share_one_channel_and_a_gone_client_leaks_nothing() {
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(hub.channel_count(), 0, "released after the wake");
+    assert!(
+        daemon
+            .health
+            .waits_parked
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 60,
+        "the waits were held in front of rmcp (mcp::park), not inside it"
+    );
 
     // A client that goes away mid-wait: its waiter ends and the channel is released.
     let gone = Mcp::connect(daemon.addr).await;

@@ -10,6 +10,7 @@ pub mod control_requests;
 pub mod control_tools;
 pub mod descriptions;
 pub mod guard;
+pub mod park;
 pub mod read_tools;
 pub mod requests;
 pub mod respond;
@@ -163,6 +164,8 @@ pub type McpService = StreamableHttpService<VkTools, LocalSessionManager>;
 pub struct McpEndpoint {
     pub service: McpService,
     pub sessions: Arc<LocalSessionManager>,
+    /// For the long-poll parking layer in front of the service (`park`).
+    pub query: Query,
 }
 
 /// Browser origins always allowed: pages served from this machine.
@@ -206,6 +209,7 @@ pub fn service(
             .with_json_response(true);
     }
     let sessions = Arc::new(LocalSessionManager::default());
+    let parking = query.clone();
     let service = StreamableHttpService::new(
         move || {
             Ok(VkTools::new(
@@ -217,5 +221,9 @@ pub fn service(
         sessions.clone(),
         config,
     );
-    McpEndpoint { service, sessions }
+    McpEndpoint {
+        service,
+        sessions,
+        query: parking,
+    }
 }

@@ -15,7 +15,8 @@ use super::descriptions as d;
 use super::read_tools::MAX_BATCH;
 use super::requests::WaitArgs;
 use super::respond::respond;
-use crate::query::wait::{WAIT_DEFAULT_MS, WAIT_MAX_MS, WaitResult, WaitScope};
+use crate::query::Since;
+use crate::query::wait::{WAIT_DEFAULT_MS, WAIT_MAX_MS, WaitClock, WaitResult, WaitScope};
 use crate::tool_error::ToolError;
 
 #[tool_router(router = wait_router, vis = "pub(crate)")]
@@ -27,57 +28,70 @@ impl VkTools {
         ctx: RequestContext<RoleServer>,
         Args(a): Args<WaitArgs>,
     ) -> Result<Json<WaitResult>, CallToolResult> {
-        let a = match a {
-            Ok(a) => a,
+        let (scope, since, timeout) = match a.and_then(|a| plan(&self.query, a)) {
+            Ok(p) => p,
             Err(e) => return respond(Err(e)),
         };
-        let scope = match (a.attempt_ids, a.project_id) {
-            (Some(ids), None) if !ids.is_empty() && ids.len() <= MAX_BATCH => {
-                WaitScope::Attempts(ids)
-            }
-            (Some(ids), None) => {
-                return respond(Err(ToolError::invalid_field(
-                    "attempt_ids",
-                    format!(
-                        "attempt_ids must hold 1 to {MAX_BATCH} ids (got {}); or watch the whole project with project_id.",
-                        ids.len()
-                    ),
-                )));
-            }
-            (None, Some(p)) => WaitScope::Project(p),
-            _ => {
-                return respond(Err(ToolError::ambiguous_target(&[
-                    "attempt_ids",
-                    "project_id",
-                ])));
-            }
-        };
-        let timeout = match a.timeout_ms {
-            Some(0) => {
-                return respond(Err(ToolError::invalid_field(
-                    "timeout_ms",
-                    "timeout_ms must be at least 1.",
-                )));
-            }
-            Some(ms) => ms.min(WAIT_MAX_MS),
-            None => WAIT_DEFAULT_MS,
-        };
-        let since = match self.query.since(a.since_token.as_deref(), "since_token") {
-            Ok(s) => s,
-            Err(e) => return respond(Err(e)),
+        // Parked in front of rmcp already (see `mcp::park`): keep its clock and baseline.
+        let parked = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Parked>())
+            .copied();
+        let (clock, since) = match (parked, since) {
+            (Some(p), Since::None) => (p.clock, Since::After(p.since)),
+            (Some(p), since) => (p.clock, since),
+            (None, since) => (WaitClock::start(timeout), since),
         };
         let ct = ctx.ct.clone();
         respond(
             self.query
-                .wait_for_change(
-                    scope,
-                    since,
-                    Duration::from_millis(timeout),
-                    ct.cancelled_owned(),
-                )
+                .wait_for_change(scope, since, clock, ct.cancelled_owned())
                 .await,
         )
     }
+}
+
+/// What a validated wait call asks for: scope, baseline and timeout (shared with `mcp::park`).
+pub fn plan(
+    query: &crate::query::Query,
+    a: WaitArgs,
+) -> Result<(WaitScope, Since, Duration), ToolError> {
+    let scope = match (a.attempt_ids, a.project_id) {
+        (Some(ids), None) if !ids.is_empty() && ids.len() <= MAX_BATCH => WaitScope::Attempts(ids),
+        (Some(ids), None) => {
+            return Err(ToolError::invalid_field(
+                "attempt_ids",
+                format!(
+                    "attempt_ids must hold 1 to {MAX_BATCH} ids (got {}); or watch the whole project with project_id.",
+                    ids.len()
+                ),
+            ));
+        }
+        (None, Some(p)) => WaitScope::Project(p),
+        _ => return Err(ToolError::ambiguous_target(&["attempt_ids", "project_id"])),
+    };
+    let timeout = match a.timeout_ms {
+        Some(0) => {
+            return Err(ToolError::invalid_field(
+                "timeout_ms",
+                "timeout_ms must be at least 1.",
+            ));
+        }
+        Some(ms) => ms.min(WAIT_MAX_MS),
+        None => WAIT_DEFAULT_MS,
+    };
+    let since = query.since(a.since_token.as_deref(), "since_token")?;
+    Ok((scope, since, Duration::from_millis(timeout)))
+}
+
+/// Set on a request's extensions by `mcp::park` once it has held the wait: the wait's clock
+/// (so the timeout is not served twice) and the token it compared against (the baseline of a
+/// wait without `since_token`).
+#[derive(Debug, Clone, Copy)]
+pub struct Parked {
+    pub clock: WaitClock,
+    pub since: u64,
 }
 
 pub(crate) fn router() -> ToolRouter<VkTools> {

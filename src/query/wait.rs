@@ -22,7 +22,28 @@ pub const WAIT_DEFAULT_MS: u64 = 25_000;
 /// Below the 60 s default request timeout of the common MCP clients.
 pub const WAIT_MAX_MS: u64 = 50_000;
 
+/// When a wait started and when it gives up (the requested timeout minus jitter).
+#[derive(Debug, Clone, Copy)]
+pub struct WaitClock {
+    pub started: Instant,
+    pub deadline: tokio::time::Instant,
+}
+
+impl WaitClock {
+    /// A wait starting now: it fires somewhere in the last 10% of `timeout`, never past it, so
+    /// many clients with the same timeout do not wake in lockstep.
+    pub fn start(timeout: Duration) -> Self {
+        let jitter = rand::rng().random_range(0.0..0.1);
+        let started = Instant::now();
+        WaitClock {
+            started,
+            deadline: tokio::time::Instant::from_std(started) + timeout.mul_f64(1.0 - jitter),
+        }
+    }
+}
+
 /// What to watch.
+#[derive(Debug, Clone)]
 pub enum WaitScope {
     Attempts(Vec<Uuid>),
     Project(Uuid),
@@ -116,16 +137,9 @@ impl Query {
         Ok(out)
     }
 
-    pub async fn wait_for_change(
-        &self,
-        scope: WaitScope,
-        since: Since,
-        timeout: Duration,
-        cancelled: impl std::future::Future<Output = ()>,
-    ) -> Result<WaitResult, ToolError> {
-        let started = Instant::now();
+    fn check_scope(&self, scope: &WaitScope) -> Result<(), ToolError> {
         if let WaitScope::Project(p) = scope {
-            if self.read().project(p)?.is_none() {
+            if self.read().project(*p)?.is_none() {
                 return Err(ToolError::not_found(
                     "project",
                     p,
@@ -133,12 +147,17 @@ impl Query {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Take a waiter slot and subscribe to the scope's channels (before any token is read, so a
+    /// commit in between still wakes the wait).
+    fn register(&self, scope: &WaitScope) -> Result<Registration, ToolError> {
         let hub = self.store.hub();
         let held = self
             .waiters
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         metrics::gauge!("vk_observer_waiters").increment(1.0);
-        // Subscribe before reading tokens: a commit in between still wakes us.
         let mut reg = Registration {
             waiters: self.waiters.clone(),
             store: self.store.clone(),
@@ -154,7 +173,7 @@ impl Query {
             )
             .with_details(serde_json::json!({ "max_waiters": self.max_waiters })));
         }
-        match &scope {
+        match scope {
             WaitScope::Attempts(ids) => {
                 for id in ids {
                     reg.receivers.push(hub.subscribe_attempt(*id));
@@ -166,6 +185,56 @@ impl Query {
                 reg.projects.push(*p);
             }
         }
+        Ok(reg)
+    }
+
+    /// True when a watched attempt's token is above `since` (changed, created or deleted).
+    fn any_changed(&self, scope: &WaitScope, since: u64) -> Result<bool, ToolError> {
+        let reader = self.read();
+        for id in self.watched(scope)? {
+            if reader.attempt_token(id)? > since {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The parking half of a wait, without building any answer: returns `Ok(true)` as soon as
+    /// a watched attempt changed after `since`, `Ok(false)` at `deadline`. Holds a waiter slot
+    /// and the scope's channels meanwhile, like a wait. Used by `mcp::park` to hold long-polls
+    /// in front of the MCP stack; the tool then answers from the same store.
+    pub async fn park_until_changed(
+        &self,
+        scope: &WaitScope,
+        since: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<bool, ToolError> {
+        self.check_scope(scope)?;
+        let mut reg = self.register(scope)?;
+        loop {
+            if self.any_changed(scope, since)? {
+                return Ok(true);
+            }
+            let any_change = futures::future::select_all(
+                reg.receivers.iter_mut().map(|r| Box::pin(r.changed())),
+            );
+            tokio::select! {
+                _ = any_change => {}
+                _ = tokio::time::sleep_until(deadline) => return Ok(false),
+            }
+        }
+    }
+
+    pub async fn wait_for_change(
+        &self,
+        scope: WaitScope,
+        since: Since,
+        clock: WaitClock,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<WaitResult, ToolError> {
+        let started = clock.started;
+        self.check_scope(&scope)?;
+        let mut reg = self.register(&scope)?;
         let since_n = match since {
             Since::Reset => {
                 let token = self.token();
@@ -175,9 +244,7 @@ impl Query {
             Since::After(n) => n,
             Since::None => self.store.current_token(),
         };
-        // Jitter: fire somewhere in the last 10% of the requested time, never past it.
-        let jitter = rand::rng().random_range(0.0..0.1);
-        let deadline = tokio::time::Instant::now() + timeout.mul_f64(1.0 - jitter);
+        let deadline = clock.deadline;
         tokio::pin!(cancelled);
         loop {
             let token = self.token();
