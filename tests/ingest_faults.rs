@@ -285,3 +285,104 @@ async fn entries_streamed_live_survive_upstream_history_truncation() {
     .await;
     daemon.shutdown().await;
 }
+
+/// A normalized system message, as VK's normalizer writes one.
+fn note(text: &str) -> serde_json::Value {
+    serde_json::json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,
+        "entry_type": {"type": "system_message"}, "content": text}})
+}
+
+/// Seed 180's interleaving, forced: the agent appends entry 3, VK restarts (the process fails
+/// and its log ends) before the agent's rewrite of entry 3 lands, and the rewrite comes only
+/// after the daemon has read the log to its end. A real VK drops its in-memory log store when a
+/// process ends and persists nothing after `finished`, so the rewrite must not exist upstream
+/// either: the cache and VK agree on the content streamed before the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewrite_racing_the_end_of_its_process_is_not_part_of_the_log() {
+    use vk_observer::sim::{Channel, RunReason};
+    let sim = support::sim().await;
+    let project = sim.add_project("Rewrite race", &["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let task = sim.add_task(project, "rewrite vs restart", None);
+    let ids = sim.create_attempt(task, "CLAUDE_CODE");
+    let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
+    for i in 0..4 {
+        sim.append_log(pid, Channel::Normalized, note(&format!("m{i}")));
+    }
+    sim.restart();
+    let start = std::time::Instant::now();
+    while !daemon
+        .store
+        .read()
+        .logs_complete(pid, vk_observer::store::keys::Channel::Normalized)
+        .unwrap()
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the daemon never read the ended log to its end"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !sim.replace_log(pid, Channel::Normalized, 3, note("m3 (rewritten)")),
+        "an ended log is frozen"
+    );
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(10),
+        "rewrite after the end",
+    )
+    .await;
+    daemon.shutdown().await;
+    sim.shutdown().await;
+}
+
+/// A history pass that began while the process ran is a snapshot of a moving log, even if the
+/// process has ended by the time the pass is over. Here the log socket is unusable (upgrades
+/// refused), so the daemon reads history while the process runs; the process writes its last
+/// entry and ends while that page is in flight. The daemon must read again before calling the
+/// log complete, or the last entry is never fetched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_pass_begun_while_the_process_ran_does_not_complete_its_log() {
+    use vk_observer::sim::{Channel, ProcessStatus, RunReason};
+    let sim = support::sim().await;
+    sim.set_faults(Faults {
+        refuse_log_ws: true,
+        slow_history: Some(Duration::from_millis(800)),
+        ..Faults::default()
+    });
+    let project = sim.add_project("Moving log", &["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let task = sim.add_task(project, "history while running", None);
+    let ids = sim.create_attempt(task, "CLAUDE_CODE");
+    let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
+    for i in 0..4 {
+        sim.append_log(pid, Channel::Normalized, note(&format!("m{i}")));
+    }
+    let route = "GET /api/execution-processes/{id}/normalized-logs/v2";
+    let start = std::time::Instant::now();
+    while sim.counters().by_route.get(route).copied().unwrap_or(0) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the daemon never fell back to history"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The page (m0..m3) was taken when the request arrived; it is answered 800 ms later, by
+    // when the daemon has learnt from the process stream that the process ended.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    sim.append_log(pid, Channel::Normalized, note("m4 (last words)"));
+    sim.finish_process(pid, ProcessStatus::Completed, Some(0));
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(10),
+        "history read while running",
+    )
+    .await;
+    daemon.shutdown().await;
+    sim.shutdown().await;
+}

@@ -3,6 +3,20 @@
 //! `Backfill` (log history v2, cursor paging over everything VK still has) when the process has
 //! ended (VK closes with 4404) or the socket keeps failing. Entries are written in chunks; the
 //! writer dedups identical re-sends, so replays after a reconnect cost nothing but a compare.
+//!
+//! **Ordering.** The store keeps the last content written for an index, so no older read of an
+//! entry may be written after a newer one. VK's frames carry no version, so this rests on reads
+//! being sequential: one follower per (process, channel) at a time (the coordinator starts the
+//! next only after `LogDone`), reading frames in socket order and each history page only after
+//! the previous write committed. Every write therefore carries content at least as new as the
+//! one before it, and a rewrite (`replace`) is never undone by a replay or a page.
+//!
+//! **Completeness.** VK never changes a log after the process ends (`finished` is the last frame
+//! and VK persists nothing after it), so a log is complete only after a read that began once the
+//! process had ended: the `finished` frame itself, or a history pass that started when the store
+//! already knew the process had ended. A pass that started while the process ran is a snapshot
+//! of a moving log: if the process ended meanwhile, one more pass reads the final log; if it
+//! still runs, the follower ends incomplete and a later process change starts another.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -85,20 +99,24 @@ impl LogFollower {
                 tokio::time::sleep(d).await;
                 State::Connecting
             }
-            State::Backfill => match self.backfill().await {
-                Ok(()) => State::Done {
-                    complete: !self.still_running(),
-                },
-                Err(e) if reconnect.failures < 6 => {
-                    tracing::warn!(pid = %self.process_id, error = %e, "log history backfill failed; retrying");
-                    tokio::time::sleep(reconnect.next_delay()).await;
-                    State::Backfill
+            State::Backfill => {
+                // Sampled before the first page: see "Completeness" above.
+                let ended_before = !self.still_running();
+                match self.backfill().await {
+                    Ok(()) if ended_before => State::Done { complete: true },
+                    Ok(()) if !self.still_running() => State::Backfill,
+                    Ok(()) => State::Done { complete: false },
+                    Err(e) if reconnect.failures < 6 => {
+                        tracing::warn!(pid = %self.process_id, error = %e, "log history backfill failed; retrying");
+                        tokio::time::sleep(reconnect.next_delay()).await;
+                        State::Backfill
+                    }
+                    Err(e) => {
+                        tracing::error!(pid = %self.process_id, error = %e, "giving up on log history for now");
+                        State::Done { complete: false }
+                    }
                 }
-                Err(e) => {
-                    tracing::error!(pid = %self.process_id, error = %e, "giving up on log history for now");
-                    State::Done { complete: false }
-                }
-            },
+            }
             State::Done { complete } => State::Done { complete },
         }
     }

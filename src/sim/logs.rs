@@ -1,11 +1,13 @@
 //! Per-process log endpoints: the v2 log WebSockets (history as `append`, then live
 //! `append`/`replace`, `finished` and a dropped connection; 4404 when the process is not live)
-//! and the REST history pages (latest `limit` entries before `cursor`, ascending).
+//! and the REST history pages (latest `limit` entries before `cursor`, ascending). Fault
+//! switches: refused upgrades, cut sockets, garbage frames, truncated or slow history.
 
 use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -13,7 +15,7 @@ use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::core::Inner;
-use super::http::{AppState, not_found, ok};
+use super::http::{AppState, fail, not_found, ok};
 use super::types::{Channel, ProcessStatus};
 use super::world::LogEvent;
 
@@ -61,12 +63,21 @@ fn page(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Option<Value>
     }))
 }
 
+/// A history page as it is now, answered after the `slow_history` delay if set.
+async fn history(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Response {
+    let answer = page(inner, pid, ch, q);
+    if let Some(d) = inner.faults().slow_history {
+        tokio::time::sleep(d).await;
+    }
+    answer.map_or_else(not_found, ok)
+}
+
 pub(crate) async fn normalized_history(
     State(inner): State<AppState>,
     Path(pid): Path<Uuid>,
     Query(q): Query<HistoryQuery>,
 ) -> Response {
-    page(&inner, pid, Channel::Normalized, q).map_or_else(not_found, ok)
+    history(&inner, pid, Channel::Normalized, q).await
 }
 
 pub(crate) async fn raw_history(
@@ -74,7 +85,15 @@ pub(crate) async fn raw_history(
     Path(pid): Path<Uuid>,
     Query(q): Query<HistoryQuery>,
 ) -> Response {
-    page(&inner, pid, Channel::Raw, q).map_or_else(not_found, ok)
+    history(&inner, pid, Channel::Raw, q).await
+}
+
+/// The upgrade, or the `refuse_log_ws` fault's 502.
+fn upgrade(inner: AppState, ws: WebSocketUpgrade, pid: Uuid, ch: Channel) -> Response {
+    if inner.faults().refuse_log_ws {
+        return fail(StatusCode::BAD_GATEWAY, "websocket upgrade refused");
+    }
+    ws.on_upgrade(move |s| serve(inner, s, pid, ch))
 }
 
 pub(crate) async fn normalized_ws(
@@ -82,7 +101,7 @@ pub(crate) async fn normalized_ws(
     Path(pid): Path<Uuid>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    ws.on_upgrade(move |s| serve(inner, s, pid, Channel::Normalized))
+    upgrade(inner, ws, pid, Channel::Normalized)
 }
 
 pub(crate) async fn raw_ws(
@@ -90,7 +109,7 @@ pub(crate) async fn raw_ws(
     Path(pid): Path<Uuid>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    ws.on_upgrade(move |s| serve(inner, s, pid, Channel::Raw))
+    upgrade(inner, ws, pid, Channel::Raw)
 }
 
 fn frame(ev: &LogEvent) -> String {

@@ -143,8 +143,10 @@ impl Sim {
             .unwrap_or(u64::MAX)
     }
 
-    pub fn replace_log(&self, pid: Uuid, channel: Channel, entry_index: u64, entry: Value) {
-        self.inner.replace_log(pid, channel, entry_index, entry);
+    /// Rewrites an entry of a live process's log in place; false when the process or entry is
+    /// unknown or the log has ended (VK never changes a log after `finished`).
+    pub fn replace_log(&self, pid: Uuid, channel: Channel, entry_index: u64, entry: Value) -> bool {
+        self.inner.replace_log(pid, channel, entry_index, entry)
     }
 
     pub fn finish_process(&self, pid: Uuid, status: ProcessStatus, exit_code: Option<i64>) {

@@ -154,6 +154,11 @@ pub struct Faults {
     /// Hostile upstream: object WebSockets also carry an unknown patch op and a 20 MB junk frame,
     /// log WebSockets a negative index, and SSE a 10 MB line without a newline.
     pub hostile: bool,
+    /// Log WebSocket upgrades are refused (502), as behind a proxy without WebSocket support:
+    /// only history v2 reaches the logs.
+    pub refuse_log_ws: bool,
+    /// History v2 answers this long after the request, with the page as it was on arrival.
+    pub slow_history: Option<Duration>,
 }
 
 /// How many times each route was called.

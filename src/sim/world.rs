@@ -430,10 +430,17 @@ impl World {
         Some(idx)
     }
 
+    /// Rewrites entry `idx` in place; false for an unknown process or index, or a finished log.
+    /// Like appends, rewrites stop when the process ends: VK drops the process's in-memory log
+    /// store when it ends (pushing `finished`) and its DB persister stops at `finished`, so a log
+    /// is frozen from then on. A scripted rewrite that loses the race against a restart is lost.
     pub fn replace_log(&mut self, pid: Uuid, ch: Channel, idx: u64, entry: Value) -> bool {
         let Some(logs) = self.logs.get_mut(&pid) else {
             return false;
         };
+        if logs.finished {
+            return false;
+        }
         let (list, tx) = match ch {
             Channel::Normalized => (&mut logs.normalized, &logs.normalized_tx),
             Channel::Raw => (&mut logs.raw, &logs.raw_tx),
