@@ -75,6 +75,15 @@ async fn run_schedule(seed: u64) {
         })
     };
 
+    // Long-polls on the project need the project cached first (else `not_found`, correctly).
+    let known = std::time::Instant::now();
+    while daemon.store.read().project(project).unwrap().is_none() {
+        assert!(
+            known.elapsed() < Duration::from_secs(30),
+            "seed {seed}: the project never reached the cache"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut garbage_used = false;
     let mut waiters = Vec::new();
     let mut daemon_restarted = false;
