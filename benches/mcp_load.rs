@@ -282,6 +282,20 @@ impl DaemonProc {
         Mcp::new(&format!("http://{}/mcp", self.addr))
     }
 
+    /// The daemon's `vk_observer_waiters` gauge: long-polls parked right now.
+    async fn waiters_gauge(&self) -> Option<u64> {
+        let text = reqwest::get(format!("http://{}/metrics", self.addr))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("vk_observer_waiters "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|v| v as u64)
+    }
+
     async fn get_status(&self, path: &str) -> Option<u16> {
         self.http
             .get(format!("http://{}{path}", self.addr))
@@ -1307,6 +1321,9 @@ async fn phase_waiters(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let early = answered.load(Ordering::Relaxed);
     let rss_held = d.rss_kb();
+    // Held means parked in the daemon at the same time, not merely sent (a client may queue).
+    let parked = d.waiters_gauge().await.unwrap_or(0);
+    println!("  parked in the daemon at once (vk_observer_waiters): {parked} of {n}");
     let ramp = started.elapsed();
     println!(
         "  held after {:.1} s: daemon VmRSS {:.1} MB (before {:.1} MB), answered early: {early}",
@@ -1350,7 +1367,7 @@ async fn phase_waiters(
         ms(s.max_us),
         rss_after as f64 / 1024.0
     );
-    let held_ok = early == 0 && errors == 0 && unchanged == 0 && s.n == n;
+    let held_ok = early == 0 && errors == 0 && unchanged == 0 && s.n == n && parked as usize == n;
     r.row(
         &format!("{n} concurrent waiters: daemon VmRSS while held"),
         format!(
@@ -1372,7 +1389,7 @@ async fn phase_waiters(
     r.detail(
         "waiters",
         json!({"n": n, "rss_before_kb": rss_before, "rss_held_kb": rss_held,
-               "rss_after_kb": rss_after, "early": early, "errors": errors,
+               "rss_after_kb": rss_after, "early": early, "errors": errors, "parked_at_once": parked,
                "unchanged": unchanged, "wake_stats": s}),
     );
     Ok(())
@@ -1403,7 +1420,10 @@ async fn phase_waiters_session(r: &mut Report, o: &Opts, a: &ScenarioA) -> anyho
     let url = format!("http://{}/mcp", d.addr);
     let mut clients = Vec::with_capacity(sessions);
     for _ in 0..sessions {
-        let cfg = StreamableHttpClientTransportConfig::with_uri(url.clone());
+        // rmcp's client keeps at most 16 POSTs in flight per session by default: raise it so
+        // every wait is in flight (and parked in the daemon) at once.
+        let cfg = StreamableHttpClientTransportConfig::with_uri(url.clone())
+            .max_concurrent_requests(n.div_ceil(sessions));
         clients.push(
             ().serve(StreamableHttpClientTransport::from_config(cfg))
                 .await
@@ -1465,6 +1485,9 @@ async fn phase_waiters_session(r: &mut Report, o: &Opts, a: &ScenarioA) -> anyho
     tokio::time::sleep(Duration::from_secs(3)).await;
     let early = answered.load(Ordering::Relaxed);
     let rss_held = d.rss_kb();
+    // Held means parked in the daemon at the same time, not merely sent (a client may queue).
+    let parked = d.waiters_gauge().await.unwrap_or(0);
+    println!("  parked in the daemon at once (vk_observer_waiters): {parked} of {n}");
     println!(
         "  held: daemon VmRSS {:.1} MB (with {sessions} sessions open, before the waits: {:.1} MB), answered early: {early}",
         rss_held as f64 / 1024.0,
@@ -1503,7 +1526,7 @@ async fn phase_waiters_session(r: &mut Report, o: &Opts, a: &ScenarioA) -> anyho
         ms(s.p99_us),
         ms(s.max_us)
     );
-    let held_ok = early == 0 && errors == 0 && unchanged == 0 && s.n == n;
+    let held_ok = early == 0 && errors == 0 && unchanged == 0 && s.n == n && parked as usize == n;
     r.row(
         &format!(
             "{n} concurrent waiters, session mode ({sessions} sessions): daemon VmRSS while held"
@@ -1526,7 +1549,7 @@ async fn phase_waiters_session(r: &mut Report, o: &Opts, a: &ScenarioA) -> anyho
     r.detail(
         "waiters_session",
         json!({"n": n, "sessions": sessions, "rss_before_kb": rss_before, "rss_held_kb": rss_held,
-               "early": early, "errors": errors, "unchanged": unchanged, "wake_stats": s}),
+               "early": early, "errors": errors, "parked_at_once": parked, "unchanged": unchanged, "wake_stats": s}),
     );
     for c in clients {
         let _ = c.cancel().await;

@@ -109,9 +109,13 @@ impl Daemon {
         );
         let stop = cancel.clone();
         let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await;
+            crate::http::serve(
+                listener,
+                app,
+                async move { stop.cancelled().await },
+                std::time::Duration::from_secs(5),
+            )
+            .await;
         });
         tracing::info!(%addr, epoch = %store.epoch(), token = store.current_token(), "vk-observer is serving");
         Ok(Daemon {

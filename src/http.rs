@@ -32,18 +32,12 @@ pub fn router(
         sessions: mcp.sessions,
         max_sessions: settings.max_sessions,
         stateless: settings.stateless,
+        parking: mcp.parking,
     };
-    // Outermost first: the guard (token, session cap), then long-poll parking, then rmcp.
-    let mcp_routes = Router::new()
-        .nest_service("/mcp", mcp.service)
-        .layer(axum::middleware::from_fn_with_state(
-            mcp.query,
-            crate::mcp::park::park_waits,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            guard,
-            crate::mcp::guard::guard,
-        ));
+    // The guard checks the token and session cap, then parks long-polls (`mcp::park`).
+    let mcp_routes = Router::new().nest_service("/mcp", mcp.service).layer(
+        axum::middleware::from_fn_with_state(guard, crate::mcp::guard::guard),
+    );
     Router::new()
         .merge(mcp_routes)
         .route("/healthz", get(healthz))
@@ -92,5 +86,48 @@ async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
             StatusCode::NOT_FOUND,
             "metrics recorder not installed".into(),
         ),
+    }
+}
+
+/// The accept loop: one HTTP/1.1 connection per task (MCP's Streamable HTTP needs nothing
+/// more), TCP_NODELAY, graceful shutdown bounded by `drain`. Used instead of `axum::serve`,
+/// whose per-connection state also carries HTTP/2 and a rebuilt router: every parked long-poll
+/// holds its connection, so those bytes count ten thousand times (docs/performance.md).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl std::future::Future<Output = ()>,
+    drain: std::time::Duration,
+) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let http1 = hyper::server::conn::http1::Builder::new();
+    tokio::pin!(shutdown);
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                // Out of file descriptors and the like: back off instead of spinning.
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn =
+            graceful.watch(http1.serve_connection(hyper_util::rt::TokioIo::new(tcp), service));
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(?drain, "connections still open at shutdown; closing them");
     }
 }

@@ -1,5 +1,6 @@
 //! HTTP guards in front of `/mcp`: the bearer token (required when configured, and always for a
-//! non-loopback listen address) and the cap on concurrent sessions. Host/Origin validation and
+//! non-loopback listen address) and the cap on concurrent sessions; requests that pass go on
+//! through long-poll parking (`park`) to rmcp. Host/Origin validation and
 //! the body-size cap are rmcp's (configured in `mcp::service`).
 
 use std::sync::Arc;
@@ -17,6 +18,8 @@ pub struct GuardState {
     pub sessions: Arc<LocalSessionManager>,
     pub max_sessions: usize,
     pub stateless: bool,
+    /// The long-poll parking step that follows the checks (`park`).
+    pub parking: super::park::Parking,
 }
 
 fn refuse(status: StatusCode, message: &str) -> Response {
@@ -60,5 +63,5 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
             "too many open MCP sessions: close idle clients (sessions expire after 5 minutes idle) or raise [mcp] max_sessions",
         );
     }
-    next.run(req).await
+    super::park::park_waits(&g.parking, req, next).await
 }

@@ -165,7 +165,7 @@ pub struct McpEndpoint {
     pub service: McpService,
     pub sessions: Arc<LocalSessionManager>,
     /// For the long-poll parking layer in front of the service (`park`).
-    pub query: Query,
+    pub parking: park::Parking,
 }
 
 /// Browser origins always allowed: pages served from this machine.
@@ -198,7 +198,7 @@ pub fn service(
         .chain(settings.allowed_hosts.iter().cloned())
         .collect();
     let mut config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(cancel)
+        .with_cancellation_token(cancel.clone())
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .enforce_origin_validation()
@@ -209,7 +209,10 @@ pub fn service(
             .with_json_response(true);
     }
     let sessions = Arc::new(LocalSessionManager::default());
-    let parking = query.clone();
+    let parking = park::Parking {
+        query: query.clone(),
+        shutdown: cancel.clone(),
+    };
     let service = StreamableHttpService::new(
         move || {
             Ok(VkTools::new(
@@ -224,6 +227,6 @@ pub fn service(
     McpEndpoint {
         service,
         sessions,
-        query: parking,
+        parking,
     }
 }

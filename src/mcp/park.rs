@@ -12,8 +12,9 @@
 //! disconnects while parked drops this future, which releases the channels and waiter slot.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::http::{Method, header};
+use axum::extract::Request;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use serde::Deserialize;
@@ -62,27 +63,66 @@ fn parkable(req: &Request) -> bool {
             .is_some_and(|v| v.starts_with("application/json"))
 }
 
-pub async fn park_waits(State(query): State<Query>, req: Request, next: Next) -> Response {
+/// What the layer needs: the store's read side, and the daemon's shutdown (a parked wait is
+/// handed on at once when the daemon stops, so shutdown never waits for wait timeouts).
+#[derive(Clone)]
+pub struct Parking {
+    pub query: Query,
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+/// Called by `guard::guard` once a request may reach `/mcp` (one middleware layer instead of
+/// two: each layer boxes its future, and a parked wait holds every box on its way).
+pub async fn park_waits(p: &Parking, req: Request, next: Next) -> Response {
     if !parkable(&req) {
         return next.run(req).await;
     }
-    let (mut parts, body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     let bytes: Bytes = match axum::body::to_bytes(body, MAX_PARKED_BODY as usize).await {
         Ok(b) => b,
         // The body did not arrive as announced: let rmcp answer the broken request.
         Err(_) => return next.run(Request::from_parts(parts, Body::empty())).await,
     };
-    if let Some(parked) = hold(&query, &bytes).await {
+    let Some(args) = wait_call(&bytes) else {
+        return next
+            .run(Request::from_parts(parts, Body::from(bytes)))
+            .await;
+    };
+    // hyper parsed the request in place: its header values, URI and body all point into the
+    // connection's read buffer (8–16 KB), which they keep alive. While parked, hold copies.
+    let (mut parts, bytes) = detached(parts, &bytes);
+    let parked = tokio::select! {
+        parked = hold(&p.query, args) => parked,
+        _ = p.shutdown.cancelled() => None,
+    };
+    if let Some(parked) = parked {
         parts.extensions.insert(parked);
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
 }
 
-/// Park the wait in `body` until a change or its deadline; `None` when it is not a wait this
-/// layer holds (the tool then does everything itself).
-async fn hold(query: &Query, body: &[u8]) -> Option<Parked> {
-    let args = wait_call(body)?;
+/// The request head and body copied out of hyper's read buffer.
+fn detached(mut parts: Parts, body: &[u8]) -> (Parts, Bytes) {
+    let mut headers = HeaderMap::with_capacity(parts.headers.len());
+    for (name, value) in &parts.headers {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_str().as_bytes()),
+            HeaderValue::from_bytes(value.as_bytes()),
+        ) {
+            headers.append(n, v);
+        }
+    }
+    parts.headers = headers;
+    if let Ok(uri) = parts.uri.to_string().parse() {
+        parts.uri = uri;
+    }
+    (parts, Bytes::copy_from_slice(body))
+}
+
+/// Park the wait until a change or its deadline; `None` when this layer does not hold it (the
+/// tool then does everything itself).
+async fn hold(query: &Query, args: WaitArgs) -> Option<Parked> {
     let (scope, since, timeout) = plan(query, args).ok()?;
     let since = match since {
         Since::After(n) => n,
