@@ -101,6 +101,9 @@ pub async fn serve(
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let http1 = hyper::server::conn::http1::Builder::new();
+    // One clone per connection task, dropped after the connection and its service: the store
+    // they hold is released before `serve` returns (a restart reopens the same data dir).
+    let live = Arc::new(());
     tokio::pin!(shutdown);
     loop {
         let tcp = tokio::select! {
@@ -119,15 +122,21 @@ pub async fn serve(
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let conn =
             graceful.watch(http1.serve_connection(hyper_util::rt::TokioIo::new(tcp), service));
+        let alive = live.clone();
         tokio::spawn(async move {
             let _ = conn.await;
+            drop(alive);
         });
     }
     drop(listener);
+    let started = std::time::Instant::now();
     if tokio::time::timeout(drain, graceful.shutdown())
         .await
         .is_err()
     {
         tracing::warn!(?drain, "connections still open at shutdown; closing them");
+    }
+    while Arc::strong_count(&live) > 1 && started.elapsed() < drain {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
 }

@@ -145,3 +145,59 @@ async fn daemon_started_after_the_fact_backfills_history() {
         "a resync with nothing new must not move the token"
     );
 }
+
+/// VK replays only its in-memory window of a log (VK_LOG_HISTORY_MAX_ENTRIES) on connect; with
+/// logs in VK's database, older entries are in history pages. A daemon that connects late to a
+/// long running log, or reconnects after the window moved past what it has, reads the gap from
+/// history: every entry ends up cached, and the log completes when the process ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn entries_older_than_vks_replay_window_come_from_history() {
+    use vk_observer::sim::{Channel as SimChannel, ProcessStatus, RunReason, SimConfig};
+    let sim = vk_observer::sim::Sim::start(SimConfig {
+        keepalive: Duration::from_millis(500),
+        step_delay: Duration::from_millis(5),
+        history_max_entries: 40,
+        log_db: true,
+        ..SimConfig::default()
+    })
+    .await
+    .unwrap();
+    let project = sim.add_project("Window", &["demo"]);
+    let ids = sim.create_attempt(sim.add_task(project, "long log", None), "CLAUDE_CODE");
+    let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
+    let entry = |i: u64| {
+        serde_json::json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,
+            "entry_type": {"type": "system_message"}, "content": format!("line {i}")}})
+    };
+    for i in 0..2_500 {
+        sim.append_log(pid, SimChannel::Normalized, entry(i));
+    }
+    // Started late: the socket replays entries 2460..2499 only.
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    support::converge(&daemon.store, &sim, Duration::from_secs(30), "late start").await;
+    // Cut off while the window moves 300 entries on (faster than the daemon reconnects): the
+    // reconnect replays 2760..2799 and 2500..2759 come from history.
+    sim.drop_connections();
+    for i in 2_500..2_800 {
+        sim.append_log(pid, SimChannel::Normalized, entry(i));
+    }
+    for i in 2_800..2_810 {
+        sim.append_log(pid, SimChannel::Normalized, entry(i));
+    }
+    sim.finish_process(pid, ProcessStatus::Completed, Some(0));
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(30),
+        "after the window moved",
+    )
+    .await;
+    let reader = daemon.store.read();
+    assert_eq!(reader.log_count(pid, Channel::Normalized), 2_810);
+    assert_eq!(
+        reader.log_bounds(pid, Channel::Normalized).unwrap(),
+        Some((0, 2_809))
+    );
+    daemon.shutdown().await;
+}

@@ -29,6 +29,7 @@ use super::Context;
 use super::backoff::Reconnect;
 use super::signal::Signal;
 use crate::store::events::{Channel, DomainEvent};
+use crate::store::writer::Queued;
 use crate::upstream::wire::{LogFrame, ProcessFacts};
 use crate::upstream::ws::{self, WsEnd};
 
@@ -48,6 +49,45 @@ pub struct LogFollower {
 }
 
 type Chunk = Vec<(u64, Box<RawValue>)>;
+
+/// Chunks of one follower on their way to the store: at most one commits while the next is
+/// read or fetched (parsing and sled writes overlap on two cores). Queued in read order to the
+/// single writer, so they commit in read order (see "Ordering").
+struct Outbox<'a> {
+    follower: &'a LogFollower,
+    committing: Option<Queued>,
+}
+
+impl<'a> Outbox<'a> {
+    fn new(follower: &'a LogFollower) -> Self {
+        Outbox {
+            follower,
+            committing: None,
+        }
+    }
+
+    /// Wait for the chunk before (a failed write ends the stream), then queue this one.
+    async fn send(&mut self, chunk: &mut Chunk) -> Result<(), ()> {
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        self.settle().await?;
+        self.committing = self.follower.queue(chunk).await?;
+        Ok(())
+    }
+
+    /// Wait until everything queued is committed.
+    async fn settle(&mut self) -> Result<(), ()> {
+        match self.committing.take() {
+            Some(q) => q
+                .committed()
+                .await
+                .map(|_| ())
+                .map_err(|e| tracing::error!(error = %e, "cannot store log entries")),
+            None => Ok(()),
+        }
+    }
+}
 
 impl LogFollower {
     fn path(&self) -> String {
@@ -123,9 +163,25 @@ impl LogFollower {
 
     /// Read frames until the log ends or the socket drops; write entries in chunks.
     async fn stream(&self, ws: &mut ws::WsStream, reconnect: &mut Reconnect) -> State {
+        let mut out = Outbox::new(self);
+        let state = self.stream_into(ws, reconnect, &mut out).await;
+        // Whatever ends the stream, what was read is committed before the next state.
+        match (out.settle().await, state) {
+            (Err(()), State::Done { .. }) => State::Backfill,
+            (_, state) => state,
+        }
+    }
+
+    async fn stream_into(
+        &self,
+        ws: &mut ws::WsStream,
+        reconnect: &mut Reconnect,
+        out: &mut Outbox<'_>,
+    ) -> State {
         let mut chunk: Chunk = Vec::new();
         let flush_every = self.ctx.cfg.log_flush_interval;
         let mut frames = 0usize;
+        let mut gap_checked = false;
         loop {
             let next = if chunk.is_empty() {
                 Ok(ws::next_text(ws).await)
@@ -134,7 +190,7 @@ impl LogFollower {
             };
             let frame = match next {
                 Err(_) => {
-                    if self.flush(&mut chunk).await.is_err() {
+                    if out.send(&mut chunk).await.is_err() {
                         return State::Backoff(reconnect.next_delay());
                     }
                     continue;
@@ -143,6 +199,11 @@ impl LogFollower {
             };
             match frame {
                 Ok(text) => {
+                    // A replay of a long log arrives faster than it is parsed: take part in
+                    // tokio's cooperative budget so the HTTP server and other streams keep
+                    // being served meanwhile (measured: /healthz unanswered for 13.7 s while a
+                    // 1 M-entry log replayed).
+                    tokio::task::consume_budget().await;
                     frames += 1;
                     if frames == 1 {
                         reconnect.reset();
@@ -150,15 +211,22 @@ impl LogFollower {
                     self.ctx.health.touch();
                     match LogFrame::parse(&text) {
                         Ok(LogFrame::Entry { entry_index, entry }) => {
+                            if !gap_checked {
+                                gap_checked = true;
+                                if let Err(e) = self.fill_below(entry_index, out).await {
+                                    tracing::warn!(pid = %self.process_id, error = %e, "could not read the log below the socket's window; reconnecting");
+                                    return State::Backoff(reconnect.next_delay());
+                                }
+                            }
                             chunk.push((entry_index, entry));
                             if chunk.len() >= self.ctx.cfg.log_chunk
-                                && self.flush(&mut chunk).await.is_err()
+                                && out.send(&mut chunk).await.is_err()
                             {
                                 return State::Backoff(reconnect.next_delay());
                             }
                         }
                         Ok(LogFrame::Finished) => {
-                            if self.flush(&mut chunk).await.is_err() {
+                            if out.send(&mut chunk).await.is_err() {
                                 return State::Backfill;
                             }
                             return State::Done { complete: true };
@@ -167,11 +235,11 @@ impl LogFollower {
                     }
                 }
                 Err(WsEnd::Closed { code: 4404, .. }) => {
-                    let _ = self.flush(&mut chunk).await;
+                    let _ = out.send(&mut chunk).await;
                     return State::Backfill;
                 }
                 Err(end) => {
-                    let _ = self.flush(&mut chunk).await;
+                    let _ = out.send(&mut chunk).await;
                     tracing::debug!(pid = %self.process_id, ?end, "log socket dropped");
                     return if self.still_running() {
                         State::Backoff(reconnect.next_delay())
@@ -183,9 +251,10 @@ impl LogFollower {
         }
     }
 
-    async fn flush(&self, chunk: &mut Chunk) -> Result<(), ()> {
+    /// Queue a chunk to the writer (not waiting for its commit).
+    async fn queue(&self, chunk: &mut Chunk) -> Result<Option<Queued>, ()> {
         if chunk.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let entries = std::mem::take(chunk);
         self.ctx
@@ -194,14 +263,14 @@ impl LogFollower {
             .fetch_add(entries.len() as u64, Ordering::Relaxed);
         self.ctx
             .writer
-            .write(vec![DomainEvent::LogEntriesPut {
+            .queue(vec![DomainEvent::LogEntriesPut {
                 attempt_id: self.attempt_id,
                 process_id: self.process_id,
                 channel: self.channel,
                 entries,
             }])
             .await
-            .map(|_| ())
+            .map(Some)
             .map_err(|e| tracing::error!(error = %e, "cannot store log entries"))
     }
 
@@ -218,7 +287,25 @@ impl LogFollower {
 
     /// Page through VK's log history, newest first, writing every page.
     async fn backfill(&self) -> Result<(), String> {
-        let mut cursor = None;
+        let mut out = Outbox::new(self);
+        let read = self.backfill_into(&mut out).await;
+        let written = out.settle().await.map_err(|_| "store".to_string());
+        read.and(written)
+    }
+
+    /// The next page is fetched while the previous one is being written.
+    async fn backfill_into(&self, out: &mut Outbox<'_>) -> Result<(), String> {
+        self.page_down(None, 0, out).await
+    }
+
+    /// Pages of history newest first, from below `before` (None: the newest) down to `floor`.
+    async fn page_down(
+        &self,
+        before: Option<u64>,
+        floor: u64,
+        out: &mut Outbox<'_>,
+    ) -> Result<(), String> {
+        let mut cursor = before;
         let mut pages = 0;
         loop {
             let page = self
@@ -234,16 +321,45 @@ impl LogFollower {
             let mut entries: Chunk = page
                 .entries
                 .into_iter()
+                .filter(|e| before.is_none_or(|b| e.entry_index < b))
                 .map(|e| (e.entry_index, e.entry))
                 .collect();
             let smallest = entries.first().map(|e| e.0);
-            self.flush(&mut entries)
+            out.send(&mut entries)
                 .await
                 .map_err(|_| "store".to_string())?;
             match (page.has_more, page.next_cursor.or(smallest)) {
-                (true, Some(c)) if c > 0 && Some(c) != cursor && pages < 10_000 => cursor = Some(c),
+                (true, Some(c)) if c > floor && Some(c) != cursor && pages < 10_000 => {
+                    cursor = Some(c)
+                }
                 _ => return Ok(()),
             }
         }
+    }
+
+    /// VK replays only its in-memory window of a log on connect (`VK_LOG_HISTORY_MAX_ENTRIES`,
+    /// 5,000 by default): when the first entry a socket sends is above what the store holds,
+    /// the entries in between come from history pages (docs/vk-contract.md §4.2, "Retention
+    /// hole"). Entries below the highest stored index under `first` were filled the same way
+    /// on earlier connections, so only `(that index, first)` is read; never below the store's
+    /// own per-log cap.
+    async fn fill_below(&self, first: u64, out: &mut Outbox<'_>) -> Result<(), String> {
+        let known = self
+            .ctx
+            .store
+            .read()
+            .highest_log_index_below(self.process_id, self.channel, first)
+            .map_err(|e| e.to_string())?;
+        let cap = self.ctx.store.retention().max_entries_per_process;
+        let floor = known.map_or(0, |m| m + 1).max(if cap > 0 {
+            first.saturating_sub(cap)
+        } else {
+            0
+        });
+        if floor >= first {
+            return Ok(());
+        }
+        tracing::debug!(pid = %self.process_id, first, floor, "log socket starts above the cache: reading the gap from history");
+        self.page_down(Some(first), floor, out).await
     }
 }

@@ -21,9 +21,15 @@ use super::world::LogEvent;
 
 const MAX_PAGE: usize = 1000;
 
-/// First index still kept: VK's history cap, and the `skip_history` fault (older half gone).
-fn retained_from(inner: &Inner, len: usize, with_faults: bool) -> usize {
-    let mut lower = len.saturating_sub(inner.cfg.history_max_entries);
+/// First index still kept: VK's in-memory cap (for pages too unless logs are in VK's DB), and
+/// the `skip_history` fault (older half gone).
+fn retained_from(inner: &Inner, len: usize, for_pages: bool) -> usize {
+    let with_faults = for_pages;
+    let mut lower = if for_pages && inner.cfg.log_db {
+        0
+    } else {
+        len.saturating_sub(inner.cfg.history_max_entries)
+    };
     if with_faults && inner.faults().skip_history {
         lower = lower.max(len / 2);
     }
@@ -112,14 +118,48 @@ pub(crate) async fn raw_ws(
     upgrade(inner, ws, pid, Channel::Raw)
 }
 
+/// One log frame in VK's field order (`type`, `entry_index`, `entry`), serialized straight from
+/// the stored entry (no copy of it).
+#[derive(serde::Serialize)]
+struct FrameOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    entry_index: u64,
+    entry: &'a Value,
+}
+
+fn entry_frame(kind: &'static str, entry_index: u64, entry: &Value) -> String {
+    serde_json::to_string(&FrameOut {
+        kind,
+        entry_index,
+        entry,
+    })
+    .unwrap_or_default()
+}
+
 fn frame(ev: &LogEvent) -> String {
     match ev {
-        LogEvent::Append(i, e) => json!({"type": "append", "entry_index": i, "entry": e}),
-        LogEvent::Replace(i, e) => json!({"type": "replace", "entry_index": i, "entry": e}),
-        LogEvent::Finished => json!({"type": "finished"}),
+        LogEvent::Append(i, e) => entry_frame("append", *i, e),
+        LogEvent::Replace(i, e) => entry_frame("replace", *i, e),
+        LogEvent::Finished => json!({"type": "finished"}).to_string(),
     }
-    .to_string()
 }
+
+/// History frames `from..to` of a log, rendered under the world lock a slice at a time.
+fn history_frames(inner: &Inner, pid: Uuid, ch: Channel, from: usize, to: usize) -> Vec<String> {
+    let w = inner.world();
+    let Some(logs) = w.logs.get(&pid) else {
+        return Vec::new();
+    };
+    let (entries, _) = logs.channel(ch);
+    (from..to.min(entries.len()))
+        .map(|i| entry_frame("append", i as u64, &entries[i]))
+        .collect()
+}
+
+/// Frames of history rendered per lock hold: a long replay neither copies the whole log at
+/// once nor keeps the world locked while it renders.
+const HISTORY_SLICE: usize = 1000;
 
 async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel) {
     let kill = inner.conn_token();
@@ -133,10 +173,8 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel)
             Some(logs) if live && !logs.finished => {
                 let (entries, tx) = logs.channel(ch);
                 let lower = retained_from(&inner, entries.len(), false);
-                let history: Vec<LogEvent> = (lower..entries.len())
-                    .map(|i| LogEvent::Append(i as u64, entries[i].clone()))
-                    .collect();
-                Some((history, tx.subscribe()))
+                // Replayed from the log as it is at subscription; later changes arrive on `rx`.
+                Some((lower..entries.len(), tx.subscribe()))
             }
             _ => None,
         }
@@ -151,16 +189,21 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel)
     };
     let limit = inner.faults().drop_log_ws_after;
     let mut sent = 0usize;
+    let mut next = history.start;
+    while next < history.end {
+        let to = (next + HISTORY_SLICE).min(history.end);
+        for text in history_frames(&inner, pid, ch, next, to) {
+            sent += 1;
+            if limit.is_some_and(|n| sent > n) || !send(&inner, &mut socket, text).await {
+                return;
+            }
+        }
+        next = to;
+    }
     let mut out = |ev: &LogEvent| {
         sent += 1;
         (frame(ev), limit.is_some_and(|n| sent > n))
     };
-    for ev in &history {
-        let (text, over) = out(ev);
-        if over || !send(&inner, &mut socket, text).await {
-            return;
-        }
-    }
     loop {
         tokio::select! {
             _ = kill.cancelled() => return,

@@ -14,8 +14,12 @@ pub struct SimConfig {
     pub keepalive: Duration,
     /// Delay before SSE/object-stream frames go out (VK's outbox poll). Log WS are immediate.
     pub outbox_delay: Duration,
-    /// `VK_LOG_HISTORY_MAX_ENTRIES`: entries of history kept per process and channel.
+    /// `VK_LOG_HISTORY_MAX_ENTRIES`: entries of history kept per process and channel in VK's
+    /// in-memory log store (what a log WebSocket replays on connect).
     pub history_max_entries: usize,
+    /// VK persists logs to its database: history pages serve every entry, not only the
+    /// in-memory window (docs/vk-contract.md §4.3). Off by default, like the recordings.
+    pub log_db: bool,
     /// When set, `/api/**` requires this token (Bearer / X-API-Token; `?token=` on SSE and WS).
     pub auth_token: Option<String>,
     /// Pause between scripted steps.
@@ -28,6 +32,7 @@ impl Default for SimConfig {
             keepalive: Duration::from_secs(15),
             outbox_delay: Duration::ZERO,
             history_max_entries: 5000,
+            log_db: false,
             auth_token: None,
             step_delay: Duration::from_millis(20),
         }

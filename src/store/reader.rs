@@ -301,6 +301,20 @@ impl StoreReader {
         })
     }
 
+    /// The highest stored entry index below `below`, if any.
+    pub fn highest_log_index_below(
+        &self,
+        process: Uuid,
+        ch: Channel,
+        below: u64,
+    ) -> R<Option<u64>> {
+        let range = keys::log_key(ch, process, 0)..keys::log_key(ch, process, below);
+        Ok(match self.tree.range(range).next_back().transpose()? {
+            Some((k, _)) => keys::trailing_u64(&k),
+            None => None,
+        })
+    }
+
     pub fn log_count(&self, process: Uuid, ch: Channel) -> usize {
         self.tree
             .scan_prefix(keys::id_key(ch.table(), process))

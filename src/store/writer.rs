@@ -209,9 +209,25 @@ pub struct WriterHandle {
     tx: mpsc::Sender<WriteRequest>,
 }
 
+/// A batch queued to the writer; await `committed` for its result. Batches commit in the order
+/// they were queued, whoever queued them.
+pub struct Queued(oneshot::Receiver<Result<Applied, StoreError>>);
+
+impl Queued {
+    pub async fn committed(self) -> Result<Applied, StoreError> {
+        self.0.await.map_err(|_| StoreError::WriterGone)?
+    }
+}
+
 impl WriterHandle {
     /// Queue a batch and wait until it is committed (or failed).
     pub async fn write(&self, events: Vec<DomainEvent>) -> Result<Applied, StoreError> {
+        self.queue(events).await?.committed().await
+    }
+
+    /// Queue a batch without waiting for its commit (waits only for room in the queue), so
+    /// the caller can prepare the next batch while this one is written.
+    pub async fn queue(&self, events: Vec<DomainEvent>) -> Result<Queued, StoreError> {
         let (done, rx) = oneshot::channel();
         self.tx
             .send(WriteRequest {
@@ -220,7 +236,7 @@ impl WriterHandle {
             })
             .await
             .map_err(|_| StoreError::WriterGone)?;
-        rx.await.map_err(|_| StoreError::WriterGone)?
+        Ok(Queued(rx))
     }
 }
 

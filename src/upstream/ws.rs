@@ -45,13 +45,18 @@ pub async fn connect(client: &VkClient, path_and_query: &str) -> Result<WsStream
 }
 
 /// Next text frame, or how the socket ended. Binary frames are reported as garbage text.
-pub async fn next_text(ws: &mut WsStream) -> Result<String, WsEnd> {
+/// The next text (or binary, read as UTF-8) message, without copying it out of the frame.
+pub async fn next_text(
+    ws: &mut WsStream,
+) -> Result<tokio_tungstenite::tungstenite::Utf8Bytes, WsEnd> {
     loop {
         match ws.next().await {
             None => return Err(WsEnd::Dropped("stream ended".into())),
             Some(Err(e)) => return Err(WsEnd::Dropped(e.to_string())),
-            Some(Ok(Message::Text(t))) => return Ok(t.as_str().to_string()),
-            Some(Ok(Message::Binary(b))) => return Ok(String::from_utf8_lossy(&b).into_owned()),
+            Some(Ok(Message::Text(t))) => return Ok(t),
+            Some(Ok(Message::Binary(b))) => {
+                return Ok(String::from_utf8_lossy(&b).into_owned().into());
+            }
             Some(Ok(Message::Close(frame))) => {
                 let (code, reason) = frame
                     .map(|f| (u16::from(f.code), f.reason.to_string()))
