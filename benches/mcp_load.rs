@@ -2136,11 +2136,21 @@ async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()
     let how = if finished {
         "process ended while down → history v2, 1000 per page"
     } else {
-        "process still running → log WebSocket replay"
+        "process still running → log WebSocket replay of VK's last 5000 + history pages below"
     };
     println!("\n== e. restart catch-up of {n} entries ({how})");
-    // VK keeps VK_LOG_HISTORY_MAX_ENTRIES (default 5000) per log; raised so the entries exist.
-    let sim = Sim::start(sim_config(n as usize + 100_000)).await?;
+    // A running process: VK's defaults — the log WS replays the in-memory window
+    // (VK_LOG_HISTORY_MAX_ENTRIES = 5000), older entries come from history pages (logs in VK's
+    // database). An ended process: history pages only (window raised so they hold every entry).
+    let sim = Sim::start(if finished {
+        sim_config(n as usize + 100_000)
+    } else {
+        SimConfig {
+            log_db: true,
+            ..sim_config(5000)
+        }
+    })
+    .await?;
     let project = sim.add_project("Catch-up", &["cu"]);
     let task = sim.add_task(project, "Catch-up bench", None);
     let ids = sim.create_attempt(task, "CLAUDE_CODE");
