@@ -28,26 +28,34 @@ use crate::query::{Query, Since};
 /// about 4 KB).
 const MAX_PARKED_BODY: u64 = 16 * 1024;
 
+const WAIT_TOOL: &str = "wait_for_attempt_change";
+
 #[derive(Deserialize)]
-struct CallEnvelope {
-    method: String,
-    params: Option<CallParams>,
+struct CallEnvelope<'a> {
+    #[serde(borrow)]
+    method: &'a str,
+    #[serde(borrow)]
+    params: Option<CallParams<'a>>,
 }
 
 #[derive(Deserialize)]
-struct CallParams {
-    name: String,
-    arguments: Option<serde_json::Value>,
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: &'a str,
+    #[serde(borrow)]
+    arguments: Option<&'a serde_json::value::RawValue>,
 }
 
-/// The wait call in `body`, if it is one this layer may hold.
+/// The wait call in `body`, if it is one this layer may hold. Other calls cost a substring
+/// search, not a parse (every small POST to `/mcp` passes here).
 fn wait_call(body: &[u8]) -> Option<WaitArgs> {
+    memchr::memmem::find(body, WAIT_TOOL.as_bytes())?;
     let call: CallEnvelope = serde_json::from_slice(body).ok()?;
     let params = call.params?;
-    if call.method != "tools/call" || params.name != "wait_for_attempt_change" {
+    if call.method != "tools/call" || params.name != WAIT_TOOL {
         return None;
     }
-    serde_json::from_value(params.arguments?).ok()
+    serde_json::from_str(params.arguments?.get()).ok()
 }
 
 fn parkable(req: &Request) -> bool {

@@ -31,7 +31,10 @@ pub async fn connect(client: &VkClient, path_and_query: &str) -> Result<WsStream
             .map_err(|_| "bad token".to_string())?;
         req.headers_mut().insert("authorization", v);
     }
+    // 16 KiB read buffers instead of tungstenite's eager 128 KiB: the daemon keeps two sockets
+    // open per running process (plus object streams), so buffers are most of its idle RSS.
     let cfg = tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(16 << 10)
         .max_message_size(Some(64 << 20))
         .max_frame_size(Some(16 << 20));
     let (ws, _) = tokio::time::timeout(
