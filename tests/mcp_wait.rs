@@ -1,7 +1,7 @@
 //! `wait_for_attempt_change` through a real MCP client: wakes on a change to a watched attempt
 //! within milliseconds, ignores unrelated attempts, times out with `changed: false`, answers a
 //! stale token at once, serves many waiters on one attempt with one channel, and leaves nothing
-//! behind when a client goes away mid-wait.
+//! behind when a client goes away mid-wait or the daemon stops while waits are parked.
 
 mod support;
 
@@ -269,4 +269,66 @@ async fn many_waiters_share_one_channel_and_a_gone_client_leaks_nothing() {
         "an abandoned wait must not hold its channel until its timeout"
     );
     daemon.shutdown().await;
+}
+
+/// Shutting the daemon down while waits are parked (in front of rmcp, `mcp::park`) does not
+/// wait for their timeouts: the parked waits are handed on and answered, and `shutdown` returns
+/// within the drain bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_for_parked_waits() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let project = sim.add_project("Stop", &["demo"]);
+    let a = sim.create_attempt(sim.add_task(project, "A", None), "CLAUDE_CODE");
+    let mcp = std::sync::Arc::new(Mcp::connect(daemon.addr).await);
+    let token = quiet_token(&mcp, &[a.attempt_id]).await;
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        let c = mcp.clone();
+        let args =
+            json!({"attempt_ids": [a.attempt_id], "since_token": token, "timeout_ms": 50000});
+        waits.push(tokio::spawn(async move {
+            let Value::Object(args) = args else {
+                unreachable!()
+            };
+            // Answered or cut off by the stopping daemon: either way it ends.
+            let _ = c
+                .client
+                .peer()
+                .call_tool(
+                    rmcp::model::CallToolRequestParams::new("wait_for_attempt_change")
+                        .with_arguments(args),
+                )
+                .await;
+        }));
+    }
+    let parked = Instant::now();
+    while daemon
+        .health
+        .waits_parked
+        .load(std::sync::atomic::Ordering::Relaxed)
+        < 5
+    {
+        assert!(
+            parked.elapsed() < Duration::from_secs(5),
+            "waits never parked"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(8), daemon.shutdown())
+        .await
+        .expect("shutdown returns while waits are parked");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+    for w in waits {
+        tokio::time::timeout(Duration::from_secs(5), w)
+            .await
+            .expect("every parked wait ends with the daemon")
+            .unwrap();
+    }
 }
