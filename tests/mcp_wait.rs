@@ -332,3 +332,42 @@ async fn shutdown_does_not_wait_for_parked_waits() {
             .unwrap();
     }
 }
+
+/// A wait sent on a session the daemon does not know is refused at once (rmcp's 404), not
+/// after being parked for its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_on_an_unknown_session_is_not_parked() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let project = sim.add_project("Gone", &["demo"]);
+    let a = sim.create_attempt(sim.add_task(project, "A", None), "CLAUDE_CODE");
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "wait_for_attempt_change",
+        "arguments": {"attempt_ids": [a.attempt_id], "timeout_ms": 20000}}});
+    let started = Instant::now();
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/mcp", daemon.addr))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", "no-such-session")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "answered after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        daemon
+            .health
+            .waits_parked
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    daemon.shutdown().await;
+}

@@ -63,5 +63,17 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
             "too many open MCP sessions: close idle clients (sessions expire after 5 minutes idle) or raise [mcp] max_sessions",
         );
     }
+    // A request on a session rmcp no longer knows is answered 404 by rmcp: never park it first.
+    let stale_session = match req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(id) => !g.sessions.sessions.read().await.contains_key(id),
+        None => false,
+    };
+    if stale_session {
+        return next.run(req).await;
+    }
     super::park::park_waits(&g.parking, req, next).await
 }

@@ -7,9 +7,12 @@
 //! and baseline this layer used (`wait_tool::Parked`).
 //!
 //! Anything else — other methods, malformed or invalid arguments, a browser `Origin` (left to
-//! rmcp's Origin/Host validation before any waiting), large or chunked bodies, stale tokens —
-//! passes straight through, so errors and validation stay the tool's and rmcp's. A client that
-//! disconnects while parked drops this future, which releases the channels and waiter slot.
+//! rmcp's Origin/Host validation before any waiting), large or chunked bodies, stale tokens, a
+//! session rmcp does not know (checked by `guard`) — passes straight through, so errors and
+//! validation stay the tool's and rmcp's. A client that disconnects while parked drops this
+//! future, which releases the channels and waiter slot; one that only sends
+//! `notifications/cancelled` for a parked call gets its answer at the change or the timeout
+//! (rmcp has not seen the call yet), which MCP allows for a cancel that races the answer.
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
