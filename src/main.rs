@@ -6,6 +6,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+
+/// jemalloc instead of glibc's malloc: measured side by side on the same build (docs/performance.md,
+/// Findings): 10 k parked waits 234 → 153 MB, a batch of 100 statuses 0.72 → 0.56 ms back to
+/// back, 1 M-entry catch-up 11.8 → 8.8 daemon CPU-seconds; idle RSS 30 → 37 MB.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use vk_observer::config::{self, FileConfig};
 use vk_observer::daemon::{Daemon, DaemonOptions};
 use vk_observer::ingest::IngestConfig;
