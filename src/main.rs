@@ -7,14 +7,39 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-/// jemalloc instead of glibc's malloc: measured side by side on the same build (docs/performance.md,
-/// Findings): 10 k parked waits 234 → 153 MB, a batch of 100 statuses 0.72 → 0.56 ms back to
-/// back, 1 M-entry catch-up 11.8 → 8.8 daemon CPU-seconds; idle RSS 30 → 37 MB.
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use vk_observer::config::{self, FileConfig};
 use vk_observer::daemon::{Daemon, DaemonOptions};
 use vk_observer::ingest::IngestConfig;
+
+/// jemalloc instead of glibc's malloc, measured side by side on the same code
+/// (docs/performance.md, Findings): 10 k parked waits 234 → 167 MB, a batch of 100 statuses
+/// 0.72 → 0.55 ms back to back, 1 M-entry catch-up 11.8 → 9.8 daemon CPU-seconds; idle RSS
+/// 30 → 38 MB.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Where the daemon's settings come from; shared by `serve` and `doctor` (which checks them).
+#[derive(clap::Args)]
+struct SettingsArgs {
+    /// VK's base URL, e.g. http://127.0.0.1:3000 (default: VK's port file).
+    #[arg(long, env = "VK_OBSERVER_UPSTREAM")]
+    upstream: Option<String>,
+    /// Bearer token when VK runs with token access control.
+    #[arg(long, env = "VK_OBSERVER_UPSTREAM_TOKEN", hide_env_values = true)]
+    upstream_token: Option<String>,
+    /// Address to serve /mcp, /healthz, /readyz and /metrics on.
+    #[arg(long, env = "VK_OBSERVER_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Where the sled cache lives.
+    #[arg(long, env = "VK_OBSERVER_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// TOML config file (flags and environment override it).
+    #[arg(long, env = "VK_OBSERVER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Bearer token MCP clients must send; required to listen on a non-loopback address.
+    #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+    mcp_token: Option<String>,
+}
 
 #[derive(Parser)]
 #[command(
@@ -34,27 +59,11 @@ struct Cli {
 enum Command {
     /// Run the daemon against a VK server.
     Serve {
-        /// VK's base URL, e.g. http://127.0.0.1:3000 (default: VK's port file).
-        #[arg(long, env = "VK_OBSERVER_UPSTREAM")]
-        upstream: Option<String>,
-        /// Bearer token when VK runs with token access control.
-        #[arg(long, env = "VK_OBSERVER_UPSTREAM_TOKEN", hide_env_values = true)]
-        upstream_token: Option<String>,
-        /// Address to serve /mcp, /healthz, /readyz and /metrics on.
-        #[arg(long, env = "VK_OBSERVER_LISTEN")]
-        listen: Option<SocketAddr>,
-        /// Where the sled cache lives.
-        #[arg(long, env = "VK_OBSERVER_DATA_DIR")]
-        data_dir: Option<PathBuf>,
-        /// TOML config file (flags and environment override it).
-        #[arg(long, env = "VK_OBSERVER_CONFIG")]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        settings: SettingsArgs,
         /// Serve /mcp stateless with JSON responses (no sessions, no SSE streams).
         #[arg(long, env = "VK_OBSERVER_MCP_STATELESS")]
         mcp_stateless: bool,
-        /// Bearer token MCP clients must send; required to listen on a non-loopback address.
-        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
-        mcp_token: Option<String>,
     },
     /// Serve MCP on stdio, forwarding to a running daemon (for clients that spawn servers).
     Mcp {
@@ -107,27 +116,11 @@ enum Command {
     },
     /// Check the config, VK, the daemon, the listen port, the data dir and the versions.
     Doctor {
-        /// TOML config file to check (as `serve --config`).
-        #[arg(long, env = "VK_OBSERVER_CONFIG")]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        settings: SettingsArgs,
         /// The daemon's MCP endpoint (default: /mcp on the listen address).
         #[arg(long, env = "VK_OBSERVER_DAEMON")]
         daemon: Option<String>,
-        /// VK's base URL (as `serve --upstream`).
-        #[arg(long, env = "VK_OBSERVER_UPSTREAM")]
-        upstream: Option<String>,
-        /// VK's bearer token (as `serve --upstream-token`).
-        #[arg(long, env = "VK_OBSERVER_UPSTREAM_TOKEN", hide_env_values = true)]
-        upstream_token: Option<String>,
-        /// Listen address (as `serve --listen`).
-        #[arg(long, env = "VK_OBSERVER_LISTEN")]
-        listen: Option<SocketAddr>,
-        /// Data dir (as `serve --data-dir`).
-        #[arg(long, env = "VK_OBSERVER_DATA_DIR")]
-        data_dir: Option<PathBuf>,
-        /// Bearer token of the daemon's /mcp (as `serve --mcp-token`).
-        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
-        mcp_token: Option<String>,
     },
     /// Run the daemon beside the built-in VK simulator playing scripted attempts.
     Demo {
@@ -176,13 +169,16 @@ async fn main() -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Serve {
-            upstream,
-            upstream_token,
-            listen,
-            data_dir,
-            config,
+            settings:
+                SettingsArgs {
+                    upstream,
+                    upstream_token,
+                    listen,
+                    data_dir,
+                    config,
+                    mcp_token,
+                },
             mcp_stateless,
-            mcp_token,
         } => {
             let file = match &config {
                 Some(p) => FileConfig::load(p)?,
@@ -264,13 +260,16 @@ async fn main() -> anyhow::Result<()> {
             exit_with("watch", vk_observer::cli::watch::run(opts).await);
         }
         Command::Doctor {
-            config,
+            settings:
+                SettingsArgs {
+                    upstream,
+                    upstream_token,
+                    listen,
+                    data_dir,
+                    config,
+                    mcp_token,
+                },
             daemon,
-            upstream,
-            upstream_token,
-            listen,
-            data_dir,
-            mcp_token,
         } => {
             let opts = vk_observer::cli::doctor::DoctorOptions {
                 config,

@@ -19,6 +19,37 @@ pub(crate) fn token_seq(t: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// One timed wake: a wait on `attempt` since `token` is sent and left 25 ms to park, then
+/// `event` fires; returns when the event fired, when the last byte of the answer arrived, and
+/// the answer (checked to report a change).
+async fn timed_wake(
+    mcp: &Mcp,
+    attempt: uuid::Uuid,
+    token: &str,
+    event: impl FnOnce(),
+) -> anyhow::Result<(Instant, Instant, serde_json::Value)> {
+    let body = call_body(
+        "wait_for_attempt_change",
+        &json!({"attempt_ids": [attempt], "since_token": token, "timeout_ms": 10_000}),
+    );
+    let m = mcp.clone();
+    let h = tokio::spawn(async move {
+        let res = m.raw(body).await;
+        (Instant::now(), res)
+    });
+    // Let the request reach the daemon and park.
+    tokio::time::sleep(Duration::from_millis(25)).await;
+    let t0 = Instant::now();
+    event();
+    let (t1, res) = h.await?;
+    let v = Mcp::parse(&res?)?;
+    ensure!(
+        v["changed"] == json!(true),
+        "wait did not see the change: {v}"
+    );
+    Ok((t0, t1, v))
+}
+
 pub(crate) async fn phase_wake(
     r: &mut Report,
     o: &Opts,
@@ -35,29 +66,14 @@ pub(crate) async fn phase_wake(
     let (mut early, mut stale_token) = (0, 0);
     let iters = o.iters(300);
     for i in 0..iters + 10 {
-        let body = call_body(
-            "wait_for_attempt_change",
-            &json!({"attempt_ids": [attempt], "since_token": token, "timeout_ms": 10_000}),
-        );
-        let m = mcp.clone();
-        let h = tokio::spawn(async move {
-            let res = m.raw(body).await;
-            (Instant::now(), res)
-        });
-        // Let the request reach the daemon and park.
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        let t0 = Instant::now();
-        a.sim.append_log(
-            pid,
-            vk_observer::sim::Channel::Normalized,
-            note(100 + i as u64),
-        );
-        let (t1, res) = h.await?;
-        let v = Mcp::parse(&res?)?;
-        ensure!(
-            v["changed"] == json!(true),
-            "wait did not see the change: {v}"
-        );
+        let (t0, t1, v) = timed_wake(mcp, attempt, &token, || {
+            a.sim.append_log(
+                pid,
+                vk_observer::sim::Channel::Normalized,
+                note(100 + i as u64),
+            );
+        })
+        .await?;
         // The next `since_token`: the answer's token, but never below the attempt tokens it
         // reports (the daemon can answer with a token older than the change it reports; see
         // docs/performance.md; a client passing such a token back is answered at once with the
@@ -128,25 +144,11 @@ pub(crate) async fn phase_wake_status(
             .call("get_attempt_status", &json!({ "attempt_id": attempt }))
             .await?;
         let token = v["token"].as_str().unwrap().to_string();
-        let body = call_body(
-            "wait_for_attempt_change",
-            &json!({"attempt_ids": [attempt], "since_token": token, "timeout_ms": 10_000}),
-        );
-        let m = mcp.clone();
-        let h = tokio::spawn(async move {
-            let res = m.raw(body).await;
-            (Instant::now(), res)
-        });
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        let t0 = Instant::now();
-        a.sim
-            .finish_process(*pid, vk_observer::sim::ProcessStatus::Completed, Some(0));
-        let (t1, res) = h.await?;
-        let v = Mcp::parse(&res?)?;
-        ensure!(
-            v["changed"] == json!(true),
-            "wait did not see the change: {v}"
-        );
+        let (t0, t1, _) = timed_wake(mcp, *attempt, &token, || {
+            a.sim
+                .finish_process(*pid, vk_observer::sim::ProcessStatus::Completed, Some(0));
+        })
+        .await?;
         if t1 >= t0 {
             lat.push(t1 - t0);
         }

@@ -285,17 +285,13 @@ impl LogFollower {
             .is_some_and(|f| f.is_running())
     }
 
-    /// Page through VK's log history, newest first, writing every page.
+    /// Page through VK's log history, newest first, writing every page (the next page is
+    /// fetched while the previous one is being written).
     async fn backfill(&self) -> Result<(), String> {
         let mut out = Outbox::new(self);
-        let read = self.backfill_into(&mut out).await;
+        let read = self.page_down(None, 0, &mut out).await;
         let written = out.settle().await.map_err(|_| "store".to_string());
         read.and(written)
-    }
-
-    /// The next page is fetched while the previous one is being written.
-    async fn backfill_into(&self, out: &mut Outbox<'_>) -> Result<(), String> {
-        self.page_down(None, 0, out).await
     }
 
     /// Pages of history newest first, from below `before` (None: the newest) down to `floor`.

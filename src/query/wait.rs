@@ -91,6 +91,15 @@ struct Registration {
     receivers: Vec<watch::Receiver<u64>>,
 }
 
+impl Registration {
+    /// Until any of the subscribed channels fires.
+    async fn next_change(&mut self) {
+        let _ =
+            futures::future::select_all(self.receivers.iter_mut().map(|r| Box::pin(r.changed())))
+                .await;
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         self.waiters
@@ -215,11 +224,8 @@ impl Query {
             if self.any_changed(scope, since)? {
                 return Ok(true);
             }
-            let any_change = futures::future::select_all(
-                reg.receivers.iter_mut().map(|r| Box::pin(r.changed())),
-            );
             tokio::select! {
-                _ = any_change => {}
+                _ = reg.next_change() => {}
                 _ = tokio::time::sleep_until(deadline) => return Ok(false),
             }
         }
@@ -252,11 +258,8 @@ impl Query {
             if !changed.is_empty() {
                 return Ok(self.wait_result(true, changed, token, false, started));
             }
-            let any_change = futures::future::select_all(
-                reg.receivers.iter_mut().map(|r| Box::pin(r.changed())),
-            );
             tokio::select! {
-                _ = any_change => {}
+                _ = reg.next_change() => {}
                 _ = tokio::time::sleep_until(deadline) => {
                     let token = self.token();
                     return Ok(self.wait_result(false, Changes::default(), token, false, started));

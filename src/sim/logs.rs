@@ -24,13 +24,12 @@ const MAX_PAGE: usize = 1000;
 /// First index still kept: VK's in-memory cap (for pages too unless logs are in VK's DB), and
 /// the `skip_history` fault (older half gone).
 fn retained_from(inner: &Inner, len: usize, for_pages: bool) -> usize {
-    let with_faults = for_pages;
     let mut lower = if for_pages && inner.cfg.log_db {
         0
     } else {
         len.saturating_sub(inner.cfg.history_max_entries)
     };
-    if with_faults && inner.faults().skip_history {
+    if for_pages && inner.faults().skip_history {
         lower = lower.max(len / 2);
     }
     lower
