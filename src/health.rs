@@ -19,7 +19,8 @@ pub enum UpstreamState {
 pub struct Health {
     state: AtomicU8,
     bootstrapped: AtomicBool,
-    last_upstream_event_ms: AtomicI64,
+    /// Unix ms of the last byte VK sent on any connection (keep-alives and pings included).
+    last_upstream_byte_ms: AtomicI64,
     pub garbage_frames: AtomicU64,
     pub resyncs: AtomicU64,
     pub reconnects: AtomicU64,
@@ -61,14 +62,30 @@ impl Health {
         self.bootstrapped.load(Ordering::Acquire)
     }
 
-    /// Something arrived from VK (any stream).
+    /// Something arrived from VK (any byte on any stream, keep-alives and pings included).
     pub fn touch(&self) {
-        self.last_upstream_event_ms
+        self.last_upstream_byte_ms
             .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
     }
 
-    pub fn last_upstream_event_ms(&self) -> i64 {
-        self.last_upstream_event_ms.load(Ordering::Relaxed)
+    /// Unix ms of the last byte from VK (0: none yet).
+    pub fn last_upstream_byte_ms(&self) -> i64 {
+        self.last_upstream_byte_ms.load(Ordering::Relaxed)
+    }
+
+    /// A stream connection to VK was lost and will be reopened. `stream` is one of
+    /// `sse`, `projects_ws`, `tasks_ws`, `processes_ws`, `logs_ws`.
+    pub fn reconnected(&self, stream: &'static str) {
+        self.reconnects.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("vk_observer_upstream_reconnects_total", "stream" => stream).increment(1);
+    }
+
+    /// A resync began: `scope` is `all` or one object stream, `cause` says why (see
+    /// [`resync_cause`]).
+    pub fn resynced(&self, scope: &'static str, cause: &str) {
+        self.resyncs.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("vk_observer_resyncs_total", "scope" => scope, "cause" => resync_cause(cause))
+            .increment(1);
     }
 
     pub fn garbage(&self, stream: &'static str, detail: &str) {
@@ -76,4 +93,22 @@ impl Health {
         metrics::counter!("vk_observer_garbage_frames_total", "stream" => stream).increment(1);
         tracing::warn!(stream, detail = %detail.chars().take(200).collect::<String>(), "skipped a frame VK sent that does not parse");
     }
+}
+
+/// The metric label for a resync reason. Reasons from VK's `invalidate_all` are VK's words;
+/// unknown ones are folded into `other` so the label set stays bounded.
+pub fn resync_cause(reason: &str) -> &'static str {
+    const KNOWN: [&str; 10] = [
+        "startup",
+        "bootstrap",
+        "resume",
+        "vk_restarted",
+        "no_resume_point",
+        "ids_restarted",
+        "resume_unavailable",
+        "lagged",
+        "patch_failed",
+        "store_error",
+    ];
+    KNOWN.into_iter().find(|k| *k == reason).unwrap_or("other")
 }

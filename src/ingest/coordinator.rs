@@ -43,7 +43,16 @@ pub struct Coordinator {
     hint_deadline: Option<Instant>,
     refreshing: usize,
     pending_seq: Option<u64>,
+    /// When the seq was last persisted: at most one seq write per `tick`.
+    seq_written_at: Instant,
     changes_due: HashMap<Uuid, Instant>,
+}
+
+/// How often a quiet process stream of a still-active attempt is looked at again.
+const ACTIVE_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn far_future() -> Instant {
+    Instant::now() + std::time::Duration::from_secs(86_400)
 }
 
 impl Coordinator {
@@ -68,19 +77,52 @@ impl Coordinator {
             hint_deadline: None,
             refreshing: 0,
             pending_seq: None,
+            seq_written_at: Instant::now(),
             changes_due: HashMap::new(),
         }
     }
 
+    /// React to signals, and wake by timer only when a deadline is pending (hint debounce,
+    /// change summaries, lingering process streams, the seq to persist, bootstrap): an idle
+    /// coordinator sleeps until the next signal instead of ticking.
     pub async fn run(mut self, mut rx: UnboundedReceiver<Signal>) {
-        let mut tick = tokio::time::interval(self.ctx.cfg.tick);
         loop {
+            let wake = self.next_wake();
             tokio::select! {
                 _ = self.cancel.cancelled() => return,
-                Some(sig) = rx.recv() => self.handle(sig),
-                _ = tick.tick() => self.on_tick().await,
+                sig = rx.recv() => match sig {
+                    Some(sig) => self.handle(sig),
+                    None => return,
+                },
+                _ = tokio::time::sleep_until(wake.unwrap_or_else(far_future).into()), if wake.is_some() => {}
             }
+            self.on_tick().await;
         }
+    }
+
+    /// The earliest moment something is due without a further signal (None: nothing is).
+    fn next_wake(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let tick = self.ctx.cfg.tick;
+        let linger = self.ctx.cfg.process_stream_linger;
+        let streams = self
+            .process_streams
+            .values()
+            .filter(|s| s.snapshot_seen && s.running.is_empty())
+            // A quiet stream of an attempt still active (its task in progress) is looked at
+            // again now and then: the task's change reaches the store, not this task.
+            .map(|s| s.idle_since.map_or(now + ACTIVE_RECHECK, |t| t + linger));
+        // The seq waits for quiet hints; the signal that makes them quiet wakes us anyway.
+        let quiet_hints = self.hinted.is_empty() && self.refreshing == 0;
+        let seq = (self.pending_seq.is_some() && quiet_hints).then(|| self.seq_written_at + tick);
+        let bootstrap = (!self.ctx.health.bootstrapped()).then(|| now + tick);
+        self.hint_deadline
+            .into_iter()
+            .chain(self.changes_due.values().copied())
+            .chain(streams)
+            .chain(seq)
+            .chain(bootstrap)
+            .min()
     }
 
     fn handle(&mut self, sig: Signal) {
@@ -144,11 +186,7 @@ impl Coordinator {
 
     fn resync_all(&mut self, reason: &str, watermark: Option<u64>) {
         tracing::info!(reason, "resyncing with VK");
-        self.ctx
-            .health
-            .resyncs
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        metrics::counter!("vk_observer_resyncs_total", "scope" => "all").increment(1);
+        self.ctx.health.resynced("all", reason);
         self.deep_on_snapshot = reason != "resume";
         if watermark.is_some() {
             self.pending_seq = watermark;
@@ -392,8 +430,9 @@ impl Coordinator {
             }
         }
         let quiet_hints = self.hinted.is_empty() && self.refreshing == 0;
-        if quiet_hints {
+        if quiet_hints && self.seq_written_at + self.ctx.cfg.tick <= now {
             if let Some(seq) = self.pending_seq.take() {
+                self.seq_written_at = now;
                 if let Err(e) = self
                     .ctx
                     .writer

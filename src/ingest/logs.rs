@@ -27,6 +27,7 @@ use uuid::Uuid;
 
 use super::Context;
 use super::backoff::Reconnect;
+use super::pulse::Pulse;
 use super::signal::Signal;
 use crate::store::events::{Channel, DomainEvent};
 use crate::store::writer::Queued;
@@ -180,22 +181,29 @@ impl LogFollower {
     ) -> State {
         let mut chunk: Chunk = Vec::new();
         let flush_every = self.ctx.cfg.log_flush_interval;
+        let pulse = Pulse::new(self.ctx.health.clone());
+        let beat = || pulse.beat();
+        let stall_after = self.ctx.cfg.ws_stall_after;
         let mut frames = 0usize;
         let mut gap_checked = false;
         loop {
+            let read = pulse.or_stall(stall_after, ws::next_text(ws, &beat));
             let next = if chunk.is_empty() {
-                Ok(ws::next_text(ws).await)
+                Ok(read.await)
             } else {
-                tokio::time::timeout(flush_every, ws::next_text(ws)).await
+                tokio::time::timeout(flush_every, read).await
             };
             let frame = match next {
+                Ok(Err(_stalled)) => Err(WsEnd::Dropped(format!(
+                    "nothing, not even a ping, for {stall_after:?}"
+                ))),
+                Ok(Ok(frame)) => frame,
                 Err(_) => {
                     if out.send(&mut chunk).await.is_err() {
                         return State::Backoff(reconnect.next_delay());
                     }
                     continue;
                 }
-                Ok(f) => f,
             };
             match frame {
                 Ok(text) => {
@@ -208,7 +216,6 @@ impl LogFollower {
                     if frames == 1 {
                         reconnect.reset();
                     }
-                    self.ctx.health.touch();
                     match LogFrame::parse(&text) {
                         Ok(LogFrame::Entry { entry_index, entry }) => {
                             if !gap_checked {
@@ -242,6 +249,7 @@ impl LogFollower {
                     let _ = out.send(&mut chunk).await;
                     tracing::debug!(pid = %self.process_id, ?end, "log socket dropped");
                     return if self.still_running() {
+                        self.ctx.health.reconnected("logs_ws");
                         State::Backoff(reconnect.next_delay())
                     } else {
                         State::Backfill

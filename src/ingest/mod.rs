@@ -8,6 +8,7 @@ pub mod jobs;
 pub mod logs;
 pub mod materialize;
 pub mod objects;
+pub mod pulse;
 pub mod signal;
 pub mod sse;
 
@@ -32,7 +33,11 @@ pub struct IngestConfig {
     pub reconnect_min: Duration,
     pub reconnect_max: Duration,
     /// Reconnect the SSE stream if nothing (not even VK's 15 s keep-alive) arrived for this long.
+    /// Keep it well above VK's keep-alive period (default 50 s, over three periods).
     pub stall_after: Duration,
+    /// Reconnect an object or log WebSocket if nothing (not even VK's 30 s ping) arrived for this
+    /// long. Keep it well above VK's ping period (default 75 s, two and a half periods).
+    pub ws_stall_after: Duration,
     /// Consecutive failed connects before the upstream is reported `down`.
     pub down_after_failures: u32,
     pub hint_debounce: Duration,
@@ -41,6 +46,8 @@ pub struct IngestConfig {
     pub rest_concurrency: usize,
     pub log_chunk: usize,
     pub log_flush_interval: Duration,
+    /// Minimum spacing of SSE seq writes, and how often bootstrap completion is checked. The
+    /// coordinator has no periodic tick once bootstrapped: it wakes on signals and deadlines.
     pub tick: Duration,
 }
 
@@ -51,6 +58,7 @@ impl Default for IngestConfig {
             reconnect_min: Duration::from_millis(200),
             reconnect_max: Duration::from_secs(10),
             stall_after: Duration::from_secs(50),
+            ws_stall_after: Duration::from_secs(75),
             down_after_failures: 5,
             hint_debounce: Duration::from_millis(50),
             changes_debounce: Duration::from_millis(300),

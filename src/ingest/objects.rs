@@ -1,6 +1,9 @@
 //! Followers of VK's object WebSockets (projects; tasks of a project; processes of an attempt),
 //! each one explicit state machine: `Connecting → Live (materialising frames) → Backoff`.
 //!
+//! A socket that sends nothing at all (not even VK's 30 s ping) for `ws_stall_after` is
+//! reconnected; pings count as life (see `pulse`).
+//!
 //! Every (re)connect starts from a fresh snapshot rather than `after_seq`: VK answers an
 //! `after_seq` past its watermark with silence (e.g. after a restart), and a snapshot diffed by the
 //! writer moves tokens only where something really changed, so a reconnect is always safe.
@@ -14,6 +17,7 @@ use uuid::Uuid;
 use super::Context;
 use super::backoff::Reconnect;
 use super::materialize::{Change, Materializer};
+use super::pulse::Pulse;
 use super::signal::Signal;
 use crate::store::events::DomainEvent;
 use crate::upstream::wire::{PatchFrame, ProcessFacts};
@@ -58,9 +62,11 @@ impl ObjectStream {
 
 enum State {
     Connecting,
+    /// Connected: materialising frames into `doc`; `pulse` is beaten by every message.
     Live {
         ws: Box<ws::WsStream>,
         doc: Materializer,
+        pulse: Pulse,
     },
     Backoff {
         delay: Duration,
@@ -100,6 +106,7 @@ impl ObjectFollower {
                 Ok(ws) => State::Live {
                     ws: Box::new(ws),
                     doc: Materializer::new(self.stream.root()),
+                    pulse: Pulse::new(self.ctx.health.clone()),
                 },
                 Err(e) => {
                     tracing::debug!(stream = ?self.stream, error = %e, "object stream connect failed");
@@ -108,38 +115,54 @@ impl ObjectFollower {
                     }
                 }
             },
-            State::Live { mut ws, mut doc } => match ws::next_text(&mut ws).await {
-                Ok(text) => {
-                    self.ctx.health.touch();
-                    match self.on_frame(&text, &mut doc).await {
+            State::Live {
+                mut ws,
+                mut doc,
+                pulse,
+            } => {
+                let beat = || pulse.beat();
+                let read = ws::next_text(&mut ws, &beat);
+                match pulse.or_stall(self.ctx.cfg.ws_stall_after, read).await {
+                    Ok(Ok(text)) => match self.on_frame(&text, &mut doc).await {
                         FrameOutcome::Ok => {
                             if doc.has_snapshot() {
                                 reconnect.reset();
                             }
-                            State::Live { ws, doc }
+                            State::Live { ws, doc, pulse }
                         }
-                        FrameOutcome::Garbage => State::Live { ws, doc },
-                        FrameOutcome::Resync => {
-                            metrics::counter!("vk_observer_resyncs_total", "scope" => self.stream.label()).increment(1);
+                        FrameOutcome::Garbage => State::Live { ws, doc, pulse },
+                        FrameOutcome::Resync(cause) => {
+                            self.ctx.health.resynced(self.stream.label(), cause);
                             State::Backoff {
                                 delay: reconnect.next_delay(),
                             }
                         }
+                    },
+                    Ok(Err(WsEnd::Closed { code: 4404, .. })) => State::Gone,
+                    Ok(Err(end)) => {
+                        tracing::debug!(stream = ?self.stream, ?end, "object stream ended; reconnecting");
+                        self.lost(reconnect)
+                    }
+                    Err(_stalled) => {
+                        tracing::warn!(stream = ?self.stream, "object stream sent nothing, not even a ping; reconnecting");
+                        self.lost(reconnect)
                     }
                 }
-                Err(WsEnd::Closed { code: 4404, .. }) => State::Gone,
-                Err(end) => {
-                    tracing::debug!(stream = ?self.stream, ?end, "object stream ended; reconnecting");
-                    State::Backoff {
-                        delay: reconnect.next_delay(),
-                    }
-                }
-            },
+            }
             State::Backoff { delay } => {
                 tokio::time::sleep(delay).await;
                 State::Connecting
             }
             State::Gone => State::Gone,
+        }
+    }
+
+    /// The socket is gone: count it and reconnect after the next backoff delay (reset once a
+    /// snapshot arrives, so a socket that keeps ending at once is not reopened in a tight loop).
+    fn lost(&self, reconnect: &mut Reconnect) -> State {
+        self.ctx.health.reconnected(self.stream.label());
+        State::Backoff {
+            delay: reconnect.next_delay(),
         }
     }
 
@@ -157,7 +180,7 @@ impl ObjectFollower {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(stream = ?self.stream, error = %e, "object stream frame does not apply: resyncing");
-                return FrameOutcome::Resync;
+                return FrameOutcome::Resync("patch_failed");
             }
         };
         if let Some(h) = frame.invalidate {
@@ -173,7 +196,7 @@ impl ObjectFollower {
         let (events, signal) = self.to_events(&changes, doc);
         if let Err(e) = self.ctx.writer.write(events).await {
             tracing::error!(error = %e, "cannot store an object-stream change: resyncing");
-            return FrameOutcome::Resync;
+            return FrameOutcome::Resync("store_error");
         }
         if let Some(s) = signal {
             let _ = self.ctx.signals.send(s);
@@ -274,5 +297,6 @@ impl ObjectFollower {
 enum FrameOutcome {
     Ok,
     Garbage,
-    Resync,
+    /// Reconnect for a fresh snapshot, for this cause (a `resync_cause` label).
+    Resync(&'static str),
 }

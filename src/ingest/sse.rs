@@ -2,10 +2,16 @@
 //! `Connecting → Streaming → (dropped | stalled) → Backoff → Connecting`.
 //!
 //! On each connect it compares VK's incarnation (`/api/config/status` `loaded_at_unix_ms`) with
-//! the stored one: same VK → resume with `after_seq` = last applied seq; another VK (restart) or no
-//! stored seq → connect without resume and ask for a full resync. Event ids going backwards or
-//! `invalidate_all` also mean resync. Hints go to the coordinator, which persists the seq once the
-//! hints before it are handled, so a crash never skips a hint.
+//! the stored one: same VK with a stored seq → resume with `after_seq` = that seq, and nothing
+//! else happens (VK replays what was missed; a reconnect costs no resync). Another VK (restart),
+//! or no stored seq → connect with the watermark probe (`after_seq` past any watermark: VK
+//! answers `invalidate_all` carrying its watermark, then streams live) and ask for a full
+//! resync; the watermark becomes the resume point, so even an idle VK that never sends an event
+//! can be resumed after the next drop. Event ids going backwards or an `invalidate_all` other
+//! than the probe's answer also mean resync. Hints go to the coordinator, which persists the seq
+//! once the hints before it are handled, so a crash never skips a hint.
+//!
+//! Liveness is any byte (see `pulse`): VK's keep-alive comments keep an idle stream alive.
 
 use std::time::Duration;
 
@@ -14,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use super::backoff::Reconnect;
+use super::pulse::Pulse;
 use super::signal::Signal;
 use crate::health::UpstreamState;
 use crate::store::events::DomainEvent;
@@ -23,9 +30,11 @@ use crate::upstream::wire::{InvalidateAll, InvalidateHints};
 
 enum State {
     Connecting,
+    /// Reading events; `pulse` is beaten by every byte of this connection.
     Streaming {
         events: SseEvents,
         last_id: Option<u64>,
+        pulse: Pulse,
     },
     Backoff {
         delay: Duration,
@@ -52,11 +61,15 @@ impl SseFollower {
     async fn step(&self, state: State, reconnect: &mut Reconnect, first: &mut bool) -> State {
         match state {
             State::Connecting => match self.connect(*first).await {
-                Ok((events, last_id)) => {
+                Ok((events, last_id, pulse)) => {
                     *first = false;
                     reconnect.reset();
                     self.ctx.health.set_state(UpstreamState::Connected);
-                    State::Streaming { events, last_id }
+                    State::Streaming {
+                        events,
+                        last_id,
+                        pulse,
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot connect to VK's event stream");
@@ -74,9 +87,13 @@ impl SseFollower {
             State::Streaming {
                 mut events,
                 mut last_id,
-            } => match tokio::time::timeout(self.ctx.cfg.stall_after, events.next()).await {
+                pulse,
+            } => match pulse
+                .or_stall(self.ctx.cfg.stall_after, events.next())
+                .await
+            {
                 Err(_) => {
-                    tracing::warn!("VK's event stream stalled; reconnecting");
+                    tracing::warn!(stall_after = ?self.ctx.cfg.stall_after, "VK's event stream sent nothing, not even a keep-alive; reconnecting");
                     self.lost()
                 }
                 Ok(None) => {
@@ -88,9 +105,12 @@ impl SseFollower {
                     self.lost()
                 }
                 Ok(Some(Ok(ev))) => {
-                    self.ctx.health.touch();
                     self.handle(ev, &mut last_id);
-                    State::Streaming { events, last_id }
+                    State::Streaming {
+                        events,
+                        last_id,
+                        pulse,
+                    }
                 }
             },
             State::Backoff { delay } => {
@@ -101,19 +121,16 @@ impl SseFollower {
     }
 
     fn lost(&self) -> State {
-        self.ctx
-            .health
-            .reconnects
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        metrics::counter!("vk_observer_upstream_reconnects_total").increment(1);
+        self.ctx.health.reconnected("sse");
         self.ctx.health.set_state(UpstreamState::Reconnecting);
         State::Backoff {
             delay: self.ctx.cfg.reconnect_min,
         }
     }
 
-    /// Decide how to (re)connect: resume after the stored seq if VK is the same run.
-    async fn connect(&self, first: bool) -> Result<(SseEvents, Option<u64>), String> {
+    /// Decide how to (re)connect: resume after the stored seq if VK is the same run, else probe
+    /// VK's watermark and resync.
+    async fn connect(&self, first: bool) -> Result<(SseEvents, Option<u64>, Pulse), String> {
         let incarnation = self
             .ctx
             .client
@@ -127,11 +144,16 @@ impl SseFollower {
         let stored_seq = reader.upstream_seq().map_err(|e| e.to_string())?;
         let same_vk = incarnation.is_some() && incarnation == stored_incarnation;
         let resume = if same_vk { stored_seq } else { None };
+        let pulse = Pulse::new(self.ctx.health.clone());
         // VK sends its headers with the first event or keep-alive (≤ 15 s); a connection that
         // says nothing for `stall_after` is as dead as a stalled stream: give up and retry.
         let events = tokio::time::timeout(
             self.ctx.cfg.stall_after,
-            sse::connect(&self.ctx.client, resume),
+            sse::connect(
+                &self.ctx.client,
+                Some(resume.unwrap_or(sse::WATERMARK_PROBE)),
+                pulse.beater(),
+            ),
         )
         .await
         .map_err(|_| format!("no answer within {:?}", self.ctx.cfg.stall_after))?
@@ -144,20 +166,25 @@ impl SseFollower {
                     .write(vec![DomainEvent::UpstreamIncarnation { id }])
                     .await;
             }
-            let reason = if first { "bootstrap" } else { "vk_restarted" };
+            let reason = match (first, same_vk) {
+                (true, _) => "bootstrap",
+                (false, false) => "vk_restarted",
+                (false, true) => "no_resume_point",
+            };
             let _ = self.ctx.signals.send(Signal::ResyncAll {
                 reason: reason.into(),
                 watermark: None,
             });
         } else if first {
-            // Resuming: the coordinator still verifies the object streams by snapshot.
+            // Resuming after a daemon restart: the coordinator still verifies the object streams
+            // by snapshot (shallow: only attempts that changed are looked at more closely).
             let _ = self.ctx.signals.send(Signal::ResyncAll {
                 reason: "resume".into(),
                 watermark: None,
             });
         }
         tracing::info!(?resume, "connected to VK's event stream");
-        Ok((events, resume))
+        Ok((events, resume, pulse))
     }
 
     fn handle(&self, ev: sse_stream::Sse, last_id: &mut Option<u64>) {
@@ -176,6 +203,14 @@ impl SseFollower {
                 Err(e) => self.ctx.health.garbage("sse", &format!("{e}: {data}")),
             },
             "invalidate_all" => match serde_json::from_str::<InvalidateAll>(data) {
+                Ok(all) if all.requested_after_seq == Some(sse::WATERMARK_PROBE) => {
+                    // The answer to our own probe: the resume point for the next reconnect.
+                    let watermark = all.watermark.or(id).unwrap_or(0);
+                    tracing::debug!(watermark, "VK's event watermark");
+                    let _ = self.ctx.signals.send(Signal::SseSeq { seq: watermark });
+                    *last_id = Some(watermark);
+                    return;
+                }
                 Ok(all) => {
                     tracing::warn!(reason = %all.reason, watermark = ?all.watermark, "VK cannot resume its event stream: resyncing");
                     let _ = self.ctx.signals.send(Signal::ResyncAll {

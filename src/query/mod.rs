@@ -46,6 +46,10 @@ pub struct Freshness {
     /// Milliseconds since the cache last applied a change from VK (null: nothing applied yet
     /// since the store was created).
     pub last_event_age_ms: Option<u64>,
+    /// Milliseconds since VK last sent the daemon anything on any stream, keep-alives and pings
+    /// included (null: nothing since the daemon started). Small while VK is up, even when idle
+    /// (VK sends a keep-alive every 15 s); it grows only while VK is unreachable.
+    pub upstream_age_ms: Option<u64>,
     /// True once the daemon has loaded VK's full state at least once since it started.
     pub bootstrapped: bool,
 }
@@ -96,10 +100,13 @@ impl Query {
 
     pub fn freshness(&self) -> Freshness {
         let last = self.store.last_commit_ms();
+        let byte = self.health.last_upstream_byte_ms();
         let now = chrono::Utc::now().timestamp_millis();
+        let age = |t: i64| (t > 0).then(|| now.saturating_sub(t).max(0) as u64);
         Freshness {
             upstream: self.health.state(),
-            last_event_age_ms: (last > 0).then(|| now.saturating_sub(last).max(0) as u64),
+            last_event_age_ms: age(last),
+            upstream_age_ms: age(byte),
             bootstrapped: self.health.bootstrapped(),
         }
     }

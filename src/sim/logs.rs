@@ -1,5 +1,6 @@
 //! Per-process log endpoints: the v2 log WebSockets (history as `append`, then live
-//! `append`/`replace`, `finished` and a dropped connection; 4404 when the process is not live)
+//! `append`/`replace`, `finished` and a dropped connection; 4404 when the process is not live;
+//! a ping every `ws_ping`, as VK's 30 s)
 //! and the REST history pages (latest `limit` entries before `cursor`, ascending). Fault
 //! switches: refused upgrades, cut sockets, garbage frames, truncated or slow history.
 
@@ -203,10 +204,15 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel)
         sent += 1;
         (frame(ev), limit.is_some_and(|n| sent > n))
     };
+    let mut ping = tokio::time::interval(inner.cfg.ws_ping);
+    ping.tick().await;
     loop {
         tokio::select! {
             _ = kill.cancelled() => return,
             _ = inner.shutdown.cancelled() => return,
+            _ = ping.tick() => {
+                if socket.send(Message::Ping(Vec::new().into())).await.is_err() { return; }
+            }
             incoming = socket.recv() => {
                 if !matches!(incoming, Some(Ok(_))) { return; }
             }

@@ -203,7 +203,12 @@ impl Sim {
     }
 
     pub fn set_faults(&self, f: Faults) {
-        *lock(&self.inner.faults) = f;
+        let was_stalled = std::mem::replace(&mut *lock(&self.inner.faults), f.clone()).stall_sse;
+        if was_stalled && !f.stall_sse {
+            // A stalled stream stays dead after the fault (as a half-open TCP connection would);
+            // end it so the next fault starts from live connections.
+            self.inner.drop_connections();
+        }
     }
 
     pub fn counters(&self) -> SimCounters {

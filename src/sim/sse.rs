@@ -48,6 +48,7 @@ pub(crate) async fn events(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
     });
+    super::core::lock(&inner.counters).sse_resumes.push(resume);
     let (tx, mut rx) = mpsc::channel::<Chunk>(64);
     tokio::spawn(produce(inner, resume, tx));
     // VK's headers only go out with the first event or keep-alive.
@@ -107,6 +108,7 @@ async fn produce(inner: Arc<Inner>, resume: Option<u64>, tx: mpsc::Sender<Chunk>
             _ = kill.cancelled() => { let _ = tx.send(abort()).await; return; }
             _ = shutdown.cancelled() => { let _ = tx.send(abort()).await; return; }
             _ = ka.tick() => {
+                if inner.faults().stall_sse { continue; }
                 if tx.send(Ok(Bytes::from_static(b":\n\n"))).await.is_err() { return; }
             }
             msg = live.recv() => {

@@ -12,6 +12,8 @@ use uuid::Uuid;
 pub struct SimConfig {
     /// Period of the SSE `:` keep-alive comment (VK: 15 s).
     pub keepalive: Duration,
+    /// Period of the WebSocket pings on object and log streams (VK: 30 s).
+    pub ws_ping: Duration,
     /// Delay before SSE/object-stream frames go out (VK's outbox poll). Log WS are immediate.
     pub outbox_delay: Duration,
     /// `VK_LOG_HISTORY_MAX_ENTRIES`: entries of history kept per process and channel in VK's
@@ -30,6 +32,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         Self {
             keepalive: Duration::from_secs(15),
+            ws_ping: Duration::from_secs(30),
             outbox_delay: Duration::ZERO,
             history_max_entries: 5000,
             log_db: false,
@@ -154,7 +157,8 @@ pub struct Faults {
     pub drop_log_ws_after: Option<usize>,
     /// History v2 answers only from entry index K = len/2 on (older entries gone, truncated).
     pub skip_history: bool,
-    /// New SSE connections get headers and then nothing at all (no events, no keep-alive).
+    /// New SSE connections get nothing at all (no headers, no events, no keep-alive), and open
+    /// ones stop sending keep-alives: a dead stream. Switching it off drops the stalled ones.
     pub stall_sse: bool,
     /// Hostile upstream: object WebSockets also carry an unknown patch op and a 20 MB junk frame,
     /// log WebSockets a negative index, and SSE a 10 MB line without a newline.
@@ -179,6 +183,8 @@ pub struct SimCounters {
     /// Every REST GET under `/api` (WS upgrades and SSE excluded).
     pub rest_gets: u64,
     pub sse_connections: u64,
+    /// The resume point of each SSE connection, in order (`after_seq` or `Last-Event-ID`).
+    pub sse_resumes: Vec<Option<u64>>,
     pub ws_connections: u64,
     /// `"METHOD /matched/route"` → calls.
     pub by_route: BTreeMap<String, u64>,

@@ -3,7 +3,6 @@
 //! after `after_seq` without snapshot, live frames with the SSE seq, re-snapshot on lag.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
@@ -17,8 +16,6 @@ use super::bus::{SeqMsg, ws_frame};
 use super::core::Inner;
 use super::http::AppState;
 use super::render;
-
-const PING: Duration = Duration::from_secs(30);
 
 #[derive(Deserialize)]
 pub(crate) struct TasksQuery {
@@ -158,7 +155,7 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, kind: Kind, after: Opti
             return;
         }
     }
-    let mut ping = tokio::time::interval(PING);
+    let mut ping = tokio::time::interval(inner.cfg.ws_ping);
     ping.tick().await;
     loop {
         tokio::select! {
@@ -197,7 +194,7 @@ pub(crate) async fn projects_ws(State(inner): State<AppState>, ws: WebSocketUpgr
 async fn serve_projects(inner: Arc<Inner>, mut socket: WebSocket) {
     let kill = inner.conn_token();
     let mut changes = inner.projects_tx.subscribe();
-    let mut ping = tokio::time::interval(PING);
+    let mut ping = tokio::time::interval(inner.cfg.ws_ping);
     ping.tick().await;
     loop {
         let frame = ws_frame(inner.next_projects_seq(), &inner.projects_snapshot());

@@ -2,6 +2,8 @@
 //!
 //! VK sends its response headers only with the first event or keep-alive (up to 15 s on an idle
 //! server), so connecting has no short timeout; stall detection lives in the ingest state machine.
+//! The SSE parser drops comment lines, and VK's keep-alive is a comment (`:` and a blank line
+//! every 15 s), so liveness is read below the parser: every chunk of bytes calls `on_bytes`.
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -50,10 +52,18 @@ where
     })
 }
 
-/// Connect to `/api/events`, with `after_seq` when resuming.
+/// `after_seq` that asks VK for its watermark: past any watermark, so VK answers at once with
+/// `invalidate_all {reason: resume_unavailable, requested_after_seq: WATERMARK_PROBE}` whose id
+/// is its current watermark, then streams every later event live (docs/vk-contract.md §2.3).
+/// Used when there is no resume point, so that the next reconnect can resume instead of resync.
+pub const WATERMARK_PROBE: u64 = u64::MAX;
+
+/// Connect to `/api/events`, with `after_seq` when resuming (or [`WATERMARK_PROBE`]).
+/// `on_bytes` is called for every chunk VK sends, keep-alive comments included.
 pub async fn connect(
     client: &VkClient,
     after_seq: Option<u64>,
+    on_bytes: impl Fn() + Send + 'static,
 ) -> Result<SseEvents, UpstreamError> {
     let path = match after_seq {
         Some(n) => format!("/api/events?after_seq={n}"),
@@ -76,7 +86,8 @@ pub async fn connect(
             message: "SSE connect refused".into(),
         });
     }
-    Ok(SseByteStream::new(bound_lines(resp.bytes_stream(), MAX_LINE_BYTES)).boxed())
+    let bytes = resp.bytes_stream().inspect(move |_| on_bytes());
+    Ok(SseByteStream::new(bound_lines(bytes, MAX_LINE_BYTES)).boxed())
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! WebSocket connections to VK: upgrade with auth, then a stream of text frames and a typed end
 //! (VK's 4404 for a finished process, a normal close, or an abrupt drop as VK does after
-//! `finished`). Pings are answered by tungstenite.
+//! `finished`). Pings are answered by tungstenite; every message, pings included, is reported to
+//! the caller's `on_message` so that a quiet but healthy socket (VK pings every 30 s) is not
+//! mistaken for a stalled one.
 
 use futures::StreamExt;
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
@@ -47,13 +49,18 @@ pub async fn connect(client: &VkClient, path_and_query: &str) -> Result<WsStream
     Ok(ws)
 }
 
-/// Next text frame, or how the socket ended. Binary frames are reported as garbage text.
-/// The next text (or binary, read as UTF-8) message, without copying it out of the frame.
+/// The next text (or binary, read as UTF-8) message, without copying it out of the frame, or
+/// how the socket ended. `on_message` is called for every message received, pings included.
 pub async fn next_text(
     ws: &mut WsStream,
+    on_message: &(dyn Fn() + Sync),
 ) -> Result<tokio_tungstenite::tungstenite::Utf8Bytes, WsEnd> {
     loop {
-        match ws.next().await {
+        let next = ws.next().await;
+        if matches!(next, Some(Ok(_))) {
+            on_message();
+        }
+        match next {
             None => return Err(WsEnd::Dropped("stream ended".into())),
             Some(Err(e)) => return Err(WsEnd::Dropped(e.to_string())),
             Some(Ok(Message::Text(t))) => return Ok(t),

@@ -1,0 +1,192 @@
+//! An idle VK (issue 14): keep-alive comments and pings are liveness, and a reconnect with
+//! nothing missed costs nothing. The windows are shortened by configuration: the simulator
+//! sends a keep-alive every 200 ms and a ping every 300 ms, the daemon calls a stream stalled
+//! after 1 s of silence, and each test holds for well over three stall windows.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use vk_observer::daemon::{Daemon, DaemonOptions};
+use vk_observer::health::UpstreamState;
+use vk_observer::ingest::IngestConfig;
+use vk_observer::query::Query;
+use vk_observer::sim::{AgentOutcome, AttemptScript, Faults, Sim, SimConfig};
+
+const STALL: Duration = Duration::from_secs(1);
+
+async fn quiet_sim() -> Sim {
+    Sim::start(SimConfig {
+        keepalive: Duration::from_millis(200),
+        ws_ping: Duration::from_millis(300),
+        step_delay: Duration::from_millis(5),
+        ..SimConfig::default()
+    })
+    .await
+    .expect("simulator starts")
+}
+
+async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
+    let url = sim.base_url();
+    let options = DaemonOptions {
+        ingest: IngestConfig {
+            stall_after: STALL,
+            ws_stall_after: STALL,
+            ..support::fast_ingest()
+        },
+        ..support::options(&url, dir, Default::default())
+    };
+    Daemon::start(options).await.expect("daemon starts")
+}
+
+/// A board with a few tasks and one finished attempt, fully cached.
+async fn settled_board(sim: &Sim, daemon: &Daemon) {
+    let project = sim.add_project("Idle", &["demo"]);
+    for i in 0..5 {
+        sim.add_task(project, &format!("task {i}"), None);
+    }
+    let t = sim.add_task(project, "done", None);
+    sim.run_attempt_script(
+        t,
+        AttemptScript {
+            normalized_entries: 5,
+            raw_entries: 2,
+            agent: AgentOutcome::Succeed,
+            ..AttemptScript::default()
+        },
+    )
+    .await;
+    support::converge(&daemon.store, sim, Duration::from_secs(20), "idle board").await;
+    let start = Instant::now();
+    while !daemon.health.bootstrapped() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never bootstrapped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Let the finished attempt's process stream linger out and the seq be persisted.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+}
+
+struct Counts {
+    reconnects: u64,
+    resyncs: u64,
+    sse_connections: u64,
+    ws_connections: u64,
+    rest_gets: u64,
+}
+
+fn counts(daemon: &Daemon, sim: &Sim) -> Counts {
+    let c = sim.counters();
+    Counts {
+        reconnects: daemon.health.reconnects.load(Ordering::Relaxed),
+        resyncs: daemon.health.resyncs.load(Ordering::Relaxed),
+        sse_connections: c.sse_connections,
+        ws_connections: c.ws_connections,
+        rest_gets: c.rest_gets,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alives_alone_keep_an_idle_vk_connected() {
+    let sim = quiet_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = daemon(&sim, dir.path()).await;
+    settled_board(&sim, &daemon).await;
+    let before = counts(&daemon, &sim);
+    let query = Query::new(daemon.store.clone(), daemon.health.clone());
+
+    // Four stall windows with nothing on the wire but keep-alives and pings.
+    let start = Instant::now();
+    let mut answers = 0;
+    while start.elapsed() < STALL * 4 {
+        let f = query.freshness();
+        assert_eq!(
+            f.upstream,
+            UpstreamState::Connected,
+            "after {:?}",
+            start.elapsed()
+        );
+        let age = f.upstream_age_ms.expect("VK has sent bytes");
+        assert!(
+            age < 600,
+            "last byte {age} ms ago, keep-alives come every 200 ms"
+        );
+        answers += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = counts(&daemon, &sim);
+    assert!(answers >= 35);
+    assert_eq!(after.reconnects, before.reconnects, "no stream reconnected");
+    assert_eq!(after.resyncs, before.resyncs, "nothing resynced");
+    assert_eq!(after.sse_connections, before.sse_connections);
+    assert_eq!(after.ws_connections, before.ws_connections);
+    assert_eq!(after.rest_gets, before.rest_gets, "VK was asked nothing");
+    daemon.shutdown().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_stream_reconnects_and_resumes_without_a_resync() {
+    let sim = quiet_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = daemon(&sim, dir.path()).await;
+    settled_board(&sim, &daemon).await;
+    let before = counts(&daemon, &sim);
+    let stored_seq = daemon.store.read().upstream_seq().unwrap();
+    assert!(
+        stored_seq.is_some(),
+        "the probe's watermark is the resume point"
+    );
+    // The first connection asked VK for its watermark; none asked for a replay from scratch.
+    let resumes = sim.counters().sse_resumes;
+    assert_eq!(resumes[0], Some(u64::MAX), "{resumes:?}");
+
+    // The SSE stream goes silent (no keep-alive, no event) and new connections hang.
+    sim.set_faults(Faults {
+        stall_sse: true,
+        ..Faults::default()
+    });
+    let start = Instant::now();
+    let mut saw_reconnecting = false;
+    while start.elapsed() < STALL * 3 {
+        saw_reconnecting |= daemon.health.state() != UpstreamState::Connected;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        saw_reconnecting,
+        "freshness says so while the stream is dead"
+    );
+    assert!(daemon.health.reconnects.load(Ordering::Relaxed) > before.reconnects);
+    // VK comes back; the daemon resumes from the stored seq.
+    sim.set_faults(Faults::default());
+    let start = Instant::now();
+    while daemon.health.state() != UpstreamState::Connected
+        || sim.counters().sse_resumes.last() != Some(&stored_seq)
+    {
+        assert!(start.elapsed() < Duration::from_secs(10), "never resumed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A change made now arrives through the resumed stream as usual.
+    let project = daemon.store.read().projects().unwrap()[0].id;
+    sim.add_task(project, "after the stall", None);
+    support::converge(&daemon.store, &sim, Duration::from_secs(10), "after resume").await;
+    let after = counts(&daemon, &sim);
+    assert_eq!(
+        after.resyncs, before.resyncs,
+        "a resume with nothing missed resyncs nothing"
+    );
+    assert!(
+        sim.counters()
+            .sse_resumes
+            .iter()
+            .skip(1)
+            .all(|r| *r == stored_seq),
+        "every reconnect resumed from the stored seq: {:?}",
+        sim.counters().sse_resumes
+    );
+    daemon.shutdown().await;
+    sim.shutdown().await;
+}
