@@ -1,9 +1,11 @@
 //! Fault schedules, property-style: for each seed, scripted attempts run while a seeded injector
 //! drops connections, restarts VK with a new sequence, injects garbage frames, cuts log sockets
 //! mid-stream, stalls the event stream and restarts the daemon on its data dir (history
-//! truncation, which loses data upstream for good, has its own test). Afterwards the cache must equal the simulator's truth (0 lost, 0 duplicated
-//! entries), the token must never have decreased, and no long-poll waiter may have missed a
-//! change after its token. Seeds: `VK_FAULT_SEEDS` (default 200, two at a time) starting at
+//! truncation, which loses data upstream for good, has its own test). Afterwards the cache must
+//! equal the simulator's truth (0 lost, 0 duplicated entries), the token must never have
+//! decreased, and no long-poll waiter may have missed a change after its token. One seed in ten
+//! then holds VK idle (keep-alives and pings only) for longer than the stall window: no
+//! reconnect, no resync, no request to VK. Seeds: `VK_FAULT_SEEDS` (default 200, two at a time) starting at
 //! `VK_FAULT_SEED_BASE` (default 0); a failure names its seed for replay.
 
 mod support;
@@ -151,6 +153,9 @@ async fn run_schedule(seed: u64) {
         &format!("seed {seed}"),
     )
     .await;
+    if seed % 10 == 0 {
+        quiet_stretch(&daemon, &sim, seed).await;
+    }
     if garbage_used {
         // Garbage may or may not have hit a live connection; it must never have broken ingest.
         let _ = daemon.health.garbage_frames.load(Ordering::Relaxed);
@@ -182,6 +187,39 @@ async fn run_schedule(seed: u64) {
     watcher.await.unwrap();
     daemon.shutdown().await;
     sim.shutdown().await;
+}
+
+/// VK idle for longer than the stall window (keep-alives and pings only): no stream may be
+/// reconnected, nothing resynced, and VK asked nothing. Streams still dropping from the last
+/// fault settle first (a stalled SSE connection is dropped when its fault ends).
+async fn quiet_stretch(
+    daemon: &vk_observer::daemon::Daemon,
+    sim: &vk_observer::sim::Sim,
+    seed: u64,
+) {
+    let stall = support::fast_ingest().stall_after;
+    let settled = std::time::Instant::now();
+    while daemon.health.state() != vk_observer::health::UpstreamState::Connected {
+        assert!(
+            settled.elapsed() < Duration::from_secs(30),
+            "seed {seed}: never reconnected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reconnects = daemon.health.reconnects.load(Ordering::Relaxed);
+    let resyncs = daemon.health.resyncs.load(Ordering::Relaxed);
+    let gets = sim.counters().rest_gets;
+    tokio::time::sleep(stall + stall / 4).await;
+    assert_eq!(
+        (
+            daemon.health.reconnects.load(Ordering::Relaxed),
+            daemon.health.resyncs.load(Ordering::Relaxed),
+            sim.counters().rest_gets,
+        ),
+        (reconnects, resyncs, gets),
+        "seed {seed}: an idle VK cost reconnects, resyncs or requests"
+    );
 }
 
 /// A long-poll on the whole project from the current token, parked for longer than any schedule.

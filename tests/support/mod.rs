@@ -21,6 +21,7 @@ pub fn fast_ingest() -> IngestConfig {
         reconnect_min: Duration::from_millis(20),
         reconnect_max: Duration::from_millis(300),
         stall_after: Duration::from_secs(3),
+        ws_stall_after: Duration::from_secs(3),
         process_stream_linger: Duration::from_millis(300),
         ..IngestConfig::default()
     }
@@ -29,6 +30,7 @@ pub fn fast_ingest() -> IngestConfig {
 pub async fn sim() -> Sim {
     Sim::start(SimConfig {
         keepalive: Duration::from_millis(500),
+        ws_ping: Duration::from_millis(500),
         step_delay: Duration::from_millis(5),
         ..SimConfig::default()
     })
