@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo bench --bench mcp_load` (all of `cargo bench` also runs the ingest bench).
 //! Knobs (environment): `VK_BENCH_QUICK=1` (small sizes, a smoke run), `VK_BENCH_ONLY=a,b,…`
-//! (phases: status, wake, throughput, waiters, waiters_session, tail, catchup), `VK_BENCH_TAIL_SIZES=1000,…`,
+//! (phases: status, wake, throughput, waiters, waiters_session, tail, catchup, idle), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
 //! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
 //! `VK_BENCH_OUT=dir` (default target/perf), `VK_BENCH_REPLOT=dir/results.json` (only redraw
@@ -23,6 +23,7 @@ mod catchup;
 mod client;
 mod daemon;
 mod data;
+mod idle;
 mod opts;
 mod plot;
 mod proxy;
@@ -68,6 +69,9 @@ async fn run() -> anyhow::Result<()> {
     let result = async {
         phase_a(&mut r, &o).await?;
         phase_tail(&mut r, &o).await?;
+        if o.runs("idle") {
+            idle::phase_idle(&mut r, &o).await?;
+        }
         if o.runs("catchup") {
             catch_up(&mut r, &o, false).await?;
             catch_up(&mut r, &o, true).await?;

@@ -268,7 +268,7 @@ impl Coordinator {
             stream,
             ctx: self.ctx.clone(),
         };
-        tokio::spawn(f.run(token.clone()));
+        tokio::spawn(super::driver::drive(f, token.clone()));
         record(self, token);
     }
 
@@ -360,7 +360,7 @@ impl Coordinator {
             channel,
             ctx: self.ctx.clone(),
         };
-        tokio::spawn(f.run(self.cancel.child_token()));
+        tokio::spawn(super::driver::drive(f, self.cancel.child_token()));
     }
 
     /// Does the attempt still need a live process stream?

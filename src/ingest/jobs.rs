@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use super::Context;
+use super::error::IngestResult;
 use super::signal::Signal;
 use crate::store::events::DomainEvent;
 use crate::upstream::UpstreamError;
@@ -38,13 +39,16 @@ impl Jobs {
         });
     }
 
-    async fn refresh_task_inner(&self, task_id: Uuid, deep: bool) -> Result<Vec<Uuid>, String> {
-        let _permit = self.limit.acquire().await.map_err(|e| e.to_string())?;
+    async fn refresh_task_inner(&self, task_id: Uuid, deep: bool) -> IngestResult<Vec<Uuid>> {
+        // The semaphore is closed only when ingest stops: nothing left to refresh.
+        let Ok(_permit) = self.limit.acquire().await else {
+            return Ok(Vec::new());
+        };
         let attempts = match self.ctx.client.attempts_of_task(task_id).await {
             Ok(a) => a,
             // VK answers 404/500 for a task that no longer exists; the task stream removes it.
             Err(UpstreamError::NotFound { .. }) => return Ok(Vec::new()),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         let ids: Vec<Uuid> = attempts
             .iter()
@@ -54,70 +58,44 @@ impl Jobs {
             .ctx
             .writer
             .write(vec![DomainEvent::AttemptsSnapshot { task_id, attempts }])
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let mut look = Vec::new();
         for a in ids {
-            let known_sessions = !self
-                .ctx
-                .store
-                .read()
-                .sessions_of_attempt(a)
-                .map_err(|e| e.to_string())?
-                .is_empty();
+            let known_sessions = !self.ctx.store.read().sessions_of_attempt(a)?.is_empty();
             if deep || applied.attempts.contains(&a) || !known_sessions {
                 self.sessions_inner(a).await?;
                 look.push(a);
             }
-            let known_repos = !self
-                .ctx
-                .store
-                .read()
-                .attempt_repos(a)
-                .map_err(|e| e.to_string())?
-                .is_empty();
+            let known_repos = !self.ctx.store.read().attempt_repos(a)?.is_empty();
             if deep || !known_repos {
                 self.attempt_repos_inner(a).await?;
             }
             // A new attempt gets its (usually empty) change summary at once, so
             // get_attempt_changes answers before its first process finishes.
-            if self
-                .ctx
-                .store
-                .read()
-                .changes(a)
-                .map_err(|e| e.to_string())?
-                .is_none()
-            {
+            if self.ctx.store.read().changes(a)?.is_none() {
                 self.changes_inner(a).await;
             }
         }
         Ok(look)
     }
 
-    async fn sessions_inner(&self, attempt_id: Uuid) -> Result<(), String> {
-        let sessions = self
-            .ctx
-            .client
-            .sessions_of_attempt(attempt_id)
-            .await
-            .map_err(|e| e.to_string())?;
+    async fn sessions_inner(&self, attempt_id: Uuid) -> IngestResult<()> {
+        let sessions = self.ctx.client.sessions_of_attempt(attempt_id).await?;
         self.ctx
             .writer
             .write(vec![DomainEvent::SessionsSnapshot {
                 attempt_id,
                 sessions,
             }])
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         Ok(())
     }
 
-    async fn attempt_repos_inner(&self, attempt_id: Uuid) -> Result<(), String> {
+    async fn attempt_repos_inner(&self, attempt_id: Uuid) -> IngestResult<()> {
         let repos = match self.ctx.client.attempt_repos(attempt_id).await {
             Ok(r) => r,
             Err(UpstreamError::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         self.ctx
             .writer
@@ -125,8 +103,7 @@ impl Jobs {
                 attempt_id,
                 repos,
             }])
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         Ok(())
     }
 

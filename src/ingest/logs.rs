@@ -1,6 +1,6 @@
-//! Follower of one process log (normalized or raw), one explicit state machine:
-//! `Connecting → Streaming → Finished`, with `Backoff` after a drop while the process runs and
-//! `Backfill` (log history v2, cursor paging over everything VK still has) when the process has
+//! Follower of one process log (normalized or raw), one explicit state machine run by the
+//! driver: `Connecting → Streaming → Done`, with a backoff after a drop while the process runs
+//! and `Backfill` (log history v2, cursor paging over everything VK still has) when the process has
 //! ended (VK closes with 4404) or the socket keeps failing. Entries are written in chunks; the
 //! writer dedups identical re-sends, so replays after a reconnect cost nothing but a compare.
 //!
@@ -22,24 +22,33 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::Context;
 use super::backoff::Reconnect;
+use super::driver::{Follower, Step};
+use super::error::{IngestError, IngestResult};
 use super::pulse::Pulse;
 use super::signal::Signal;
+use crate::store::StoreError;
 use crate::store::events::{Channel, DomainEvent};
 use crate::store::writer::Queued;
 use crate::upstream::wire::{LogFrame, ProcessFacts};
 use crate::upstream::ws::{self, WsEnd};
 
-enum State {
+/// The follower's states; backoff and cancellation belong to the driver (`driver.rs`).
+pub enum State {
+    /// About to open the log socket (after three failed opens in a row: `Backfill` instead).
     Connecting,
+    /// Reading frames (history replay first, then live) until `finished` or a drop.
     Streaming(Box<ws::WsStream>),
-    Backoff(Duration),
+    /// Paging through the log history REST (the process ended, or its socket keeps failing).
     Backfill,
-    Done { complete: bool },
+}
+
+/// How a log follower ends: `complete` when every entry of the ended process is stored.
+pub struct Done {
+    pub complete: bool,
 }
 
 pub struct LogFollower {
@@ -68,7 +77,7 @@ impl<'a> Outbox<'a> {
     }
 
     /// Wait for the chunk before (a failed write ends the stream), then queue this one.
-    async fn send(&mut self, chunk: &mut Chunk) -> Result<(), ()> {
+    async fn send(&mut self, chunk: &mut Chunk) -> Result<(), StoreError> {
         if chunk.is_empty() {
             return Ok(());
         }
@@ -78,13 +87,11 @@ impl<'a> Outbox<'a> {
     }
 
     /// Wait until everything queued is committed.
-    async fn settle(&mut self) -> Result<(), ()> {
+    async fn settle(&mut self) -> Result<(), StoreError> {
         match self.committing.take() {
-            Some(q) => q
-                .committed()
-                .await
-                .map(|_| ())
-                .map_err(|e| tracing::error!(error = %e, "cannot store log entries")),
+            Some(q) => q.committed().await.map(|_| ()).inspect_err(|e| {
+                tracing::error!(error = %e, "cannot store log entries");
+            }),
             None => Ok(()),
         }
     }
@@ -95,81 +102,79 @@ impl LogFollower {
         let kind = crate::upstream::wire::log_route(self.channel);
         format!("/api/execution-processes/{}/{kind}/v2/ws", self.process_id)
     }
+}
 
-    pub async fn run(self, cancel: CancellationToken) {
-        let mut state = State::Connecting;
-        let mut reconnect = Reconnect::new(self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max);
-        loop {
-            state = tokio::select! {
-                _ = cancel.cancelled() => return,
-                next = self.step(state, &mut reconnect) => next,
-            };
-            if let State::Done { complete } = state {
-                if complete {
-                    let _ = self
-                        .ctx
-                        .writer
-                        .write(vec![DomainEvent::LogsComplete {
-                            process_id: self.process_id,
-                            channel: self.channel,
-                        }])
-                        .await;
-                }
-                let _ = self.ctx.signals.send(Signal::LogDone {
-                    process_id: self.process_id,
-                    channel: self.channel,
-                    complete,
-                });
-                return;
-            }
-        }
+impl Follower for LogFollower {
+    type State = State;
+    type End = Done;
+
+    fn backoff(&self) -> (Duration, Duration) {
+        (self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max)
     }
 
-    async fn step(&self, state: State, reconnect: &mut Reconnect) -> State {
+    fn initial(&self) -> State {
+        State::Connecting
+    }
+
+    async fn step(&self, state: State, reconnect: &mut Reconnect) -> Step<State, Done> {
         match state {
             State::Connecting => match ws::connect(&self.ctx.client, &self.path()).await {
-                Ok(ws) => State::Streaming(Box::new(ws)),
+                Ok(ws) => Step::Next(State::Streaming(Box::new(ws))),
                 Err(e) if reconnect.failures >= 3 => {
                     tracing::debug!(pid = %self.process_id, error = %e, "log socket keeps failing: reading history instead");
-                    State::Backfill
+                    Step::Next(State::Backfill)
                 }
-                Err(_) => State::Backoff(reconnect.next_delay()),
+                Err(_) => Step::Backoff(State::Connecting),
             },
             State::Streaming(mut ws) => self.stream(&mut ws, reconnect).await,
-            State::Backoff(d) => {
-                tokio::time::sleep(d).await;
-                State::Connecting
-            }
             State::Backfill => {
                 // Sampled before the first page: see "Completeness" above.
                 let ended_before = !self.still_running();
                 match self.backfill().await {
-                    Ok(()) if ended_before => State::Done { complete: true },
-                    Ok(()) if !self.still_running() => State::Backfill,
-                    Ok(()) => State::Done { complete: false },
-                    Err(e) if reconnect.failures < 6 => {
+                    Ok(()) if ended_before => Step::End(Done { complete: true }),
+                    Ok(()) if !self.still_running() => Step::Next(State::Backfill),
+                    Ok(()) => Step::End(Done { complete: false }),
+                    Err(e) if e.is_retryable() && reconnect.failures < 6 => {
                         tracing::warn!(pid = %self.process_id, error = %e, "log history backfill failed; retrying");
-                        tokio::time::sleep(reconnect.next_delay()).await;
-                        State::Backfill
+                        Step::Backoff(State::Backfill)
                     }
                     Err(e) => {
                         tracing::error!(pid = %self.process_id, error = %e, "giving up on log history for now");
-                        State::Done { complete: false }
+                        Step::End(Done { complete: false })
                     }
                 }
             }
-            State::Done { complete } => State::Done { complete },
         }
     }
 
+    async fn finish(&self, Done { complete }: Done) {
+        if complete {
+            let _ = self
+                .ctx
+                .writer
+                .write(vec![DomainEvent::LogsComplete {
+                    process_id: self.process_id,
+                    channel: self.channel,
+                }])
+                .await;
+        }
+        let _ = self.ctx.signals.send(Signal::LogDone {
+            process_id: self.process_id,
+            channel: self.channel,
+            complete,
+        });
+    }
+}
+
+impl LogFollower {
     /// Read frames until the log ends or the socket drops; write entries in chunks.
-    async fn stream(&self, ws: &mut ws::WsStream, reconnect: &mut Reconnect) -> State {
+    async fn stream(&self, ws: &mut ws::WsStream, reconnect: &mut Reconnect) -> Step<State, Done> {
         let mut out = Outbox::new(self);
-        let state = self.stream_into(ws, reconnect, &mut out).await;
+        let step = self.stream_into(ws, reconnect, &mut out).await;
         // Whatever ends the stream, what was read is committed before the next state.
-        match (out.settle().await, state) {
-            (Err(()), State::Done { .. }) => State::Backfill,
-            (_, state) => state,
+        match (out.settle().await, step) {
+            (Err(_), Step::End(_)) => Step::Next(State::Backfill),
+            (_, step) => step,
         }
     }
 
@@ -178,7 +183,7 @@ impl LogFollower {
         ws: &mut ws::WsStream,
         reconnect: &mut Reconnect,
         out: &mut Outbox<'_>,
-    ) -> State {
+    ) -> Step<State, Done> {
         let mut chunk: Chunk = Vec::new();
         let flush_every = self.ctx.cfg.log_flush_interval;
         let pulse = Pulse::new(self.ctx.health.clone());
@@ -200,7 +205,7 @@ impl LogFollower {
                 Ok(Ok(frame)) => frame,
                 Err(_) => {
                     if out.send(&mut chunk).await.is_err() {
-                        return State::Backoff(reconnect.next_delay());
+                        return Step::Backoff(State::Connecting);
                     }
                     continue;
                 }
@@ -222,37 +227,37 @@ impl LogFollower {
                                 gap_checked = true;
                                 if let Err(e) = self.fill_below(entry_index, out).await {
                                     tracing::warn!(pid = %self.process_id, error = %e, "could not read the log below the socket's window; reconnecting");
-                                    return State::Backoff(reconnect.next_delay());
+                                    return Step::Backoff(State::Connecting);
                                 }
                             }
                             chunk.push((entry_index, entry));
                             if chunk.len() >= self.ctx.cfg.log_chunk
                                 && out.send(&mut chunk).await.is_err()
                             {
-                                return State::Backoff(reconnect.next_delay());
+                                return Step::Backoff(State::Connecting);
                             }
                         }
                         Ok(LogFrame::Finished) => {
                             if out.send(&mut chunk).await.is_err() {
-                                return State::Backfill;
+                                return Step::Next(State::Backfill);
                             }
-                            return State::Done { complete: true };
+                            return Step::End(Done { complete: true });
                         }
                         Err(e) => self.ctx.health.garbage("log_ws", &format!("{e}: {text}")),
                     }
                 }
                 Err(WsEnd::Closed { code: 4404, .. }) => {
                     let _ = out.send(&mut chunk).await;
-                    return State::Backfill;
+                    return Step::Next(State::Backfill);
                 }
                 Err(end) => {
                     let _ = out.send(&mut chunk).await;
                     tracing::debug!(pid = %self.process_id, ?end, "log socket dropped");
                     return if self.still_running() {
                         self.ctx.health.reconnected("logs_ws");
-                        State::Backoff(reconnect.next_delay())
+                        Step::Backoff(State::Connecting)
                     } else {
-                        State::Backfill
+                        Step::Next(State::Backfill)
                     };
                 }
             }
@@ -260,7 +265,7 @@ impl LogFollower {
     }
 
     /// Queue a chunk to the writer (not waiting for its commit).
-    async fn queue(&self, chunk: &mut Chunk) -> Result<Option<Queued>, ()> {
+    async fn queue(&self, chunk: &mut Chunk) -> Result<Option<Queued>, StoreError> {
         if chunk.is_empty() {
             return Ok(None);
         }
@@ -279,7 +284,7 @@ impl LogFollower {
             }])
             .await
             .map(Some)
-            .map_err(|e| tracing::error!(error = %e, "cannot store log entries"))
+            .inspect_err(|e| tracing::error!(error = %e, "cannot store log entries"))
     }
 
     fn still_running(&self) -> bool {
@@ -295,10 +300,10 @@ impl LogFollower {
 
     /// Page through VK's log history, newest first, writing every page (the next page is
     /// fetched while the previous one is being written).
-    async fn backfill(&self) -> Result<(), String> {
+    async fn backfill(&self) -> IngestResult<()> {
         let mut out = Outbox::new(self);
         let read = self.page_down(None, 0, &mut out).await;
-        let written = out.settle().await.map_err(|_| "store".to_string());
+        let written = out.settle().await.map_err(IngestError::from);
         read.and(written)
     }
 
@@ -308,7 +313,7 @@ impl LogFollower {
         before: Option<u64>,
         floor: u64,
         out: &mut Outbox<'_>,
-    ) -> Result<(), String> {
+    ) -> IngestResult<()> {
         let mut cursor = before;
         let mut pages = 0;
         loop {
@@ -316,8 +321,7 @@ impl LogFollower {
                 .ctx
                 .client
                 .log_history(self.process_id, self.channel, 1000, cursor)
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             pages += 1;
             if page.history_truncated {
                 tracing::warn!(pid = %self.process_id, "VK truncated this log's history: older entries are only what the daemon streamed live");
@@ -329,9 +333,7 @@ impl LogFollower {
                 .map(|e| (e.entry_index, e.entry))
                 .collect();
             let smallest = entries.first().map(|e| e.0);
-            out.send(&mut entries)
-                .await
-                .map_err(|_| "store".to_string())?;
+            out.send(&mut entries).await?;
             match (page.has_more, page.next_cursor.or(smallest)) {
                 (true, Some(c)) if c > floor && Some(c) != cursor && pages < 10_000 => {
                     cursor = Some(c)
@@ -347,13 +349,12 @@ impl LogFollower {
     /// hole"). Entries below the highest stored index under `first` were filled the same way
     /// on earlier connections, so only `(that index, first)` is read; never below the store's
     /// own per-log cap.
-    async fn fill_below(&self, first: u64, out: &mut Outbox<'_>) -> Result<(), String> {
-        let known = self
-            .ctx
-            .store
-            .read()
-            .highest_log_index_below(self.process_id, self.channel, first)
-            .map_err(|e| e.to_string())?;
+    async fn fill_below(&self, first: u64, out: &mut Outbox<'_>) -> IngestResult<()> {
+        let known =
+            self.ctx
+                .store
+                .read()
+                .highest_log_index_below(self.process_id, self.channel, first)?;
         let cap = self.ctx.store.retention().max_entries_per_process;
         let floor = known.map_or(0, |m| m + 1).max(if cap > 0 {
             first.saturating_sub(cap)

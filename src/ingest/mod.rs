@@ -4,6 +4,8 @@
 
 pub mod backoff;
 pub mod coordinator;
+pub mod driver;
+pub mod error;
 pub mod jobs;
 pub mod logs;
 pub mod materialize;
@@ -127,7 +129,7 @@ impl Ingest {
             reason: "startup".into(),
             watermark: None,
         });
-        tokio::spawn(sse::SseFollower { ctx }.run(cancel.clone()));
+        tokio::spawn(driver::drive(sse::SseFollower { ctx }, cancel.clone()));
         Ingest {
             signals: tx,
             cancel,

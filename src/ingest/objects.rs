@@ -11,11 +11,11 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::Context;
 use super::backoff::Reconnect;
+use super::driver::{Follower, Step};
 use super::materialize::{Change, Materializer};
 use super::pulse::Pulse;
 use super::signal::Signal;
@@ -60,7 +60,9 @@ impl ObjectStream {
     }
 }
 
-enum State {
+/// The follower's states; backoff and cancellation belong to the driver (`driver.rs`).
+pub enum State {
+    /// About to open the socket (every open starts from VK's snapshot).
     Connecting,
     /// Connected: materialising frames into `doc`; `pulse` is beaten by every message.
     Live {
@@ -68,51 +70,39 @@ enum State {
         doc: Materializer,
         pulse: Pulse,
     },
-    Backoff {
-        delay: Duration,
-    },
-    Gone,
 }
+
+/// How an object follower ends: VK closed with 4404 (the workspace is gone).
+pub struct Gone;
 
 pub struct ObjectFollower {
     pub stream: ObjectStream,
     pub ctx: Context,
 }
 
-impl ObjectFollower {
-    pub async fn run(self, cancel: CancellationToken) {
-        let mut state = State::Connecting;
-        let mut reconnect = Reconnect::new(self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max);
-        loop {
-            state = tokio::select! {
-                _ = cancel.cancelled() => return,
-                next = self.step(state, &mut reconnect) => next,
-            };
-            if matches!(state, State::Gone) {
-                if let ObjectStream::Processes { attempt_id } = self.stream {
-                    let _ = self
-                        .ctx
-                        .signals
-                        .send(Signal::ProcessStreamGone { attempt_id });
-                }
-                return;
-            }
-        }
+impl Follower for ObjectFollower {
+    type State = State;
+    type End = Gone;
+
+    fn backoff(&self) -> (Duration, Duration) {
+        (self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max)
     }
 
-    async fn step(&self, state: State, reconnect: &mut Reconnect) -> State {
+    fn initial(&self) -> State {
+        State::Connecting
+    }
+
+    async fn step(&self, state: State, reconnect: &mut Reconnect) -> Step<State, Gone> {
         match state {
             State::Connecting => match ws::connect(&self.ctx.client, &self.stream.path()).await {
-                Ok(ws) => State::Live {
+                Ok(ws) => Step::Next(State::Live {
                     ws: Box::new(ws),
                     doc: Materializer::new(self.stream.root()),
                     pulse: Pulse::new(self.ctx.health.clone()),
-                },
+                }),
                 Err(e) => {
                     tracing::debug!(stream = ?self.stream, error = %e, "object stream connect failed");
-                    State::Backoff {
-                        delay: reconnect.next_delay(),
-                    }
+                    Step::Backoff(State::Connecting)
                 }
             },
             State::Live {
@@ -128,42 +118,44 @@ impl ObjectFollower {
                             if doc.has_snapshot() {
                                 reconnect.reset();
                             }
-                            State::Live { ws, doc, pulse }
+                            Step::Next(State::Live { ws, doc, pulse })
                         }
-                        FrameOutcome::Garbage => State::Live { ws, doc, pulse },
+                        FrameOutcome::Garbage => Step::Next(State::Live { ws, doc, pulse }),
                         FrameOutcome::Resync(cause) => {
                             self.ctx.health.resynced(self.stream.label(), cause);
-                            State::Backoff {
-                                delay: reconnect.next_delay(),
-                            }
+                            Step::Backoff(State::Connecting)
                         }
                     },
-                    Ok(Err(WsEnd::Closed { code: 4404, .. })) => State::Gone,
+                    Ok(Err(WsEnd::Closed { code: 4404, .. })) => Step::End(Gone),
                     Ok(Err(end)) => {
                         tracing::debug!(stream = ?self.stream, ?end, "object stream ended; reconnecting");
-                        self.lost(reconnect)
+                        self.lost()
                     }
                     Err(_stalled) => {
                         tracing::warn!(stream = ?self.stream, "object stream sent nothing, not even a ping; reconnecting");
-                        self.lost(reconnect)
+                        self.lost()
                     }
                 }
             }
-            State::Backoff { delay } => {
-                tokio::time::sleep(delay).await;
-                State::Connecting
-            }
-            State::Gone => State::Gone,
         }
     }
 
+    async fn finish(&self, _gone: Gone) {
+        if let ObjectStream::Processes { attempt_id } = self.stream {
+            let _ = self
+                .ctx
+                .signals
+                .send(Signal::ProcessStreamGone { attempt_id });
+        }
+    }
+}
+
+impl ObjectFollower {
     /// The socket is gone: count it and reconnect after the next backoff delay (reset once a
     /// snapshot arrives, so a socket that keeps ending at once is not reopened in a tight loop).
-    fn lost(&self, reconnect: &mut Reconnect) -> State {
+    fn lost(&self) -> Step<State, Gone> {
         self.ctx.health.reconnected(self.stream.label());
-        State::Backoff {
-            delay: reconnect.next_delay(),
-        }
+        Step::Backoff(State::Connecting)
     }
 
     async fn on_frame(&self, text: &str, doc: &mut Materializer) -> FrameOutcome {

@@ -16,10 +16,11 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use super::backoff::Reconnect;
+use super::driver::{Follower, Step};
+use super::error::{IngestError, IngestResult};
 use super::pulse::Pulse;
 use super::signal::Signal;
 use crate::health::UpstreamState;
@@ -28,16 +29,16 @@ use crate::upstream::sse;
 use crate::upstream::sse::SseEvents;
 use crate::upstream::wire::{InvalidateAll, InvalidateHints};
 
-enum State {
-    Connecting,
+/// The follower's states; backoff and cancellation belong to the driver (`driver.rs`).
+pub enum State {
+    /// About to ask VK's incarnation and open the stream; `first` until one connect succeeded
+    /// (the first connect of a daemon run resyncs even when it can resume).
+    Connecting { first: bool },
     /// Reading events; `pulse` is beaten by every byte of this connection.
     Streaming {
         events: SseEvents,
         last_id: Option<u64>,
         pulse: Pulse,
-    },
-    Backoff {
-        delay: Duration,
     },
 }
 
@@ -45,43 +46,43 @@ pub struct SseFollower {
     pub ctx: Context,
 }
 
-impl SseFollower {
-    pub async fn run(self, cancel: CancellationToken) {
-        let mut state = State::Connecting;
-        let mut reconnect = Reconnect::new(self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max);
-        let mut first = true;
-        loop {
-            state = tokio::select! {
-                _ = cancel.cancelled() => return,
-                next = self.step(state, &mut reconnect, &mut first) => next,
-            };
-        }
+impl Follower for SseFollower {
+    type State = State;
+    /// The event stream is followed until the daemon stops.
+    type End = std::convert::Infallible;
+
+    fn backoff(&self) -> (Duration, Duration) {
+        (self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max)
     }
 
-    async fn step(&self, state: State, reconnect: &mut Reconnect, first: &mut bool) -> State {
+    fn initial(&self) -> State {
+        State::Connecting { first: true }
+    }
+
+    async fn step(&self, state: State, reconnect: &mut Reconnect) -> Step<State, Self::End> {
         match state {
-            State::Connecting => match self.connect(*first).await {
+            State::Connecting { first } => match self.connect(first).await {
                 Ok((events, last_id, pulse)) => {
-                    *first = false;
                     reconnect.reset();
                     self.ctx.health.set_state(UpstreamState::Connected);
-                    State::Streaming {
+                    Step::Next(State::Streaming {
                         events,
                         last_id,
                         pulse,
-                    }
+                    })
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot connect to VK's event stream");
-                    let delay = reconnect.next_delay();
-                    self.ctx.health.set_state(
-                        if reconnect.failures >= self.ctx.cfg.down_after_failures {
+                    // This failure is the backoff's next one.
+                    let failures = reconnect.failures + 1;
+                    self.ctx
+                        .health
+                        .set_state(if failures >= self.ctx.cfg.down_after_failures {
                             UpstreamState::Down
                         } else {
                             UpstreamState::Reconnecting
-                        },
-                    );
-                    State::Backoff { delay }
+                        });
+                    Step::Backoff(State::Connecting { first })
                 }
             },
             State::Streaming {
@@ -106,42 +107,44 @@ impl SseFollower {
                 }
                 Ok(Some(Ok(ev))) => {
                     self.handle(ev, &mut last_id);
-                    State::Streaming {
+                    Step::Next(State::Streaming {
                         events,
                         last_id,
                         pulse,
-                    }
+                    })
                 }
             },
-            State::Backoff { delay } => {
-                tokio::time::sleep(delay).await;
-                State::Connecting
-            }
         }
     }
 
-    fn lost(&self) -> State {
+    async fn finish(&self, end: Self::End) {
+        match end {}
+    }
+}
+
+impl SseFollower {
+    fn lost(&self) -> Step<State, std::convert::Infallible> {
         self.ctx.health.reconnected("sse");
         self.ctx.health.set_state(UpstreamState::Reconnecting);
-        State::Backoff {
-            delay: self.ctx.cfg.reconnect_min,
-        }
+        Step::After(
+            self.ctx.cfg.reconnect_min,
+            State::Connecting { first: false },
+        )
     }
 
     /// Decide how to (re)connect: resume after the stored seq if VK is the same run, else probe
     /// VK's watermark and resync.
-    async fn connect(&self, first: bool) -> Result<(SseEvents, Option<u64>, Pulse), String> {
+    async fn connect(&self, first: bool) -> IngestResult<(SseEvents, Option<u64>, Pulse)> {
         let incarnation = self
             .ctx
             .client
             .config_status()
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
             .loaded_at_unix_ms
             .map(|ms| ms.to_string());
         let reader = self.ctx.store.read();
-        let stored_incarnation = reader.upstream_incarnation().map_err(|e| e.to_string())?;
-        let stored_seq = reader.upstream_seq().map_err(|e| e.to_string())?;
+        let stored_incarnation = reader.upstream_incarnation()?;
+        let stored_seq = reader.upstream_seq()?;
         let same_vk = incarnation.is_some() && incarnation == stored_incarnation;
         let resume = if same_vk { stored_seq } else { None };
         let pulse = Pulse::new(self.ctx.health.clone());
@@ -156,8 +159,7 @@ impl SseFollower {
             ),
         )
         .await
-        .map_err(|_| format!("no answer within {:?}", self.ctx.cfg.stall_after))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| IngestError::Silent(self.ctx.cfg.stall_after))??;
         if resume.is_none() {
             if let Some(id) = incarnation {
                 let _ = self

@@ -77,17 +77,24 @@ pub enum LogFrame {
     Finished,
 }
 
+/// Why a log frame was not understood (counted as garbage and skipped).
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("not a log frame: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("unexpected log frame type {0:?} or missing fields")]
+    Shape(String),
+}
+
 impl LogFrame {
-    pub fn parse(text: &str) -> Result<LogFrame, String> {
-        let raw: RawLogFrame = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<LogFrame, FrameError> {
+        let raw: RawLogFrame = serde_json::from_str(text)?;
         match (raw.kind.as_str(), raw.entry_index, raw.entry) {
             ("append" | "replace", Some(entry_index), Some(entry)) => {
                 Ok(LogFrame::Entry { entry_index, entry })
             }
             ("finished", _, _) => Ok(LogFrame::Finished),
-            (kind, _, _) => Err(format!(
-                "unexpected log frame type {kind:?} or missing fields"
-            )),
+            (kind, _, _) => Err(FrameError::Shape(kind.to_string())),
         }
     }
 }

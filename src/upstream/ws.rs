@@ -7,7 +7,7 @@
 use futures::StreamExt;
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 
-use super::rest::VkClient;
+use super::rest::{UpstreamError, VkClient};
 
 /// How a WebSocket ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,16 +21,20 @@ pub enum WsEnd {
 pub type WsStream =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-pub async fn connect(client: &VkClient, path_and_query: &str) -> Result<WsStream, String> {
+pub async fn connect(client: &VkClient, path_and_query: &str) -> Result<WsStream, UpstreamError> {
     let url = client.ws_url(path_and_query);
+    let unreachable = |reason: String| UpstreamError::Unreachable {
+        url: url.to_string(),
+        reason,
+    };
     let mut req = url
         .as_str()
         .into_client_request()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| unreachable(e.to_string()))?;
     if let Some(t) = client.token() {
         let v = format!("Bearer {t}")
             .parse()
-            .map_err(|_| "bad token".to_string())?;
+            .map_err(|_| unreachable("the upstream token is not a valid header value".into()))?;
         req.headers_mut().insert("authorization", v);
     }
     // 16 KiB read buffers instead of tungstenite's eager 128 KiB: the daemon keeps two sockets
@@ -44,8 +48,8 @@ pub async fn connect(client: &VkClient, path_and_query: &str) -> Result<WsStream
         tokio_tungstenite::connect_async_with_config(req, Some(cfg), false),
     )
     .await
-    .map_err(|_| format!("timed out connecting to {url}"))?
-    .map_err(|e| format!("{url}: {e}"))?;
+    .map_err(|_| unreachable("timed out connecting".into()))?
+    .map_err(|e| unreachable(e.to_string()))?;
     Ok(ws)
 }
 
