@@ -394,44 +394,51 @@ fn check_data_dir(r: &mut Report, dir: &Path, held_by: Option<SocketAddr>) {
                 format!("{shown} does not exist, yet a daemon answers on {listen}: it uses another data dir"),
             );
         }
-        return;
+    } else if dir.exists() {
+        check_existing_dir(r, dir);
+    } else {
+        check_creatable_dir(r, dir);
     }
-    if dir.exists() {
-        if !dir.is_dir() {
-            return r.fail("data dir", format!("{shown} exists but is not a directory"));
-        }
-        if let Err(e) = probe_writable(dir) {
-            return r.fail("data dir", format!("{shown} is not writable: {e}"));
-        }
-        let has_store = dir.join("conf").exists() || dir.join("db").exists();
-        if !has_store {
-            return r.ok(
-                "data dir",
-                format!("{shown} exists, is writable and holds no cache yet"),
-            );
-        }
-        match crate::store::Store::open(dir, crate::store::Retention::default()) {
-            Ok(store) => {
-                let token = store.token().to_string();
-                drop(store);
-                r.ok(
-                    "data dir",
-                    format!(
-                        "{shown} is writable and holds a cache (token {token}); no daemon holds it"
-                    ),
-                );
-            }
-            Err(e) if e.to_string().to_lowercase().contains("lock") => r.warn(
+}
+
+/// No daemon holds `dir`: it is a writable directory, and any cache in it opens.
+fn check_existing_dir(r: &mut Report, dir: &Path) {
+    let shown = dir.display();
+    if !dir.is_dir() {
+        return r.fail("data dir", format!("{shown} exists but is not a directory"));
+    }
+    if let Err(e) = probe_writable(dir) {
+        return r.fail("data dir", format!("{shown} is not writable: {e}"));
+    }
+    let has_store = dir.join("conf").exists() || dir.join("db").exists();
+    if !has_store {
+        return r.ok(
+            "data dir",
+            format!("{shown} exists, is writable and holds no cache yet"),
+        );
+    }
+    match crate::store::Store::open(dir, crate::store::Retention::default()) {
+        Ok(store) => {
+            let token = store.token().to_string();
+            drop(store);
+            r.ok(
                 "data dir",
                 format!(
-                    "{shown} is locked by another process (a daemon listening elsewhere?): {e}"
+                    "{shown} is writable and holds a cache (token {token}); no daemon holds it"
                 ),
-            ),
-            Err(e) => r.fail("data dir", e.to_string()),
+            );
         }
-        return;
+        Err(e) if e.to_string().to_lowercase().contains("lock") => r.warn(
+            "data dir",
+            format!("{shown} is locked by another process (a daemon listening elsewhere?): {e}"),
+        ),
+        Err(e) => r.fail("data dir", e.to_string()),
     }
-    // Not there yet: the daemon creates it; the nearest existing ancestor must be writable.
+}
+
+/// Not there yet: the daemon creates it, so the nearest existing ancestor must be writable.
+fn check_creatable_dir(r: &mut Report, dir: &Path) {
+    let shown = dir.display();
     let mut ancestor = dir.parent();
     while let Some(a) = ancestor {
         if a.as_os_str().is_empty() {
