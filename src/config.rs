@@ -1,11 +1,19 @@
-//! Settings: one precedence order — command-line flag, then environment (`VK_OBSERVER_*`), then
-//! the TOML config file, then built-in defaults — validated once at start.
+//! Settings: one road for every setting. Flags and their environment variables (clap folds each
+//! flag with its variable: `SettingsArgs`), then the TOML config file (`FileConfig`), then
+//! built-in defaults merge into one `Settings`; `Settings::validate` checks it once and yields
+//! the `ValidSettings` that `serve`, `demo`, `doctor` and the tests all start from. Nothing else
+//! reads a setting from the environment.
 
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+
+use crate::ingest::IngestConfig;
+use crate::proxy::idempotency::IdempotencyTtl;
+use crate::store::Retention;
 
 /// The config file (every field optional; see config/vk-observer.example.toml).
 #[derive(Debug, Default, Deserialize)]
@@ -20,6 +28,18 @@ pub struct FileConfig {
     pub retention: FileRetention,
     #[serde(default)]
     pub mcp: FileMcp,
+    #[serde(default)]
+    pub idempotency: FileIdempotency,
+}
+
+/// `[idempotency]`: how long `request_id` records are kept.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileIdempotency {
+    #[serde(default, with = "humantime_serde")]
+    pub completed_ttl: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub in_progress_ttl: Option<Duration>,
 }
 
 /// `[mcp]`: who may call `/mcp` and how much they may hold.
@@ -104,16 +124,145 @@ impl FileConfig {
     }
 }
 
-/// The validated settings the daemon runs with.
+/// The flag and environment layer, shared by `serve` and `doctor` (flattened into both) and
+/// filled in by `demo`: `None` leaves the file's value or the default in force.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SettingsArgs {
+    /// VK's base URL, e.g. http://127.0.0.1:3000 (default: VK's port file).
+    #[arg(long, env = "VK_OBSERVER_UPSTREAM")]
+    pub upstream: Option<String>,
+    /// Bearer token when VK runs with token access control.
+    #[arg(long, env = "VK_OBSERVER_UPSTREAM_TOKEN", hide_env_values = true)]
+    pub upstream_token: Option<String>,
+    /// Address to serve /mcp, /healthz, /readyz and /metrics on.
+    #[arg(long, env = "VK_OBSERVER_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Where the sled cache lives.
+    #[arg(long, env = "VK_OBSERVER_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// TOML config file (flags and environment override it).
+    #[arg(long, env = "VK_OBSERVER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Bearer token MCP clients must send; required to listen on a non-loopback address.
+    #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+    pub mcp_token: Option<String>,
+    /// Serve /mcp stateless with JSON responses (no sessions, no SSE streams).
+    #[arg(long, env = "VK_OBSERVER_MCP_STATELESS")]
+    pub mcp_stateless: bool,
+    #[command(flatten)]
+    pub idempotency: IdempotencyArgs,
+}
+
+/// `request_id` record lifetimes in whole seconds, under VK's own environment names.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct IdempotencyArgs {
+    /// Seconds completed request_id records are kept (0 = forever; default 7 days).
+    #[arg(
+        long = "idempotency-completed-ttl-secs",
+        env = "VK_IDEMPOTENCY_COMPLETED_TTL_SECS",
+        value_parser = parse_secs
+    )]
+    pub completed_ttl_secs: Option<u64>,
+    /// Seconds after which an in-progress request_id record is stale (0 = never; default 1 h).
+    #[arg(
+        long = "idempotency-in-progress-ttl-secs",
+        env = "VK_IDEMPOTENCY_IN_PROGRESS_TTL_SECS",
+        value_parser = parse_secs
+    )]
+    pub in_progress_ttl_secs: Option<u64>,
+}
+
+/// Whole seconds; surrounding blanks are allowed, as VK allows them in these variables.
+fn parse_secs(v: &str) -> Result<u64, String> {
+    v.trim()
+        .parse()
+        .map_err(|_| format!("{v:?} is not a whole number of seconds"))
+}
+
+impl SettingsArgs {
+    /// The config file named by `--config` (none named: an empty one).
+    pub fn load_file(&self) -> anyhow::Result<FileConfig> {
+        match &self.config {
+            Some(p) => FileConfig::load(p),
+            None => Ok(FileConfig::default()),
+        }
+    }
+
+    /// Flags over the config file over defaults, validated.
+    pub fn resolve(self) -> anyhow::Result<ValidSettings> {
+        let file = self.load_file()?;
+        resolve(&self, file)
+    }
+}
+
+/// Everything a daemon runs with. `Default` gives the built-in defaults with no upstream; tests
+/// and the demo start from it and set what they need, then `validate`.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// VK's base URL (empty: none found, which `validate` refuses).
     pub upstream: String,
     pub upstream_token: Option<String>,
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
-    pub raw_logs: bool,
-    pub retention: crate::store::Retention,
+    pub retention: Retention,
     pub mcp: McpSettings,
+    /// Retention of `request_id` records (completed / in progress; zero disables).
+    pub idempotency: IdempotencyTtl,
+    /// Stream tuning; only `raw_logs` comes from the file, tests shorten the rest.
+    pub ingest: IngestConfig,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            upstream: String::new(),
+            upstream_token: None,
+            listen: DEFAULT_LISTEN.parse().expect("valid default"),
+            data_dir: default_data_dir(),
+            retention: Retention::default(),
+            mcp: McpSettings::default(),
+            idempotency: IdempotencyTtl::default(),
+            ingest: IngestConfig::default(),
+        }
+    }
+}
+
+impl Settings {
+    /// The one check of a whole `Settings`: an upstream URL, and an exposure the `/mcp` limits
+    /// and token allow.
+    pub fn validate(self) -> anyhow::Result<ValidSettings> {
+        if self.upstream.is_empty() {
+            anyhow::bail!(
+                "no VK upstream: pass --upstream URL, set VK_OBSERVER_UPSTREAM, put `upstream` in the \
+                 config file, or start VK so it writes {}",
+                crate::upstream::discovery::port_file_path().display()
+            );
+        }
+        let upstream = &self.upstream;
+        if !(upstream.starts_with("http://") || upstream.starts_with("https://")) {
+            anyhow::bail!("upstream {upstream:?} must be an http:// or https:// URL");
+        }
+        self.mcp.check_exposure(self.listen)?;
+        Ok(ValidSettings(self))
+    }
+}
+
+/// Settings that passed `Settings::validate`: the only kind a daemon starts with, so the check
+/// is made once, wherever the settings came from.
+#[derive(Debug, Clone)]
+pub struct ValidSettings(Settings);
+
+impl ValidSettings {
+    pub fn into_inner(self) -> Settings {
+        self.0
+    }
+}
+
+impl Deref for ValidSettings {
+    type Target = Settings;
+    fn deref(&self) -> &Settings {
+        &self.0
+    }
 }
 
 pub fn default_data_dir() -> PathBuf {
@@ -126,71 +275,59 @@ pub fn default_data_dir() -> PathBuf {
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 
-/// Merge flag/env values (already folded by clap) over the file and defaults, and validate.
-pub fn resolve(
-    upstream: Option<String>,
-    upstream_token: Option<String>,
-    listen: Option<SocketAddr>,
-    data_dir: Option<PathBuf>,
-    file: FileConfig,
-) -> anyhow::Result<Settings> {
-    resolve_with(
-        upstream,
-        upstream_token,
-        listen,
-        data_dir,
-        McpOverrides::default(),
-        file,
-    )
+/// Merge flag/env values over the file and the defaults, and validate.
+pub fn resolve(flags: &SettingsArgs, file: FileConfig) -> anyhow::Result<ValidSettings> {
+    merge(flags, file).validate()
 }
 
-/// `/mcp` values given by flag or environment (they beat the file).
-#[derive(Debug, Default, Clone)]
-pub struct McpOverrides {
-    pub token: Option<String>,
-    pub stateless: bool,
-}
-
-pub fn resolve_with(
-    upstream: Option<String>,
-    upstream_token: Option<String>,
-    listen: Option<SocketAddr>,
-    data_dir: Option<PathBuf>,
-    mcp_overrides: McpOverrides,
-    file: FileConfig,
-) -> anyhow::Result<Settings> {
-    let upstream = upstream
+/// Merge flag/env values over the file and the defaults, unchecked (`doctor` still wants the
+/// values to probe when they do not validate). VK's port file is the last resort for the
+/// upstream.
+pub fn merge(flags: &SettingsArgs, file: FileConfig) -> Settings {
+    let d = Settings::default();
+    let upstream = flags
+        .upstream
+        .clone()
         .or(file.upstream)
         .or_else(crate::upstream::discovery::upstream_from_port_file)
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "no VK upstream: pass --upstream URL, set VK_OBSERVER_UPSTREAM, put `upstream` in the \
-                 config file, or start VK so it writes {}",
-                crate::upstream::discovery::port_file_path().display()
-            )
-        })?;
-    if !(upstream.starts_with("http://") || upstream.starts_with("https://")) {
-        anyhow::bail!("upstream {upstream:?} must be an http:// or https:// URL");
+        .unwrap_or_default();
+    Settings {
+        upstream,
+        upstream_token: flags.upstream_token.clone().or(file.upstream_token),
+        listen: flags.listen.or(file.listen).unwrap_or(d.listen),
+        data_dir: flags
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or(d.data_dir),
+        retention: merge_retention(file.retention),
+        mcp: merge_mcp(flags, file.mcp),
+        idempotency: merge_idempotency(flags.idempotency, file.idempotency),
+        ingest: IngestConfig {
+            raw_logs: file.raw_logs.unwrap_or(d.ingest.raw_logs),
+            ..d.ingest
+        },
     }
-    let mut retention = crate::store::Retention::default();
-    let r = file.retention;
-    if let Some(v) = r.finished_attempt_days {
-        retention.finished_attempt_days = v;
+}
+
+fn merge_retention(r: FileRetention) -> Retention {
+    let d = Retention::default();
+    Retention {
+        finished_attempt_days: r.finished_attempt_days.unwrap_or(d.finished_attempt_days),
+        max_entries_per_process: r
+            .max_entries_per_process
+            .unwrap_or(d.max_entries_per_process),
+        events_kept: r.events_kept.unwrap_or(d.events_kept),
+        prune_every: r.prune_every.unwrap_or(d.prune_every),
     }
-    if let Some(v) = r.max_entries_per_process {
-        retention.max_entries_per_process = v;
-    }
-    if let Some(v) = r.events_kept {
-        retention.events_kept = v;
-    }
-    if let Some(v) = r.prune_every {
-        retention.prune_every = v;
-    }
-    let m = file.mcp;
+}
+
+fn merge_mcp(flags: &SettingsArgs, m: FileMcp) -> McpSettings {
     let d = McpSettings::default();
-    let mcp = McpSettings {
-        token: mcp_overrides
-            .token
+    McpSettings {
+        token: flags
+            .mcp_token
+            .clone()
             .or(m.token)
             .filter(|t| !t.trim().is_empty()),
         allowed_origins: m.allowed_origins.unwrap_or_default(),
@@ -198,21 +335,22 @@ pub fn resolve_with(
         max_sessions: m.max_sessions.unwrap_or(d.max_sessions),
         max_waiters: m.max_waiters.unwrap_or(d.max_waiters),
         max_body_bytes: m.max_body_bytes.unwrap_or(d.max_body_bytes),
-        stateless: mcp_overrides.stateless || m.stateless.unwrap_or(false),
-    };
-    let listen = listen
-        .or(file.listen)
-        .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("valid default"));
-    mcp.check_exposure(listen)?;
-    Ok(Settings {
-        upstream,
-        upstream_token: upstream_token.or(file.upstream_token),
-        listen,
-        mcp,
-        data_dir: data_dir.or(file.data_dir).unwrap_or_else(default_data_dir),
-        raw_logs: file.raw_logs.unwrap_or(true),
-        retention,
-    })
+        // A flag can switch stateless mode on, not off: `--mcp-stateless` has no value.
+        stateless: flags.mcp_stateless || m.stateless.unwrap_or(d.stateless),
+    }
+}
+
+fn merge_idempotency(flags: IdempotencyArgs, f: FileIdempotency) -> IdempotencyTtl {
+    let d = IdempotencyTtl::default();
+    let secs = |v: Option<u64>| v.map(Duration::from_secs);
+    IdempotencyTtl {
+        completed: secs(flags.completed_ttl_secs)
+            .or(f.completed_ttl)
+            .unwrap_or(d.completed),
+        in_progress: secs(flags.in_progress_ttl_secs)
+            .or(f.in_progress_ttl)
+            .unwrap_or(d.in_progress),
+    }
 }
 
 #[cfg(test)]
@@ -223,47 +361,44 @@ mod tests {
     fn example_config_loads_and_resolves() {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/vk-observer.example.toml");
         let f = FileConfig::load(&p).unwrap();
-        let s = resolve(Some("http://127.0.0.1:3000".into()), None, None, None, f).unwrap();
+        let flags = SettingsArgs {
+            upstream: Some("http://127.0.0.1:3000".into()),
+            ..SettingsArgs::default()
+        };
+        let s = resolve(&flags, f).unwrap();
         assert_eq!(s.listen.to_string(), DEFAULT_LISTEN);
         assert_eq!(s.retention.prune_every, Duration::from_secs(600));
     }
 
     #[test]
     fn a_public_listen_address_needs_a_token() {
-        let up = || Some("http://127.0.0.1:3000".to_string());
-        let public: SocketAddr = "0.0.0.0:8765".parse().unwrap();
-        let err = resolve(up(), None, Some(public), None, FileConfig::default()).unwrap_err();
-        assert!(err.to_string().contains("VK_OBSERVER_MCP_TOKEN"), "{err}");
-        let with_token = McpOverrides {
-            token: Some("s3cret".into()),
-            stateless: false,
+        let local_flags = SettingsArgs {
+            upstream: Some("http://127.0.0.1:3000".to_string()),
+            ..SettingsArgs::default()
         };
-        let s = resolve_with(
-            up(),
-            None,
-            Some(public),
-            None,
-            with_token,
-            FileConfig::default(),
-        )
-        .unwrap();
+        let public = SettingsArgs {
+            listen: Some("0.0.0.0:8765".parse().unwrap()),
+            ..local_flags.clone()
+        };
+        let err = resolve(&public, FileConfig::default()).unwrap_err();
+        assert!(err.to_string().contains("VK_OBSERVER_MCP_TOKEN"), "{err}");
+        let with_token = SettingsArgs {
+            mcp_token: Some("s3cret".into()),
+            ..public
+        };
+        let s = resolve(&with_token, FileConfig::default()).unwrap();
         assert_eq!(s.mcp.token.as_deref(), Some("s3cret"));
-        let local = resolve(up(), None, None, None, FileConfig::default()).unwrap();
+        let local = resolve(&local_flags, FileConfig::default()).unwrap();
         assert!(local.mcp.token.is_none());
     }
 
     #[test]
     fn unknown_keys_and_bad_urls_are_rejected() {
         assert!(toml::from_str::<FileConfig>("nope = 1").is_err());
-        assert!(
-            resolve(
-                Some("127.0.0.1:3000".into()),
-                None,
-                None,
-                None,
-                FileConfig::default()
-            )
-            .is_err()
-        );
+        let no_scheme = SettingsArgs {
+            upstream: Some("127.0.0.1:3000".into()),
+            ..SettingsArgs::default()
+        };
+        assert!(resolve(&no_scheme, FileConfig::default()).is_err());
     }
 }

@@ -2,17 +2,17 @@
 //! shut down in order on a signal (stop ingest, drain the writer, flush sled).
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ValidSettings;
 use crate::health::Health;
 use crate::http::{AppState, router};
-use crate::ingest::{Ingest, IngestConfig};
+use crate::ingest::Ingest;
 use crate::proxy::Proxy;
-use crate::proxy::idempotency::{Idempotency, IdempotencyTtl};
-use crate::store::{Retention, Store};
+use crate::proxy::idempotency::Idempotency;
+use crate::store::Store;
 use crate::upstream::VkClient;
 
 /// Prune expired idempotency records every ten minutes (and once at start).
@@ -34,6 +34,23 @@ fn spawn_idempotency_pruning(idem: Idempotency, cancel: CancellationToken) {
     });
 }
 
+/// Serve HTTP until `stop` is cancelled; in-flight requests get five seconds to finish.
+fn spawn_server(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        crate::http::serve(
+            listener,
+            app,
+            async move { stop.cancelled().await },
+            std::time::Duration::from_secs(5),
+        )
+        .await;
+    })
+}
+
 pub struct Daemon {
     pub store: Store,
     pub health: Arc<Health>,
@@ -44,45 +61,33 @@ pub struct Daemon {
     writer_task: tokio::task::JoinHandle<()>,
 }
 
-pub struct DaemonOptions<'a> {
-    pub upstream: &'a str,
-    pub upstream_token: Option<String>,
-    pub listen: SocketAddr,
-    pub data_dir: &'a Path,
-    pub retention: Retention,
-    pub ingest: IngestConfig,
-    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-    /// Who may call `/mcp` and the limits (token, origins, sessions, waiters, body size,
-    /// stateless JSON mode).
-    pub mcp: crate::config::McpSettings,
-    /// Retention of `request_id` records (completed / in progress; zero disables).
-    pub idempotency: IdempotencyTtl,
-}
-
 impl Daemon {
-    pub async fn start(opts: DaemonOptions<'_>) -> anyhow::Result<Daemon> {
-        let store = Store::open(opts.data_dir, opts.retention)?;
+    /// Start a daemon with validated settings; `metrics` renders `/metrics` (none: 404).
+    pub async fn start(
+        settings: ValidSettings,
+        metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    ) -> anyhow::Result<Daemon> {
+        let s = settings.into_inner();
+        let store = Store::open(&s.data_dir, s.retention)?;
         let (writer, writer_task) = crate::store::writer::spawn_writer(store.clone());
         let health = Arc::new(Health::new());
-        let client = VkClient::new(opts.upstream, opts.upstream_token)?;
+        let client = VkClient::new(&s.upstream, s.upstream_token)?;
         let cancel = CancellationToken::new();
         let ingest = Ingest::start(
             client.clone(),
             store.clone(),
             writer,
             health.clone(),
-            opts.ingest,
+            s.ingest,
             cancel.child_token(),
         );
-        let listener = tokio::net::TcpListener::bind(opts.listen)
+        let listener = tokio::net::TcpListener::bind(s.listen)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", opts.listen))?;
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
         let addr = listener.local_addr()?;
-        opts.mcp.check_exposure(opts.listen)?;
         let query = crate::query::Query::new(store.clone(), health.clone())
-            .with_max_waiters(opts.mcp.max_waiters);
-        let own_workspace = std::env::current_dir().ok();
-        let idem = Idempotency::new(store.idempotency_tree().clone(), opts.idempotency);
+            .with_max_waiters(s.mcp.max_waiters);
+        let idem = Idempotency::new(store.idempotency_tree().clone(), s.idempotency);
         spawn_idempotency_pruning(idem.clone(), cancel.child_token());
         let proxy = Proxy {
             client,
@@ -91,32 +96,20 @@ impl Daemon {
             idem,
             settle_timeout: crate::proxy::SETTLE_TIMEOUT,
         };
+        let own_workspace = std::env::current_dir().ok();
         let mcp = crate::mcp::service(
             query,
             Some(proxy),
             own_workspace,
-            &opts.mcp,
+            &s.mcp,
             cancel.child_token(),
         );
-        let app = router(
-            AppState {
-                store: store.clone(),
-                health: health.clone(),
-                metrics: opts.metrics,
-            },
-            mcp,
-            &opts.mcp,
-        );
-        let stop = cancel.clone();
-        let server = tokio::spawn(async move {
-            crate::http::serve(
-                listener,
-                app,
-                async move { stop.cancelled().await },
-                std::time::Duration::from_secs(5),
-            )
-            .await;
-        });
+        let state = AppState {
+            store: store.clone(),
+            health: health.clone(),
+            metrics,
+        };
+        let server = spawn_server(listener, router(state, mcp, &s.mcp), cancel.clone());
         tracing::info!(%addr, epoch = %store.epoch(), token = store.current_token(), "vk-observer is serving");
         Ok(Daemon {
             store,

@@ -1,15 +1,18 @@
 //! The `vk-observer` command: `serve` (the daemon), `demo` (the daemon plus the built-in VK
 //! simulator playing scripted attempts, so a newcomer can try it without VK), `mcp` (a stdio
 //! bridge to the daemon) and the terminal commands `status`, `watch` and `doctor` (src/cli/).
+//! Only clap types and dispatch live here: settings resolve in `config`, the demo's script
+//! is `sim::demo`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use vk_observer::config::{self, FileConfig};
-use vk_observer::daemon::{Daemon, DaemonOptions};
-use vk_observer::ingest::IngestConfig;
+use vk_observer::cli::{doctor, status, watch};
+use vk_observer::config::{self, IdempotencyArgs, SettingsArgs};
+use vk_observer::daemon::Daemon;
 
 /// jemalloc instead of glibc's malloc, measured side by side on the same code
 /// (docs/performance.md, Findings): 10 k parked waits 234 → 167 MB, a batch of 100 statuses
@@ -17,29 +20,6 @@ use vk_observer::ingest::IngestConfig;
 /// 30 → 38 MB.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-/// Where the daemon's settings come from; shared by `serve` and `doctor` (which checks them).
-#[derive(clap::Args)]
-struct SettingsArgs {
-    /// VK's base URL, e.g. http://127.0.0.1:3000 (default: VK's port file).
-    #[arg(long, env = "VK_OBSERVER_UPSTREAM")]
-    upstream: Option<String>,
-    /// Bearer token when VK runs with token access control.
-    #[arg(long, env = "VK_OBSERVER_UPSTREAM_TOKEN", hide_env_values = true)]
-    upstream_token: Option<String>,
-    /// Address to serve /mcp, /healthz, /readyz and /metrics on.
-    #[arg(long, env = "VK_OBSERVER_LISTEN")]
-    listen: Option<SocketAddr>,
-    /// Where the sled cache lives.
-    #[arg(long, env = "VK_OBSERVER_DATA_DIR")]
-    data_dir: Option<PathBuf>,
-    /// TOML config file (flags and environment override it).
-    #[arg(long, env = "VK_OBSERVER_CONFIG")]
-    config: Option<PathBuf>,
-    /// Bearer token MCP clients must send; required to listen on a non-loopback address.
-    #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
-    mcp_token: Option<String>,
-}
 
 #[derive(Parser)]
 #[command(
@@ -61,9 +41,6 @@ enum Command {
     Serve {
         #[command(flatten)]
         settings: SettingsArgs,
-        /// Serve /mcp stateless with JSON responses (no sessions, no SSE streams).
-        #[arg(long, env = "VK_OBSERVER_MCP_STATELESS")]
-        mcp_stateless: bool,
     },
     /// Serve MCP on stdio, forwarding to a running daemon (for clients that spawn servers).
     Mcp {
@@ -123,16 +100,34 @@ enum Command {
         daemon: Option<String>,
     },
     /// Run the daemon beside the built-in VK simulator playing scripted attempts.
-    Demo {
-        #[arg(long, default_value = config::DEFAULT_LISTEN)]
-        listen: SocketAddr,
-        /// Cache directory (default: a fresh temporary directory).
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-        /// Seconds between scripted attempts.
-        #[arg(long, default_value_t = 20)]
-        every: u64,
-    },
+    Demo(DemoArgs),
+}
+
+/// `demo`'s own flags: no environment besides the idempotency lifetimes, no config file.
+#[derive(clap::Args)]
+struct DemoArgs {
+    #[arg(long, default_value = config::DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// Cache directory (default: a fresh temporary directory).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Seconds between scripted attempts.
+    #[arg(long, default_value_t = 20)]
+    every: u64,
+    #[command(flatten)]
+    idempotency: IdempotencyArgs,
+}
+
+impl DemoArgs {
+    /// The settings layer these flags fill (the demo adds the simulator as upstream).
+    fn settings(&self) -> SettingsArgs {
+        SettingsArgs {
+            listen: Some(self.listen),
+            data_dir: self.data_dir.clone(),
+            idempotency: self.idempotency,
+            ..SettingsArgs::default()
+        }
+    }
 }
 
 fn init_tracing(json: bool, default_level: &str) {
@@ -152,72 +147,10 @@ fn init_tracing(json: bool, default_level: &str) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    // The stdio bridge shares stderr with the client's logs, and the terminal commands with a
-    // person: only warnings by default.
-    let level = match cli.command {
-        // rmcp logs every session/request at info: per-request noise in stateless mode.
-        Command::Serve { .. } | Command::Demo { .. } => "info,rmcp=warn",
-        Command::Mcp { .. } => "warn",
-        // They report failures themselves; rmcp's transport errors would repeat them.
-        _ => "warn,rmcp=off",
-    };
-    init_tracing(cli.log_json, level);
-    let metrics = || {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .install_recorder()
-            .ok()
-    };
+    init_tracing(cli.log_json, log_level(&cli.command));
     match cli.command {
-        Command::Serve {
-            settings:
-                SettingsArgs {
-                    upstream,
-                    upstream_token,
-                    listen,
-                    data_dir,
-                    config,
-                    mcp_token,
-                },
-            mcp_stateless,
-        } => {
-            let file = match &config {
-                Some(p) => FileConfig::load(p)?,
-                None => FileConfig::default(),
-            };
-            let overrides = config::McpOverrides {
-                token: mcp_token,
-                stateless: mcp_stateless,
-            };
-            let s =
-                config::resolve_with(upstream, upstream_token, listen, data_dir, overrides, file)?;
-            let ingest = IngestConfig {
-                raw_logs: s.raw_logs,
-                ..IngestConfig::default()
-            };
-            let daemon = Daemon::start(DaemonOptions {
-                upstream: &s.upstream,
-                upstream_token: s.upstream_token,
-                listen: s.listen,
-                data_dir: &s.data_dir,
-                retention: s.retention,
-                ingest,
-                metrics: metrics(),
-                mcp: s.mcp.clone(),
-                idempotency: vk_observer::proxy::idempotency::IdempotencyTtl::from_env(),
-            })
-            .await?;
-            eprintln!(
-                "vk-observer: serving on http://{} (upstream {})",
-                daemon.addr, s.upstream
-            );
-            wait_for_signal().await;
-            daemon.shutdown().await;
-        }
-        Command::Demo {
-            listen,
-            data_dir,
-            every,
-        } => demo(listen, data_dir, every, metrics()).await?,
+        Command::Serve { settings } => serve(settings).await?,
+        Command::Demo(args) => demo(args).await?,
         Command::Mcp {
             daemon,
             workspace,
@@ -236,14 +169,14 @@ async fn main() -> anyhow::Result<()> {
             project,
             json,
         } => {
-            let opts = vk_observer::cli::status::StatusOptions {
+            let opts = status::StatusOptions {
                 daemon,
                 token,
                 attempt,
                 project,
                 json,
             };
-            exit_with("status", vk_observer::cli::status::run(opts).await);
+            exit_with("status", status::run(opts).await);
         }
         Command::Watch {
             attempt,
@@ -251,38 +184,51 @@ async fn main() -> anyhow::Result<()> {
             token,
             linger,
         } => {
-            let opts = vk_observer::cli::watch::WatchOptions {
+            let opts = watch::WatchOptions {
                 daemon,
                 token,
                 attempt,
-                linger: std::time::Duration::from_secs_f64(linger.clamp(0.0, 50.0)),
+                linger: Duration::from_secs_f64(linger.clamp(0.0, 50.0)),
             };
-            exit_with("watch", vk_observer::cli::watch::run(opts).await);
+            exit_with("watch", watch::run(opts).await);
         }
-        Command::Doctor {
-            settings:
-                SettingsArgs {
-                    upstream,
-                    upstream_token,
-                    listen,
-                    data_dir,
-                    config,
-                    mcp_token,
-                },
-            daemon,
-        } => {
-            let opts = vk_observer::cli::doctor::DoctorOptions {
-                config,
-                daemon,
-                upstream,
-                upstream_token,
-                listen,
-                data_dir,
-                mcp_token,
-            };
-            exit_with("doctor", vk_observer::cli::doctor::run(opts).await);
+        Command::Doctor { settings, daemon } => {
+            let opts = doctor::DoctorOptions { settings, daemon };
+            exit_with("doctor", doctor::run(opts).await);
         }
     }
+    Ok(())
+}
+
+/// The default log filter of a command. The stdio bridge shares stderr with the client's logs,
+/// and the terminal commands with a person: only warnings by default.
+fn log_level(command: &Command) -> &'static str {
+    match command {
+        // rmcp logs every session/request at info: per-request noise in stateless mode.
+        Command::Serve { .. } | Command::Demo { .. } => "info,rmcp=warn",
+        Command::Mcp { .. } => "warn",
+        // They report failures themselves; rmcp's transport errors would repeat them.
+        _ => "warn,rmcp=off",
+    }
+}
+
+fn metrics() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .ok()
+}
+
+/// Run the daemon until SIGINT or SIGTERM.
+async fn serve(settings: SettingsArgs) -> anyhow::Result<()> {
+    let settings = settings.resolve()?;
+    let upstream = settings.upstream.clone();
+    let daemon = Daemon::start(settings, metrics()).await?;
+    eprintln!(
+        "vk-observer: serving on http://{} (upstream {upstream})",
+        daemon.addr
+    );
+    wait_for_signal().await;
+    daemon.shutdown().await;
     Ok(())
 }
 
@@ -299,86 +245,13 @@ fn exit_with(command: &str, r: anyhow::Result<i32>) -> ! {
 }
 
 #[cfg(feature = "sim")]
-async fn demo(
-    listen: SocketAddr,
-    data_dir: Option<PathBuf>,
-    every: u64,
-    metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-) -> anyhow::Result<()> {
-    use vk_observer::sim::{AttemptScript, Sim, SimConfig, SimFile};
-    let sim = Sim::start(SimConfig {
-        step_delay: std::time::Duration::from_millis(300),
-        ..SimConfig::default()
-    })
-    .await?;
-    let project = sim.add_project("Demo", &["demo"]);
-    let tmp = tempdir_for_demo();
-    let dir = data_dir.unwrap_or_else(|| tmp.clone());
-    let daemon = Daemon::start(DaemonOptions {
-        upstream: &sim.base_url(),
-        upstream_token: None,
-        listen,
-        data_dir: &dir,
-        retention: Default::default(),
-        ingest: IngestConfig::default(),
-        metrics,
-        mcp: Default::default(),
-        idempotency: vk_observer::proxy::idempotency::IdempotencyTtl::from_env(),
-    })
-    .await?;
-    eprintln!(
-        "vk-observer demo: simulated VK at {} · daemon at http://{} · cache in {}",
-        sim.base_url(),
-        daemon.addr,
-        dir.display()
-    );
-    let player = sim.clone();
-    let script = tokio::spawn(async move {
-        for n in 1u64.. {
-            let task = player.add_task(
-                project,
-                &format!("Demo task {n}"),
-                Some("Scripted by the simulator."),
-            );
-            let files = vec![SimFile {
-                repo: "demo".into(),
-                path: format!("src/demo_{n}.rs"),
-                change: "added".into(),
-                additions: 3,
-                deletions: 0,
-                content: format!("// demo {n}\nfn main() {{}}\n"),
-            }];
-            player
-                .run_attempt_script(
-                    task,
-                    AttemptScript {
-                        files,
-                        ..AttemptScript::default()
-                    },
-                )
-                .await;
-            tokio::time::sleep(std::time::Duration::from_secs(every)).await;
-        }
-    });
-    wait_for_signal().await;
-    script.abort();
-    daemon.shutdown().await;
-    sim.shutdown().await;
-    Ok(())
-}
-
-#[cfg(feature = "sim")]
-fn tempdir_for_demo() -> PathBuf {
-    std::env::temp_dir().join(format!("vk-observer-demo-{}", std::process::id()))
+async fn demo(args: DemoArgs) -> anyhow::Result<()> {
+    let every = Duration::from_secs(args.every);
+    vk_observer::sim::demo::run(args.settings(), every, metrics(), wait_for_signal()).await
 }
 
 #[cfg(not(feature = "sim"))]
-async fn demo(
-    _: SocketAddr,
-    _: Option<PathBuf>,
-    _: u64,
-    _: Option<metrics_exporter_prometheus::PrometheusHandle>,
-) -> anyhow::Result<()> {
+async fn demo(_: DemoArgs) -> anyhow::Result<()> {
     anyhow::bail!("this build has no simulator: rebuild with the `sim` feature")
 }
 

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::mcp::Mcp;
-use vk_observer::config::McpSettings;
-use vk_observer::daemon::{Daemon, DaemonOptions};
+use vk_observer::config::{McpSettings, Settings};
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"probe","version":"0"}}}"#;
 
@@ -98,18 +97,12 @@ async fn token_origin_host_and_body_are_checked() {
 async fn a_public_address_without_a_token_is_refused() {
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
-    let r = Daemon::start(DaemonOptions {
-        upstream: &sim.base_url(),
-        upstream_token: None,
+    // The daemon only starts from validated settings: the refusal is the validation's.
+    let r = Settings {
         listen: "0.0.0.0:0".parse().unwrap(),
-        data_dir: dir.path(),
-        retention: Default::default(),
-        ingest: support::fast_ingest(),
-        metrics: None,
-        mcp: McpSettings::default(),
-        idempotency: Default::default(),
-    })
-    .await;
+        ..support::settings(&sim.base_url(), dir.path(), McpSettings::default())
+    }
+    .validate();
     let err = r.err().expect("must refuse").to_string();
     assert!(err.contains("VK_OBSERVER_MCP_TOKEN"), "{err}");
 }

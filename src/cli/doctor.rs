@@ -13,20 +13,16 @@ use serde_json::Value;
 
 use super::client::DaemonClient;
 use super::settings_toml::{round_trip, to_toml};
-use crate::config::{self, FileConfig, McpOverrides};
+use crate::config::{self, FileConfig, Settings, SettingsArgs};
 
 /// How long one network check may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct DoctorOptions {
-    pub config: Option<PathBuf>,
+    /// The daemon's settings, as `serve` takes them; `mcp_token` is also the bearer token the
+    /// daemon check sends.
+    pub settings: SettingsArgs,
     pub daemon: Option<String>,
-    pub upstream: Option<String>,
-    pub upstream_token: Option<String>,
-    pub listen: Option<SocketAddr>,
-    pub data_dir: Option<PathBuf>,
-    /// The daemon's bearer token (also the `[mcp] token` override, as for `serve`).
-    pub mcp_token: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -72,123 +68,102 @@ impl Report {
 /// Run every check; the process exit code.
 pub async fn run(opts: DoctorOptions) -> anyhow::Result<i32> {
     let mut r = Report::default();
-
-    // 1. Config: load, resolve, print, round-trip.
-    let file = match &opts.config {
-        Some(p) => match FileConfig::load(p) {
-            Ok(f) => {
-                r.ok("config", format!("{} loads", p.display()));
-                Some(f)
-            }
-            Err(e) => {
-                r.fail("config", format!("{e:#}"));
-                None
-            }
-        },
-        None => {
-            r.ok(
-                "config",
-                "no config file given (--config or VK_OBSERVER_CONFIG): flags, environment and defaults",
-            );
-            Some(FileConfig::default())
-        }
-    };
-    // What to check even when the settings do not resolve.
-    let fallback_upstream = opts
-        .upstream
-        .clone()
-        .or_else(|| file.as_ref().and_then(|f| f.upstream.clone()));
-    let fallback_listen = opts
-        .listen
-        .or_else(|| file.as_ref().and_then(|f| f.listen))
-        .unwrap_or_else(|| config::DEFAULT_LISTEN.parse().expect("valid default"));
-    let fallback_dir = opts
-        .data_dir
-        .clone()
-        .or_else(|| file.as_ref().and_then(|f| f.data_dir.clone()))
-        .unwrap_or_else(config::default_data_dir);
-    let settings = match file {
-        Some(file) => match config::resolve_with(
-            opts.upstream.clone(),
-            opts.upstream_token.clone(),
-            opts.listen,
-            opts.data_dir.clone(),
-            McpOverrides {
-                token: opts.mcp_token.clone(),
-                stateless: false,
-            },
-            file,
-        ) {
-            Ok(s) => {
-                r.ok(
-                    "settings",
-                    "valid; effective values (flag > env > file > default, tokens redacted):",
-                );
-                for line in to_toml(&s, true).lines() {
-                    if line.is_empty() {
-                        outln!();
-                    } else {
-                        outln!("        {line}");
-                    }
-                }
-                match round_trip(&s) {
-                    Ok(()) => r.ok(
-                        "round-trip",
-                        "the effective settings written as TOML load back to the same settings",
-                    ),
-                    Err(e) => r.fail("round-trip", format!("{e:#}")),
-                }
-                Some(s)
-            }
-            Err(e) => {
-                r.fail("settings", format!("{e:#}"));
-                None
-            }
-        },
-        None => None,
-    };
-    let upstream = settings
-        .as_ref()
-        .map(|s| s.upstream.clone())
-        .or(fallback_upstream);
-    let upstream_token = settings
-        .as_ref()
-        .and_then(|s| s.upstream_token.clone())
-        .or(opts.upstream_token.clone());
-    let listen = settings
-        .as_ref()
-        .map(|s| s.listen)
-        .unwrap_or(fallback_listen);
-    let data_dir = settings
-        .as_ref()
-        .map(|s| s.data_dir.clone())
-        .unwrap_or(fallback_dir);
-    let mcp_token = opts
-        .mcp_token
-        .clone()
-        .or_else(|| settings.as_ref().and_then(|s| s.mcp.token.clone()));
-
-    // 2. VK.
-    match &upstream {
-        Some(u) => check_vk(&mut r, u, upstream_token).await,
+    let file = check_config(&mut r, &opts.settings);
+    let loaded = file.is_some();
+    // Merged even when they do not validate: what to check is still known.
+    let s = config::merge(&opts.settings, file.unwrap_or_default());
+    if loaded {
+        check_settings(&mut r, s.clone());
+    }
+    match Some(&s.upstream).filter(|u| !u.is_empty()) {
+        Some(u) => check_vk(&mut r, u, s.upstream_token.clone()).await,
         None => r.fail(
             "vk",
             "no upstream to check: pass --upstream URL or set VK_OBSERVER_UPSTREAM",
         ),
     }
-
-    // 3. The daemon (at --daemon, else on the listen address).
+    // The daemon at --daemon, else on the listen address.
     let daemon_url = opts
         .daemon
         .clone()
-        .unwrap_or_else(|| format!("http://{}/mcp", connect_addr(listen)));
-    let daemon_health = healthz(&base_of(&daemon_url)).await;
-    let mut daemon_version = None;
-    match &daemon_health {
+        .unwrap_or_else(|| format!("http://{}/mcp", connect_addr(s.listen)));
+    let (daemon_health, daemon_version) =
+        check_daemon(&mut r, &daemon_url, s.mcp.token.as_deref()).await;
+    let listen_base = format!("http://{}", connect_addr(s.listen));
+    let listen_health = if listen_base == base_of(&daemon_url) {
+        daemon_health
+    } else {
+        healthz(&listen_base).await
+    };
+    let daemon_on_listen = matches!(listen_health, Health::Daemon(_));
+    check_port(&mut r, s.listen, &listen_health);
+    check_data_dir(&mut r, &s.data_dir, daemon_on_listen.then_some(s.listen));
+    check_versions(&mut r, daemon_version);
+    outln!("{} failed, {} warnings", r.failed, r.warned);
+    Ok(if r.failed > 0 { 1 } else { 0 })
+}
+
+/// The config file loads (or none was named); `None` when it does not.
+fn check_config(r: &mut Report, flags: &SettingsArgs) -> Option<FileConfig> {
+    let Some(p) = &flags.config else {
+        r.ok(
+            "config",
+            "no config file given (--config or VK_OBSERVER_CONFIG): flags, environment and defaults",
+        );
+        return Some(FileConfig::default());
+    };
+    match FileConfig::load(p) {
+        Ok(f) => {
+            r.ok("config", format!("{} loads", p.display()));
+            Some(f)
+        }
+        Err(e) => {
+            r.fail("config", format!("{e:#}"));
+            None
+        }
+    }
+}
+
+/// The settings validate; print them (tokens redacted) and check they round-trip through TOML.
+fn check_settings(r: &mut Report, merged: Settings) {
+    let s = match merged.validate() {
+        Ok(s) => s,
+        Err(e) => return r.fail("settings", format!("{e:#}")),
+    };
+    r.ok(
+        "settings",
+        "valid; effective values (flag > env > file > default, tokens redacted):",
+    );
+    for line in to_toml(&s, true).lines() {
+        if line.is_empty() {
+            outln!();
+        } else {
+            outln!("        {line}");
+        }
+    }
+    match round_trip(&s) {
+        Ok(()) => r.ok(
+            "round-trip",
+            "the effective settings written as TOML load back to the same settings",
+        ),
+        Err(e) => r.fail("round-trip", format!("{e:#}")),
+    }
+}
+
+/// A vk-observer daemon answers `/healthz` and an MCP session at `url`; what `/healthz` said
+/// and the daemon's (name, version).
+async fn check_daemon(
+    r: &mut Report,
+    url: &str,
+    token: Option<&str>,
+) -> (Health, Option<(String, String)>) {
+    let health = healthz(&base_of(url)).await;
+    let mut version = None;
+    match &health {
         Health::Daemon(h) => {
             let up = h["upstream"].as_str().unwrap_or("?");
             let detail = format!(
-                "vk-observer answers at {daemon_url} (upstream {up}, token {})",
+                "vk-observer answers at {url} (upstream {up}, token {})",
                 h["token"].as_str().unwrap_or("?")
             );
             if up == "connected" {
@@ -199,10 +174,10 @@ pub async fn run(opts: DoctorOptions) -> anyhow::Result<i32> {
                     format!("{detail}; it serves from its cache until VK is back"),
                 );
             }
-            match DaemonClient::connect(&daemon_url, mcp_token.as_deref()).await {
+            match DaemonClient::connect(url, token).await {
                 Ok(c) => {
-                    daemon_version = c.server_info();
-                    r.ok("daemon mcp", format!("{daemon_url} accepts an MCP session"));
+                    version = c.server_info();
+                    r.ok("daemon mcp", format!("{url} accepts an MCP session"));
                     c.close().await;
                 }
                 Err(e) => r.fail("daemon mcp", format!("{e:#}")),
@@ -210,48 +185,43 @@ pub async fn run(opts: DoctorOptions) -> anyhow::Result<i32> {
         }
         Health::Other(what) => r.fail(
             "daemon",
-            format!("{daemon_url} answers but is not a vk-observer daemon ({what})"),
+            format!("{url} answers but is not a vk-observer daemon ({what})"),
         ),
         Health::Nothing(why) => r.warn(
             "daemon",
-            format!("none answers at {daemon_url} ({why}); start one with `vk-observer serve`"),
+            format!("none answers at {url} ({why}); start one with `vk-observer serve`"),
         ),
     }
+    (health, version)
+}
 
-    // 4. The listen port.
-    let listen_base = format!("http://{}", connect_addr(listen));
-    let listen_health = if listen_base == base_of(&daemon_url) {
-        daemon_health
-    } else {
-        healthz(&listen_base).await
-    };
-    let daemon_on_listen = matches!(listen_health, Health::Daemon(_));
-    match &listen_health {
-        Health::Daemon(_) => r.ok(
+/// The listen port is served by a daemon, or free to take.
+fn check_port(r: &mut Report, listen: SocketAddr, health: &Health) {
+    if let Health::Daemon(_) = health {
+        return r.ok(
             "port",
             format!("{listen} is served by a vk-observer daemon"),
-        ),
-        _ => match std::net::TcpListener::bind(listen) {
-            Ok(l) => {
-                drop(l);
-                r.ok("port", format!("{listen} is free"));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => r.fail(
-                "port",
-                format!(
-                    "{listen} is in use by another program; pick another with --listen or `listen`"
-                ),
-            ),
-            Err(e) => r.fail("port", format!("cannot listen on {listen}: {e}")),
-        },
+        );
     }
+    match std::net::TcpListener::bind(listen) {
+        Ok(l) => {
+            drop(l);
+            r.ok("port", format!("{listen} is free"));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => r.fail(
+            "port",
+            format!(
+                "{listen} is in use by another program; pick another with --listen or `listen`"
+            ),
+        ),
+        Err(e) => r.fail("port", format!("cannot listen on {listen}: {e}")),
+    }
+}
 
-    // 5. The data dir.
-    check_data_dir(&mut r, &data_dir, daemon_on_listen.then_some(listen));
-
-    // 6. Versions.
+/// This binary's version beside the daemon's.
+fn check_versions(r: &mut Report, daemon: Option<(String, String)>) {
     let ours = env!("CARGO_PKG_VERSION");
-    match daemon_version {
+    match daemon {
         Some((_, v)) if v == ours => r.ok(
             "versions",
             format!("vk-observer {ours} (this binary), daemon {v}"),
@@ -262,9 +232,6 @@ pub async fn run(opts: DoctorOptions) -> anyhow::Result<i32> {
         ),
         None => r.ok("versions", format!("vk-observer {ours} (this binary)")),
     }
-
-    outln!("{} failed, {} warnings", r.failed, r.warned);
-    Ok(if r.failed > 0 { 1 } else { 0 })
 }
 
 /// An address to connect to for a listen address (an unspecified IP means this host).
@@ -427,44 +394,51 @@ fn check_data_dir(r: &mut Report, dir: &Path, held_by: Option<SocketAddr>) {
                 format!("{shown} does not exist, yet a daemon answers on {listen}: it uses another data dir"),
             );
         }
-        return;
+    } else if dir.exists() {
+        check_existing_dir(r, dir);
+    } else {
+        check_creatable_dir(r, dir);
     }
-    if dir.exists() {
-        if !dir.is_dir() {
-            return r.fail("data dir", format!("{shown} exists but is not a directory"));
-        }
-        if let Err(e) = probe_writable(dir) {
-            return r.fail("data dir", format!("{shown} is not writable: {e}"));
-        }
-        let has_store = dir.join("conf").exists() || dir.join("db").exists();
-        if !has_store {
-            return r.ok(
-                "data dir",
-                format!("{shown} exists, is writable and holds no cache yet"),
-            );
-        }
-        match crate::store::Store::open(dir, crate::store::Retention::default()) {
-            Ok(store) => {
-                let token = store.token().to_string();
-                drop(store);
-                r.ok(
-                    "data dir",
-                    format!(
-                        "{shown} is writable and holds a cache (token {token}); no daemon holds it"
-                    ),
-                );
-            }
-            Err(e) if e.to_string().to_lowercase().contains("lock") => r.warn(
+}
+
+/// No daemon holds `dir`: it is a writable directory, and any cache in it opens.
+fn check_existing_dir(r: &mut Report, dir: &Path) {
+    let shown = dir.display();
+    if !dir.is_dir() {
+        return r.fail("data dir", format!("{shown} exists but is not a directory"));
+    }
+    if let Err(e) = probe_writable(dir) {
+        return r.fail("data dir", format!("{shown} is not writable: {e}"));
+    }
+    let has_store = dir.join("conf").exists() || dir.join("db").exists();
+    if !has_store {
+        return r.ok(
+            "data dir",
+            format!("{shown} exists, is writable and holds no cache yet"),
+        );
+    }
+    match crate::store::Store::open(dir, crate::store::Retention::default()) {
+        Ok(store) => {
+            let token = store.token().to_string();
+            drop(store);
+            r.ok(
                 "data dir",
                 format!(
-                    "{shown} is locked by another process (a daemon listening elsewhere?): {e}"
+                    "{shown} is writable and holds a cache (token {token}); no daemon holds it"
                 ),
-            ),
-            Err(e) => r.fail("data dir", e.to_string()),
+            );
         }
-        return;
+        Err(e) if e.to_string().to_lowercase().contains("lock") => r.warn(
+            "data dir",
+            format!("{shown} is locked by another process (a daemon listening elsewhere?): {e}"),
+        ),
+        Err(e) => r.fail("data dir", e.to_string()),
     }
-    // Not there yet: the daemon creates it; the nearest existing ancestor must be writable.
+}
+
+/// Not there yet: the daemon creates it, so the nearest existing ancestor must be writable.
+fn check_creatable_dir(r: &mut Report, dir: &Path) {
+    let shown = dir.display();
     let mut ancestor = dir.parent();
     while let Some(a) = ancestor {
         if a.as_os_str().is_empty() {

@@ -1,7 +1,7 @@
 //! The effective settings written back as a config file (for `doctor`): tokens shown or
 //! redacted, and the round-trip check that this text loads back to the same settings.
 
-use crate::config::{self, FileConfig, McpOverrides, Settings};
+use crate::config::{self, FileConfig, Settings, SettingsArgs};
 
 /// The settings as a config file (tokens shown or redacted).
 pub fn to_toml(s: &Settings, redact: bool) -> String {
@@ -14,6 +14,7 @@ pub fn to_toml(s: &Settings, redact: bool) -> String {
         })
     };
     let int = |n: u64| T::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+    let duration = |d| T::String(humantime_serde::re::humantime::format_duration(d).to_string());
     let mut root = Table::new();
     root.insert("upstream".into(), T::String(s.upstream.clone()));
     if let Some(t) = &s.upstream_token {
@@ -24,7 +25,7 @@ pub fn to_toml(s: &Settings, redact: bool) -> String {
         "data_dir".into(),
         T::String(s.data_dir.to_string_lossy().into_owned()),
     );
-    root.insert("raw_logs".into(), T::Boolean(s.raw_logs));
+    root.insert("raw_logs".into(), T::Boolean(s.ingest.raw_logs));
     let mut ret = Table::new();
     let rt = &s.retention;
     ret.insert(
@@ -36,10 +37,7 @@ pub fn to_toml(s: &Settings, redact: bool) -> String {
         int(rt.max_entries_per_process),
     );
     ret.insert("events_kept".into(), int(rt.events_kept));
-    ret.insert(
-        "prune_every".into(),
-        T::String(humantime_serde::re::humantime::format_duration(rt.prune_every).to_string()),
-    );
+    ret.insert("prune_every".into(), duration(rt.prune_every));
     root.insert("retention".into(), T::Table(ret));
     let m = &s.mcp;
     let mut mcp = Table::new();
@@ -54,6 +52,13 @@ pub fn to_toml(s: &Settings, redact: bool) -> String {
     mcp.insert("max_body_bytes".into(), int(m.max_body_bytes as u64));
     mcp.insert("stateless".into(), T::Boolean(m.stateless));
     root.insert("mcp".into(), T::Table(mcp));
+    let mut idem = Table::new();
+    idem.insert("completed_ttl".into(), duration(s.idempotency.completed));
+    idem.insert(
+        "in_progress_ttl".into(),
+        duration(s.idempotency.in_progress),
+    );
+    root.insert("idempotency".into(), T::Table(idem));
     toml::to_string(&root).unwrap_or_default()
 }
 
@@ -64,8 +69,8 @@ pub fn round_trip(s: &Settings) -> anyhow::Result<()> {
     let file: FileConfig = toml::from_str(&text).map_err(|e| {
         anyhow::anyhow!("the effective settings do not load back as a config file: {e}")
     })?;
-    let again = config::resolve_with(None, None, None, None, McpOverrides::default(), file)?;
-    let (a, b) = (format!("{s:?}"), format!("{again:?}"));
+    let again = config::resolve(&SettingsArgs::default(), file)?;
+    let (a, b) = (format!("{s:?}"), format!("{:?}", *again));
     if a != b {
         anyhow::bail!("the effective settings change when loaded back from TOML");
     }
@@ -81,18 +86,13 @@ mod tests {
     fn example_config_round_trips() {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/vk-observer.example.toml");
         let f = FileConfig::load(&p).unwrap();
-        let s = config::resolve_with(
-            Some("http://127.0.0.1:3000".into()),
-            Some("vk-secret".into()),
-            None,
-            None,
-            McpOverrides {
-                token: Some("mcp-secret".into()),
-                stateless: false,
-            },
-            f,
-        )
-        .unwrap();
+        let flags = SettingsArgs {
+            upstream: Some("http://127.0.0.1:3000".into()),
+            upstream_token: Some("vk-secret".into()),
+            mcp_token: Some("mcp-secret".into()),
+            ..SettingsArgs::default()
+        };
+        let s = config::resolve(&flags, f).unwrap();
         round_trip(&s).unwrap();
         let shown = to_toml(&s, true);
         assert!(!shown.contains("secret"), "{shown}");

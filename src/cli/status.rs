@@ -36,9 +36,46 @@ pub async fn run(opts: StatusOptions) -> anyhow::Result<i32> {
     r.map(|()| 0)
 }
 
+/// What the batched `get_attempt_status` calls answered for the table's attempts.
+struct Statuses {
+    by_id: HashMap<String, Value>,
+    not_found: Vec<Value>,
+    token: Option<String>,
+    freshness: Value,
+}
+
 async fn all(client: &DaemonClient, project: Option<Uuid>, as_json: bool) -> anyhow::Result<()> {
     let rows = resolve::task_rows(client, project).await?;
-    let mut statuses: HashMap<String, Value> = HashMap::new();
+    let st = fetch_statuses(client, &rows).await?;
+    let mut listed: Vec<(&resolve::TaskRow, &Value)> = rows
+        .iter()
+        .filter_map(|r| Some((r, st.by_id.get(&r.attempt_id.to_string())?)))
+        .collect();
+    // Most recent activity first; attempts without any at the end.
+    listed.sort_by(|(_, a), (_, b)| {
+        let key = |v: &Value| v["last_activity_at"].as_str().map(str::to_string);
+        key(b).cmp(&key(a))
+    });
+    if as_json {
+        return print_all_json(&listed, &st);
+    }
+    print_table(&listed);
+    if !st.not_found.is_empty() {
+        outln!(
+            "({} attempts listed by their tasks are not cached yet)",
+            st.not_found.len()
+        );
+    }
+    outln!("{}", freshness_line(&st.freshness, st.token.as_deref()));
+    Ok(())
+}
+
+/// Statuses of every row's attempt, `BATCH` per call.
+async fn fetch_statuses(
+    client: &DaemonClient,
+    rows: &[resolve::TaskRow],
+) -> anyhow::Result<Statuses> {
+    let mut by_id: HashMap<String, Value> = HashMap::new();
     let mut not_found: Vec<Value> = Vec::new();
     let mut last_page: Option<Value> = None;
     let ids: Vec<String> = rows.iter().map(|r| r.attempt_id.to_string()).collect();
@@ -52,7 +89,7 @@ async fn all(client: &DaemonClient, project: Option<Uuid>, as_json: bool) -> any
             .unwrap_or_default()
         {
             if let Some(id) = a["attempt_id"].as_str() {
-                statuses.insert(id.to_string(), a.clone());
+                by_id.insert(id.to_string(), a.clone());
             }
         }
         if let Some(nf) = page["not_found"].as_array() {
@@ -65,104 +102,75 @@ async fn all(client: &DaemonClient, project: Option<Uuid>, as_json: bool) -> any
         Some(p) => p,
         None => client.call_retrying("list_projects", json!({})).await?,
     };
-    let token = last_page["token"].as_str().map(str::to_string);
-    let freshness = last_page["freshness"].clone();
+    Ok(Statuses {
+        by_id,
+        not_found,
+        token: last_page["token"].as_str().map(str::to_string),
+        freshness: last_page["freshness"].clone(),
+    })
+}
 
-    let mut listed: Vec<(&resolve::TaskRow, &Value)> = rows
+fn print_all_json(listed: &[(&resolve::TaskRow, &Value)], st: &Statuses) -> anyhow::Result<()> {
+    let attempts: Vec<Value> = listed
         .iter()
-        .filter_map(|r| Some((r, statuses.get(&r.attempt_id.to_string())?)))
+        .map(|(r, s)| {
+            json!({
+                "project_id": r.project_id,
+                "project": r.project,
+                "task_id": r.task_id,
+                "task_title": r.title,
+                "status": s,
+            })
+        })
         .collect();
-    // Most recent activity first; attempts without any at the end.
-    listed.sort_by(|(_, a), (_, b)| {
-        let key = |v: &Value| v["last_activity_at"].as_str().map(str::to_string);
-        key(b).cmp(&key(a))
+    let out = json!({
+        "attempts": attempts,
+        "not_found": st.not_found,
+        "token": st.token,
+        "freshness": st.freshness,
     });
-
-    if as_json {
-        let attempts: Vec<Value> = listed
-            .iter()
-            .map(|(r, s)| {
-                json!({
-                    "project_id": r.project_id,
-                    "project": r.project,
-                    "task_id": r.task_id,
-                    "task_title": r.title,
-                    "status": s,
-                })
-            })
-            .collect();
-        let out = json!({
-            "attempts": attempts,
-            "not_found": not_found,
-            "token": token,
-            "freshness": freshness,
-        });
-        outln!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
-    }
-
-    let width = term_width();
-    let now = Utc::now();
-    if listed.is_empty() {
-        outln!("no attempts yet");
-    } else {
-        let table_rows: Vec<Vec<String>> = listed
-            .iter()
-            .map(|(r, s)| {
-                vec![
-                    truncate(&r.project, 20),
-                    truncate(&r.title, 40),
-                    short_id(&r.attempt_id.to_string()),
-                    s["state"].as_str().unwrap_or("?").to_string(),
-                    relative(s["last_activity_at"].as_str(), now),
-                    truncate(s["failure_summary"].as_str().unwrap_or(""), 40),
-                ]
-            })
-            .collect();
-        let text = table(
-            &[
-                "PROJECT",
-                "TASK",
-                "ATTEMPT",
-                "STATE",
-                "LAST ACTIVITY",
-                "FAILURE",
-            ],
-            &table_rows,
-        );
-        for line in text.lines() {
-            outln!("{}", truncate(line, width));
-        }
-    }
-    if !not_found.is_empty() {
-        outln!(
-            "({} attempts listed by their tasks are not cached yet)",
-            not_found.len()
-        );
-    }
-    outln!("{}", freshness_line(&freshness, token.as_deref()));
+    outln!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+fn print_table(listed: &[(&resolve::TaskRow, &Value)]) {
+    if listed.is_empty() {
+        return outln!("no attempts yet");
+    }
+    let now = Utc::now();
+    let table_rows: Vec<Vec<String>> = listed
+        .iter()
+        .map(|(r, s)| {
+            vec![
+                truncate(&r.project, 20),
+                truncate(&r.title, 40),
+                short_id(&r.attempt_id.to_string()),
+                s["state"].as_str().unwrap_or("?").to_string(),
+                relative(s["last_activity_at"].as_str(), now),
+                truncate(s["failure_summary"].as_str().unwrap_or(""), 40),
+            ]
+        })
+        .collect();
+    let text = table(
+        &[
+            "PROJECT",
+            "TASK",
+            "ATTEMPT",
+            "STATE",
+            "LAST ACTIVITY",
+            "FAILURE",
+        ],
+        &table_rows,
+    );
+    let width = term_width();
+    for line in text.lines() {
+        outln!("{}", truncate(line, width));
+    }
 }
 
 async fn one(client: &DaemonClient, given: &str, as_json: bool) -> anyhow::Result<()> {
     let id = resolve::attempt_id(client, given).await?;
-    let page = match client
-        .call_retrying("get_attempt_status", json!({ "attempt_id": id }))
-        .await
-    {
-        Ok(p) => p,
-        Err(CallError::Tool { envelope, .. }) if envelope["code"] == "not_found" => {
-            anyhow::bail!(
-                "attempt {id} is not in the daemon's cache (never created, deleted, or not ingested yet)"
-            )
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let Some(status) = page["attempts"].get(0).cloned() else {
-        anyhow::bail!(
-            "attempt {id} is not in the daemon's cache (never created, deleted, or not ingested yet)"
-        );
-    };
+    let (page, status) = fetch_one(client, id).await?;
     let logs = client
         .call_retrying(
             "tail_attempt_logs",
@@ -183,11 +191,43 @@ async fn one(client: &DaemonClient, given: &str, as_json: bool) -> anyhow::Resul
         None => None,
     };
     let width = term_width();
+    print_fields(id, &status, task.as_ref(), width);
+    print_log(&logs, width);
+    outln!(
+        "{}",
+        freshness_line(&page["freshness"], page["token"].as_str())
+    );
+    Ok(())
+}
+
+/// The status page of one attempt and the attempt's status in it.
+async fn fetch_one(client: &DaemonClient, id: Uuid) -> anyhow::Result<(Value, Value)> {
+    let missing = || {
+        anyhow::anyhow!(
+            "attempt {id} is not in the daemon's cache (never created, deleted, or not ingested yet)"
+        )
+    };
+    let page = match client
+        .call_retrying("get_attempt_status", json!({ "attempt_id": id }))
+        .await
+    {
+        Ok(p) => p,
+        Err(CallError::Tool { envelope, .. }) if envelope["code"] == "not_found" => {
+            return Err(missing());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let status = page["attempts"].get(0).cloned().ok_or_else(missing)?;
+    Ok((page, status))
+}
+
+/// One `name  value` line per known fact of the attempt.
+fn print_fields(id: Uuid, status: &Value, task: Option<&Value>, width: usize) {
     let now = Utc::now();
     let field =
         |name: &str, value: String| outln!("{}", truncate(&format!("{name:<14} {value}"), width));
     field("attempt", id.to_string());
-    if let Some(t) = &task {
+    if let Some(t) = task {
         field(
             "task",
             format!(
@@ -218,21 +258,8 @@ async fn one(client: &DaemonClient, given: &str, as_json: bool) -> anyhow::Resul
     if let Some(f) = status["failure_summary"].as_str() {
         field("failure", f.to_string());
     }
-    let p = &status["latest_process"];
-    if p.is_object() {
-        let mut s = format!(
-            "{} {} {}",
-            p["run_reason"].as_str().unwrap_or("?"),
-            short_id(p["execution_process_id"].as_str().unwrap_or_default()),
-            p["status"].as_str().unwrap_or("?")
-        );
-        if let Some(c) = p["exit_code"].as_i64() {
-            s.push_str(&format!(", exit {c}"));
-        }
-        if let Some(t) = p["started_at"].as_str() {
-            s.push_str(&format!(", started {}", relative(Some(t), now)));
-        }
-        field("process", s);
+    if let Some(p) = process_line(&status["latest_process"]) {
+        field("process", p);
     }
     if status["dev_server_running"].as_bool() == Some(true) {
         field("dev server", "running".into());
@@ -244,6 +271,30 @@ async fn one(client: &DaemonClient, given: &str, as_json: bool) -> anyhow::Resul
             format!("{next}: {}", r["reason"].as_str().unwrap_or_default()),
         );
     }
+}
+
+/// `<run reason> <short id> <status>[, exit N][, started …]` of the latest process, if any.
+fn process_line(p: &Value) -> Option<String> {
+    if !p.is_object() {
+        return None;
+    }
+    let mut s = format!(
+        "{} {} {}",
+        p["run_reason"].as_str().unwrap_or("?"),
+        short_id(p["execution_process_id"].as_str().unwrap_or_default()),
+        p["status"].as_str().unwrap_or("?")
+    );
+    if let Some(c) = p["exit_code"].as_i64() {
+        s.push_str(&format!(", exit {c}"));
+    }
+    if let Some(t) = p["started_at"].as_str() {
+        s.push_str(&format!(", started {}", relative(Some(t), Utc::now())));
+    }
+    Some(s)
+}
+
+/// The log's header line and its last entries.
+fn print_log(logs: &Value, width: usize) {
     let entries = logs["entries"]
         .as_array()
         .map(Vec::as_slice)
@@ -255,35 +306,18 @@ async fn one(client: &DaemonClient, given: &str, as_json: bool) -> anyhow::Resul
                 .as_u64()
                 .map(|i| i + 1)
                 .unwrap_or(0);
-            outln!(
-                "{}",
-                truncate(
-                    &format!(
-                        "log            {} {} ({}), last {} of {total} entries:",
-                        logs["run_reason"].as_str().unwrap_or("?"),
-                        short_id(pid),
-                        logs["process_status"].as_str().unwrap_or("?"),
-                        entries.len()
-                    ),
-                    width
-                )
+            let header = format!(
+                "log            {} {} ({}), last {} of {total} entries:",
+                logs["run_reason"].as_str().unwrap_or("?"),
+                short_id(pid),
+                logs["process_status"].as_str().unwrap_or("?"),
+                entries.len()
             );
+            outln!("{}", truncate(&header, width));
         }
     }
     for e in entries {
-        outln!(
-            "{}",
-            entry_line(
-                e["entry_index"].as_u64().unwrap_or(0),
-                &e["entry"],
-                false,
-                width
-            )
-        );
+        let index = e["entry_index"].as_u64().unwrap_or(0);
+        outln!("{}", entry_line(index, &e["entry"], false, width));
     }
-    outln!(
-        "{}",
-        freshness_line(&page["freshness"], page["token"].as_str())
-    );
-    Ok(())
 }

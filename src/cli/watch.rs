@@ -231,88 +231,26 @@ async fn follow(
 ) -> anyhow::Result<String> {
     // The status shown is as of the wait token: waiting from it (rather than from the later log
     // page's token) never misses a state change that landed between the two reads.
-    let (mut status, mut wait_token) = match client
-        .call_retrying("get_attempt_status", json!({ "attempt_id": id }))
-        .await
-    {
-        Ok(p) => (
-            p["attempts"][0].clone(),
-            p["token"].as_str().map(str::to_string),
-        ),
-        Err(e) if e.code() == "not_found" => {
-            anyhow::bail!(
-                "attempt {id} is not in the daemon's cache (never created, deleted, or not ingested yet)"
-            )
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let (mut status, mut wait_token) = first_status(client, id).await?;
     out.status(&status);
-    let first = client
-        .call_retrying(
-            "tail_attempt_logs",
-            json!({ "attempt_id": id, "limit": INITIAL_TAIL }),
-        )
-        .await?;
-    out.page(&first);
-    let mut cur = Cursor {
-        pid: first["execution_process_id"].as_str().map(str::to_string),
-        last: None,
-        token: first["token"].as_str().map(str::to_string),
-        more: false,
-        complete: first["log_complete"].as_bool().unwrap_or(false),
-    };
-    if cur.pid.is_some() {
-        out.header(&first);
-        let entries = first["entries"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let total = first["latest_entry_index"]
-            .as_u64()
-            .map(|i| i + 1)
-            .unwrap_or(0);
-        let hidden = total.saturating_sub(entries.len() as u64);
-        if hidden > 0 {
-            out.print(&format!("      … {hidden} earlier entries not shown"));
-        }
-        for e in entries {
-            out.entry(e, false);
-            cur.last = e["entry_index"].as_u64().max(cur.last);
-        }
-    }
+    let mut cur = initial_tail(client, id, out).await?;
     out.draw();
 
     // Polls after the attempt ended while its log is not yet marked complete.
     let mut settle_polls = 0u32;
     loop {
-        let state = status["state"].as_str().unwrap_or("?").to_string();
-        let ended = is_terminal(&state);
+        let ended = is_terminal(status["state"].as_str().unwrap_or("?"));
         if !cur.more {
             let timeout_ms = match (ended, cur.complete) {
                 (true, true) => linger.as_millis().clamp(1, 50_000) as u64,
                 (true, false) => 1_000,
                 _ => WAIT_MS,
             };
-            let mut args = json!({ "attempt_ids": [id], "timeout_ms": timeout_ms });
-            if let Some(t) = &wait_token {
-                args["since_token"] = json!(t);
-            }
-            let w = client
-                .call_retrying("wait_for_attempt_change", args)
-                .await?;
+            let w = wait_change(client, id, wait_token.as_deref(), timeout_ms).await?;
             if let Some(t) = w["token"].as_str() {
                 wait_token = Some(t.to_string());
             }
-            if w["removed"]
-                .as_array()
-                .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(&id.to_string())))
-            {
-                anyhow::bail!("attempt {id} was deleted");
-            }
-            if let Some(s) = w["attempts"].as_array().and_then(|a| {
-                a.iter()
-                    .find(|s| s["attempt_id"].as_str() == Some(&id.to_string()))
-            }) {
+            if let Some(s) = status_in(&w, id) {
                 status = s.clone();
                 out.status(&status);
             }
@@ -335,6 +273,95 @@ async fn follow(
         read_logs(client, id, &mut cur, out).await?;
         out.draw();
     }
+}
+
+/// The attempt's status and the token it is as of.
+async fn first_status(client: &DaemonClient, id: Uuid) -> anyhow::Result<(Value, Option<String>)> {
+    match client
+        .call_retrying("get_attempt_status", json!({ "attempt_id": id }))
+        .await
+    {
+        Ok(p) => Ok((
+            p["attempts"][0].clone(),
+            p["token"].as_str().map(str::to_string),
+        )),
+        Err(e) if e.code() == "not_found" => {
+            anyhow::bail!(
+                "attempt {id} is not in the daemon's cache (never created, deleted, or not ingested yet)"
+            )
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Print the last `INITIAL_TAIL` entries of the latest process; the cursor after them.
+async fn initial_tail(client: &DaemonClient, id: Uuid, out: &mut Output) -> anyhow::Result<Cursor> {
+    let first = client
+        .call_retrying(
+            "tail_attempt_logs",
+            json!({ "attempt_id": id, "limit": INITIAL_TAIL }),
+        )
+        .await?;
+    out.page(&first);
+    let mut cur = Cursor {
+        pid: first["execution_process_id"].as_str().map(str::to_string),
+        last: None,
+        token: first["token"].as_str().map(str::to_string),
+        more: false,
+        complete: first["log_complete"].as_bool().unwrap_or(false),
+    };
+    if cur.pid.is_none() {
+        return Ok(cur);
+    }
+    out.header(&first);
+    let entries = first["entries"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let total = first["latest_entry_index"]
+        .as_u64()
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    let hidden = total.saturating_sub(entries.len() as u64);
+    if hidden > 0 {
+        out.print(&format!("      … {hidden} earlier entries not shown"));
+    }
+    for e in entries {
+        out.entry(e, false);
+        cur.last = e["entry_index"].as_u64().max(cur.last);
+    }
+    Ok(cur)
+}
+
+/// One long poll on the attempt; fails when the attempt was deleted.
+async fn wait_change(
+    client: &DaemonClient,
+    id: Uuid,
+    since: Option<&str>,
+    timeout_ms: u64,
+) -> anyhow::Result<Value> {
+    let mut args = json!({ "attempt_ids": [id], "timeout_ms": timeout_ms });
+    if let Some(t) = since {
+        args["since_token"] = json!(t);
+    }
+    let w = client
+        .call_retrying("wait_for_attempt_change", args)
+        .await?;
+    if w["removed"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|x| x.as_str() == Some(&id.to_string())))
+    {
+        anyhow::bail!("attempt {id} was deleted");
+    }
+    Ok(w)
+}
+
+/// The attempt's status in a wait answer, when it changed.
+fn status_in(w: &Value, id: Uuid) -> Option<&Value> {
+    w["attempts"].as_array().and_then(|a| {
+        a.iter()
+            .find(|s| s["attempt_id"].as_str() == Some(&id.to_string()))
+    })
 }
 
 /// Read what is new in the log since the cursor and print it.
@@ -364,60 +391,14 @@ async fn read_logs(
         cur.complete = page["log_complete"].as_bool().unwrap_or(false);
         return Ok(());
     }
-
-    // The end of the earlier process (a follow-up switched processes after our last page).
-    let mut shown_pid: Option<String> = cur.pid.clone();
-    for e in page["earlier_process_entries"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let epid = e["execution_process_id"].as_str().map(str::to_string);
-        if epid == cur.pid {
-            if e["entry_index"].as_u64() <= cur.last && cur.last.is_some() {
-                continue; // printed already
-            }
-        } else if epid != shown_pid {
-            out.print(&format!(
-                "── earlier process {} ──",
-                short_id(epid.as_deref().unwrap_or_default())
-            ));
-        }
-        shown_pid = epid;
-        out.entry(e, false);
-    }
-
+    print_earlier_process(&page, cur, out);
     let switched = page_pid.is_some() && page_pid != cur.pid;
-    let mut entries: Vec<Value> = page["entries"].as_array().cloned().unwrap_or_default();
-    let mut has_more = page["has_more"].as_bool().unwrap_or(false);
     if switched {
         out.header(&page);
-        let from_start = page["process_changed"].as_bool() == Some(true);
-        if after_mode && !from_start {
-            // Our index belonged to the old process: read the new one from its start.
-            let (all, _) = from_beginning(client, id, page_pid.as_deref(), None).await?;
-            entries = all;
-            has_more = false;
-        }
         cur.last = None;
     }
-    if !after_mode && has_more {
-        // A tail page of a process not printed in full yet: fill in its older entries.
-        let (older, cut) = from_beginning(
-            client,
-            id,
-            page_pid.as_deref(),
-            page["next_cursor"].as_u64(),
-        )
-        .await?;
-        if cut > 0 {
-            out.print(&format!("      … {cut} earlier entries not shown"));
-        }
-        entries.splice(0..0, older);
-        has_more = false;
-    }
+    let (entries, has_more) = page_entries(client, id, &page, switched, after_mode, out).await?;
     cur.pid = page_pid;
-
     if !switched {
         for e in page["replaced"]
             .as_array()
@@ -439,6 +420,61 @@ async fn read_logs(
     cur.complete = page["log_complete"].as_bool().unwrap_or(false);
     cur.token = page["token"].as_str().map(str::to_string);
     Ok(())
+}
+
+/// The end of the earlier process (a follow-up switched processes after our last page).
+fn print_earlier_process(page: &Value, cur: &Cursor, out: &mut Output) {
+    let mut shown_pid: Option<String> = cur.pid.clone();
+    for e in page["earlier_process_entries"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let epid = e["execution_process_id"].as_str().map(str::to_string);
+        if epid == cur.pid {
+            if e["entry_index"].as_u64() <= cur.last && cur.last.is_some() {
+                continue; // printed already
+            }
+        } else if epid != shown_pid {
+            out.print(&format!(
+                "── earlier process {} ──",
+                short_id(epid.as_deref().unwrap_or_default())
+            ));
+        }
+        shown_pid = epid;
+        out.entry(e, false);
+    }
+}
+
+/// The page's entries, completed from the process's start where the page alone would leave a
+/// gap; and whether newer entries remain.
+async fn page_entries(
+    client: &DaemonClient,
+    id: Uuid,
+    page: &Value,
+    switched: bool,
+    after_mode: bool,
+    out: &mut Output,
+) -> anyhow::Result<(Vec<Value>, bool)> {
+    let pid = page["execution_process_id"].as_str();
+    let mut entries: Vec<Value> = page["entries"].as_array().cloned().unwrap_or_default();
+    let has_more = page["has_more"].as_bool().unwrap_or(false);
+    let from_start = page["process_changed"].as_bool() == Some(true);
+    if switched && after_mode && !from_start {
+        // Our index belonged to the old process: read the new one from its start.
+        let (all, _) = from_beginning(client, id, pid, None).await?;
+        return Ok((all, false));
+    }
+    if !after_mode && has_more {
+        // A tail page of a process not printed in full yet: fill in its older entries.
+        let (older, cut) = from_beginning(client, id, pid, page["next_cursor"].as_u64()).await?;
+        if cut > 0 {
+            out.print(&format!("      … {cut} earlier entries not shown"));
+        }
+        entries.splice(0..0, older);
+        return Ok((entries, false));
+    }
+    Ok((entries, has_more))
 }
 
 /// Entries of a process from its start (oldest first): pages older history below `before`

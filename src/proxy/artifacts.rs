@@ -177,50 +177,18 @@ impl Proxy {
         max_bytes: u64,
     ) -> Result<PatchText, ToolError> {
         self.known_attempt(attempt)?;
-        if paths.is_empty() {
-            return Err(ToolError::invalid_field(
-                "paths",
-                "Give 1 to 100 paths (`<repo>/<path>`) from get_attempt_changes.",
-            ));
-        }
-        let blocked = |reason: &str, hint: &str| PatchText {
-            attempt_id: attempt,
-            paths: paths.clone(),
-            blocked: true,
-            blocked_reason: Some(reason.to_string()),
-            hint: Some(hint.to_string()),
-            truncated: false,
-            bytes: 0,
-            patch: None,
-            freshness: self.query.freshness(),
-        };
-        if paths.iter().any(|p| p.is_empty() || p.len() > MAX_PATH_LEN) {
-            return Err(ToolError::invalid_field(
-                "paths",
-                "Every path must be 1 to 4096 bytes: `<repo>/<path>` from get_attempt_changes.",
-            ));
-        }
-        if paths.len() > PATCH_MAX_PATHS {
-            return Ok(blocked(
-                "too_many_paths",
-                "At most 100 paths per call; split the list into several calls.",
-            ));
-        }
-        if max_bytes > PATCH_MAX_BYTES {
-            return Ok(blocked(
-                "size_exceeded",
-                "max_bytes is at most 2097152; ask for fewer paths per call.",
-            ));
-        }
-        if paths
-            .iter()
-            .any(|p| escapes_workspace(p) || !p.contains('/'))
-        {
-            metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
-            return Ok(blocked(
-                "path_outside_workspace",
-                "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
-            ));
+        if let Some((reason, hint)) = patch_request_blocked(&paths, max_bytes)? {
+            return Ok(PatchText {
+                attempt_id: attempt,
+                paths,
+                blocked: true,
+                blocked_reason: Some(reason.to_string()),
+                hint: Some(hint.to_string()),
+                truncated: false,
+                bytes: 0,
+                patch: None,
+                freshness: self.query.freshness(),
+            });
         }
         let body = json!({ "paths": paths, "force": force, "max_bytes": max_bytes.max(1) });
         let v = self
@@ -232,16 +200,7 @@ impl Proxy {
             .get("blockedReason")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let hint = match reason.as_deref() {
-            Some("threshold_exceeded") => Some(
-                "The diff is over the guard's thresholds: retry with force: true, or fewer paths."
-                    .to_string(),
-            ),
-            Some(_) => {
-                Some("VK could not produce the patch; check get_attempt_changes.".to_string())
-            }
-            None => None,
-        };
+        let hint = reason.as_deref().map(patch_hint);
         Ok(PatchText {
             attempt_id: attempt,
             paths,
@@ -254,6 +213,60 @@ impl Proxy {
             freshness: self.query.freshness(),
         })
     }
+}
+
+/// The checks made before VK is asked for a patch: an error for malformed paths, or the
+/// (reason, hint) of a blocked answer for a request the guard refuses.
+fn patch_request_blocked(
+    paths: &[String],
+    max_bytes: u64,
+) -> Result<Option<(&'static str, &'static str)>, ToolError> {
+    if paths.is_empty() {
+        return Err(ToolError::invalid_field(
+            "paths",
+            "Give 1 to 100 paths (`<repo>/<path>`) from get_attempt_changes.",
+        ));
+    }
+    if paths.iter().any(|p| p.is_empty() || p.len() > MAX_PATH_LEN) {
+        return Err(ToolError::invalid_field(
+            "paths",
+            "Every path must be 1 to 4096 bytes: `<repo>/<path>` from get_attempt_changes.",
+        ));
+    }
+    if paths.len() > PATCH_MAX_PATHS {
+        return Ok(Some((
+            "too_many_paths",
+            "At most 100 paths per call; split the list into several calls.",
+        )));
+    }
+    if max_bytes > PATCH_MAX_BYTES {
+        return Ok(Some((
+            "size_exceeded",
+            "max_bytes is at most 2097152; ask for fewer paths per call.",
+        )));
+    }
+    if paths
+        .iter()
+        .any(|p| escapes_workspace(p) || !p.contains('/'))
+    {
+        metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
+        return Ok(Some((
+            "path_outside_workspace",
+            "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
+        )));
+    }
+    Ok(None)
+}
+
+/// What to do about a patch VK refused.
+fn patch_hint(reason: &str) -> String {
+    match reason {
+        "threshold_exceeded" => {
+            "The diff is over the guard's thresholds: retry with force: true, or fewer paths."
+        }
+        _ => "VK could not produce the patch; check get_attempt_changes.",
+    }
+    .to_string()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use crate::query::Freshness;
 use crate::query::status::{AttemptState, AttemptStatus, attempt_status};
 use crate::query::transcript::no_session;
 use crate::query::vk::{self, latest};
+use crate::store::StoreReader;
 use crate::tool_error::ToolError;
 
 /// Answer of `start_task_attempt`.
@@ -151,52 +152,13 @@ impl Proxy {
                 "Unknown task_id. Call list_tasks to find the task, or create_task first.",
             )
         })?;
-        if s.reuse_running_attempt {
-            let epoch = self.query.store.epoch();
-            for a in reader.attempts_of_task(s.task_id)? {
-                let st = attempt_status(&reader, a.id, reader.attempt_token(a.id)?, epoch)?;
-                if let Some(st) = st.filter(|st| st.state == AttemptState::Running) {
-                    return Ok(AttemptStarted {
-                        attempt_id: a.id,
-                        task_id: s.task_id,
-                        reused: true,
-                        replayed: false,
-                        status: Some(st),
-                        token: self.query.token(),
-                        pending_ingest: false,
-                        freshness: self.query.freshness(),
-                    });
-                }
-            }
+        if s.reuse_running_attempt
+            && let Some(running) = self.running_attempt(&reader, s.task_id)?
+        {
+            return Ok(running);
         }
         self.check_executor(&s.executor, s.variant.as_deref())?;
-        if s.repos.is_empty() {
-            return Err(ToolError::invalid_field(
-                "repos",
-                "Give at least one {repo_id, target_branch}; list_repos gives the project's repo ids.",
-            ));
-        }
-        if let Some(project) = vk::uuid_of(&task.value, "project_id") {
-            let known: Vec<Uuid> = reader
-                .repos_of_project(project)?
-                .into_iter()
-                .map(|r| r.id)
-                .collect();
-            if let Some((bad, _)) = s.repos.iter().find(|(r, _)| !known.contains(r)) {
-                return Err(ToolError::invalid_field(
-                    "repos",
-                    "A repo_id is not a repository of the task's project; call list_repos with the task's project_id.",
-                )
-                .with_details(json!({ "field": "repos", "repo_id": bad })));
-            }
-        }
-        if let Some((r, _)) = s.repos.iter().find(|(_, b)| b.trim().is_empty()) {
-            return Err(ToolError::invalid_field(
-                "repos",
-                "Every repo needs a non-empty target_branch (e.g. main).",
-            )
-            .with_details(json!({ "field": "repos", "repo_id": r })));
-        }
+        check_repos(&reader, &task.value, &s.repos)?;
         let body = json!({
             "task_id": s.task_id,
             "executor_profile_id": { "executor": s.executor, "variant": s.variant },
@@ -237,79 +199,46 @@ impl Proxy {
         })
     }
 
+    /// An attempt of the task already running, answered as reused.
+    fn running_attempt(
+        &self,
+        reader: &StoreReader,
+        task_id: Uuid,
+    ) -> Result<Option<AttemptStarted>, ToolError> {
+        let epoch = self.query.store.epoch();
+        for a in reader.attempts_of_task(task_id)? {
+            let st = attempt_status(reader, a.id, reader.attempt_token(a.id)?, epoch)?;
+            if let Some(st) = st.filter(|st| st.state == AttemptState::Running) {
+                return Ok(Some(AttemptStarted {
+                    attempt_id: a.id,
+                    task_id,
+                    reused: true,
+                    replayed: false,
+                    status: Some(st),
+                    token: self.query.token(),
+                    pending_ingest: false,
+                    freshness: self.query.freshness(),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
     pub async fn follow_up(
         &self,
         f: FollowUp,
         request_id: Option<&str>,
     ) -> Result<FollowUpDone, ToolError> {
-        let reader = self.query.read();
-        let (session_id, attempt_id) = match (f.session_id, f.attempt_id) {
-            (Some(s), None) => {
-                let cached = reader.session(s)?.ok_or_else(|| {
-                    ToolError::not_found("session", s, "Unknown session_id. Pass the attempt's `attempt_id` instead to use its latest session.")
-                })?;
-                (s, vk::uuid_of(&cached.value, "workspace_id"))
-            }
-            (None, Some(a)) => {
-                if reader.attempt(a)?.is_none() {
-                    return Err(ToolError::not_found(
-                        "attempt",
-                        a,
-                        "Unknown attempt_id. Call list_task_attempts to find it.",
-                    ));
-                }
-                let sessions = reader.sessions_of_attempt(a)?;
-                let s = latest(&sessions).ok_or_else(|| no_session(a))?;
-                (s.id, Some(a))
-            }
-            _ => return Err(ToolError::ambiguous_target(&["attempt_id", "session_id"])),
-        };
-        let prompt = || -> Result<String, ToolError> {
-            match f.prompt.as_deref().map(str::trim) {
-                Some(p) if !p.is_empty() => Ok(f.prompt.clone().unwrap_or_default()),
-                _ => Err(ToolError::invalid_field(
-                    "prompt",
-                    "prompt is required for action=send and action=queue.",
-                )),
-            }
-        };
-        let done =
-            |action: &str, pid: Option<Uuid>, queue: Option<String>, replayed: bool, s: Settled| {
-                FollowUpDone {
-                    action: action.to_string(),
-                    session_id,
-                    attempt_id,
-                    execution_process_id: pid,
-                    queue_status: queue,
-                    replayed,
-                    token: s.token,
-                    pending_ingest: s.pending_ingest,
-                    freshness: self.query.freshness(),
-                }
-            };
-        match f.action {
+        let (session_id, attempt_id) = follow_up_target(&self.query.read(), &f)?;
+        let (action, pid, queue, replayed, s) = match f.action {
             FollowUpAction::Send => {
-                let body = json!({ "prompt": prompt()?, "variant": f.variant });
-                let key_payload =
-                    json!({ "action": "send", "session_id": session_id, "body": body });
-                let outcome = self
-                    .idem
-                    .run("follow_up", request_id, &key_payload, || async {
-                        self.client
-                            .follow_up(session_id, &body, request_id)
-                            .await
-                            .map_err(upstream_error)
-                    })
+                let (pid, replayed, s) = self
+                    .send_follow_up(&f, session_id, attempt_id, request_id)
                     .await?;
-                let pid = vk::uuid_of(&outcome.result, "id");
-                self.nudge(None, attempt_id);
-                let settled = self
-                    .settle(|r| pid.is_some_and(|p| r.process(p).ok().flatten().is_some()))
-                    .await;
-                Ok(done("send", pid, None, outcome.replayed, settled))
+                ("send", pid, None, replayed, s)
             }
             FollowUpAction::Queue => {
-                let body = json!({ "message": prompt()?, "variant": f.variant });
+                let body = json!({ "message": prompt_of(&f)?, "variant": f.variant });
                 let key_payload =
                     json!({ "action": "queue", "session_id": session_id, "body": body });
                 let outcome = self
@@ -322,11 +251,7 @@ impl Proxy {
                     })
                     .await?;
                 let status = vk::string_of(&outcome.result, "status");
-                let s = Settled {
-                    token: self.query.token(),
-                    pending_ingest: false,
-                };
-                Ok(done("queue", None, status, outcome.replayed, s))
+                ("queue", None, status, outcome.replayed, self.unchanged())
             }
             FollowUpAction::Cancel => {
                 if f.prompt.is_some() {
@@ -340,18 +265,55 @@ impl Proxy {
                     .cancel_queued(session_id)
                     .await
                     .map_err(upstream_error)?;
-                let s = Settled {
-                    token: self.query.token(),
-                    pending_ingest: false,
-                };
-                Ok(done(
-                    "cancel",
-                    None,
-                    vk::string_of(&reply, "status"),
-                    false,
-                    s,
-                ))
+                let status = vk::string_of(&reply, "status");
+                ("cancel", None, status, false, self.unchanged())
             }
+        };
+        Ok(FollowUpDone {
+            action: action.to_string(),
+            session_id,
+            attempt_id,
+            execution_process_id: pid,
+            queue_status: queue,
+            replayed,
+            token: s.token,
+            pending_ingest: s.pending_ingest,
+            freshness: self.query.freshness(),
+        })
+    }
+
+    /// `action=send`: VK starts a process for the prompt; wait until the cache shows it.
+    async fn send_follow_up(
+        &self,
+        f: &FollowUp,
+        session_id: Uuid,
+        attempt_id: Option<Uuid>,
+        request_id: Option<&str>,
+    ) -> Result<(Option<Uuid>, bool, Settled), ToolError> {
+        let body = json!({ "prompt": prompt_of(f)?, "variant": f.variant });
+        let key_payload = json!({ "action": "send", "session_id": session_id, "body": body });
+        let outcome = self
+            .idem
+            .run("follow_up", request_id, &key_payload, || async {
+                self.client
+                    .follow_up(session_id, &body, request_id)
+                    .await
+                    .map_err(upstream_error)
+            })
+            .await?;
+        let pid = vk::uuid_of(&outcome.result, "id");
+        self.nudge(None, attempt_id);
+        let settled = self
+            .settle(|r| pid.is_some_and(|p| r.process(p).ok().flatten().is_some()))
+            .await;
+        Ok((pid, outcome.replayed, settled))
+    }
+
+    /// Nothing to wait for in the cache: the answer is as of now.
+    fn unchanged(&self) -> Settled {
+        Settled {
+            token: self.query.token(),
+            pending_ingest: false,
         }
     }
 
@@ -402,4 +364,76 @@ impl Proxy {
             freshness: self.query.freshness(),
         })
     }
+}
+
+/// The session a follow-up goes to (given, or the attempt's latest) and its attempt.
+fn follow_up_target(reader: &StoreReader, f: &FollowUp) -> Result<(Uuid, Option<Uuid>), ToolError> {
+    match (f.session_id, f.attempt_id) {
+        (Some(s), None) => {
+            let cached = reader.session(s)?.ok_or_else(|| {
+                ToolError::not_found("session", s, "Unknown session_id. Pass the attempt's `attempt_id` instead to use its latest session.")
+            })?;
+            Ok((s, vk::uuid_of(&cached.value, "workspace_id")))
+        }
+        (None, Some(a)) => {
+            if reader.attempt(a)?.is_none() {
+                return Err(ToolError::not_found(
+                    "attempt",
+                    a,
+                    "Unknown attempt_id. Call list_task_attempts to find it.",
+                ));
+            }
+            let sessions = reader.sessions_of_attempt(a)?;
+            let s = latest(&sessions).ok_or_else(|| no_session(a))?;
+            Ok((s.id, Some(a)))
+        }
+        _ => Err(ToolError::ambiguous_target(&["attempt_id", "session_id"])),
+    }
+}
+
+/// The prompt `send` and `queue` need.
+fn prompt_of(f: &FollowUp) -> Result<String, ToolError> {
+    match f.prompt.as_deref().map(str::trim) {
+        Some(p) if !p.is_empty() => Ok(f.prompt.clone().unwrap_or_default()),
+        _ => Err(ToolError::invalid_field(
+            "prompt",
+            "prompt is required for action=send and action=queue.",
+        )),
+    }
+}
+
+/// At least one repo, each of the task's project and with a target branch.
+fn check_repos(
+    reader: &StoreReader,
+    task: &Value,
+    repos: &[(Uuid, String)],
+) -> Result<(), ToolError> {
+    if repos.is_empty() {
+        return Err(ToolError::invalid_field(
+            "repos",
+            "Give at least one {repo_id, target_branch}; list_repos gives the project's repo ids.",
+        ));
+    }
+    if let Some(project) = vk::uuid_of(task, "project_id") {
+        let known: Vec<Uuid> = reader
+            .repos_of_project(project)?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        if let Some((bad, _)) = repos.iter().find(|(r, _)| !known.contains(r)) {
+            return Err(ToolError::invalid_field(
+                "repos",
+                "A repo_id is not a repository of the task's project; call list_repos with the task's project_id.",
+            )
+            .with_details(json!({ "field": "repos", "repo_id": bad })));
+        }
+    }
+    if let Some((r, _)) = repos.iter().find(|(_, b)| b.trim().is_empty()) {
+        return Err(ToolError::invalid_field(
+            "repos",
+            "Every repo needs a non-empty target_branch (e.g. main).",
+        )
+        .with_details(json!({ "field": "repos", "repo_id": r })));
+    }
+    Ok(())
 }

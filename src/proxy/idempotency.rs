@@ -29,6 +29,8 @@ struct Record {
     updated_ms: i64,
 }
 
+/// How long records live; set from `config::Settings` (file `[idempotency]`, or VK's
+/// `VK_IDEMPOTENCY_*_TTL_SECS`).
 #[derive(Debug, Clone, Copy)]
 pub struct IdempotencyTtl {
     pub completed: Duration,
@@ -40,24 +42,6 @@ impl Default for IdempotencyTtl {
         IdempotencyTtl {
             completed: Duration::from_secs(7 * 24 * 3600),
             in_progress: Duration::from_secs(3600),
-        }
-    }
-}
-
-impl IdempotencyTtl {
-    /// From `VK_IDEMPOTENCY_COMPLETED_TTL_SECS` / `VK_IDEMPOTENCY_IN_PROGRESS_TTL_SECS`.
-    pub fn from_env() -> Self {
-        let read = |name: &str, default: Duration| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs)
-                .unwrap_or(default)
-        };
-        let d = IdempotencyTtl::default();
-        IdempotencyTtl {
-            completed: read("VK_IDEMPOTENCY_COMPLETED_TTL_SECS", d.completed),
-            in_progress: read("VK_IDEMPOTENCY_IN_PROGRESS_TTL_SECS", d.in_progress),
         }
     }
 }

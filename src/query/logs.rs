@@ -128,25 +128,7 @@ impl Query {
             ));
         }
         let processes = reader.processes_of_attempt(req.attempt)?;
-        let process: Option<&Stored> = match req.process {
-            Some(pid) => {
-                let p = processes.iter().find(|p| p.id == pid).ok_or_else(|| {
-                    ToolError::not_found(
-                        "execution_process",
-                        pid,
-                        "That execution_process_id is not a process of this attempt; omit it to follow the attempt's latest process.",
-                    )
-                })?;
-                if vk::run_reason(&p.value) == "devserver" {
-                    return Err(ToolError::invalid_field(
-                        "execution_process_id",
-                        "Dev server logs are not cached; omit execution_process_id to read the attempt's agent log.",
-                    ));
-                }
-                Some(p)
-            }
-            None => vk::log_process(&processes),
-        };
+        let process = chosen_process(&processes, req.process)?;
         let limit = req.limit.clamp(1, LOG_PAGE_MAX);
         let mut page = LogPage {
             attempt_id: req.attempt,
@@ -174,66 +156,119 @@ impl Query {
         let ch = req.channel;
         page.latest_entry_index = reader.log_bounds(pid, ch)?.map(|(_, hi)| hi);
         page.log_complete = reader.logs_complete(pid, ch)?;
-        match req.mode {
-            LogMode::Tail | LogMode::Before(_) => {
-                let before = match req.mode {
-                    LogMode::Before(c) => Some(c),
-                    _ => None,
-                };
-                let mut got = reader.log_tail(pid, ch, before, limit + 1)?;
-                if got.len() > limit {
-                    got.remove(0);
-                    page.has_more = true;
-                }
-                page.next_cursor = if page.has_more {
-                    got.first().map(|e| e.index)
-                } else {
-                    None
-                };
-                page.entries = entries(got);
-            }
-            LogMode::After(k) => {
-                // A process none of whose entries existed at `since_token` is new to the client
-                // (a follow-up started it): its `after_entry_index` belonged to the old process.
-                let first = reader.log_range(pid, ch, 0, u64::MAX, 1)?;
-                let new_process = matches!(req.since, Since::After(t) if first.first().is_some_and(|e| e.token > t));
-                page.process_changed = new_process;
-                let from = if new_process { 0 } else { k.saturating_add(1) };
-                let mut got = reader.log_range(pid, ch, from, u64::MAX, limit + 1)?;
-                if got.len() > limit {
-                    got.pop();
-                    page.has_more = true;
-                }
-                page.entries = entries(got);
-            }
-        }
+        read_entries(&reader, pid, &req, limit, &mut page)?;
         if let Since::After(since) = req.since {
-            let shown: std::collections::HashSet<u64> =
-                page.entries.iter().map(|e| e.entry_index).collect();
-            let ceiling = match req.mode {
-                LogMode::After(k) if !page.process_changed => Some(k),
-                _ => None,
-            };
-            for idx in reader.replaced_since(pid, ch, since)? {
-                if page.replaced.len() >= limit {
-                    break;
-                }
-                if shown.contains(&idx) || ceiling.is_some_and(|k| idx > k) {
-                    continue;
-                }
-                if let Some(e) = reader.log_entry(pid, ch, idx)? {
-                    page.replaced.push(LogEntry {
-                        entry_index: e.index,
-                        entry: e.entry,
-                    });
-                }
-            }
+            page.replaced = replaced_entries(&reader, pid, &req, since, limit, &page)?;
             let (earlier, more) = earlier_entries(&reader, &processes, process, ch, since, limit)?;
             page.earlier_process_entries = earlier;
             page.earlier_process_has_more = more;
         }
         Ok(page)
     }
+}
+
+/// The process asked for (a non-dev-server process of the attempt), else the attempt's log
+/// process; none when it has no process yet.
+fn chosen_process(processes: &[Stored], asked: Option<Uuid>) -> Result<Option<&Stored>, ToolError> {
+    let Some(pid) = asked else {
+        return Ok(vk::log_process(processes));
+    };
+    let p = processes.iter().find(|p| p.id == pid).ok_or_else(|| {
+        ToolError::not_found(
+            "execution_process",
+            pid,
+            "That execution_process_id is not a process of this attempt; omit it to follow the attempt's latest process.",
+        )
+    })?;
+    if vk::run_reason(&p.value) == "devserver" {
+        return Err(ToolError::invalid_field(
+            "execution_process_id",
+            "Dev server logs are not cached; omit execution_process_id to read the attempt's agent log.",
+        ));
+    }
+    Ok(Some(p))
+}
+
+/// The page's entries as the mode selects them, with `has_more`, `next_cursor` and
+/// `process_changed`.
+fn read_entries(
+    reader: &crate::store::StoreReader,
+    pid: Uuid,
+    req: &LogRequest,
+    limit: usize,
+    page: &mut LogPage,
+) -> Result<(), ToolError> {
+    let ch = req.channel;
+    match req.mode {
+        LogMode::Tail | LogMode::Before(_) => {
+            let before = match req.mode {
+                LogMode::Before(c) => Some(c),
+                _ => None,
+            };
+            let mut got = reader.log_tail(pid, ch, before, limit + 1)?;
+            if got.len() > limit {
+                got.remove(0);
+                page.has_more = true;
+            }
+            page.next_cursor = if page.has_more {
+                got.first().map(|e| e.index)
+            } else {
+                None
+            };
+            page.entries = entries(got);
+        }
+        LogMode::After(k) => {
+            // A process none of whose entries existed at `since_token` is new to the client
+            // (a follow-up started it): its `after_entry_index` belonged to the old process.
+            let first = reader.log_range(pid, ch, 0, u64::MAX, 1)?;
+            let new_process =
+                matches!(req.since, Since::After(t) if first.first().is_some_and(|e| e.token > t));
+            page.process_changed = new_process;
+            let from = if new_process { 0 } else { k.saturating_add(1) };
+            let mut got = reader.log_range(pid, ch, from, u64::MAX, limit + 1)?;
+            if got.len() > limit {
+                got.pop();
+                page.has_more = true;
+            }
+            page.entries = entries(got);
+        }
+    }
+    Ok(())
+}
+
+/// Entries rewritten in place since `since`, at most `limit`: those the client holds (at or
+/// below its `after_entry_index`) and not already in the page.
+fn replaced_entries(
+    reader: &crate::store::StoreReader,
+    pid: Uuid,
+    req: &LogRequest,
+    since: u64,
+    limit: usize,
+    page: &LogPage,
+) -> Result<Vec<LogEntry>, ToolError> {
+    let ch = req.channel;
+    let shown: std::collections::HashSet<u64> =
+        page.entries.iter().map(|e| e.entry_index).collect();
+    let ceiling = match req.mode {
+        LogMode::After(k) if !page.process_changed => Some(k),
+        _ => None,
+    };
+    let mut replaced = Vec::new();
+    for idx in reader.replaced_since(pid, ch, since)? {
+        if replaced.len() >= limit {
+            break;
+        }
+        if shown.contains(&idx) || ceiling.is_some_and(|k| idx > k) {
+            continue;
+        }
+        if let Some(e) = reader.log_entry(pid, ch, idx)? {
+            replaced.push(LogEntry {
+                entry_index: e.index,
+                entry: e.entry,
+            });
+        }
+    }
+    Ok(replaced)
 }
 
 /// Entries appended after `since` by relevant processes created before `current`, oldest process

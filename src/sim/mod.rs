@@ -5,6 +5,7 @@
 
 mod bus;
 mod core;
+pub mod demo;
 mod http;
 mod idempotency;
 mod logs;

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use uuid::Uuid;
-use vk_observer::daemon::{Daemon, DaemonOptions};
+use vk_observer::config::{McpSettings, Settings};
+use vk_observer::daemon::Daemon;
 use vk_observer::ingest::IngestConfig;
 use vk_observer::sim::{Sim, SimConfig, Truth};
 use vk_observer::store::Store;
@@ -48,7 +49,7 @@ pub async fn daemon_reopen(sim: &Sim, dir: &std::path::Path) -> Daemon {
     let start = Instant::now();
     loop {
         let url = sim.base_url();
-        let r = Daemon::start(options(&url, dir, Default::default())).await;
+        let r = Daemon::start(valid(settings(&url, dir, Default::default())), None).await;
         match r {
             Ok(d) => return d,
             Err(e)
@@ -62,34 +63,25 @@ pub async fn daemon_reopen(sim: &Sim, dir: &std::path::Path) -> Daemon {
 }
 
 /// A daemon with its own `/mcp` exposure settings (token, limits).
-pub async fn daemon_with(
-    sim: &Sim,
-    dir: &std::path::Path,
-    mcp: vk_observer::config::McpSettings,
-) -> Daemon {
-    let url = sim.base_url();
-    Daemon::start(options(&url, dir, mcp))
-        .await
-        .expect("daemon starts")
+pub async fn daemon_with(sim: &Sim, dir: &std::path::Path, mcp: McpSettings) -> Daemon {
+    let s = settings(&sim.base_url(), dir, mcp);
+    Daemon::start(valid(s), None).await.expect("daemon starts")
 }
 
-/// Options of a test daemon: loopback on a free port, fast reconnects, default retention.
-pub fn options<'a>(
-    upstream: &'a str,
-    dir: &'a std::path::Path,
-    mcp: vk_observer::config::McpSettings,
-) -> DaemonOptions<'a> {
-    DaemonOptions {
-        upstream,
-        upstream_token: None,
+/// Settings of a test daemon: loopback on a free port, fast reconnects, default retention.
+pub fn settings(upstream: &str, dir: &std::path::Path, mcp: McpSettings) -> Settings {
+    Settings {
+        upstream: upstream.to_string(),
         listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir,
-        retention: Default::default(),
+        data_dir: dir.to_path_buf(),
         ingest: fast_ingest(),
-        metrics: None,
         mcp,
-        idempotency: Default::default(),
+        ..Settings::default()
     }
+}
+
+fn valid(s: Settings) -> vk_observer::config::ValidSettings {
+    s.validate().expect("test settings are valid")
 }
 
 fn by_id(items: Vec<vk_observer::store::reader::Stored>) -> BTreeMap<Uuid, Value> {

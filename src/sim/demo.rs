@@ -1,0 +1,73 @@
+//! The script `vk-observer demo` plays: a daemon beside the simulator, and a new simulated task
+//! with one attempt (editing one file) every few seconds, so a newcomer sees the tools work
+//! without a VK install.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{AttemptScript, Sim, SimConfig, SimFile};
+use crate::config::{self, FileConfig, SettingsArgs};
+use crate::daemon::Daemon;
+
+/// Run the demo until `stop` resolves. `flags` are the daemon's settings (the upstream is the
+/// simulator; no data dir means a fresh temporary one); `every` is the pause between attempts.
+pub async fn run(
+    mut flags: SettingsArgs,
+    every: Duration,
+    metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    stop: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let sim = Sim::start(SimConfig {
+        step_delay: Duration::from_millis(300),
+        ..SimConfig::default()
+    })
+    .await?;
+    let project = sim.add_project("Demo", &["demo"]);
+    flags.upstream = Some(sim.base_url());
+    flags.data_dir.get_or_insert_with(demo_data_dir);
+    let settings = config::resolve(&flags, FileConfig::default())?;
+    let dir = settings.data_dir.clone();
+    let daemon = Daemon::start(settings, metrics).await?;
+    eprintln!(
+        "vk-observer demo: simulated VK at {} · daemon at http://{} · cache in {}",
+        sim.base_url(),
+        daemon.addr,
+        dir.display()
+    );
+    let script = tokio::spawn(play(sim.clone(), project, every));
+    stop.await;
+    script.abort();
+    daemon.shutdown().await;
+    sim.shutdown().await;
+    Ok(())
+}
+
+/// Task `n`, attempt, pause, task `n + 1`, … until aborted.
+async fn play(sim: Sim, project: uuid::Uuid, every: Duration) {
+    for n in 1u64.. {
+        let task = sim.add_task(
+            project,
+            &format!("Demo task {n}"),
+            Some("Scripted by the simulator."),
+        );
+        let files = vec![SimFile {
+            repo: "demo".into(),
+            path: format!("src/demo_{n}.rs"),
+            change: "added".into(),
+            additions: 3,
+            deletions: 0,
+            content: format!("// demo {n}\nfn main() {{}}\n"),
+        }];
+        let script = AttemptScript {
+            files,
+            ..AttemptScript::default()
+        };
+        sim.run_attempt_script(task, script).await;
+        tokio::time::sleep(every).await;
+    }
+}
+
+fn demo_data_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("vk-observer-demo-{}", std::process::id()))
+}
