@@ -8,7 +8,7 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use vk_observer::daemon::{Daemon, DaemonOptions};
+use vk_observer::daemon::Daemon;
 use vk_observer::health::UpstreamState;
 use vk_observer::ingest::IngestConfig;
 use vk_observer::query::Query;
@@ -28,16 +28,16 @@ async fn quiet_sim() -> Sim {
 }
 
 async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
-    let url = sim.base_url();
-    let options = DaemonOptions {
+    let settings = vk_observer::config::Settings {
         ingest: IngestConfig {
             stall_after: STALL,
             ws_stall_after: STALL,
             ..support::fast_ingest()
         },
-        ..support::options(&url, dir, Default::default())
+        ..support::settings(&sim.base_url(), dir, Default::default())
     };
-    Daemon::start(options).await.expect("daemon starts")
+    let valid = settings.validate().expect("valid settings");
+    Daemon::start(valid, None).await.expect("daemon starts")
 }
 
 /// A board with a few tasks and one finished attempt, fully cached.
