@@ -30,8 +30,9 @@ use super::backoff::Reconnect;
 use super::signal::Signal;
 use crate::store::events::{Channel, DomainEvent};
 use crate::store::writer::Queued;
-use crate::upstream::wire::{LogFrame, ProcessFacts};
+use crate::upstream::wire::LogFrame;
 use crate::upstream::ws::{self, WsEnd};
+use crate::vk::ProcessFacts;
 
 enum State {
     Connecting,

@@ -16,8 +16,9 @@ use super::backoff::Reconnect;
 use super::materialize::{Change, Materializer};
 use super::signal::Signal;
 use crate::store::events::DomainEvent;
-use crate::upstream::wire::{PatchFrame, ProcessFacts};
+use crate::upstream::wire::PatchFrame;
 use crate::upstream::ws::{self, WsEnd};
+use crate::vk::ProcessFacts;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjectStream {
@@ -190,7 +191,7 @@ impl ObjectFollower {
         let all = || doc.objects().cloned().collect::<Vec<Value>>();
         let ids = || {
             doc.objects()
-                .filter_map(crate::store::events::object_id)
+                .filter_map(crate::vk::object_id)
                 .collect::<Vec<Uuid>>()
         };
         match self.stream {

@@ -96,13 +96,7 @@ fn num(v: &Value, f: &str) -> Option<u64> {
 
 impl Proxy {
     fn known_attempt(&self, attempt: Uuid) -> Result<(), ToolError> {
-        if self.query.read().attempt(attempt)?.is_none() {
-            return Err(ToolError::not_found(
-                "attempt",
-                attempt,
-                "Unknown attempt_id. Call list_task_attempts to find it.",
-            ));
-        }
+        crate::query::target::attempt(&self.query.read(), attempt)?;
         Ok(())
     }
 

@@ -10,9 +10,9 @@ use uuid::Uuid;
 use super::{Proxy, Settled, upstream_error};
 use crate::query::Freshness;
 use crate::query::status::{AttemptState, AttemptStatus, attempt_status};
-use crate::query::transcript::no_session;
-use crate::query::vk::{self, latest};
+use crate::query::target::{self, SessionTarget};
 use crate::tool_error::ToolError;
+use crate::vk;
 
 /// Answer of `start_task_attempt`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -243,27 +243,15 @@ impl Proxy {
         request_id: Option<&str>,
     ) -> Result<FollowUpDone, ToolError> {
         let reader = self.query.read();
-        let (session_id, attempt_id) = match (f.session_id, f.attempt_id) {
-            (Some(s), None) => {
-                let cached = reader.session(s)?.ok_or_else(|| {
-                    ToolError::not_found("session", s, "Unknown session_id. Pass the attempt's `attempt_id` instead to use its latest session.")
-                })?;
-                (s, vk::uuid_of(&cached.value, "workspace_id"))
-            }
-            (None, Some(a)) => {
-                if reader.attempt(a)?.is_none() {
-                    return Err(ToolError::not_found(
-                        "attempt",
-                        a,
-                        "Unknown attempt_id. Call list_task_attempts to find it.",
-                    ));
-                }
-                let sessions = reader.sessions_of_attempt(a)?;
-                let s = latest(&sessions).ok_or_else(|| no_session(a))?;
-                (s.id, Some(a))
-            }
-            _ => return Err(ToolError::ambiguous_target(&["attempt_id", "session_id"])),
+        let Some(to) = SessionTarget::from_ids(f.session_id, f.attempt_id) else {
+            return Err(ToolError::ambiguous_target(&["attempt_id", "session_id"]));
         };
+        let session = target::session(&reader, to)?;
+        let attempt_id = match to {
+            SessionTarget::Attempt(a) => Some(a),
+            SessionTarget::Session(_) => vk::uuid_of(&session.value, "workspace_id"),
+        };
+        let session_id = session.id;
         let prompt = || -> Result<String, ToolError> {
             match f.prompt.as_deref().map(str::trim) {
                 Some(p) if !p.is_empty() => Ok(f.prompt.clone().unwrap_or_default()),
@@ -360,13 +348,9 @@ impl Proxy {
         attempt_id: Uuid,
         force: bool,
     ) -> Result<AttemptStopped, ToolError> {
-        let before = self.status_of(attempt_id)?.ok_or_else(|| {
-            ToolError::not_found(
-                "attempt",
-                attempt_id,
-                "Unknown attempt_id. Call list_task_attempts to find it.",
-            )
-        })?;
+        let before = self
+            .status_of(attempt_id)?
+            .ok_or_else(|| ToolError::unknown_attempt(attempt_id))?;
         let was_running = before.state == AttemptState::Running;
         if !was_running && !force {
             return Ok(AttemptStopped {

@@ -8,9 +8,10 @@ use uuid::Uuid;
 
 use super::{Proxy, upstream_error};
 use crate::query::Freshness;
+use crate::query::target;
 use crate::query::tasks::{TaskStatus, TaskSummary, task_summary};
-use crate::query::vk;
 use crate::tool_error::ToolError;
+use crate::vk;
 
 /// Answer of `create_task` and `update_task`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -69,13 +70,7 @@ impl Proxy {
                 "title must not be empty.",
             ));
         }
-        if self.query.read().project(t.project_id)?.is_none() {
-            return Err(ToolError::not_found(
-                "project",
-                t.project_id,
-                "Unknown project_id. Call list_projects and use one of its `project_id` values.",
-            ));
-        }
+        target::project(&self.query.read(), t.project_id)?;
         let body = json!({
             "project_id": t.project_id,
             "title": t.title,

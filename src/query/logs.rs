@@ -9,11 +9,11 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use super::vk::{self, relevant_oldest_first};
 use super::{Freshness, Query, Since};
 use crate::store::keys::Channel;
 use crate::store::reader::{Stored, StoredEntry};
 use crate::tool_error::ToolError;
+use crate::vk::{self, RunReason, relevant_oldest_first};
 
 pub const LOG_PAGE_DEFAULT: usize = 50;
 pub const LOG_PAGE_MAX: usize = 500;
@@ -120,13 +120,7 @@ impl Query {
     pub fn tail_logs(&self, req: LogRequest) -> Result<LogPage, ToolError> {
         let token = self.token();
         let reader = self.read();
-        if reader.attempt(req.attempt)?.is_none() {
-            return Err(ToolError::not_found(
-                "attempt",
-                req.attempt,
-                "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
-            ));
-        }
+        super::target::attempt(&reader, req.attempt)?;
         let processes = reader.processes_of_attempt(req.attempt)?;
         let process: Option<&Stored> = match req.process {
             Some(pid) => {
@@ -137,7 +131,7 @@ impl Query {
                         "That execution_process_id is not a process of this attempt; omit it to follow the attempt's latest process.",
                     )
                 })?;
-                if vk::run_reason(&p.value) == "devserver" {
+                if RunReason::DevServer.is(vk::run_reason(&p.value)) {
                     return Err(ToolError::invalid_field(
                         "execution_process_id",
                         "Dev server logs are not cached; omit execution_process_id to read the attempt's agent log.",
