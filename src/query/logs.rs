@@ -9,11 +9,13 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use super::target;
 use super::{Freshness, Query, Since};
+use crate::store::StoreReader;
 use crate::store::keys::Channel;
 use crate::store::reader::{Stored, StoredEntry};
 use crate::tool_error::ToolError;
-use crate::vk::{self, RunReason, relevant_oldest_first};
+use crate::vk::{self, relevant_oldest_first};
 
 pub const LOG_PAGE_DEFAULT: usize = 50;
 pub const LOG_PAGE_MAX: usize = 500;
@@ -120,27 +122,9 @@ impl Query {
     pub fn tail_logs(&self, req: LogRequest) -> Result<LogPage, ToolError> {
         let token = self.token();
         let reader = self.read();
-        super::target::attempt(&reader, req.attempt)?;
+        target::attempt(&reader, req.attempt)?;
         let processes = reader.processes_of_attempt(req.attempt)?;
-        let process: Option<&Stored> = match req.process {
-            Some(pid) => {
-                let p = processes.iter().find(|p| p.id == pid).ok_or_else(|| {
-                    ToolError::not_found(
-                        "execution_process",
-                        pid,
-                        "That execution_process_id is not a process of this attempt; omit it to follow the attempt's latest process.",
-                    )
-                })?;
-                if RunReason::DevServer.is(vk::run_reason(&p.value)) {
-                    return Err(ToolError::invalid_field(
-                        "execution_process_id",
-                        "Dev server logs are not cached; omit execution_process_id to read the attempt's agent log.",
-                    ));
-                }
-                Some(p)
-            }
-            None => vk::log_process(&processes),
-        };
+        let process = target::log_process(&processes, req.process)?;
         let limit = req.limit.clamp(1, LOG_PAGE_MAX);
         let mut page = LogPage {
             attempt_id: req.attempt,
@@ -168,60 +152,9 @@ impl Query {
         let ch = req.channel;
         page.latest_entry_index = reader.log_bounds(pid, ch)?.map(|(_, hi)| hi);
         page.log_complete = reader.logs_complete(pid, ch)?;
-        match req.mode {
-            LogMode::Tail | LogMode::Before(_) => {
-                let before = match req.mode {
-                    LogMode::Before(c) => Some(c),
-                    _ => None,
-                };
-                let mut got = reader.log_tail(pid, ch, before, limit + 1)?;
-                if got.len() > limit {
-                    got.remove(0);
-                    page.has_more = true;
-                }
-                page.next_cursor = if page.has_more {
-                    got.first().map(|e| e.index)
-                } else {
-                    None
-                };
-                page.entries = entries(got);
-            }
-            LogMode::After(k) => {
-                // A process none of whose entries existed at `since_token` is new to the client
-                // (a follow-up started it): its `after_entry_index` belonged to the old process.
-                let first = reader.log_range(pid, ch, 0, u64::MAX, 1)?;
-                let new_process = matches!(req.since, Since::After(t) if first.first().is_some_and(|e| e.token > t));
-                page.process_changed = new_process;
-                let from = if new_process { 0 } else { k.saturating_add(1) };
-                let mut got = reader.log_range(pid, ch, from, u64::MAX, limit + 1)?;
-                if got.len() > limit {
-                    got.pop();
-                    page.has_more = true;
-                }
-                page.entries = entries(got);
-            }
-        }
+        read_page(&reader, &mut page, pid, &req, limit)?;
         if let Since::After(since) = req.since {
-            let shown: std::collections::HashSet<u64> =
-                page.entries.iter().map(|e| e.entry_index).collect();
-            let ceiling = match req.mode {
-                LogMode::After(k) if !page.process_changed => Some(k),
-                _ => None,
-            };
-            for idx in reader.replaced_since(pid, ch, since)? {
-                if page.replaced.len() >= limit {
-                    break;
-                }
-                if shown.contains(&idx) || ceiling.is_some_and(|k| idx > k) {
-                    continue;
-                }
-                if let Some(e) = reader.log_entry(pid, ch, idx)? {
-                    page.replaced.push(LogEntry {
-                        entry_index: e.index,
-                        entry: e.entry,
-                    });
-                }
-            }
+            page.replaced = replaced_entries(&reader, &page, pid, &req, since, limit)?;
             let (earlier, more) = earlier_entries(&reader, &processes, process, ch, since, limit)?;
             page.earlier_process_entries = earlier;
             page.earlier_process_has_more = more;
@@ -230,10 +163,90 @@ impl Query {
     }
 }
 
+/// Fill `entries`, `has_more`, `next_cursor` and `process_changed` of `page` for the mode.
+fn read_page(
+    reader: &StoreReader,
+    page: &mut LogPage,
+    pid: Uuid,
+    req: &LogRequest,
+    limit: usize,
+) -> Result<(), ToolError> {
+    let ch = req.channel;
+    match req.mode {
+        LogMode::Tail | LogMode::Before(_) => {
+            let before = match req.mode {
+                LogMode::Before(c) => Some(c),
+                _ => None,
+            };
+            let mut got = reader.log_tail(pid, ch, before, limit + 1)?;
+            if got.len() > limit {
+                got.remove(0);
+                page.has_more = true;
+            }
+            page.next_cursor = if page.has_more {
+                got.first().map(|e| e.index)
+            } else {
+                None
+            };
+            page.entries = entries(got);
+        }
+        LogMode::After(k) => {
+            // A process none of whose entries existed at `since_token` is new to the client
+            // (a follow-up started it): its `after_entry_index` belonged to the old process.
+            let first = reader.log_range(pid, ch, 0, u64::MAX, 1)?;
+            let new_process =
+                matches!(req.since, Since::After(t) if first.first().is_some_and(|e| e.token > t));
+            page.process_changed = new_process;
+            let from = if new_process { 0 } else { k.saturating_add(1) };
+            let mut got = reader.log_range(pid, ch, from, u64::MAX, limit + 1)?;
+            if got.len() > limit {
+                got.pop();
+                page.has_more = true;
+            }
+            page.entries = entries(got);
+        }
+    }
+    Ok(())
+}
+
+/// Entries of this process replaced in place since `since` that the client holds (not on this
+/// page, and at or below its `after_entry_index`), at most `limit`.
+fn replaced_entries(
+    reader: &StoreReader,
+    page: &LogPage,
+    pid: Uuid,
+    req: &LogRequest,
+    since: u64,
+    limit: usize,
+) -> Result<Vec<LogEntry>, ToolError> {
+    let shown: std::collections::HashSet<u64> =
+        page.entries.iter().map(|e| e.entry_index).collect();
+    let ceiling = match req.mode {
+        LogMode::After(k) if !page.process_changed => Some(k),
+        _ => None,
+    };
+    let mut replaced = Vec::new();
+    for idx in reader.replaced_since(pid, req.channel, since)? {
+        if replaced.len() >= limit {
+            break;
+        }
+        if shown.contains(&idx) || ceiling.is_some_and(|k| idx > k) {
+            continue;
+        }
+        if let Some(e) = reader.log_entry(pid, req.channel, idx)? {
+            replaced.push(LogEntry {
+                entry_index: e.index,
+                entry: e.entry,
+            });
+        }
+    }
+    Ok(replaced)
+}
+
 /// Entries appended after `since` by relevant processes created before `current`, oldest process
 /// first. Appends carry increasing tokens, so a backward scan stops at the first older entry.
 fn earlier_entries(
-    reader: &crate::store::StoreReader,
+    reader: &StoreReader,
     processes: &[Stored],
     current: &Stored,
     ch: Channel,

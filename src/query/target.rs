@@ -1,7 +1,8 @@
 //! Target resolution, written once for every tool: how the ids an agent passes become the
 //! cached objects a read or a mutation acts on. An attempt id names the attempt or, for
 //! session-scoped tools, the attempt's latest session (VK's "latest": newest `created_at`, id
-//! ascending); an id the cache does not hold is always the same `not_found` envelope (from
+//! ascending), and a log tool's process is the named one or the attempt's log process; an id
+//! the cache does not hold is always the same `not_found` envelope (from
 //! `ToolError::unknown_*`), and an attempt without a session yet is `no_session_yet`.
 //! Query, proxy and MCP resolve through here, so a rule change lands in every tool at once.
 
@@ -10,7 +11,7 @@ use uuid::Uuid;
 use crate::store::StoreReader;
 use crate::store::reader::Stored;
 use crate::tool_error::ToolError;
-use crate::vk;
+use crate::vk::{self, RunReason};
 
 /// What a session-scoped tool (`tail_session_messages`, `follow_up`) targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,32 @@ pub fn project(reader: &StoreReader, id: Uuid) -> Result<Stored, ToolError> {
     reader
         .project(id)?
         .ok_or_else(|| ToolError::unknown_project(id))
+}
+
+/// The process a log tool reads among an attempt's `processes`: the one named (it must be one
+/// of them, and not a dev server: their logs are not cached), else VK's log process of the
+/// attempt (`vk::log_process`); None when the attempt has none yet.
+pub fn log_process(
+    processes: &[Stored],
+    named: Option<Uuid>,
+) -> Result<Option<&Stored>, ToolError> {
+    let Some(pid) = named else {
+        return Ok(vk::log_process(processes));
+    };
+    let p = processes.iter().find(|p| p.id == pid).ok_or_else(|| {
+        ToolError::not_found(
+            "execution_process",
+            pid,
+            "That execution_process_id is not a process of this attempt; omit it to follow the attempt's latest process.",
+        )
+    })?;
+    if RunReason::DevServer.is(vk::run_reason(&p.value)) {
+        return Err(ToolError::invalid_field(
+            "execution_process_id",
+            "Dev server logs are not cached; omit execution_process_id to read the attempt's agent log.",
+        ));
+    }
+    Ok(Some(p))
 }
 
 /// The session a tool acts on: the one named, or the latest session of the attempt named.
