@@ -11,6 +11,8 @@ use super::{Proxy, Settled, upstream_error};
 use crate::query::Freshness;
 use crate::query::status::{AttemptState, AttemptStatus, attempt_status};
 use crate::query::target::{self, SessionTarget};
+use crate::store::StoreReader;
+use crate::store::reader::Stored;
 use crate::tool_error::ToolError;
 use crate::vk;
 
@@ -100,6 +102,63 @@ pub struct FollowUp {
     pub session_id: Option<Uuid>,
 }
 
+/// The repos of a new attempt: at least one, each a repository of the task's project (when the
+/// cache knows the project), each with a target branch; checked here so VK's generic 400 never
+/// reaches the agent.
+fn check_repos(
+    reader: &StoreReader,
+    task: &Stored,
+    repos: &[(Uuid, String)],
+) -> Result<(), ToolError> {
+    if repos.is_empty() {
+        return Err(ToolError::invalid_field(
+            "repos",
+            "Give at least one {repo_id, target_branch}; list_repos gives the project's repo ids.",
+        ));
+    }
+    if let Some(project) = vk::uuid_of(&task.value, "project_id") {
+        let known: Vec<Uuid> = reader
+            .repos_of_project(project)?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        if let Some((bad, _)) = repos.iter().find(|(r, _)| !known.contains(r)) {
+            return Err(ToolError::invalid_field(
+                "repos",
+                "A repo_id is not a repository of the task's project; call list_repos with the task's project_id.",
+            )
+            .with_details(json!({ "field": "repos", "repo_id": bad })));
+        }
+    }
+    if let Some((r, _)) = repos.iter().find(|(_, b)| b.trim().is_empty()) {
+        return Err(ToolError::invalid_field(
+            "repos",
+            "Every repo needs a non-empty target_branch (e.g. main).",
+        )
+        .with_details(json!({ "field": "repos", "repo_id": r })));
+    }
+    Ok(())
+}
+
+/// What one follow-up action did at VK.
+struct ActionDone {
+    pid: Option<Uuid>,
+    queue_status: Option<String>,
+    replayed: bool,
+    settled: Settled,
+}
+
+/// The prompt of `send` and `queue`: required and not blank (sent as given, untrimmed).
+fn required_prompt(f: &FollowUp) -> Result<String, ToolError> {
+    match f.prompt.as_deref().map(str::trim) {
+        Some(p) if !p.is_empty() => Ok(f.prompt.clone().unwrap_or_default()),
+        _ => Err(ToolError::invalid_field(
+            "prompt",
+            "prompt is required for action=send and action=queue.",
+        )),
+    }
+}
+
 impl Proxy {
     fn status_of(&self, attempt: Uuid) -> Result<Option<AttemptStatus>, ToolError> {
         let reader = self.query.read();
@@ -138,6 +197,31 @@ impl Proxy {
         Ok(())
     }
 
+    /// `reuse_running_attempt`: an attempt of the task already running, answered as started.
+    fn running_attempt(
+        &self,
+        reader: &StoreReader,
+        task_id: Uuid,
+    ) -> Result<Option<AttemptStarted>, ToolError> {
+        let epoch = self.query.store.epoch();
+        for a in reader.attempts_of_task(task_id)? {
+            let st = attempt_status(reader, a.id, reader.attempt_token(a.id)?, epoch)?;
+            if let Some(st) = st.filter(|st| st.state == AttemptState::Running) {
+                return Ok(Some(AttemptStarted {
+                    attempt_id: a.id,
+                    task_id,
+                    reused: true,
+                    replayed: false,
+                    status: Some(st),
+                    token: self.query.token(),
+                    pending_ingest: false,
+                    freshness: self.query.freshness(),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
     pub async fn start_attempt(
         &self,
         s: StartAttempt,
@@ -152,51 +236,12 @@ impl Proxy {
             )
         })?;
         if s.reuse_running_attempt {
-            let epoch = self.query.store.epoch();
-            for a in reader.attempts_of_task(s.task_id)? {
-                let st = attempt_status(&reader, a.id, reader.attempt_token(a.id)?, epoch)?;
-                if let Some(st) = st.filter(|st| st.state == AttemptState::Running) {
-                    return Ok(AttemptStarted {
-                        attempt_id: a.id,
-                        task_id: s.task_id,
-                        reused: true,
-                        replayed: false,
-                        status: Some(st),
-                        token: self.query.token(),
-                        pending_ingest: false,
-                        freshness: self.query.freshness(),
-                    });
-                }
+            if let Some(running) = self.running_attempt(&reader, s.task_id)? {
+                return Ok(running);
             }
         }
         self.check_executor(&s.executor, s.variant.as_deref())?;
-        if s.repos.is_empty() {
-            return Err(ToolError::invalid_field(
-                "repos",
-                "Give at least one {repo_id, target_branch}; list_repos gives the project's repo ids.",
-            ));
-        }
-        if let Some(project) = vk::uuid_of(&task.value, "project_id") {
-            let known: Vec<Uuid> = reader
-                .repos_of_project(project)?
-                .into_iter()
-                .map(|r| r.id)
-                .collect();
-            if let Some((bad, _)) = s.repos.iter().find(|(r, _)| !known.contains(r)) {
-                return Err(ToolError::invalid_field(
-                    "repos",
-                    "A repo_id is not a repository of the task's project; call list_repos with the task's project_id.",
-                )
-                .with_details(json!({ "field": "repos", "repo_id": bad })));
-            }
-        }
-        if let Some((r, _)) = s.repos.iter().find(|(_, b)| b.trim().is_empty()) {
-            return Err(ToolError::invalid_field(
-                "repos",
-                "Every repo needs a non-empty target_branch (e.g. main).",
-            )
-            .with_details(json!({ "field": "repos", "repo_id": r })));
-        }
+        check_repos(&reader, &task, &s.repos)?;
         let body = json!({
             "task_id": s.task_id,
             "executor_profile_id": { "executor": s.executor, "variant": s.variant },
@@ -237,109 +282,134 @@ impl Proxy {
         })
     }
 
+    /// The session a follow-up goes to, and its attempt (the one named, else the session's).
+    fn follow_up_target(&self, f: &FollowUp) -> Result<(Uuid, Option<Uuid>), ToolError> {
+        let Some(to) = SessionTarget::from_ids(f.session_id, f.attempt_id) else {
+            return Err(ToolError::ambiguous_target(&["attempt_id", "session_id"]));
+        };
+        let session = target::session(&self.query.read(), to)?;
+        let attempt_id = match to {
+            SessionTarget::Attempt(a) => Some(a),
+            SessionTarget::Session(_) => vk::uuid_of(&session.value, "workspace_id"),
+        };
+        Ok((session.id, attempt_id))
+    }
+
     pub async fn follow_up(
         &self,
         f: FollowUp,
         request_id: Option<&str>,
     ) -> Result<FollowUpDone, ToolError> {
-        let reader = self.query.read();
-        let Some(to) = SessionTarget::from_ids(f.session_id, f.attempt_id) else {
-            return Err(ToolError::ambiguous_target(&["attempt_id", "session_id"]));
+        let (session_id, attempt_id) = self.follow_up_target(&f)?;
+        let (action, done) = match f.action {
+            FollowUpAction::Send => (
+                "send",
+                self.send_prompt(session_id, attempt_id, &f, request_id)
+                    .await?,
+            ),
+            FollowUpAction::Queue => (
+                "queue",
+                self.queue_prompt(session_id, &f, request_id).await?,
+            ),
+            FollowUpAction::Cancel => ("cancel", self.cancel_queued(session_id, &f).await?),
         };
-        let session = target::session(&reader, to)?;
-        let attempt_id = match to {
-            SessionTarget::Attempt(a) => Some(a),
-            SessionTarget::Session(_) => vk::uuid_of(&session.value, "workspace_id"),
-        };
-        let session_id = session.id;
-        let prompt = || -> Result<String, ToolError> {
-            match f.prompt.as_deref().map(str::trim) {
-                Some(p) if !p.is_empty() => Ok(f.prompt.clone().unwrap_or_default()),
-                _ => Err(ToolError::invalid_field(
-                    "prompt",
-                    "prompt is required for action=send and action=queue.",
-                )),
-            }
-        };
-        let done =
-            |action: &str, pid: Option<Uuid>, queue: Option<String>, replayed: bool, s: Settled| {
-                FollowUpDone {
-                    action: action.to_string(),
-                    session_id,
-                    attempt_id,
-                    execution_process_id: pid,
-                    queue_status: queue,
-                    replayed,
-                    token: s.token,
-                    pending_ingest: s.pending_ingest,
-                    freshness: self.query.freshness(),
-                }
-            };
-        match f.action {
-            FollowUpAction::Send => {
-                let body = json!({ "prompt": prompt()?, "variant": f.variant });
-                let key_payload =
-                    json!({ "action": "send", "session_id": session_id, "body": body });
-                let outcome = self
-                    .idem
-                    .run("follow_up", request_id, &key_payload, || async {
-                        self.client
-                            .follow_up(session_id, &body, request_id)
-                            .await
-                            .map_err(upstream_error)
-                    })
-                    .await?;
-                let pid = vk::uuid_of(&outcome.result, "id");
-                self.nudge(None, attempt_id);
-                let settled = self
-                    .settle(|r| pid.is_some_and(|p| r.process(p).ok().flatten().is_some()))
-                    .await;
-                Ok(done("send", pid, None, outcome.replayed, settled))
-            }
-            FollowUpAction::Queue => {
-                let body = json!({ "message": prompt()?, "variant": f.variant });
-                let key_payload =
-                    json!({ "action": "queue", "session_id": session_id, "body": body });
-                let outcome = self
-                    .idem
-                    .run("follow_up", request_id, &key_payload, || async {
-                        self.client
-                            .queue_message(session_id, &body, request_id)
-                            .await
-                            .map_err(upstream_error)
-                    })
-                    .await?;
-                let status = vk::string_of(&outcome.result, "status");
-                let s = Settled {
-                    token: self.query.token(),
-                    pending_ingest: false,
-                };
-                Ok(done("queue", None, status, outcome.replayed, s))
-            }
-            FollowUpAction::Cancel => {
-                if f.prompt.is_some() {
-                    return Err(ToolError::invalid_field(
-                        "prompt",
-                        "action=cancel takes no prompt; it cancels the queued message.",
-                    ));
-                }
-                let reply = self
-                    .client
-                    .cancel_queued(session_id)
+        Ok(FollowUpDone {
+            action: action.to_string(),
+            session_id,
+            attempt_id,
+            execution_process_id: done.pid,
+            queue_status: done.queue_status,
+            replayed: done.replayed,
+            token: done.settled.token,
+            pending_ingest: done.settled.pending_ingest,
+            freshness: self.query.freshness(),
+        })
+    }
+
+    /// `action=send`: the prompt starts a coding-agent process on the session at once.
+    async fn send_prompt(
+        &self,
+        session_id: Uuid,
+        attempt_id: Option<Uuid>,
+        f: &FollowUp,
+        request_id: Option<&str>,
+    ) -> Result<ActionDone, ToolError> {
+        let body = json!({ "prompt": required_prompt(f)?, "variant": f.variant });
+        let key_payload = json!({ "action": "send", "session_id": session_id, "body": body });
+        let outcome = self
+            .idem
+            .run("follow_up", request_id, &key_payload, || async {
+                self.client
+                    .follow_up(session_id, &body, request_id)
                     .await
-                    .map_err(upstream_error)?;
-                let s = Settled {
-                    token: self.query.token(),
-                    pending_ingest: false,
-                };
-                Ok(done(
-                    "cancel",
-                    None,
-                    vk::string_of(&reply, "status"),
-                    false,
-                    s,
-                ))
-            }
+                    .map_err(upstream_error)
+            })
+            .await?;
+        let pid = vk::uuid_of(&outcome.result, "id");
+        self.nudge(None, attempt_id);
+        let settled = self
+            .settle(|r| pid.is_some_and(|p| r.process(p).ok().flatten().is_some()))
+            .await;
+        Ok(ActionDone {
+            pid,
+            queue_status: None,
+            replayed: outcome.replayed,
+            settled,
+        })
+    }
+
+    /// `action=queue`: VK holds the message until the session's running process ends.
+    async fn queue_prompt(
+        &self,
+        session_id: Uuid,
+        f: &FollowUp,
+        request_id: Option<&str>,
+    ) -> Result<ActionDone, ToolError> {
+        let body = json!({ "message": required_prompt(f)?, "variant": f.variant });
+        let key_payload = json!({ "action": "queue", "session_id": session_id, "body": body });
+        let outcome = self
+            .idem
+            .run("follow_up", request_id, &key_payload, || async {
+                self.client
+                    .queue_message(session_id, &body, request_id)
+                    .await
+                    .map_err(upstream_error)
+            })
+            .await?;
+        Ok(ActionDone {
+            pid: None,
+            queue_status: vk::string_of(&outcome.result, "status"),
+            replayed: outcome.replayed,
+            settled: self.unsettled(),
+        })
+    }
+
+    /// `action=cancel`: drop the queued message (nothing is cached about the queue).
+    async fn cancel_queued(&self, session_id: Uuid, f: &FollowUp) -> Result<ActionDone, ToolError> {
+        if f.prompt.is_some() {
+            return Err(ToolError::invalid_field(
+                "prompt",
+                "action=cancel takes no prompt; it cancels the queued message.",
+            ));
+        }
+        let reply = self
+            .client
+            .cancel_queued(session_id)
+            .await
+            .map_err(upstream_error)?;
+        Ok(ActionDone {
+            pid: None,
+            queue_status: vk::string_of(&reply, "status"),
+            replayed: false,
+            settled: self.unsettled(),
+        })
+    }
+
+    /// The answer of an action that changes nothing the cache holds: nothing to wait for.
+    fn unsettled(&self) -> Settled {
+        Settled {
+            token: self.query.token(),
+            pending_ingest: false,
         }
     }
 
