@@ -94,6 +94,49 @@ fn num(v: &Value, f: &str) -> Option<u64> {
     v.get(f).and_then(Value::as_u64)
 }
 
+/// Why a patch request is refused before VK is asked: `Err` for a malformed `paths`,
+/// `Some((reason, hint))` for a guard the answer reports as `blocked`.
+fn patch_refusal(
+    paths: &[String],
+    max_bytes: u64,
+) -> Result<Option<(&'static str, &'static str)>, ToolError> {
+    if paths.is_empty() {
+        return Err(ToolError::invalid_field(
+            "paths",
+            "Give 1 to 100 paths (`<repo>/<path>`) from get_attempt_changes.",
+        ));
+    }
+    if paths.iter().any(|p| p.is_empty() || p.len() > MAX_PATH_LEN) {
+        return Err(ToolError::invalid_field(
+            "paths",
+            "Every path must be 1 to 4096 bytes: `<repo>/<path>` from get_attempt_changes.",
+        ));
+    }
+    if paths.len() > PATCH_MAX_PATHS {
+        return Ok(Some((
+            "too_many_paths",
+            "At most 100 paths per call; split the list into several calls.",
+        )));
+    }
+    if max_bytes > PATCH_MAX_BYTES {
+        return Ok(Some((
+            "size_exceeded",
+            "max_bytes is at most 2097152; ask for fewer paths per call.",
+        )));
+    }
+    if paths
+        .iter()
+        .any(|p| escapes_workspace(p) || !p.contains('/'))
+    {
+        metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
+        return Ok(Some((
+            "path_outside_workspace",
+            "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
+        )));
+    }
+    Ok(None)
+}
+
 impl Proxy {
     fn known_attempt(&self, attempt: Uuid) -> Result<(), ToolError> {
         crate::query::target::attempt(&self.query.read(), attempt)?;
@@ -171,50 +214,18 @@ impl Proxy {
         max_bytes: u64,
     ) -> Result<PatchText, ToolError> {
         self.known_attempt(attempt)?;
-        if paths.is_empty() {
-            return Err(ToolError::invalid_field(
-                "paths",
-                "Give 1 to 100 paths (`<repo>/<path>`) from get_attempt_changes.",
-            ));
-        }
-        let blocked = |reason: &str, hint: &str| PatchText {
-            attempt_id: attempt,
-            paths: paths.clone(),
-            blocked: true,
-            blocked_reason: Some(reason.to_string()),
-            hint: Some(hint.to_string()),
-            truncated: false,
-            bytes: 0,
-            patch: None,
-            freshness: self.query.freshness(),
-        };
-        if paths.iter().any(|p| p.is_empty() || p.len() > MAX_PATH_LEN) {
-            return Err(ToolError::invalid_field(
-                "paths",
-                "Every path must be 1 to 4096 bytes: `<repo>/<path>` from get_attempt_changes.",
-            ));
-        }
-        if paths.len() > PATCH_MAX_PATHS {
-            return Ok(blocked(
-                "too_many_paths",
-                "At most 100 paths per call; split the list into several calls.",
-            ));
-        }
-        if max_bytes > PATCH_MAX_BYTES {
-            return Ok(blocked(
-                "size_exceeded",
-                "max_bytes is at most 2097152; ask for fewer paths per call.",
-            ));
-        }
-        if paths
-            .iter()
-            .any(|p| escapes_workspace(p) || !p.contains('/'))
-        {
-            metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
-            return Ok(blocked(
-                "path_outside_workspace",
-                "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
-            ));
+        if let Some((reason, hint)) = patch_refusal(&paths, max_bytes)? {
+            return Ok(PatchText {
+                attempt_id: attempt,
+                paths,
+                blocked: true,
+                blocked_reason: Some(reason.to_string()),
+                hint: Some(hint.to_string()),
+                truncated: false,
+                bytes: 0,
+                patch: None,
+                freshness: self.query.freshness(),
+            });
         }
         let body = json!({ "paths": paths, "force": force, "max_bytes": max_bytes.max(1) });
         let v = self
