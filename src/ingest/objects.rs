@@ -188,88 +188,108 @@ impl ObjectFollower {
         doc: &Materializer,
     ) -> (Vec<DomainEvent>, Option<Signal>) {
         let snapshot = changes.contains(&Change::Snapshot);
-        let all = || doc.objects().cloned().collect::<Vec<Value>>();
-        let ids = || {
-            doc.objects()
-                .filter_map(crate::vk::object_id)
-                .collect::<Vec<Uuid>>()
-        };
         match self.stream {
             ObjectStream::Projects => (
-                vec![DomainEvent::ProjectsSnapshot { projects: all() }],
-                Some(Signal::Projects { ids: ids() }),
+                vec![DomainEvent::ProjectsSnapshot {
+                    projects: all_objects(doc),
+                }],
+                Some(Signal::Projects {
+                    ids: object_ids(doc),
+                }),
             ),
-            ObjectStream::Tasks { project_id } => {
-                let mut events = Vec::new();
-                if snapshot {
-                    events.push(DomainEvent::TasksSnapshot {
-                        project_id,
-                        tasks: all(),
-                    });
-                }
-                for c in changes {
-                    match c {
-                        Change::Upsert(id) => {
-                            if let Some(t) = doc.get(id) {
-                                events.push(DomainEvent::TaskUpserted { task: t.clone() });
-                            }
-                        }
-                        Change::Remove(id) => {
-                            events.push(DomainEvent::TaskRemoved { task_id: *id })
-                        }
-                        Change::Snapshot => {}
-                    }
-                }
-                let signal = snapshot.then(|| Signal::TasksSnapshot {
-                    project_id,
-                    task_ids: ids(),
-                });
-                (events, signal)
-            }
+            ObjectStream::Tasks { project_id } => task_events(project_id, snapshot, changes, doc),
             ObjectStream::Processes { attempt_id } => {
-                let mut events = Vec::new();
-                let mut facts = Vec::new();
-                let mut removed = Vec::new();
-                if snapshot {
-                    events.push(DomainEvent::ProcessesSnapshot {
-                        attempt_id,
-                        processes: all(),
-                    });
-                    facts.extend(doc.objects().filter_map(ProcessFacts::from_value));
-                }
-                for c in changes {
-                    match c {
-                        Change::Upsert(id) => {
-                            if let Some(p) = doc.get(id) {
-                                events.push(DomainEvent::ProcessUpserted {
-                                    attempt_id,
-                                    process: p.clone(),
-                                });
-                                facts.extend(ProcessFacts::from_value(p));
-                            }
-                        }
-                        Change::Remove(id) => {
-                            events.push(DomainEvent::ProcessRemoved {
-                                attempt_id,
-                                process_id: *id,
-                            });
-                            removed.push(*id);
-                        }
-                        Change::Snapshot => {}
-                    }
-                }
-                (
-                    events,
-                    Some(Signal::Processes {
-                        attempt_id,
-                        snapshot,
-                        processes: facts,
-                        removed,
-                    }),
-                )
+                process_events(attempt_id, snapshot, changes, doc)
             }
         }
     }
+}
+
+fn all_objects(doc: &Materializer) -> Vec<Value> {
+    doc.objects().cloned().collect()
+}
+
+fn object_ids(doc: &Materializer) -> Vec<Uuid> {
+    doc.objects().filter_map(crate::vk::object_id).collect()
+}
+
+/// Events of a tasks-stream frame; a snapshot also signals the project's full task list.
+fn task_events(
+    project_id: Uuid,
+    snapshot: bool,
+    changes: &[Change],
+    doc: &Materializer,
+) -> (Vec<DomainEvent>, Option<Signal>) {
+    let mut events = Vec::new();
+    if snapshot {
+        events.push(DomainEvent::TasksSnapshot {
+            project_id,
+            tasks: all_objects(doc),
+        });
+    }
+    for c in changes {
+        match c {
+            Change::Upsert(id) => {
+                if let Some(t) = doc.get(id) {
+                    events.push(DomainEvent::TaskUpserted { task: t.clone() });
+                }
+            }
+            Change::Remove(id) => events.push(DomainEvent::TaskRemoved { task_id: *id }),
+            Change::Snapshot => {}
+        }
+    }
+    let signal = snapshot.then(|| Signal::TasksSnapshot {
+        project_id,
+        task_ids: object_ids(doc),
+    });
+    (events, signal)
+}
+
+/// Events of a processes-stream frame, and the process facts the coordinator decides on.
+fn process_events(
+    attempt_id: Uuid,
+    snapshot: bool,
+    changes: &[Change],
+    doc: &Materializer,
+) -> (Vec<DomainEvent>, Option<Signal>) {
+    let mut events = Vec::new();
+    let mut facts = Vec::new();
+    let mut removed = Vec::new();
+    if snapshot {
+        events.push(DomainEvent::ProcessesSnapshot {
+            attempt_id,
+            processes: all_objects(doc),
+        });
+        facts.extend(doc.objects().filter_map(ProcessFacts::from_value));
+    }
+    for c in changes {
+        match c {
+            Change::Upsert(id) => {
+                if let Some(p) = doc.get(id) {
+                    events.push(DomainEvent::ProcessUpserted {
+                        attempt_id,
+                        process: p.clone(),
+                    });
+                    facts.extend(ProcessFacts::from_value(p));
+                }
+            }
+            Change::Remove(id) => {
+                events.push(DomainEvent::ProcessRemoved {
+                    attempt_id,
+                    process_id: *id,
+                });
+                removed.push(*id);
+            }
+            Change::Snapshot => {}
+        }
+    }
+    let signal = Signal::Processes {
+        attempt_id,
+        snapshot,
+        processes: facts,
+        removed,
+    };
+    (events, Some(signal))
 }
 
 enum FrameOutcome {
