@@ -68,6 +68,15 @@ impl ToolError {
         )
     }
 
+    /// A `task_id` the cache does not hold.
+    pub fn unknown_task(id: Uuid) -> Self {
+        ToolError::not_found(
+            "task",
+            id,
+            "Unknown task_id. Call list_tasks with the project's `project_id` to find the task.",
+        )
+    }
+
     /// A `project_id` the cache does not hold.
     pub fn unknown_project(id: Uuid) -> Self {
         ToolError::not_found(

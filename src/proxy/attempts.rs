@@ -228,13 +228,7 @@ impl Proxy {
         request_id: Option<&str>,
     ) -> Result<AttemptStarted, ToolError> {
         let reader = self.query.read();
-        let task = reader.task(s.task_id)?.ok_or_else(|| {
-            ToolError::not_found(
-                "task",
-                s.task_id,
-                "Unknown task_id. Call list_tasks to find the task, or create_task first.",
-            )
-        })?;
+        let task = target::task(&reader, s.task_id)?;
         if s.reuse_running_attempt {
             if let Some(running) = self.running_attempt(&reader, s.task_id)? {
                 return Ok(running);

@@ -99,13 +99,7 @@ impl Proxy {
     }
 
     pub async fn update_task(&self, e: TaskEdit) -> Result<TaskChange, ToolError> {
-        let current = self.query.read().task(e.task_id)?.ok_or_else(|| {
-            ToolError::not_found(
-                "task",
-                e.task_id,
-                "Unknown task_id. Call list_tasks to find the task.",
-            )
-        })?;
+        let current = target::task(&self.query.read(), e.task_id)?;
         if e.title.is_none() && e.description.is_none() && e.status.is_none() {
             return Err(ToolError::invalid_argument(
                 "Nothing to change: pass at least one of title, description, status.",
@@ -144,13 +138,7 @@ impl Proxy {
     }
 
     pub async fn delete_task(&self, task_id: Uuid) -> Result<TaskDeleted, ToolError> {
-        if self.query.read().task(task_id)?.is_none() {
-            return Err(ToolError::not_found(
-                "task",
-                task_id,
-                "Unknown task_id. Call list_tasks to find the task.",
-            ));
-        }
+        target::task(&self.query.read(), task_id)?;
         self.client.delete_task(task_id).await.map_err(|e| {
             let mut err = upstream_error(e);
             if err.code == "conflict" {

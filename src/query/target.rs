@@ -41,6 +41,11 @@ pub fn attempt(reader: &StoreReader, id: Uuid) -> Result<Stored, ToolError> {
         .ok_or_else(|| ToolError::unknown_attempt(id))
 }
 
+/// The cached task, or the unknown-task envelope.
+pub fn task(reader: &StoreReader, id: Uuid) -> Result<Stored, ToolError> {
+    reader.task(id)?.ok_or_else(|| ToolError::unknown_task(id))
+}
+
 /// The cached project, or the unknown-project envelope.
 pub fn project(reader: &StoreReader, id: Uuid) -> Result<Stored, ToolError> {
     reader

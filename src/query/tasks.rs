@@ -203,7 +203,7 @@ impl Query {
     pub fn get_task(&self, id: Uuid, include_attempts: bool) -> Result<TaskDetail, ToolError> {
         let token = self.token();
         let reader = self.read();
-        let task = reader.task(id)?.ok_or_else(|| unknown_task(id))?;
+        let task = super::target::task(&reader, id)?;
         let attempts = if include_attempts {
             Some(attempt_summaries(&reader, id)?)
         } else {
@@ -220,9 +220,7 @@ impl Query {
     pub fn list_task_attempts(&self, task: Uuid) -> Result<AttemptList, ToolError> {
         let token = self.token();
         let reader = self.read();
-        if reader.task(task)?.is_none() {
-            return Err(unknown_task(task));
-        }
+        super::target::task(&reader, task)?;
         let attempts = attempt_summaries(&reader, task)?;
         let latest_attempt_id = attempts.first().map(|a| a.attempt_id);
         let latest_session_id = attempts.first().and_then(|a| a.latest_session_id);
@@ -235,14 +233,6 @@ impl Query {
             freshness: self.freshness(),
         })
     }
-}
-
-fn unknown_task(id: Uuid) -> ToolError {
-    ToolError::not_found(
-        "task",
-        id,
-        "Unknown task_id. Call list_tasks with the project's `project_id` to find the task.",
-    )
 }
 
 fn matches_text(task: &serde_json::Value, needle: &str) -> bool {
