@@ -16,3 +16,4 @@ pub mod query;
 pub mod store;
 pub mod tool_error;
 pub mod upstream;
+pub mod vk;

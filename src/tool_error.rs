@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use crate::store::StoreError;
 
@@ -46,6 +47,53 @@ impl ToolError {
     pub fn not_found(what: &str, id: impl std::fmt::Display, hint: impl Into<String>) -> Self {
         ToolError::new("not_found", false, hint)
             .with_details(json!({ "kind": what, "id": id.to_string() }))
+    }
+
+    /// An `attempt_id` the cache does not hold: the one answer of every tool that targets an
+    /// attempt (read or mutation), so agents see one code, one hint, one detail shape.
+    pub fn unknown_attempt(id: Uuid) -> Self {
+        ToolError::not_found(
+            "attempt",
+            id,
+            "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
+        )
+    }
+
+    /// A `session_id` the cache does not hold.
+    pub fn unknown_session(id: Uuid) -> Self {
+        ToolError::not_found(
+            "session",
+            id,
+            "Unknown session_id. Pass the attempt's `attempt_id` instead to use its latest session.",
+        )
+    }
+
+    /// A `task_id` the cache does not hold.
+    pub fn unknown_task(id: Uuid) -> Self {
+        ToolError::not_found(
+            "task",
+            id,
+            "Unknown task_id. Call list_tasks with the project's `project_id` to find the task.",
+        )
+    }
+
+    /// A `project_id` the cache does not hold.
+    pub fn unknown_project(id: Uuid) -> Self {
+        ToolError::not_found(
+            "project",
+            id,
+            "Unknown project_id. Call list_projects and use one of its `project_id` values.",
+        )
+    }
+
+    /// The attempt exists but VK has not created its first session yet (retryable: it will).
+    pub fn no_session_yet(attempt: Uuid) -> Self {
+        ToolError::new(
+            "no_session_yet",
+            true,
+            "The attempt has no session yet. Call get_attempt_status with this `attempt_id` (or wait_for_attempt_change) and retry once `latest_session_id` is non-null.",
+        )
+        .with_details(json!({ "attempt_id": attempt }))
     }
 
     pub fn ambiguous_target(fields: &[&str]) -> Self {

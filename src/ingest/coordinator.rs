@@ -18,7 +18,7 @@ use super::logs::LogFollower;
 use super::objects::{ObjectFollower, ObjectStream};
 use super::signal::Signal;
 use crate::store::events::{Channel, DomainEvent};
-use crate::upstream::wire::ProcessFacts;
+use crate::vk::{ProcessFacts, uuid_of};
 
 struct ProcessStream {
     cancel: CancellationToken,
@@ -172,7 +172,7 @@ impl Coordinator {
             } => {
                 let task = task_id.or_else(|| {
                     let a = self.ctx.store.read().attempt(attempt_id?).ok()??;
-                    crate::store::events::uuid_field(&a.value, "task_id")
+                    uuid_of(&a.value, "task_id")
                 });
                 if let Some(t) = task {
                     self.start_refresh(t, true);
@@ -379,7 +379,7 @@ impl Coordinator {
             .attempt(attempt)
             .ok()
             .flatten()
-            .and_then(|a| crate::store::events::uuid_field(&a.value, "task_id"))
+            .and_then(|a| uuid_of(&a.value, "task_id"))
             .and_then(|t| reader.task(t).ok().flatten())
             .and_then(|t| t.value.get("has_in_progress_attempt")?.as_bool())
             .unwrap_or(false);

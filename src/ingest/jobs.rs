@@ -50,10 +50,7 @@ impl Jobs {
             Err(UpstreamError::NotFound { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(e.into()),
         };
-        let ids: Vec<Uuid> = attempts
-            .iter()
-            .filter_map(crate::store::events::object_id)
-            .collect();
+        let ids: Vec<Uuid> = attempts.iter().filter_map(crate::vk::object_id).collect();
         let applied = self
             .ctx
             .writer

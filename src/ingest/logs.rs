@@ -33,8 +33,9 @@ use super::signal::Signal;
 use crate::store::StoreError;
 use crate::store::events::{Channel, DomainEvent};
 use crate::store::writer::Queued;
-use crate::upstream::wire::{LogFrame, ProcessFacts};
+use crate::upstream::wire::LogFrame;
 use crate::upstream::ws::{self, WsEnd};
+use crate::vk::ProcessFacts;
 
 /// The follower's states; backoff and cancellation belong to the driver (`driver.rs`).
 pub enum State {

@@ -20,8 +20,9 @@ use super::materialize::{Change, Materializer};
 use super::pulse::Pulse;
 use super::signal::Signal;
 use crate::store::events::DomainEvent;
-use crate::upstream::wire::{PatchFrame, ProcessFacts};
+use crate::upstream::wire::PatchFrame;
 use crate::upstream::ws::{self, WsEnd};
+use crate::vk::ProcessFacts;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjectStream {
@@ -201,6 +202,7 @@ impl ObjectFollower {
         changes: &[Change],
         doc: &Materializer,
     ) -> (Vec<DomainEvent>, Option<Signal>) {
+        let snapshot = changes.contains(&Change::Snapshot);
         match self.stream {
             ObjectStream::Projects => (
                 vec![DomainEvent::ProjectsSnapshot {
@@ -210,8 +212,10 @@ impl ObjectFollower {
                     ids: object_ids(doc),
                 }),
             ),
-            ObjectStream::Tasks { project_id } => task_events(project_id, changes, doc),
-            ObjectStream::Processes { attempt_id } => process_events(attempt_id, changes, doc),
+            ObjectStream::Tasks { project_id } => task_events(project_id, snapshot, changes, doc),
+            ObjectStream::Processes { attempt_id } => {
+                process_events(attempt_id, snapshot, changes, doc)
+            }
         }
     }
 }
@@ -221,18 +225,16 @@ fn all_objects(doc: &Materializer) -> Vec<Value> {
 }
 
 fn object_ids(doc: &Materializer) -> Vec<Uuid> {
-    doc.objects()
-        .filter_map(crate::store::events::object_id)
-        .collect()
+    doc.objects().filter_map(crate::vk::object_id).collect()
 }
 
-/// A project's task changes as events; a snapshot also tells the coordinator every task id.
+/// Events of a tasks-stream frame; a snapshot also signals the project's full task list.
 fn task_events(
     project_id: Uuid,
+    snapshot: bool,
     changes: &[Change],
     doc: &Materializer,
 ) -> (Vec<DomainEvent>, Option<Signal>) {
-    let snapshot = changes.contains(&Change::Snapshot);
     let mut events = Vec::new();
     if snapshot {
         events.push(DomainEvent::TasksSnapshot {
@@ -258,14 +260,13 @@ fn task_events(
     (events, signal)
 }
 
-/// An attempt's process changes as events, and the facts the coordinator decides log
-/// followers by.
+/// Events of a processes-stream frame, and the process facts the coordinator decides on.
 fn process_events(
     attempt_id: Uuid,
+    snapshot: bool,
     changes: &[Change],
     doc: &Materializer,
 ) -> (Vec<DomainEvent>, Option<Signal>) {
-    let snapshot = changes.contains(&Change::Snapshot);
     let mut events = Vec::new();
     let mut facts = Vec::new();
     let mut removed = Vec::new();

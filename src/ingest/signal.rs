@@ -4,8 +4,7 @@
 
 use uuid::Uuid;
 
-use crate::store::keys::Channel;
-use crate::upstream::wire::ProcessFacts;
+use crate::vk::{Channel, ProcessFacts};
 
 #[derive(Debug)]
 pub enum Signal {

@@ -15,10 +15,11 @@ use crate::query::changes::ChangesPage;
 use crate::query::context::WorkspaceContext;
 use crate::query::logs::{LOG_PAGE_DEFAULT, LogMode, LogPage, LogRequest};
 use crate::query::status::StatusPage;
+use crate::query::target::SessionTarget;
 use crate::query::tasks::{
     AttemptList, TASK_PAGE_DEFAULT, TASK_PAGE_MAX, TaskDetail, TaskFilter, TaskPage,
 };
-use crate::query::transcript::{SessionTarget, TURN_PAGE_DEFAULT, TranscriptPage};
+use crate::query::transcript::{TURN_PAGE_DEFAULT, TranscriptPage};
 use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
 use rmcp::Json;
@@ -127,11 +128,7 @@ impl VkTools {
             let since = self.query.since(a.since_token.as_deref(), "since_token")?;
             let page = self.query.attempt_statuses(&ids, since)?;
             if a.attempt_id.is_some() && !page.not_found.is_empty() {
-                return Err(ToolError::not_found(
-                    "attempt",
-                    ids[0],
-                    "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
-                ));
+                return Err(ToolError::unknown_attempt(ids[0]));
             }
             page.render()
         }))
@@ -196,10 +193,8 @@ impl VkTools {
         Args(a): Args<MessagesArgs>,
     ) -> Result<Json<TranscriptPage>, CallToolResult> {
         respond(a.and_then(|a| {
-            let target = match (a.session_id, a.attempt_id) {
-                (Some(s), None) => SessionTarget::Session(s),
-                (None, Some(at)) => SessionTarget::Attempt(at),
-                _ => return Err(ToolError::ambiguous_target(&["session_id", "attempt_id"])),
+            let Some(target) = SessionTarget::from_ids(a.session_id, a.attempt_id) else {
+                return Err(ToolError::ambiguous_target(&["session_id", "attempt_id"]));
             };
             let limit = page_size(
                 a.limit,

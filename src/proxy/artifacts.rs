@@ -94,15 +94,52 @@ fn num(v: &Value, f: &str) -> Option<u64> {
     v.get(f).and_then(Value::as_u64)
 }
 
+/// Why a patch request is refused before VK is asked: `Err` for a malformed `paths`,
+/// `Some((reason, hint))` for a guard the answer reports as `blocked`.
+fn patch_refusal(
+    paths: &[String],
+    max_bytes: u64,
+) -> Result<Option<(&'static str, &'static str)>, ToolError> {
+    if paths.is_empty() {
+        return Err(ToolError::invalid_field(
+            "paths",
+            "Give 1 to 100 paths (`<repo>/<path>`) from get_attempt_changes.",
+        ));
+    }
+    if paths.iter().any(|p| p.is_empty() || p.len() > MAX_PATH_LEN) {
+        return Err(ToolError::invalid_field(
+            "paths",
+            "Every path must be 1 to 4096 bytes: `<repo>/<path>` from get_attempt_changes.",
+        ));
+    }
+    if paths.len() > PATCH_MAX_PATHS {
+        return Ok(Some((
+            "too_many_paths",
+            "At most 100 paths per call; split the list into several calls.",
+        )));
+    }
+    if max_bytes > PATCH_MAX_BYTES {
+        return Ok(Some((
+            "size_exceeded",
+            "max_bytes is at most 2097152; ask for fewer paths per call.",
+        )));
+    }
+    if paths
+        .iter()
+        .any(|p| escapes_workspace(p) || !p.contains('/'))
+    {
+        metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
+        return Ok(Some((
+            "path_outside_workspace",
+            "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
+        )));
+    }
+    Ok(None)
+}
+
 impl Proxy {
     fn known_attempt(&self, attempt: Uuid) -> Result<(), ToolError> {
-        if self.query.read().attempt(attempt)?.is_none() {
-            return Err(ToolError::not_found(
-                "attempt",
-                attempt,
-                "Unknown attempt_id. Call list_task_attempts to find it.",
-            ));
-        }
+        crate::query::target::attempt(&self.query.read(), attempt)?;
         Ok(())
     }
 
@@ -177,7 +214,7 @@ impl Proxy {
         max_bytes: u64,
     ) -> Result<PatchText, ToolError> {
         self.known_attempt(attempt)?;
-        if let Some((reason, hint)) = patch_request_blocked(&paths, max_bytes)? {
+        if let Some((reason, hint)) = patch_refusal(&paths, max_bytes)? {
             return Ok(PatchText {
                 attempt_id: attempt,
                 paths,
@@ -200,7 +237,16 @@ impl Proxy {
             .get("blockedReason")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let hint = reason.as_deref().map(patch_hint);
+        let hint = match reason.as_deref() {
+            Some("threshold_exceeded") => Some(
+                "The diff is over the guard's thresholds: retry with force: true, or fewer paths."
+                    .to_string(),
+            ),
+            Some(_) => {
+                Some("VK could not produce the patch; check get_attempt_changes.".to_string())
+            }
+            None => None,
+        };
         Ok(PatchText {
             attempt_id: attempt,
             paths,
@@ -213,60 +259,6 @@ impl Proxy {
             freshness: self.query.freshness(),
         })
     }
-}
-
-/// The checks made before VK is asked for a patch: an error for malformed paths, or the
-/// (reason, hint) of a blocked answer for a request the guard refuses.
-fn patch_request_blocked(
-    paths: &[String],
-    max_bytes: u64,
-) -> Result<Option<(&'static str, &'static str)>, ToolError> {
-    if paths.is_empty() {
-        return Err(ToolError::invalid_field(
-            "paths",
-            "Give 1 to 100 paths (`<repo>/<path>`) from get_attempt_changes.",
-        ));
-    }
-    if paths.iter().any(|p| p.is_empty() || p.len() > MAX_PATH_LEN) {
-        return Err(ToolError::invalid_field(
-            "paths",
-            "Every path must be 1 to 4096 bytes: `<repo>/<path>` from get_attempt_changes.",
-        ));
-    }
-    if paths.len() > PATCH_MAX_PATHS {
-        return Ok(Some((
-            "too_many_paths",
-            "At most 100 paths per call; split the list into several calls.",
-        )));
-    }
-    if max_bytes > PATCH_MAX_BYTES {
-        return Ok(Some((
-            "size_exceeded",
-            "max_bytes is at most 2097152; ask for fewer paths per call.",
-        )));
-    }
-    if paths
-        .iter()
-        .any(|p| escapes_workspace(p) || !p.contains('/'))
-    {
-        metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
-        return Ok(Some((
-            "path_outside_workspace",
-            "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
-        )));
-    }
-    Ok(None)
-}
-
-/// What to do about a patch VK refused.
-fn patch_hint(reason: &str) -> String {
-    match reason {
-        "threshold_exceeded" => {
-            "The diff is over the guard's thresholds: retry with force: true, or fewer paths."
-        }
-        _ => "VK could not produce the patch; check get_attempt_changes.",
-    }
-    .to_string()
 }
 
 #[cfg(test)]

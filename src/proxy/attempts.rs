@@ -10,10 +10,11 @@ use uuid::Uuid;
 use super::{Proxy, Settled, upstream_error};
 use crate::query::Freshness;
 use crate::query::status::{AttemptState, AttemptStatus, attempt_status};
-use crate::query::transcript::no_session;
-use crate::query::vk::{self, latest};
+use crate::query::target::{self, SessionTarget};
 use crate::store::StoreReader;
+use crate::store::reader::Stored;
 use crate::tool_error::ToolError;
+use crate::vk;
 
 /// Answer of `start_task_attempt`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -101,6 +102,63 @@ pub struct FollowUp {
     pub session_id: Option<Uuid>,
 }
 
+/// The repos of a new attempt: at least one, each a repository of the task's project (when the
+/// cache knows the project), each with a target branch; checked here so VK's generic 400 never
+/// reaches the agent.
+fn check_repos(
+    reader: &StoreReader,
+    task: &Stored,
+    repos: &[(Uuid, String)],
+) -> Result<(), ToolError> {
+    if repos.is_empty() {
+        return Err(ToolError::invalid_field(
+            "repos",
+            "Give at least one {repo_id, target_branch}; list_repos gives the project's repo ids.",
+        ));
+    }
+    if let Some(project) = vk::uuid_of(&task.value, "project_id") {
+        let known: Vec<Uuid> = reader
+            .repos_of_project(project)?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        if let Some((bad, _)) = repos.iter().find(|(r, _)| !known.contains(r)) {
+            return Err(ToolError::invalid_field(
+                "repos",
+                "A repo_id is not a repository of the task's project; call list_repos with the task's project_id.",
+            )
+            .with_details(json!({ "field": "repos", "repo_id": bad })));
+        }
+    }
+    if let Some((r, _)) = repos.iter().find(|(_, b)| b.trim().is_empty()) {
+        return Err(ToolError::invalid_field(
+            "repos",
+            "Every repo needs a non-empty target_branch (e.g. main).",
+        )
+        .with_details(json!({ "field": "repos", "repo_id": r })));
+    }
+    Ok(())
+}
+
+/// What one follow-up action did at VK.
+struct ActionDone {
+    pid: Option<Uuid>,
+    queue_status: Option<String>,
+    replayed: bool,
+    settled: Settled,
+}
+
+/// The prompt of `send` and `queue`: required and not blank (sent as given, untrimmed).
+fn required_prompt(f: &FollowUp) -> Result<String, ToolError> {
+    match f.prompt.as_deref().map(str::trim) {
+        Some(p) if !p.is_empty() => Ok(f.prompt.clone().unwrap_or_default()),
+        _ => Err(ToolError::invalid_field(
+            "prompt",
+            "prompt is required for action=send and action=queue.",
+        )),
+    }
+}
+
 impl Proxy {
     fn status_of(&self, attempt: Uuid) -> Result<Option<AttemptStatus>, ToolError> {
         let reader = self.query.read();
@@ -139,26 +197,45 @@ impl Proxy {
         Ok(())
     }
 
+    /// `reuse_running_attempt`: an attempt of the task already running, answered as started.
+    fn running_attempt(
+        &self,
+        reader: &StoreReader,
+        task_id: Uuid,
+    ) -> Result<Option<AttemptStarted>, ToolError> {
+        let epoch = self.query.store.epoch();
+        for a in reader.attempts_of_task(task_id)? {
+            let st = attempt_status(reader, a.id, reader.attempt_token(a.id)?, epoch)?;
+            if let Some(st) = st.filter(|st| st.state == AttemptState::Running) {
+                return Ok(Some(AttemptStarted {
+                    attempt_id: a.id,
+                    task_id,
+                    reused: true,
+                    replayed: false,
+                    status: Some(st),
+                    token: self.query.token(),
+                    pending_ingest: false,
+                    freshness: self.query.freshness(),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
     pub async fn start_attempt(
         &self,
         s: StartAttempt,
         request_id: Option<&str>,
     ) -> Result<AttemptStarted, ToolError> {
         let reader = self.query.read();
-        let task = reader.task(s.task_id)?.ok_or_else(|| {
-            ToolError::not_found(
-                "task",
-                s.task_id,
-                "Unknown task_id. Call list_tasks to find the task, or create_task first.",
-            )
-        })?;
-        if s.reuse_running_attempt
-            && let Some(running) = self.running_attempt(&reader, s.task_id)?
-        {
-            return Ok(running);
+        let task = target::task(&reader, s.task_id)?;
+        if s.reuse_running_attempt {
+            if let Some(running) = self.running_attempt(&reader, s.task_id)? {
+                return Ok(running);
+            }
         }
         self.check_executor(&s.executor, s.variant.as_deref())?;
-        check_repos(&reader, &task.value, &s.repos)?;
+        check_repos(&reader, &task, &s.repos)?;
         let body = json!({
             "task_id": s.task_id,
             "executor_profile_id": { "executor": s.executor, "variant": s.variant },
@@ -199,29 +276,17 @@ impl Proxy {
         })
     }
 
-    /// An attempt of the task already running, answered as reused.
-    fn running_attempt(
-        &self,
-        reader: &StoreReader,
-        task_id: Uuid,
-    ) -> Result<Option<AttemptStarted>, ToolError> {
-        let epoch = self.query.store.epoch();
-        for a in reader.attempts_of_task(task_id)? {
-            let st = attempt_status(reader, a.id, reader.attempt_token(a.id)?, epoch)?;
-            if let Some(st) = st.filter(|st| st.state == AttemptState::Running) {
-                return Ok(Some(AttemptStarted {
-                    attempt_id: a.id,
-                    task_id,
-                    reused: true,
-                    replayed: false,
-                    status: Some(st),
-                    token: self.query.token(),
-                    pending_ingest: false,
-                    freshness: self.query.freshness(),
-                }));
-            }
-        }
-        Ok(None)
+    /// The session a follow-up goes to, and its attempt (the one named, else the session's).
+    fn follow_up_target(&self, f: &FollowUp) -> Result<(Uuid, Option<Uuid>), ToolError> {
+        let Some(to) = SessionTarget::from_ids(f.session_id, f.attempt_id) else {
+            return Err(ToolError::ambiguous_target(&["attempt_id", "session_id"]));
+        };
+        let session = target::session(&self.query.read(), to)?;
+        let attempt_id = match to {
+            SessionTarget::Attempt(a) => Some(a),
+            SessionTarget::Session(_) => vk::uuid_of(&session.value, "workspace_id"),
+        };
+        Ok((session.id, attempt_id))
     }
 
     pub async fn follow_up(
@@ -229,68 +294,41 @@ impl Proxy {
         f: FollowUp,
         request_id: Option<&str>,
     ) -> Result<FollowUpDone, ToolError> {
-        let (session_id, attempt_id) = follow_up_target(&self.query.read(), &f)?;
-        let (action, pid, queue, replayed, s) = match f.action {
-            FollowUpAction::Send => {
-                let (pid, replayed, s) = self
-                    .send_follow_up(&f, session_id, attempt_id, request_id)
-                    .await?;
-                ("send", pid, None, replayed, s)
-            }
-            FollowUpAction::Queue => {
-                let body = json!({ "message": prompt_of(&f)?, "variant": f.variant });
-                let key_payload =
-                    json!({ "action": "queue", "session_id": session_id, "body": body });
-                let outcome = self
-                    .idem
-                    .run("follow_up", request_id, &key_payload, || async {
-                        self.client
-                            .queue_message(session_id, &body, request_id)
-                            .await
-                            .map_err(upstream_error)
-                    })
-                    .await?;
-                let status = vk::string_of(&outcome.result, "status");
-                ("queue", None, status, outcome.replayed, self.unchanged())
-            }
-            FollowUpAction::Cancel => {
-                if f.prompt.is_some() {
-                    return Err(ToolError::invalid_field(
-                        "prompt",
-                        "action=cancel takes no prompt; it cancels the queued message.",
-                    ));
-                }
-                let reply = self
-                    .client
-                    .cancel_queued(session_id)
-                    .await
-                    .map_err(upstream_error)?;
-                let status = vk::string_of(&reply, "status");
-                ("cancel", None, status, false, self.unchanged())
-            }
+        let (session_id, attempt_id) = self.follow_up_target(&f)?;
+        let (action, done) = match f.action {
+            FollowUpAction::Send => (
+                "send",
+                self.send_prompt(session_id, attempt_id, &f, request_id)
+                    .await?,
+            ),
+            FollowUpAction::Queue => (
+                "queue",
+                self.queue_prompt(session_id, &f, request_id).await?,
+            ),
+            FollowUpAction::Cancel => ("cancel", self.cancel_queued(session_id, &f).await?),
         };
         Ok(FollowUpDone {
             action: action.to_string(),
             session_id,
             attempt_id,
-            execution_process_id: pid,
-            queue_status: queue,
-            replayed,
-            token: s.token,
-            pending_ingest: s.pending_ingest,
+            execution_process_id: done.pid,
+            queue_status: done.queue_status,
+            replayed: done.replayed,
+            token: done.settled.token,
+            pending_ingest: done.settled.pending_ingest,
             freshness: self.query.freshness(),
         })
     }
 
-    /// `action=send`: VK starts a process for the prompt; wait until the cache shows it.
-    async fn send_follow_up(
+    /// `action=send`: the prompt starts a coding-agent process on the session at once.
+    async fn send_prompt(
         &self,
-        f: &FollowUp,
         session_id: Uuid,
         attempt_id: Option<Uuid>,
+        f: &FollowUp,
         request_id: Option<&str>,
-    ) -> Result<(Option<Uuid>, bool, Settled), ToolError> {
-        let body = json!({ "prompt": prompt_of(f)?, "variant": f.variant });
+    ) -> Result<ActionDone, ToolError> {
+        let body = json!({ "prompt": required_prompt(f)?, "variant": f.variant });
         let key_payload = json!({ "action": "send", "session_id": session_id, "body": body });
         let outcome = self
             .idem
@@ -306,11 +344,63 @@ impl Proxy {
         let settled = self
             .settle(|r| pid.is_some_and(|p| r.process(p).ok().flatten().is_some()))
             .await;
-        Ok((pid, outcome.replayed, settled))
+        Ok(ActionDone {
+            pid,
+            queue_status: None,
+            replayed: outcome.replayed,
+            settled,
+        })
     }
 
-    /// Nothing to wait for in the cache: the answer is as of now.
-    fn unchanged(&self) -> Settled {
+    /// `action=queue`: VK holds the message until the session's running process ends.
+    async fn queue_prompt(
+        &self,
+        session_id: Uuid,
+        f: &FollowUp,
+        request_id: Option<&str>,
+    ) -> Result<ActionDone, ToolError> {
+        let body = json!({ "message": required_prompt(f)?, "variant": f.variant });
+        let key_payload = json!({ "action": "queue", "session_id": session_id, "body": body });
+        let outcome = self
+            .idem
+            .run("follow_up", request_id, &key_payload, || async {
+                self.client
+                    .queue_message(session_id, &body, request_id)
+                    .await
+                    .map_err(upstream_error)
+            })
+            .await?;
+        Ok(ActionDone {
+            pid: None,
+            queue_status: vk::string_of(&outcome.result, "status"),
+            replayed: outcome.replayed,
+            settled: self.unsettled(),
+        })
+    }
+
+    /// `action=cancel`: drop the queued message (nothing is cached about the queue).
+    async fn cancel_queued(&self, session_id: Uuid, f: &FollowUp) -> Result<ActionDone, ToolError> {
+        if f.prompt.is_some() {
+            return Err(ToolError::invalid_field(
+                "prompt",
+                "action=cancel takes no prompt; it cancels the queued message.",
+            ));
+        }
+        let reply = self
+            .client
+            .cancel_queued(session_id)
+            .await
+            .map_err(upstream_error)?;
+        Ok(ActionDone {
+            pid: None,
+            queue_status: vk::string_of(&reply, "status"),
+            replayed: false,
+            settled: self.unsettled(),
+        })
+    }
+
+    /// The answer of an action that changes nothing the cache holds: nothing to wait for.
+    fn unsettled(&self) -> Settled {
         Settled {
             token: self.query.token(),
             pending_ingest: false,
@@ -322,13 +412,9 @@ impl Proxy {
         attempt_id: Uuid,
         force: bool,
     ) -> Result<AttemptStopped, ToolError> {
-        let before = self.status_of(attempt_id)?.ok_or_else(|| {
-            ToolError::not_found(
-                "attempt",
-                attempt_id,
-                "Unknown attempt_id. Call list_task_attempts to find it.",
-            )
-        })?;
+        let before = self
+            .status_of(attempt_id)?
+            .ok_or_else(|| ToolError::unknown_attempt(attempt_id))?;
         let was_running = before.state == AttemptState::Running;
         if !was_running && !force {
             return Ok(AttemptStopped {
@@ -364,76 +450,4 @@ impl Proxy {
             freshness: self.query.freshness(),
         })
     }
-}
-
-/// The session a follow-up goes to (given, or the attempt's latest) and its attempt.
-fn follow_up_target(reader: &StoreReader, f: &FollowUp) -> Result<(Uuid, Option<Uuid>), ToolError> {
-    match (f.session_id, f.attempt_id) {
-        (Some(s), None) => {
-            let cached = reader.session(s)?.ok_or_else(|| {
-                ToolError::not_found("session", s, "Unknown session_id. Pass the attempt's `attempt_id` instead to use its latest session.")
-            })?;
-            Ok((s, vk::uuid_of(&cached.value, "workspace_id")))
-        }
-        (None, Some(a)) => {
-            if reader.attempt(a)?.is_none() {
-                return Err(ToolError::not_found(
-                    "attempt",
-                    a,
-                    "Unknown attempt_id. Call list_task_attempts to find it.",
-                ));
-            }
-            let sessions = reader.sessions_of_attempt(a)?;
-            let s = latest(&sessions).ok_or_else(|| no_session(a))?;
-            Ok((s.id, Some(a)))
-        }
-        _ => Err(ToolError::ambiguous_target(&["attempt_id", "session_id"])),
-    }
-}
-
-/// The prompt `send` and `queue` need.
-fn prompt_of(f: &FollowUp) -> Result<String, ToolError> {
-    match f.prompt.as_deref().map(str::trim) {
-        Some(p) if !p.is_empty() => Ok(f.prompt.clone().unwrap_or_default()),
-        _ => Err(ToolError::invalid_field(
-            "prompt",
-            "prompt is required for action=send and action=queue.",
-        )),
-    }
-}
-
-/// At least one repo, each of the task's project and with a target branch.
-fn check_repos(
-    reader: &StoreReader,
-    task: &Value,
-    repos: &[(Uuid, String)],
-) -> Result<(), ToolError> {
-    if repos.is_empty() {
-        return Err(ToolError::invalid_field(
-            "repos",
-            "Give at least one {repo_id, target_branch}; list_repos gives the project's repo ids.",
-        ));
-    }
-    if let Some(project) = vk::uuid_of(task, "project_id") {
-        let known: Vec<Uuid> = reader
-            .repos_of_project(project)?
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
-        if let Some((bad, _)) = repos.iter().find(|(r, _)| !known.contains(r)) {
-            return Err(ToolError::invalid_field(
-                "repos",
-                "A repo_id is not a repository of the task's project; call list_repos with the task's project_id.",
-            )
-            .with_details(json!({ "field": "repos", "repo_id": bad })));
-        }
-    }
-    if let Some((r, _)) = repos.iter().find(|(_, b)| b.trim().is_empty()) {
-        return Err(ToolError::invalid_field(
-            "repos",
-            "Every repo needs a non-empty target_branch (e.g. main).",
-        )
-        .with_details(json!({ "field": "repos", "repo_id": r })));
-    }
-    Ok(())
 }

@@ -8,9 +8,10 @@ use uuid::Uuid;
 
 use super::{Proxy, upstream_error};
 use crate::query::Freshness;
+use crate::query::target;
 use crate::query::tasks::{TaskStatus, TaskSummary, task_summary};
-use crate::query::vk;
 use crate::tool_error::ToolError;
+use crate::vk;
 
 /// Answer of `create_task` and `update_task`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -69,13 +70,7 @@ impl Proxy {
                 "title must not be empty.",
             ));
         }
-        if self.query.read().project(t.project_id)?.is_none() {
-            return Err(ToolError::not_found(
-                "project",
-                t.project_id,
-                "Unknown project_id. Call list_projects and use one of its `project_id` values.",
-            ));
-        }
+        target::project(&self.query.read(), t.project_id)?;
         let body = json!({
             "project_id": t.project_id,
             "title": t.title,
@@ -104,13 +99,7 @@ impl Proxy {
     }
 
     pub async fn update_task(&self, e: TaskEdit) -> Result<TaskChange, ToolError> {
-        let current = self.query.read().task(e.task_id)?.ok_or_else(|| {
-            ToolError::not_found(
-                "task",
-                e.task_id,
-                "Unknown task_id. Call list_tasks to find the task.",
-            )
-        })?;
+        let current = target::task(&self.query.read(), e.task_id)?;
         if e.title.is_none() && e.description.is_none() && e.status.is_none() {
             return Err(ToolError::invalid_argument(
                 "Nothing to change: pass at least one of title, description, status.",
@@ -149,13 +138,7 @@ impl Proxy {
     }
 
     pub async fn delete_task(&self, task_id: Uuid) -> Result<TaskDeleted, ToolError> {
-        if self.query.read().task(task_id)?.is_none() {
-            return Err(ToolError::not_found(
-                "task",
-                task_id,
-                "Unknown task_id. Call list_tasks to find the task.",
-            ));
-        }
+        target::task(&self.query.read(), task_id)?;
         self.client.delete_task(task_id).await.map_err(|e| {
             let mut err = upstream_error(e);
             if err.code == "conflict" {

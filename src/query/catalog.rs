@@ -6,9 +6,9 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::vk::{string_of, ts_string};
 use super::{Freshness, Query};
 use crate::tool_error::ToolError;
+use crate::vk::{string_of, ts_string};
 
 /// A VK project.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
@@ -117,13 +117,7 @@ impl Query {
     pub fn list_repos(&self, project: Uuid) -> Result<RepoList, ToolError> {
         let token = self.token();
         let reader = self.read();
-        if reader.project(project)?.is_none() {
-            return Err(ToolError::not_found(
-                "project",
-                project,
-                "Unknown project_id. Call list_projects and use one of its `project_id` values.",
-            ));
-        }
+        super::target::project(&reader, project)?;
         let mut repos: Vec<RepoInfo> = reader
             .repos_of_project(project)?
             .into_iter()

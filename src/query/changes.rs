@@ -99,13 +99,7 @@ impl Query {
     pub fn attempt_changes(&self, attempt: Uuid, force: bool) -> Result<ChangesPage, ToolError> {
         let token = self.token();
         let reader = self.read();
-        if reader.attempt(attempt)?.is_none() {
-            return Err(ToolError::not_found(
-                "attempt",
-                attempt,
-                "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
-            ));
-        }
+        super::target::attempt(&reader, attempt)?;
         let Some(stored) = reader.changes(attempt)? else {
             return Err(ToolError::new(
                 "changes_not_ready",

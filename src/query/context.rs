@@ -8,9 +8,9 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::vk::{string_of, uuid_of};
 use super::{Freshness, Query};
 use crate::tool_error::ToolError;
+use crate::vk::{string_of, uuid_of};
 
 /// A repository of the attempt workspace.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]

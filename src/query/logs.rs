@@ -9,11 +9,13 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use super::vk::{self, relevant_oldest_first};
+use super::target;
 use super::{Freshness, Query, Since};
+use crate::store::StoreReader;
 use crate::store::keys::Channel;
 use crate::store::reader::{Stored, StoredEntry};
 use crate::tool_error::ToolError;
+use crate::vk::{self, relevant_oldest_first};
 
 pub const LOG_PAGE_DEFAULT: usize = 50;
 pub const LOG_PAGE_MAX: usize = 500;
@@ -120,15 +122,9 @@ impl Query {
     pub fn tail_logs(&self, req: LogRequest) -> Result<LogPage, ToolError> {
         let token = self.token();
         let reader = self.read();
-        if reader.attempt(req.attempt)?.is_none() {
-            return Err(ToolError::not_found(
-                "attempt",
-                req.attempt,
-                "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
-            ));
-        }
+        target::attempt(&reader, req.attempt)?;
         let processes = reader.processes_of_attempt(req.attempt)?;
-        let process = chosen_process(&processes, req.process)?;
+        let process = target::log_process(&processes, req.process)?;
         let limit = req.limit.clamp(1, LOG_PAGE_MAX);
         let mut page = LogPage {
             attempt_id: req.attempt,
@@ -156,9 +152,9 @@ impl Query {
         let ch = req.channel;
         page.latest_entry_index = reader.log_bounds(pid, ch)?.map(|(_, hi)| hi);
         page.log_complete = reader.logs_complete(pid, ch)?;
-        read_entries(&reader, pid, &req, limit, &mut page)?;
+        read_page(&reader, &mut page, pid, &req, limit)?;
         if let Since::After(since) = req.since {
-            page.replaced = replaced_entries(&reader, pid, &req, since, limit, &page)?;
+            page.replaced = replaced_entries(&reader, &page, pid, &req, since, limit)?;
             let (earlier, more) = earlier_entries(&reader, &processes, process, ch, since, limit)?;
             page.earlier_process_entries = earlier;
             page.earlier_process_has_more = more;
@@ -167,36 +163,13 @@ impl Query {
     }
 }
 
-/// The process asked for (a non-dev-server process of the attempt), else the attempt's log
-/// process; none when it has no process yet.
-fn chosen_process(processes: &[Stored], asked: Option<Uuid>) -> Result<Option<&Stored>, ToolError> {
-    let Some(pid) = asked else {
-        return Ok(vk::log_process(processes));
-    };
-    let p = processes.iter().find(|p| p.id == pid).ok_or_else(|| {
-        ToolError::not_found(
-            "execution_process",
-            pid,
-            "That execution_process_id is not a process of this attempt; omit it to follow the attempt's latest process.",
-        )
-    })?;
-    if vk::run_reason(&p.value) == "devserver" {
-        return Err(ToolError::invalid_field(
-            "execution_process_id",
-            "Dev server logs are not cached; omit execution_process_id to read the attempt's agent log.",
-        ));
-    }
-    Ok(Some(p))
-}
-
-/// The page's entries as the mode selects them, with `has_more`, `next_cursor` and
-/// `process_changed`.
-fn read_entries(
-    reader: &crate::store::StoreReader,
+/// Fill `entries`, `has_more`, `next_cursor` and `process_changed` of `page` for the mode.
+fn read_page(
+    reader: &StoreReader,
+    page: &mut LogPage,
     pid: Uuid,
     req: &LogRequest,
     limit: usize,
-    page: &mut LogPage,
 ) -> Result<(), ToolError> {
     let ch = req.channel;
     match req.mode {
@@ -236,17 +209,16 @@ fn read_entries(
     Ok(())
 }
 
-/// Entries rewritten in place since `since`, at most `limit`: those the client holds (at or
-/// below its `after_entry_index`) and not already in the page.
+/// Entries of this process replaced in place since `since` that the client holds (not on this
+/// page, and at or below its `after_entry_index`), at most `limit`.
 fn replaced_entries(
-    reader: &crate::store::StoreReader,
+    reader: &StoreReader,
+    page: &LogPage,
     pid: Uuid,
     req: &LogRequest,
     since: u64,
     limit: usize,
-    page: &LogPage,
 ) -> Result<Vec<LogEntry>, ToolError> {
-    let ch = req.channel;
     let shown: std::collections::HashSet<u64> =
         page.entries.iter().map(|e| e.entry_index).collect();
     let ceiling = match req.mode {
@@ -254,14 +226,14 @@ fn replaced_entries(
         _ => None,
     };
     let mut replaced = Vec::new();
-    for idx in reader.replaced_since(pid, ch, since)? {
+    for idx in reader.replaced_since(pid, req.channel, since)? {
         if replaced.len() >= limit {
             break;
         }
         if shown.contains(&idx) || ceiling.is_some_and(|k| idx > k) {
             continue;
         }
-        if let Some(e) = reader.log_entry(pid, ch, idx)? {
+        if let Some(e) = reader.log_entry(pid, req.channel, idx)? {
             replaced.push(LogEntry {
                 entry_index: e.index,
                 entry: e.entry,
@@ -274,7 +246,7 @@ fn replaced_entries(
 /// Entries appended after `since` by relevant processes created before `current`, oldest process
 /// first. Appends carry increasing tokens, so a backward scan stops at the first older entry.
 fn earlier_entries(
-    reader: &crate::store::StoreReader,
+    reader: &StoreReader,
     processes: &[Stored],
     current: &Stored,
     ch: Channel,

@@ -10,9 +10,9 @@ pub mod logs;
 pub mod rows;
 pub mod status;
 pub mod status_memo;
+pub mod target;
 pub mod tasks;
 pub mod transcript;
-pub mod vk;
 pub mod wait;
 
 use std::sync::Arc;

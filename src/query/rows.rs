@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::vk::RELEVANT_REASONS;
+use crate::vk::{VkObject, VkProcess};
 
 fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
@@ -75,30 +75,34 @@ impl ProcessRow {
     }
 }
 
-/// The latest session: newest `created_at`, id ascending on ties (as `vk::latest`).
-pub fn latest_session(rows: &[(Uuid, SessionRow)]) -> Option<&(Uuid, SessionRow)> {
-    rows.iter()
-        .min_by(|(ia, a), (ib, b)| b.created_at.cmp(&a.created_at).then(ia.cmp(ib)))
-}
+// The typed rows answer VK's selection rules (`crate::vk::select`) without a `Value` tree.
 
-fn newest_of_reason<'a>(
-    rows: &'a [(Uuid, ProcessRow)],
-    reason: &str,
-) -> Option<&'a (Uuid, ProcessRow)> {
-    rows.iter()
-        .filter(|(_, p)| p.reason() == reason && !p.is_dropped())
-        .max_by(|(ia, a), (ib, b)| a.created_at.cmp(&b.created_at).then(ib.cmp(ia)))
-}
-
-/// VK's `latest_execution_process_id` rule (as `vk::status_process`).
-pub fn status_process(rows: &[(Uuid, ProcessRow)]) -> Option<&(Uuid, ProcessRow)> {
-    let mut best: Option<&(Uuid, ProcessRow)> = None;
-    for reason in RELEVANT_REASONS {
-        if let Some(p) = newest_of_reason(rows, reason) {
-            if best.is_none_or(|b| p.1.created_at > b.1.created_at) {
-                best = Some(p);
-            }
-        }
+impl VkObject for (Uuid, SessionRow) {
+    fn id(&self) -> Uuid {
+        self.0
     }
-    best
+    fn created_at(&self) -> Option<DateTime<Utc>> {
+        self.1.created_at
+    }
+}
+
+impl VkObject for (Uuid, ProcessRow) {
+    fn id(&self) -> Uuid {
+        self.0
+    }
+    fn created_at(&self) -> Option<DateTime<Utc>> {
+        self.1.created_at
+    }
+}
+
+impl VkProcess for (Uuid, ProcessRow) {
+    fn run_reason(&self) -> &str {
+        self.1.reason()
+    }
+    fn is_dropped(&self) -> bool {
+        self.1.is_dropped()
+    }
+    fn session_id(&self) -> Option<Uuid> {
+        self.1.session_id
+    }
 }

@@ -7,10 +7,10 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::status_memo::StatusItem;
-use super::vk::rfc3339;
 use super::{Freshness, Query, Since};
 use crate::store::StoreReader;
 use crate::tool_error::ToolError;
+use crate::vk::{self, ProcessStatus, RunReason, rfc3339};
 
 /// Coarse state of an attempt.
 #[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
@@ -218,14 +218,14 @@ pub fn attempt_status(
     attempt_token: u64,
     epoch: crate::store::token::Epoch,
 ) -> Result<Option<AttemptStatus>, ToolError> {
-    use super::rows::{self, AttemptRow, ProcessRow, SessionRow};
+    use super::rows::{AttemptRow, ProcessRow, SessionRow};
     let Some(attempt) = reader.attempt_as::<AttemptRow>(id)? else {
         return Ok(None);
     };
     let sessions = reader.sessions_of_attempt_as::<SessionRow>(id)?;
     let processes = reader.processes_of_attempt_as::<ProcessRow>(id)?;
-    let latest_session = rows::latest_session(&sessions);
-    let process = rows::status_process(&processes);
+    let latest_session = vk::latest(&sessions);
+    let process = vk::status_process(&processes);
     let (state, failure_summary) = state_of(process.map(|(_, p)| p));
     let last_activity_at = match process {
         Some((_, p)) => p.updated_at.max(p.completed_at).map(rfc3339),
@@ -242,7 +242,7 @@ pub fn attempt_status(
     });
     let dev_server_running = processes
         .iter()
-        .any(|(_, p)| p.reason() == "devserver" && p.status() == "running");
+        .any(|(_, p)| RunReason::DevServer.is(p.reason()) && ProcessStatus::Running.is(p.status()));
     let result = verdict(
         state,
         process.map(|(_, p)| p.status()),
@@ -292,7 +292,7 @@ fn verdict(state: AttemptState, status: Option<&str>, has_session: bool) -> Atte
             "get_attempt_changes",
             "The run completed; review what it changed.",
         ),
-        AttemptState::Failed if status == Some("killed") => (
+        AttemptState::Failed if status.is_some_and(|s| ProcessStatus::Killed.is(s)) => (
             Outcome::Killed,
             "tail_attempt_logs",
             "The run was stopped; read the last log entries before deciding to follow up.",
@@ -316,7 +316,7 @@ pub fn latest_session_of(
     attempt: Uuid,
 ) -> Result<(Option<Uuid>, Option<String>), ToolError> {
     let sessions = reader.sessions_of_attempt_as::<super::rows::SessionRow>(attempt)?;
-    Ok(match super::rows::latest_session(&sessions) {
+    Ok(match vk::latest(&sessions) {
         Some((id, s)) => (Some(*id), s.executor.clone()),
         None => (None, None),
     })
@@ -324,11 +324,11 @@ pub fn latest_session_of(
 
 /// The state of an attempt (and its failure text) from its latest relevant process.
 fn state_of(process: Option<&super::rows::ProcessRow>) -> (AttemptState, Option<String>) {
-    match process.map(|p| p.status()) {
+    match process.map(|p| ProcessStatus::parse(p.status())) {
         None => (AttemptState::Idle, None),
-        Some("running") => (AttemptState::Running, None),
-        Some("completed") => (AttemptState::Completed, None),
-        Some("killed") => (AttemptState::Failed, Some("killed".to_string())),
+        Some(ProcessStatus::Running) => (AttemptState::Running, None),
+        Some(ProcessStatus::Completed) => (AttemptState::Completed, None),
+        Some(s @ ProcessStatus::Killed) => (AttemptState::Failed, Some(s.to_string())),
         Some(_) => {
             let text = match process.and_then(|p| p.exit_code) {
                 Some(c) => format!("failed (exit_code={c})"),
@@ -342,5 +342,5 @@ fn state_of(process: Option<&super::rows::ProcessRow>) -> (AttemptState, Option<
 /// Just the state of an attempt: reads its processes only (listings need no full status).
 pub fn attempt_state(reader: &StoreReader, attempt: Uuid) -> Result<AttemptState, ToolError> {
     let processes = reader.processes_of_attempt_as::<super::rows::ProcessRow>(attempt)?;
-    Ok(state_of(super::rows::status_process(&processes).map(|(_, p)| p)).0)
+    Ok(state_of(vk::status_process(&processes).map(|(_, p)| p)).0)
 }

@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::status::{AttemptState, attempt_state, latest_session_of};
-use super::vk::{self, newest_first, str_of, string_of, ts_of, ts_string};
 use super::{Freshness, Query};
 use crate::store::StoreReader;
 use crate::store::reader::Stored;
 use crate::tool_error::ToolError;
+use crate::vk::{self, ProcessStatus, newest_first, str_of, string_of, ts_of, ts_string};
 
 /// VK task status.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -158,13 +158,7 @@ impl Query {
     ) -> Result<TaskPage, ToolError> {
         let token = self.token();
         let reader = self.read();
-        if reader.project(project)?.is_none() {
-            return Err(ToolError::not_found(
-                "project",
-                project,
-                "Unknown project_id. Call list_projects and use one of its `project_id` values.",
-            ));
-        }
+        super::target::project(&reader, project)?;
         let after = cursor.map(parse_cursor).transpose()?;
         let needle = filter.q.as_deref().map(str::to_lowercase);
         let mut tasks: Vec<Stored> = reader
@@ -209,7 +203,7 @@ impl Query {
     pub fn get_task(&self, id: Uuid, include_attempts: bool) -> Result<TaskDetail, ToolError> {
         let token = self.token();
         let reader = self.read();
-        let task = reader.task(id)?.ok_or_else(|| unknown_task(id))?;
+        let task = super::target::task(&reader, id)?;
         let attempts = if include_attempts {
             Some(attempt_summaries(&reader, id)?)
         } else {
@@ -226,9 +220,7 @@ impl Query {
     pub fn list_task_attempts(&self, task: Uuid) -> Result<AttemptList, ToolError> {
         let token = self.token();
         let reader = self.read();
-        if reader.task(task)?.is_none() {
-            return Err(unknown_task(task));
-        }
+        super::target::task(&reader, task)?;
         let attempts = attempt_summaries(&reader, task)?;
         let latest_attempt_id = attempts.first().map(|a| a.attempt_id);
         let latest_session_id = attempts.first().and_then(|a| a.latest_session_id);
@@ -241,14 +233,6 @@ impl Query {
             freshness: self.freshness(),
         })
     }
-}
-
-fn unknown_task(id: Uuid) -> ToolError {
-    ToolError::not_found(
-        "task",
-        id,
-        "Unknown task_id. Call list_tasks with the project's `project_id` to find the task.",
-    )
 }
 
 fn matches_text(task: &serde_json::Value, needle: &str) -> bool {
@@ -298,21 +282,21 @@ pub fn task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, Too
         None => (None, None),
     };
     let mut has_in_progress_attempt = false;
-    let mut newest_process: Option<(Option<DateTime<Utc>>, String)> = None;
+    let mut newest_process: Option<(Option<DateTime<Utc>>, ProcessStatus)> = None;
     for a in &attempts {
         for p in reader.processes_of_attempt(a.id)? {
             if !vk::is_relevant(&p.value) {
                 continue;
             }
-            let status = vk::status(&p.value).to_string();
-            has_in_progress_attempt |= status == "running";
+            let status = ProcessStatus::parse(vk::status(&p.value));
+            has_in_progress_attempt |= status.is_running();
             let created = ts_of(&p.value, "created_at");
             if newest_process.as_ref().is_none_or(|(c, _)| created > *c) {
                 newest_process = Some((created, status));
             }
         }
     }
-    let last_attempt_failed = newest_process.is_some_and(|(_, s)| s == "failed" || s == "killed");
+    let last_attempt_failed = newest_process.is_some_and(|(_, s)| s.is_failure());
     Ok(TaskSummary {
         task_id: t.id,
         project_id: vk::uuid_of(&t.value, "project_id"),

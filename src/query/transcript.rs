@@ -7,11 +7,12 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::vk::{self, latest, ts_of, ts_string};
+use super::target::{self, SessionTarget};
 use super::{Freshness, Query};
 use crate::store::StoreReader;
 use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
+use crate::vk::{self, ts_string};
 
 pub const TURN_PAGE_DEFAULT: usize = 10;
 pub const TURN_PAGE_MAX: usize = 50;
@@ -58,12 +59,6 @@ pub struct TranscriptPage {
     pub freshness: Freshness,
 }
 
-/// What the caller targets.
-pub enum SessionTarget {
-    Session(Uuid),
-    Attempt(Uuid),
-}
-
 impl Query {
     pub fn session_messages(
         &self,
@@ -73,42 +68,11 @@ impl Query {
     ) -> Result<TranscriptPage, ToolError> {
         let token = self.token();
         let reader = self.read();
-        let session = match target {
-            SessionTarget::Session(id) => reader.session(id)?.ok_or_else(|| {
-                ToolError::not_found(
-                    "session",
-                    id,
-                    "Unknown session_id. Pass the attempt's `attempt_id` instead to use its latest session.",
-                )
-            })?,
-            SessionTarget::Attempt(a) => {
-                if reader.attempt(a)?.is_none() {
-                    return Err(ToolError::not_found(
-                        "attempt",
-                        a,
-                        "Unknown attempt_id. Call list_task_attempts with the task's `task_id` to find it.",
-                    ));
-                }
-                let sessions = reader.sessions_of_attempt(a)?;
-                latest(&sessions).cloned().ok_or_else(|| no_session(a))?
-            }
-        };
+        let session = target::session(&reader, target)?;
         let attempt_id = vk::uuid_of(&session.value, "workspace_id")
             .ok_or_else(|| ToolError::internal("cached session has no workspace_id"))?;
         let processes = reader.processes_of_attempt(attempt_id)?;
-        let mut agent_runs: Vec<_> = processes
-            .iter()
-            .filter(|p| {
-                vk::run_reason(&p.value) == "codingagent"
-                    && !vk::is_dropped(&p.value)
-                    && vk::uuid_of(&p.value, "session_id") == Some(session.id)
-            })
-            .collect();
-        agent_runs.sort_by(|a, b| {
-            ts_of(&a.value, "created_at")
-                .cmp(&ts_of(&b.value, "created_at"))
-                .then(a.id.cmp(&b.id))
-        });
+        let agent_runs = vk::agent_runs_of_session(&processes, session.id);
         let end = cursor
             .map(|c| (c as usize).min(agent_runs.len()))
             .unwrap_or(agent_runs.len());
@@ -137,15 +101,6 @@ impl Query {
             freshness: self.freshness(),
         })
     }
-}
-
-pub fn no_session(attempt: Uuid) -> ToolError {
-    ToolError::new(
-        "no_session_yet",
-        true,
-        "The attempt has no session yet. Call get_attempt_status with this `attempt_id` (or wait_for_attempt_change) and retry once `latest_session_id` is non-null.",
-    )
-    .with_details(serde_json::json!({ "attempt_id": attempt }))
 }
 
 fn last_assistant_message(reader: &StoreReader, pid: Uuid) -> Result<Option<String>, ToolError> {

@@ -148,13 +148,7 @@ impl Query {
 
     fn check_scope(&self, scope: &WaitScope) -> Result<(), ToolError> {
         if let WaitScope::Project(p) = scope {
-            if self.read().project(*p)?.is_none() {
-                return Err(ToolError::not_found(
-                    "project",
-                    p,
-                    "Unknown project_id. Call list_projects and use one of its `project_id` values.",
-                ));
-            }
+            super::target::project(&self.read(), *p)?;
         }
         Ok(())
     }

@@ -13,9 +13,10 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::codec::{decode, encode, same_json};
-use super::events::{Channel, DomainEvent, object_id, uuid_field};
+use super::events::{Channel, DomainEvent};
 use super::keys::{self, table};
 use super::overlay::Overlay;
+use crate::vk::{object_id, uuid_of};
 
 /// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
 pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
@@ -220,7 +221,7 @@ impl<'t, 'c> Pending<'t, 'c> {
     // ---- tasks ----
 
     fn task_upsert(&mut self, task: &Value) -> R<Option<Uuid>> {
-        let (Some(id), Some(project)) = (object_id(task), uuid_field(task, "project_id")) else {
+        let (Some(id), Some(project)) = (object_id(task), uuid_of(task, "project_id")) else {
             return Err(StoreError::Invalid("task without id or project_id"));
         };
         if self.upsert(&keys::id_key(table::TASKS, id), task)? {
@@ -249,7 +250,7 @@ impl<'t, 'c> Pending<'t, 'c> {
         let key = keys::id_key(table::TASKS, id);
         if let Some(project) = self
             .stored_value(&key)?
-            .and_then(|t| uuid_field(&t, "project_id"))
+            .and_then(|t| uuid_of(&t, "project_id"))
         {
             self.ov
                 .remove(&keys::pair_key(table::IDX_PROJECT_TASKS, project, id));

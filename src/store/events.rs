@@ -6,7 +6,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-pub use super::keys::Channel;
+pub use crate::vk::Channel;
 
 #[derive(Debug, Clone)]
 pub enum DomainEvent {
@@ -113,13 +113,4 @@ impl DomainEvent {
             DomainEvent::UpstreamIncarnation { .. } => "upstream_incarnation",
         }
     }
-}
-
-/// The `id` field of a VK object as a UUID.
-pub fn object_id(v: &Value) -> Option<Uuid> {
-    uuid_field(v, "id")
-}
-
-pub fn uuid_field(v: &Value, field: &str) -> Option<Uuid> {
-    v.get(field)?.as_str()?.parse().ok()
 }

@@ -43,13 +43,8 @@ pub mod meta {
     pub const VK_INCARNATION: &[u8] = b"vk_incarnation";
 }
 
-/// Which log of a process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Channel {
-    Normalized,
-    Raw,
-}
+/// Which log of a process (VK's vocabulary); its on-disk table and byte are below.
+pub use crate::vk::Channel;
 
 impl Channel {
     pub fn table(self) -> u8 {
@@ -62,12 +57,6 @@ impl Channel {
         match self {
             Channel::Normalized => 0,
             Channel::Raw => 1,
-        }
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Channel::Normalized => "normalized",
-            Channel::Raw => "raw",
         }
     }
 }

@@ -7,8 +7,9 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::codec::decode;
-use super::events::{Channel, uuid_field};
+use super::events::Channel;
 use super::keys::{self, meta, table};
+use crate::vk::{self, ProcessStatus, VkObject, VkProcess, uuid_of};
 
 /// An entity as stored: VK's JSON plus the token of the batch that last changed it.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +17,28 @@ pub struct Stored {
     pub id: Uuid,
     pub token: u64,
     pub value: Value,
+}
+
+/// A cached row answers VK's selection rules straight from its JSON.
+impl VkObject for Stored {
+    fn id(&self) -> Uuid {
+        self.id
+    }
+    fn created_at(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        vk::ts_of(&self.value, "created_at")
+    }
+}
+
+impl VkProcess for Stored {
+    fn run_reason(&self) -> &str {
+        vk::run_reason(&self.value)
+    }
+    fn is_dropped(&self) -> bool {
+        vk::is_dropped(&self.value)
+    }
+    fn session_id(&self) -> Option<Uuid> {
+        uuid_of(&self.value, "session_id")
+    }
 }
 
 /// One stored log entry.
@@ -369,14 +392,14 @@ impl StoreReader {
     pub fn expired_attempts(&self, cutoff: chrono::DateTime<chrono::Utc>) -> R<Vec<(Uuid, Uuid)>> {
         let mut out = Vec::new();
         for a in self.attempts()? {
-            let Some(task) = uuid_field(&a.value, "task_id") else {
+            let Some(task) = uuid_of(&a.value, "task_id") else {
                 continue;
             };
-            let mut newest = ts(&a.value, "updated_at");
+            let mut newest = vk::ts_of(&a.value, "updated_at");
             let mut running = false;
             for p in self.processes_of_attempt(a.id)? {
-                running |= p.value.get("status").and_then(Value::as_str) == Some("running");
-                newest = newest.max(ts(&p.value, "updated_at"));
+                running |= ProcessStatus::Running.is(vk::status(&p.value));
+                newest = newest.max(vk::ts_of(&p.value, "updated_at"));
             }
             if !running && newest.is_some_and(|t| t < cutoff) {
                 out.push((task, a.id));
@@ -384,13 +407,6 @@ impl StoreReader {
         }
         Ok(out)
     }
-}
-
-fn ts(v: &Value, field: &str) -> Option<chrono::DateTime<chrono::Utc>> {
-    v.get(field)?
-        .as_str()?
-        .parse::<chrono::DateTime<chrono::Utc>>()
-        .ok()
 }
 
 fn to_entry(k: &[u8], v: &[u8]) -> Option<StoredEntry> {

@@ -14,10 +14,11 @@ use uuid::Uuid;
 
 use super::apply::{MaxIndexCache, Pending};
 use super::codec::decode;
-use super::events::{DomainEvent, uuid_field};
+use super::events::DomainEvent;
 use super::keys::{self, table};
 use super::overlay::Overlay;
 use super::{Retention, Store, StoreError};
+use crate::vk::uuid_of;
 
 /// What one committed batch did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -179,11 +180,11 @@ impl Writer {
 fn projects_of(ov: &Overlay<'_>, attempts: &[Uuid]) -> Vec<Uuid> {
     let mut out = BTreeSet::new();
     for a in attempts {
-        let task = read_json(ov, &keys::id_key(table::ATTEMPTS, *a))
-            .and_then(|v| uuid_field(&v, "task_id"));
+        let task =
+            read_json(ov, &keys::id_key(table::ATTEMPTS, *a)).and_then(|v| uuid_of(&v, "task_id"));
         let project = task
             .and_then(|t| read_json(ov, &keys::id_key(table::TASKS, t)))
-            .and_then(|v| uuid_field(&v, "project_id"));
+            .and_then(|v| uuid_of(&v, "project_id"));
         if let Some(p) = project {
             out.insert(p);
         }

@@ -10,7 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::wire::{ConfigStatus, Envelope, HistoryPage};
-use crate::store::keys::Channel;
+use crate::vk::Channel;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {

@@ -7,6 +7,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::vk::Channel;
+
 /// VK's REST envelope: all four keys are always present.
 #[derive(Debug, Deserialize)]
 pub struct Envelope<T> {
@@ -101,10 +103,10 @@ impl LogFrame {
 
 /// The path segment of a process log channel in VK's routes
 /// (`/api/execution-processes/{id}/<segment>/v2[/ws]`).
-pub fn log_route(channel: crate::store::keys::Channel) -> &'static str {
+pub fn log_route(channel: Channel) -> &'static str {
     match channel {
-        crate::store::keys::Channel::Normalized => "normalized-logs",
-        crate::store::keys::Channel::Raw => "raw-logs",
+        Channel::Normalized => "normalized-logs",
+        Channel::Raw => "raw-logs",
     }
 }
 
@@ -132,38 +134,6 @@ pub struct HistoryPage {
 pub struct ConfigStatus {
     #[serde(default)]
     pub loaded_at_unix_ms: Option<i64>,
-}
-
-/// Process fields the daemon decides on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcessFacts {
-    pub id: Uuid,
-    pub session_id: Option<Uuid>,
-    pub run_reason: String,
-    pub status: String,
-}
-
-impl ProcessFacts {
-    pub fn from_value(v: &Value) -> Option<ProcessFacts> {
-        Some(ProcessFacts {
-            id: v.get("id")?.as_str()?.parse().ok()?,
-            session_id: v
-                .get("session_id")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse().ok()),
-            run_reason: v.get("run_reason")?.as_str()?.to_string(),
-            status: v.get("status")?.as_str()?.to_string(),
-        })
-    }
-
-    pub fn is_running(&self) -> bool {
-        self.status == "running"
-    }
-
-    /// Dev servers are long-lived and outside the attempt loop: their logs are not followed.
-    pub fn is_dev_server(&self) -> bool {
-        self.run_reason == "devserver"
-    }
 }
 
 #[cfg(test)]
