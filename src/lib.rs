@@ -14,5 +14,6 @@ pub mod mcp;
 pub mod proxy;
 pub mod query;
 pub mod store;
+pub mod telemetry;
 pub mod tool_error;
 pub mod upstream;

@@ -163,9 +163,13 @@ async fn main() -> anyhow::Result<()> {
     };
     init_tracing(cli.log_json, level);
     let metrics = || {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
+        let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
             .install_recorder()
-            .ok()
+            .ok();
+        if handle.is_some() {
+            vk_observer::telemetry::register();
+        }
+        handle
     };
     match cli.command {
         Command::Serve {

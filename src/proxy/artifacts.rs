@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::{Proxy, upstream_error};
 use crate::query::Freshness;
+use crate::telemetry::{self, label};
 use crate::tool_error::ToolError;
 
 pub const FILE_DEFAULT_BYTES: u64 = 64 * 1024;
@@ -134,7 +135,7 @@ impl Proxy {
             freshness: self.query.freshness(),
         };
         if escapes_workspace(&path) {
-            metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
+            metrics::counter!(telemetry::ARTIFACT_BLOCKED, label::REASON => "path_outside_workspace").increment(1);
             return Ok(blocked(
                 "path_outside_workspace",
                 "Use a path inside the workspace, `<repo>/<path>` as listed by get_attempt_changes; no absolute paths or `..`.",
@@ -216,7 +217,7 @@ impl Proxy {
             .iter()
             .any(|p| escapes_workspace(p) || !p.contains('/'))
         {
-            metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
+            metrics::counter!(telemetry::ARTIFACT_BLOCKED, label::REASON => "path_outside_workspace").increment(1);
             return Ok(blocked(
                 "path_outside_workspace",
                 "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
