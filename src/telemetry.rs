@@ -102,7 +102,8 @@ pub mod label {
 /// Describe every metric and export each one at its starting value. Call once, right after the
 /// recorder is installed; calling it again changes nothing (counters are incremented by 0).
 pub fn register() {
-    describe();
+    describe_counters();
+    describe_gauges();
     for name in [
         EVENTS_APPLIED,
         LOG_ENTRIES_RECEIVED,
@@ -138,7 +139,8 @@ pub fn register() {
     }
 }
 
-fn describe() {
+/// The `# HELP` text and unit of every counter.
+fn describe_counters() {
     describe_counter!(
         EVENTS_APPLIED,
         Unit::Count,
@@ -199,6 +201,10 @@ fn describe() {
         Unit::Count,
         "HTTP requests to /mcp refused, by reason."
     );
+}
+
+/// The `# HELP` text and unit of every gauge and histogram.
+fn describe_gauges() {
     describe_gauge!(
         UPSTREAM_STATE,
         "Connection to VK: 0 connected, 1 reconnecting, 2 down."
