@@ -4,6 +4,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
 
+use crate::telemetry::{self, label};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UpstreamState {
@@ -43,7 +45,7 @@ impl Health {
             UpstreamState::Down => 2,
         };
         self.state.store(v, Ordering::Relaxed);
-        metrics::gauge!("vk_observer_upstream_state").set(v as f64);
+        metrics::gauge!(telemetry::UPSTREAM_STATE).set(v as f64);
     }
 
     pub fn state(&self) -> UpstreamState {
@@ -77,20 +79,20 @@ impl Health {
     /// `sse`, `projects_ws`, `tasks_ws`, `processes_ws`, `logs_ws`.
     pub fn reconnected(&self, stream: &'static str) {
         self.reconnects.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("vk_observer_upstream_reconnects_total", "stream" => stream).increment(1);
+        metrics::counter!(telemetry::UPSTREAM_RECONNECTS, label::STREAM => stream).increment(1);
     }
 
     /// A resync began: `scope` is `all` or one object stream, `cause` says why (see
     /// [`resync_cause`]).
     pub fn resynced(&self, scope: &'static str, cause: &str) {
         self.resyncs.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("vk_observer_resyncs_total", "scope" => scope, "cause" => resync_cause(cause))
+        metrics::counter!(telemetry::RESYNCS, label::SCOPE => scope, label::CAUSE => resync_cause(cause))
             .increment(1);
     }
 
     pub fn garbage(&self, stream: &'static str, detail: &str) {
         self.garbage_frames.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("vk_observer_garbage_frames_total", "stream" => stream).increment(1);
+        metrics::counter!(telemetry::GARBAGE_FRAMES, label::STREAM => stream).increment(1);
         tracing::warn!(stream, detail = %detail.chars().take(200).collect::<String>(), "skipped a frame VK sent that does not parse");
     }
 }
@@ -98,17 +100,9 @@ impl Health {
 /// The metric label for a resync reason. Reasons from VK's `invalidate_all` are VK's words;
 /// unknown ones are folded into `other` so the label set stays bounded.
 pub fn resync_cause(reason: &str) -> &'static str {
-    const KNOWN: [&str; 10] = [
-        "startup",
-        "bootstrap",
-        "resume",
-        "vk_restarted",
-        "no_resume_point",
-        "ids_restarted",
-        "resume_unavailable",
-        "lagged",
-        "patch_failed",
-        "store_error",
-    ];
-    KNOWN.into_iter().find(|k| *k == reason).unwrap_or("other")
+    telemetry::RESYNC_CAUSES
+        .iter()
+        .copied()
+        .find(|k| *k == reason)
+        .unwrap_or("other")
 }

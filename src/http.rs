@@ -68,14 +68,14 @@ async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
 }
 
 async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
-    metrics::gauge!("vk_observer_store_token").set(s.store.current_token() as f64);
-    metrics::gauge!("vk_observer_store_disk_bytes").set(s.store.size_on_disk() as f64);
+    metrics::gauge!(crate::telemetry::STORE_TOKEN).set(s.store.current_token() as f64);
+    metrics::gauge!(crate::telemetry::STORE_DISK_BYTES).set(s.store.size_on_disk() as f64);
     let last = s.store.last_commit_ms();
     if last > 0 {
         let age = (chrono::Utc::now().timestamp_millis() - last).max(0) as f64 / 1000.0;
-        metrics::gauge!("vk_observer_last_commit_age_seconds").set(age);
+        metrics::gauge!(crate::telemetry::LAST_COMMIT_AGE).set(age);
     }
-    metrics::gauge!("vk_observer_bootstrapped").set(if s.health.bootstrapped() {
+    metrics::gauge!(crate::telemetry::BOOTSTRAPPED).set(if s.health.bootstrapped() {
         1.0
     } else {
         0.0

@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod proxy;
 pub mod query;
 pub mod store;
+pub mod telemetry;
 pub mod tool_error;
 pub mod upstream;
 pub mod vk;

@@ -212,10 +212,15 @@ fn log_level(command: &Command) -> &'static str {
     }
 }
 
+/// Install the Prometheus recorder and register every metric at its starting value.
 fn metrics() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
-    metrics_exporter_prometheus::PrometheusBuilder::new()
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
-        .ok()
+        .ok();
+    if handle.is_some() {
+        vk_observer::telemetry::register();
+    }
+    handle
 }
 
 /// Run the daemon until SIGINT or SIGTERM.

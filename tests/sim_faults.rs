@@ -1,14 +1,13 @@
 //! Fault switches, connection drops, auth and idempotency of the simulator.
 
-#[path = "support/sim_common.rs"]
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
 use futures::StreamExt;
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::sim_common::*;
 use vk_observer::sim::{Channel, Faults, ProcessStatus, RunReason, Sim, SimConfig};
 
 /// Raw SSE bytes received within `ms`.

@@ -2,15 +2,14 @@
 //! the recorded key sets and value types; SSE ids, WS seqs, resume, restart and log paging
 //! behave as recorded from a real VK.
 
-#[path = "support/sim_common.rs"]
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::*;
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::sim_common::*;
 use uuid::Uuid;
 use vk_observer::sim::{AttemptScript, Channel, ProcessStatus, RunReason, Sim, SimConfig};
 

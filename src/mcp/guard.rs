@@ -12,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::json;
 
+use crate::telemetry::{self, label};
+
 #[derive(Clone)]
 pub struct GuardState {
     pub token: Option<Arc<str>>,
@@ -41,7 +43,7 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
         if !presented.is_some_and(|p| same(p.as_bytes(), token.as_bytes())) {
-            metrics::counter!("vk_observer_http_refused_total", "reason" => "unauthorized")
+            metrics::counter!(telemetry::HTTP_REFUSED, label::REASON => "unauthorized")
                 .increment(1);
             let mut r = refuse(
                 StatusCode::UNAUTHORIZED,
@@ -56,7 +58,7 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
         && req.method() == axum::http::Method::POST
         && !req.headers().contains_key("mcp-session-id");
     if opens_session && g.sessions.sessions.read().await.len() >= g.max_sessions {
-        metrics::counter!("vk_observer_http_refused_total", "reason" => "too_many_sessions")
+        metrics::counter!(telemetry::HTTP_REFUSED, label::REASON => "too_many_sessions")
             .increment(1);
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,

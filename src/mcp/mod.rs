@@ -30,6 +30,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 use tokio_util::sync::CancellationToken;
 
 use crate::query::Query;
+use crate::telemetry::{self, label};
 
 /// Header a client (the stdio bridge) uses to say which directory it runs in.
 pub const WORKSPACE_HEADER: &str = "x-vk-workspace";
@@ -132,9 +133,9 @@ impl ServerHandler for VkTools {
             Ok(_) => "ok",
             Err(_) => "protocol_error",
         };
-        metrics::counter!("vk_observer_tool_calls_total", "tool" => tool.clone(), "outcome" => outcome)
+        metrics::counter!(telemetry::TOOL_CALLS, label::TOOL => tool.clone(), label::OUTCOME => outcome)
             .increment(1);
-        metrics::histogram!("vk_observer_tool_call_seconds", "tool" => tool)
+        metrics::histogram!(telemetry::TOOL_CALL_SECONDS, label::TOOL => tool)
             .record(started.elapsed().as_secs_f64());
         result
     }

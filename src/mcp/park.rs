@@ -145,7 +145,7 @@ async fn hold(query: &Query, args: WaitArgs) -> Option<Parked> {
         .health
         .waits_parked
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    metrics::counter!("vk_observer_waits_parked_total").increment(1);
+    metrics::counter!(crate::telemetry::WAITS_PARKED).increment(1);
     // Errors (unknown project, too many waiters) are the tool's to report.
     query
         .park_until_changed(&scope, since, clock.deadline)

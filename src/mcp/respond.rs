@@ -10,7 +10,8 @@ use crate::tool_error::ToolError;
 pub type ToolResult<T> = Result<Json<T>, CallToolResult>;
 
 pub fn error_result(e: &ToolError) -> CallToolResult {
-    metrics::counter!("vk_observer_tool_errors_total", "code" => e.code).increment(1);
+    metrics::counter!(crate::telemetry::TOOL_ERRORS, crate::telemetry::label::CODE => e.code)
+        .increment(1);
     CallToolResult::error(vec![ContentBlock::text(e.to_json_string())])
 }
 

@@ -128,7 +128,7 @@ fn patch_refusal(
         .iter()
         .any(|p| escapes_workspace(p) || !p.contains('/'))
     {
-        metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
+        metrics::counter!(crate::telemetry::ARTIFACT_BLOCKED, crate::telemetry::label::REASON => "path_outside_workspace").increment(1);
         return Ok(Some((
             "path_outside_workspace",
             "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
@@ -171,7 +171,7 @@ impl Proxy {
             freshness: self.query.freshness(),
         };
         if escapes_workspace(&path) {
-            metrics::counter!("vk_observer_artifact_blocked_total", "reason" => "path_outside_workspace").increment(1);
+            metrics::counter!(crate::telemetry::ARTIFACT_BLOCKED, crate::telemetry::label::REASON => "path_outside_workspace").increment(1);
             return Ok(blocked(
                 "path_outside_workspace",
                 "Use a path inside the workspace, `<repo>/<path>` as listed by get_attempt_changes; no absolute paths or `..`.",

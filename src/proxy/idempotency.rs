@@ -168,7 +168,7 @@ impl Idempotency {
             }
             if rec.state == "completed" {
                 if let Some(result) = rec.result.clone() {
-                    metrics::counter!("vk_observer_idempotent_replays_total").increment(1);
+                    metrics::counter!(crate::telemetry::IDEMPOTENT_REPLAYS).increment(1);
                     return Ok(Outcome {
                         result,
                         replayed: true,

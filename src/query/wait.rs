@@ -104,7 +104,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         self.waiters
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-        metrics::gauge!("vk_observer_waiters").decrement(1.0);
+        metrics::gauge!(crate::telemetry::WAITERS).decrement(1.0);
         self.receivers.clear();
         self.store.hub().release(&self.attempts, &self.projects);
     }
@@ -160,7 +160,7 @@ impl Query {
         let held = self
             .waiters
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        metrics::gauge!("vk_observer_waiters").increment(1.0);
+        metrics::gauge!(crate::telemetry::WAITERS).increment(1.0);
         let mut reg = Registration {
             waiters: self.waiters.clone(),
             store: self.store.clone(),

@@ -11,6 +11,8 @@ pub mod keys;
 pub mod notify;
 pub mod overlay;
 pub mod reader;
+#[cfg(test)]
+mod tests;
 pub mod token;
 pub mod writer;
 

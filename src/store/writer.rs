@@ -85,8 +85,8 @@ impl Writer {
             }
             p.apply(ev)?;
         }
-        metrics::counter!("vk_observer_events_applied_total").increment(n_events as u64);
-        metrics::counter!("vk_observer_log_entries_received_total").increment(entries);
+        metrics::counter!(crate::telemetry::EVENTS_APPLIED).increment(n_events as u64);
+        metrics::counter!(crate::telemetry::LOG_ENTRIES_RECEIVED).increment(entries);
         if !p.changed {
             if !p.ov.is_empty() {
                 tree.apply_batch(p.ov.into_batch())?; // meta only (upstream seq)
@@ -253,7 +253,7 @@ pub fn spawn_writer(store: Store) -> (WriterHandle, tokio::task::JoinHandle<()>)
             let result = writer.apply(req.events);
             if let Err(e) = &result {
                 tracing::error!(error = %e, ?kinds, "store batch failed; nothing was written");
-                metrics::counter!("vk_observer_store_batch_errors_total").increment(1);
+                metrics::counter!(crate::telemetry::STORE_BATCH_ERRORS).increment(1);
             }
             if let Some(done) = req.done {
                 let _ = done.send(result);

@@ -1,8 +1,12 @@
 //! Shared test support: start the simulator and a daemon on real sockets, and compare the
 //! daemon's cache with the simulator's ground truth field by field.
+//!
+//! Each test binary (`mod support;`) uses only some of these helpers, so dead-code warnings are
+//! silenced for the whole tree here rather than per item.
 #![allow(dead_code)]
 
 pub mod mcp;
+pub mod sim_common;
 pub mod world;
 
 use std::collections::BTreeMap;

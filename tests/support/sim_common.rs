@@ -1,6 +1,6 @@
-//! Shared helpers for the simulator tests (included by `sim_wire.rs` and `sim_faults.rs` with
-//! `#[path]`): HTTP/SSE/WS clients over real sockets, fixture loading and the shape comparison.
-#![allow(dead_code)]
+//! Helpers for the simulator's own tests (`sim_wire.rs`, `sim_faults.rs`, through
+//! `support::sim_common`): HTTP/SSE/WS clients over real sockets, fixture loading and the shape
+//! comparison.
 
 use std::time::Duration;
 
