@@ -9,8 +9,7 @@ use divan::counter::ItemsCount;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 use vk_observer::store::events::{Channel, DomainEvent};
-use vk_observer::store::writer::Writer;
-use vk_observer::store::{Retention, Store};
+use vk_observer::store::{Retention, StoreOwner};
 
 fn main() {
     divan::main();
@@ -26,8 +25,8 @@ fn entry(i: u64) -> Box<RawValue> {
 #[divan::bench(args = [64, 512], sample_count = 20, sample_size = 4)]
 fn normalized_entries_into_sled(bencher: Bencher, chunk: u64) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Retention::default()).unwrap();
-    let mut writer = Writer::new(store);
+    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
+    let mut writer = owner.take_writer().unwrap();
     let (attempt, pid) = (Uuid::new_v4(), Uuid::new_v4());
     let mut next = 0u64;
     bencher
@@ -52,8 +51,8 @@ fn normalized_entries_into_sled(bencher: Bencher, chunk: u64) {
 /// The same entries sent again (a WS replay after reconnect): compare-only, no write.
 #[divan::bench(sample_count = 20, sample_size = 4)]
 fn replayed_entries_are_compared_not_written(bencher: Bencher) {
-    let store = Store::open_temporary(Retention::default()).unwrap();
-    let mut writer = Writer::new(store);
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    let mut writer = owner.take_writer().unwrap();
     let (attempt, pid) = (Uuid::new_v4(), Uuid::new_v4());
     let batch = |n: u64| -> Vec<_> { (0..n).map(|i| (i, entry(i))).collect() };
     writer

@@ -12,7 +12,7 @@ use crate::http::{AppState, router};
 use crate::ingest::Ingest;
 use crate::proxy::Proxy;
 use crate::proxy::idempotency::Idempotency;
-use crate::store::Store;
+use crate::store::{Store, StoreOwner};
 use crate::upstream::VkClient;
 
 /// Prune expired idempotency records every ten minutes (and once at start).
@@ -52,7 +52,9 @@ fn spawn_server(
 }
 
 pub struct Daemon {
+    /// A read handle on the daemon's store.
     pub store: Store,
+    owner: StoreOwner,
     pub health: Arc<Health>,
     pub addr: SocketAddr,
     pub ingest: Ingest,
@@ -68,8 +70,11 @@ impl Daemon {
         metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     ) -> anyhow::Result<Daemon> {
         let s = settings.into_inner();
-        let store = Store::open(&s.data_dir, s.retention)?;
-        let (writer, writer_task) = crate::store::writer::spawn_writer(store.clone());
+        let mut owner = StoreOwner::open(&s.data_dir, s.retention)?;
+        let store = owner.store();
+        let (writer, writer_task) = owner
+            .spawn_writer()
+            .expect("a freshly opened store has its writer");
         let health = Arc::new(Health::new());
         let client = VkClient::new(&s.upstream, s.upstream_token)?;
         let cancel = CancellationToken::new();
@@ -87,7 +92,7 @@ impl Daemon {
         let addr = listener.local_addr()?;
         let query = crate::query::Query::new(store.clone(), health.clone())
             .with_max_waiters(s.mcp.max_waiters);
-        let idem = Idempotency::new(store.idempotency_tree().clone(), s.idempotency);
+        let idem = Idempotency::new(owner.idempotency_records(), s.idempotency);
         spawn_idempotency_pruning(idem.clone(), cancel.child_token());
         let proxy = Proxy {
             client,
@@ -113,6 +118,7 @@ impl Daemon {
         tracing::info!(%addr, epoch = %store.epoch(), token = store.current_token(), "vk-observer is serving");
         Ok(Daemon {
             store,
+            owner,
             health,
             addr,
             ingest,
@@ -129,7 +135,7 @@ impl Daemon {
         drop(self.ingest);
         // The writer ends once every handle (held by ingest tasks) is gone.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.writer_task).await;
-        if let Err(e) = self.store.flush_async().await {
+        if let Err(e) = self.owner.flush_async().await {
             tracing::error!(error = %e, "final flush failed");
         }
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use vk_observer::sim::{AttemptScript, Sim};
-use vk_observer::store::Store;
+use vk_observer::store::StoreOwner;
 use vk_observer::store::token::Token;
 
 fn free_addr() -> String {
@@ -132,7 +132,9 @@ async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
         for _ in 0..10 {
             tokio::time::sleep(Duration::from_millis(800)).await;
             terminate(child);
-            let store = Store::open(dir.path(), Default::default()).unwrap();
+            let store = StoreOwner::open(dir.path(), Default::default())
+                .unwrap()
+                .store();
             diff = support::cache_diff(&store, &sim.truth());
             drop(store);
             if diff.is_empty() {
@@ -186,7 +188,9 @@ async fn sigterm_flushes_and_exits_cleanly() {
     };
     assert!(status.success(), "exit status after SIGTERM: {status}");
     // Everything applied before the signal is on disk.
-    let store = Store::open(dir.path(), Default::default()).unwrap();
+    let store = StoreOwner::open(dir.path(), Default::default())
+        .unwrap()
+        .store();
     assert!(
         store.current_token() >= last,
         "flushed token {} < served token {last}",

@@ -9,10 +9,12 @@ use serde_json::Value;
 use vk_observer::health::Health;
 use vk_observer::mcp::VkTools;
 use vk_observer::query::Query;
-use vk_observer::store::Store;
+use vk_observer::store::StoreOwner;
 
 fn tools() -> Vec<rmcp::model::Tool> {
-    let store = Store::open_temporary(Default::default()).unwrap();
+    let store = StoreOwner::open_temporary(Default::default())
+        .unwrap()
+        .store();
     VkTools::new(Query::new(store, Arc::new(Health::new())), None, None).all_tools()
 }
 

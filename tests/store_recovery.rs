@@ -2,14 +2,14 @@
 //! the cache rebuilds from VK), never a panic or a silent reset: an incompatible schema, and
 //! files overwritten with garbage.
 
-use vk_observer::store::Store;
+use vk_observer::store::StoreOwner;
 
 #[test]
 fn an_incompatible_schema_is_refused_with_the_recovery() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Default::default()).unwrap();
-    store.flush().unwrap();
-    drop(store);
+    let owner = StoreOwner::open(dir.path(), Default::default()).unwrap();
+    owner.flush().unwrap();
+    drop(owner);
     {
         let db = sled::open(dir.path()).unwrap();
         let tree = db.open_tree("projections").unwrap();
@@ -22,7 +22,7 @@ fn an_incompatible_schema_is_refused_with_the_recovery() {
         tree.insert(key, 999u32.to_be_bytes().to_vec()).unwrap();
         db.flush().unwrap();
     }
-    let err = Store::open(dir.path(), Default::default())
+    let err = StoreOwner::open(dir.path(), Default::default())
         .err()
         .expect("refused")
         .to_string();
@@ -33,9 +33,9 @@ fn an_incompatible_schema_is_refused_with_the_recovery() {
 #[test]
 fn garbage_files_are_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Default::default()).unwrap();
-    store.flush().unwrap();
-    drop(store);
+    let owner = StoreOwner::open(dir.path(), Default::default()).unwrap();
+    owner.flush().unwrap();
+    drop(owner);
     let mut n = 0;
     for entry in walk(dir.path()) {
         let len = std::fs::metadata(&entry).map(|m| m.len()).unwrap_or(0) as usize;
@@ -44,7 +44,8 @@ fn garbage_files_are_an_error_not_a_panic() {
         n += 1;
     }
     assert!(n > 0, "no sled files found to corrupt");
-    let r = std::panic::catch_unwind(|| Store::open(dir.path(), Default::default()).map(|_| ()));
+    let r =
+        std::panic::catch_unwind(|| StoreOwner::open(dir.path(), Default::default()).map(|_| ()));
     match r {
         Ok(Err(e)) => {
             let msg = e.to_string();

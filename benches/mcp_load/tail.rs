@@ -10,8 +10,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 use vk_observer::sim::{RunReason, Sim};
 use vk_observer::store::events::DomainEvent;
-use vk_observer::store::writer::Writer;
-use vk_observer::store::{Retention, Store};
+use vk_observer::store::{Retention, StoreOwner};
 
 use crate::daemon::{DaemonProc, dir_bytes};
 use crate::data::{entry_json, out_dir, sim_config};
@@ -44,8 +43,9 @@ pub(crate) async fn prefill(dir: &Path, sizes: &[u64]) -> anyhow::Result<Prefill
     let sizes = sizes.to_vec();
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let store = Store::open(&dir, Retention::default())?;
-        let mut w = Writer::new(store.clone());
+        let mut owner = StoreOwner::open(&dir, Retention::default())?;
+        let store = owner.store();
+        let mut w = owner.take_writer().expect("the one writer");
         let session_attempt: BTreeMap<String, String> = truth
             .sessions
             .values()
@@ -125,11 +125,12 @@ pub(crate) async fn prefill(dir: &Path, sizes: &[u64]) -> anyhow::Result<Prefill
             entries += n;
             logs.push((n, attempt, pid));
         }
-        store.flush()?;
+        owner.flush()?;
         let write_secs = t.elapsed().as_secs_f64();
         let size_on_disk = store.size_on_disk();
         drop(w);
         drop(store);
+        drop(owner);
         Ok::<_, anyhow::Error>(Prefilled {
             logs,
             raw_bytes,

@@ -417,10 +417,10 @@ fn check_existing_dir(r: &mut Report, dir: &Path) {
             format!("{shown} exists, is writable and holds no cache yet"),
         );
     }
-    match crate::store::Store::open(dir, crate::store::Retention::default()) {
-        Ok(store) => {
-            let token = store.token().to_string();
-            drop(store);
+    match crate::store::StoreOwner::open(dir, crate::store::Retention::default()) {
+        Ok(owner) => {
+            let token = owner.store().token().to_string();
+            drop(owner);
             r.ok(
                 "data dir",
                 format!(
@@ -428,7 +428,7 @@ fn check_existing_dir(r: &mut Report, dir: &Path) {
                 ),
             );
         }
-        Err(e) if e.to_string().to_lowercase().contains("lock") => r.warn(
+        Err(e @ crate::store::StoreError::Locked { .. }) => r.warn(
             "data dir",
             format!("{shown} is locked by another process (a daemon listening elsewhere?): {e}"),
         ),

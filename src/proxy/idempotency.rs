@@ -18,6 +18,7 @@ use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::store::records::IdempotencyRecords;
 use crate::tool_error::ToolError;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -48,7 +49,7 @@ impl Default for IdempotencyTtl {
 
 #[derive(Clone)]
 pub struct Idempotency {
-    tree: sled::Tree,
+    records: IdempotencyRecords,
     ttl: IdempotencyTtl,
     inflight: Arc<DashMap<Vec<u8>, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -67,9 +68,9 @@ fn now_ms() -> i64 {
 }
 
 impl Idempotency {
-    pub fn new(tree: sled::Tree, ttl: IdempotencyTtl) -> Self {
+    pub fn new(records: IdempotencyRecords, ttl: IdempotencyTtl) -> Self {
         Idempotency {
-            tree,
+            records,
             ttl,
             inflight: Arc::new(DashMap::new()),
         }
@@ -83,7 +84,7 @@ impl Idempotency {
     }
 
     fn load(&self, key: &[u8]) -> Result<Option<Record>, ToolError> {
-        let Some(raw) = self.tree.get(key).map_err(ToolError::internal)? else {
+        let Some(raw) = self.records.get(key).map_err(ToolError::internal)? else {
             return Ok(None);
         };
         // A record that does not parse is treated as absent (and overwritten).
@@ -92,7 +93,7 @@ impl Idempotency {
 
     fn save(&self, key: &[u8], rec: &Record) -> Result<(), ToolError> {
         let bytes = serde_json::to_vec(rec).map_err(ToolError::internal)?;
-        self.tree.insert(key, bytes).map_err(ToolError::internal)?;
+        self.records.put(key, bytes).map_err(ToolError::internal)?;
         Ok(())
     }
 
@@ -187,21 +188,21 @@ impl Idempotency {
         };
         self.save(key, &rec)?;
         // Durable before VK is asked: a crash after VK accepted still finds the key.
-        self.tree.flush_async().await.map_err(ToolError::internal)?;
+        self.records.flush().await.map_err(ToolError::internal)?;
         match call().await {
             Ok(result) => {
                 rec.state = "completed".into();
                 rec.result = Some(result.clone());
                 rec.updated_ms = now_ms();
                 self.save(key, &rec)?;
-                self.tree.flush_async().await.map_err(ToolError::internal)?;
+                self.records.flush().await.map_err(ToolError::internal)?;
                 Ok(Outcome {
                     result,
                     replayed: false,
                 })
             }
             Err(e) => {
-                let _ = self.tree.remove(key);
+                let _ = self.records.remove(key);
                 Err(e)
             }
         }
@@ -211,13 +212,12 @@ impl Idempotency {
     pub fn prune(&self) -> usize {
         let now = now_ms();
         let mut removed = 0;
-        for item in self.tree.iter() {
-            let Ok((k, v)) = item else { continue };
+        for (k, v) in self.records.entries() {
             let expired = match serde_json::from_slice::<Record>(&v) {
                 Ok(rec) => self.stale(&rec, now),
                 Err(_) => true,
             };
-            if expired && self.tree.remove(&k).is_ok() {
+            if expired && self.records.remove(&k).is_ok() {
                 removed += 1;
             }
         }
@@ -225,11 +225,11 @@ impl Idempotency {
     }
 
     pub fn len(&self) -> usize {
-        self.tree.len()
+        self.records.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tree.is_empty()
+        self.records.is_empty()
     }
 }
 
@@ -239,8 +239,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn idem(ttl: IdempotencyTtl) -> Idempotency {
-        let db = sled::Config::new().temporary(true).open().unwrap();
-        Idempotency::new(db.open_tree("idem").unwrap(), ttl)
+        Idempotency::new(IdempotencyRecords::temporary().unwrap(), ttl)
     }
 
     #[tokio::test]

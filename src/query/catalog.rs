@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{Freshness, Query};
+use super::{Freshness, Query, View};
 use crate::tool_error::ToolError;
 use crate::vk::{string_of, ts_string};
 
@@ -96,8 +96,11 @@ fn supports_mcp(executor: &str) -> bool {
 
 impl Query {
     pub fn list_projects(&self) -> Result<ProjectList, ToolError> {
-        let token = self.token();
-        let reader = self.read();
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
         let mut projects = Vec::new();
         for p in reader.projects()? {
             projects.push(ProjectInfo {
@@ -110,13 +113,16 @@ impl Query {
         Ok(ProjectList {
             projects,
             token,
-            freshness: self.freshness(),
+            freshness,
         })
     }
 
     pub fn list_repos(&self, project: Uuid) -> Result<RepoList, ToolError> {
-        let token = self.token();
-        let reader = self.read();
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
         super::target::project(&reader, project)?;
         let mut repos: Vec<RepoInfo> = reader
             .repos_of_project(project)?
@@ -134,13 +140,17 @@ impl Query {
             project_id: project,
             repos,
             token,
-            freshness: self.freshness(),
+            freshness,
         })
     }
 
     pub fn list_executors(&self) -> Result<ExecutorList, ToolError> {
-        let token = self.token();
-        let Some(info) = self.read().server_info()? else {
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
+        let Some(info) = reader.server_info()? else {
             return Err(ToolError::new(
                 "not_ready",
                 true,
@@ -190,7 +200,7 @@ impl Query {
         Ok(ExecutorList {
             executors,
             token,
-            freshness: self.freshness(),
+            freshness,
         })
     }
 }

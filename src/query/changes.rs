@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{Freshness, Query};
+use super::{Freshness, Query, View};
 use crate::tool_error::ToolError;
 
 /// Totals over every repository of the attempt.
@@ -97,8 +97,11 @@ fn num(v: &Value, f: &str) -> u64 {
 
 impl Query {
     pub fn attempt_changes(&self, attempt: Uuid, force: bool) -> Result<ChangesPage, ToolError> {
-        let token = self.token();
-        let reader = self.read();
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
         super::target::attempt(&reader, attempt)?;
         let Some(stored) = reader.changes(attempt)? else {
             return Err(ToolError::new(
@@ -167,7 +170,7 @@ impl Query {
             }
             .to_string(),
             token,
-            freshness: self.freshness(),
+            freshness,
         })
     }
 }

@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::target;
-use super::{Freshness, Query, Since};
+use super::{Freshness, Query, Since, View};
 use crate::store::StoreReader;
 use crate::store::keys::Channel;
 use crate::store::reader::{Stored, StoredEntry};
@@ -120,8 +120,11 @@ fn entries(v: Vec<StoredEntry>) -> Vec<LogEntry> {
 
 impl Query {
     pub fn tail_logs(&self, req: LogRequest) -> Result<LogPage, ToolError> {
-        let token = self.token();
-        let reader = self.read();
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
         target::attempt(&reader, req.attempt)?;
         let processes = reader.processes_of_attempt(req.attempt)?;
         let process = target::log_process(&processes, req.process)?;
@@ -143,7 +146,7 @@ impl Query {
             log_complete: false,
             token,
             token_reset: req.since.token_reset(),
-            freshness: self.freshness(),
+            freshness,
         };
         let Some(process) = process else {
             return Ok(page);

@@ -54,6 +54,16 @@ pub struct Freshness {
     pub bootstrapped: bool,
 }
 
+/// One read of the cache, taken in the order that keeps answers safe: the token first (a change
+/// that lands after it is reported again on the next call rather than missed), then the
+/// snapshot reader the answer is computed from, then how fresh the cache is. Every read tool
+/// starts from `Query::view()`.
+pub struct View {
+    pub token: String,
+    pub reader: StoreReader,
+    pub freshness: Freshness,
+}
+
 /// Where a client-supplied `since_token` stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Since {
@@ -96,6 +106,17 @@ impl Query {
 
     pub fn read(&self) -> StoreReader {
         self.store.read()
+    }
+
+    /// Token, then reader, then freshness: the start of every read tool (see [`View`]).
+    pub fn view(&self) -> View {
+        let token = self.token();
+        let reader = self.read();
+        View {
+            token,
+            reader,
+            freshness: self.freshness(),
+        }
     }
 
     pub fn freshness(&self) -> Freshness {

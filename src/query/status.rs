@@ -7,7 +7,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::status_memo::StatusItem;
-use super::{Freshness, Query, Since};
+use super::{Freshness, Query, Since, View};
 use crate::store::StoreReader;
 use crate::tool_error::ToolError;
 use crate::vk::{self, ProcessStatus, RunReason, rfc3339};
@@ -177,8 +177,11 @@ impl Query {
     pub fn attempt_statuses(&self, ids: &[Uuid], since: Since) -> Result<StatusPage, ToolError> {
         // Read the token before the data: a change landing in between is reported again later
         // rather than missed.
-        let token = self.token();
-        let reader = self.read();
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
         let epoch = self.store.epoch();
         let mut attempts = Vec::with_capacity(ids.len());
         let mut not_found = Vec::new();
@@ -206,7 +209,7 @@ impl Query {
             unchanged,
             token,
             token_reset: since.token_reset(),
-            freshness: self.freshness(),
+            freshness,
         })
     }
 }

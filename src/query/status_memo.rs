@@ -138,9 +138,8 @@ mod tests {
     use crate::health::Health;
     use crate::query::status::AttemptState;
     use crate::query::{Query, Since};
-    use crate::store::Store;
+    use crate::store::StoreOwner;
     use crate::store::events::DomainEvent;
-    use crate::store::writer::Writer;
 
     fn process(id: Uuid, session: Uuid, status: &str, at: &str) -> serde_json::Value {
         json!({"id": id, "session_id": session, "run_reason": "codingagent", "status": status,
@@ -153,9 +152,10 @@ mod tests {
     /// are the same document.
     #[test]
     fn memo_serves_the_current_token_only() {
-        let store = Store::open_temporary(Default::default()).unwrap();
+        let mut owner = StoreOwner::open_temporary(Default::default()).unwrap();
+        let store = owner.store();
         let query = Query::new(store.clone(), Arc::new(Health::new()));
-        let mut writer = Writer::new(store.clone());
+        let mut writer = owner.take_writer().expect("the one writer");
         let (project, task, attempt, session, pid) = (
             Uuid::new_v4(),
             Uuid::new_v4(),

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::status::{AttemptState, attempt_state, latest_session_of};
-use super::{Freshness, Query};
+use super::{Freshness, Query, View};
 use crate::store::StoreReader;
 use crate::store::reader::Stored;
 use crate::tool_error::ToolError;
@@ -156,8 +156,11 @@ impl Query {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<TaskPage, ToolError> {
-        let token = self.token();
-        let reader = self.read();
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
         super::target::project(&reader, project)?;
         let after = cursor.map(parse_cursor).transpose()?;
         let needle = filter.q.as_deref().map(str::to_lowercase);
@@ -196,13 +199,16 @@ impl Query {
             next_cursor,
             total,
             token,
-            freshness: self.freshness(),
+            freshness,
         })
     }
 
     pub fn get_task(&self, id: Uuid, include_attempts: bool) -> Result<TaskDetail, ToolError> {
-        let token = self.token();
-        let reader = self.read();
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
         let task = super::target::task(&reader, id)?;
         let attempts = if include_attempts {
             Some(attempt_summaries(&reader, id)?)
@@ -213,13 +219,16 @@ impl Query {
             task: task_summary(&reader, &task)?,
             attempts,
             token,
-            freshness: self.freshness(),
+            freshness,
         })
     }
 
     pub fn list_task_attempts(&self, task: Uuid) -> Result<AttemptList, ToolError> {
-        let token = self.token();
-        let reader = self.read();
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
         super::target::task(&reader, task)?;
         let attempts = attempt_summaries(&reader, task)?;
         let latest_attempt_id = attempts.first().map(|a| a.attempt_id);
@@ -230,7 +239,7 @@ impl Query {
             latest_attempt_id,
             latest_session_id,
             token,
-            freshness: self.freshness(),
+            freshness,
         })
     }
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::target::{self, SessionTarget};
-use super::{Freshness, Query};
+use super::{Freshness, Query, View};
 use crate::store::StoreReader;
 use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
@@ -66,8 +66,11 @@ impl Query {
         cursor: Option<u64>,
         limit: usize,
     ) -> Result<TranscriptPage, ToolError> {
-        let token = self.token();
-        let reader = self.read();
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
         let session = target::session(&reader, target)?;
         let attempt_id = vk::uuid_of(&session.value, "workspace_id")
             .ok_or_else(|| ToolError::internal("cached session has no workspace_id"))?;
@@ -98,7 +101,7 @@ impl Query {
             has_more: start > 0,
             next_cursor: (start > 0).then_some(start as u64),
             token,
-            freshness: self.freshness(),
+            freshness,
         })
     }
 }

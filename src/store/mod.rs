@@ -3,6 +3,13 @@
 //!
 //! Invariants: only [`writer::Writer`] mutates the projection tree; the token never decreases and
 //! is persisted atomically with the data it stamps; readers see whole batches or nothing.
+//!
+//! **The one-writer rule, by type** (after kube-runtime's reflector `Writer`/`Store`):
+//! [`StoreOwner`] opens the files and is held by the daemon alone (not `Clone`); it hands out
+//! the one [`writer::Writer`] exactly once (`Writer::new` is private to this module) and the
+//! idempotency records, and flushes at shutdown. Everyone else — ingest, query, HTTP, the CLI —
+//! holds [`Store`], a cheap cloneable read handle: snapshot reads, token, epoch, notify hub, last
+//! commit. Nothing outside `store/` can write a projection.
 
 pub mod apply;
 pub mod codec;
@@ -11,6 +18,7 @@ pub mod keys;
 pub mod notify;
 pub mod overlay;
 pub mod reader;
+pub mod records;
 #[cfg(test)]
 mod tests;
 pub mod token;
@@ -47,6 +55,11 @@ pub enum StoreError {
          the daemon rebuilds the cache from VK"
     )]
     Corrupt { dir: PathBuf, source: sled::Error },
+    #[error(
+        "the data dir {dir} is in use by another process (a running daemon?): stop it, or pass \
+         another --data-dir"
+    )]
+    Locked { dir: PathBuf },
     #[error("the store writer has stopped")]
     WriterGone,
 }
@@ -75,9 +88,16 @@ impl Default for Retention {
     }
 }
 
+/// The read handle: cheap to clone, cannot write projections.
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
+}
+
+/// The owner of the store's files: held by the daemon only. Hands out the one writer once.
+pub struct StoreOwner {
+    store: Store,
+    writer: Option<writer::Writer>,
 }
 
 struct Inner {
@@ -91,9 +111,9 @@ struct Inner {
     dir: Option<PathBuf>,
 }
 
-impl Store {
+impl StoreOwner {
     /// Open (or create) the store in `dir`.
-    pub fn open(dir: &Path, retention: Retention) -> Result<Store, StoreError> {
+    pub fn open(dir: &Path, retention: Retention) -> Result<StoreOwner, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
         let db = sled::Config::new()
             .path(dir)
@@ -108,17 +128,68 @@ impl Store {
                     dir: dir.to_path_buf(),
                     source: e,
                 },
+                // sled takes an exclusive file lock on its database and reports a taken lock only
+                // in its message (sled 0.34 `Config::try_lock`): this is the one place that reads
+                // it, so callers decide on `StoreError::Locked`, never on text.
+                sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
+                    StoreError::Locked {
+                        dir: dir.to_path_buf(),
+                    }
+                }
                 other => StoreError::Sled(other),
             })?;
         Self::from_db(db, retention, Some(dir.to_path_buf()))
     }
 
     /// A throwaway store (tests and benches).
-    pub fn open_temporary(retention: Retention) -> Result<Store, StoreError> {
+    pub fn open_temporary(retention: Retention) -> Result<StoreOwner, StoreError> {
         let db = sled::Config::new().temporary(true).open()?;
         Self::from_db(db, retention, None)
     }
 
+    fn from_db(
+        db: sled::Db,
+        retention: Retention,
+        dir: Option<PathBuf>,
+    ) -> Result<StoreOwner, StoreError> {
+        let store = Store::from_db(db, retention, dir)?;
+        Ok(StoreOwner {
+            writer: Some(writer::Writer::new(store.clone())),
+            store,
+        })
+    }
+
+    /// A read handle.
+    pub fn store(&self) -> Store {
+        self.store.clone()
+    }
+
+    /// The one writer; `None` once taken.
+    pub fn take_writer(&mut self) -> Option<writer::Writer> {
+        self.writer.take()
+    }
+
+    /// Run the one writer as a task; `None` once the writer was taken.
+    pub fn spawn_writer(&mut self) -> Option<(writer::WriterHandle, tokio::task::JoinHandle<()>)> {
+        self.take_writer().map(writer::spawn_writer)
+    }
+
+    /// The request_id records of the mutating tools.
+    pub fn idempotency_records(&self) -> records::IdempotencyRecords {
+        records::IdempotencyRecords::new(self.store.inner.idem.clone())
+    }
+
+    /// Force everything written so far to disk.
+    pub fn flush(&self) -> Result<usize, StoreError> {
+        self.store.flush()
+    }
+
+    pub async fn flush_async(&self) -> Result<usize, StoreError> {
+        Ok(self.store.inner.db.flush_async().await?)
+    }
+}
+
+impl Store {
     fn from_db(
         db: sled::Db,
         retention: Retention,
@@ -172,7 +243,7 @@ impl Store {
     }
 
     /// The flushed token reservation (see the writer).
-    pub(crate) fn reserved_token(&self) -> u64 {
+    pub(super) fn reserved_token(&self) -> u64 {
         read_u64(&self.inner.tree, meta::TOKEN_RESERVED)
             .ok()
             .flatten()
@@ -207,13 +278,8 @@ impl Store {
         StoreReader::new(self.inner.tree.clone())
     }
 
-    pub(crate) fn tree(&self) -> &sled::Tree {
+    pub(super) fn tree(&self) -> &sled::Tree {
         &self.inner.tree
-    }
-
-    /// The tree of request_id idempotency records (written by the proxy, not by the writer).
-    pub fn idempotency_tree(&self) -> &sled::Tree {
-        &self.inner.idem
     }
 
     pub fn dir(&self) -> Option<&Path> {
@@ -230,17 +296,13 @@ impl Store {
         self.inner.db.size_on_disk().unwrap_or(0)
     }
 
-    /// Force everything written so far to disk.
-    pub fn flush(&self) -> Result<usize, StoreError> {
+    /// Force everything written so far to disk (the writer's reservations, the owner).
+    pub(super) fn flush(&self) -> Result<usize, StoreError> {
         Ok(self.inner.db.flush()?)
     }
 
-    pub async fn flush_async(&self) -> Result<usize, StoreError> {
-        Ok(self.inner.db.flush_async().await?)
-    }
-
     /// Called by the writer after a commit: publish the token, then wake waiters.
-    pub(crate) fn committed(&self, token: u64, attempts: &[uuid::Uuid], projects: &[uuid::Uuid]) {
+    pub(super) fn committed(&self, token: u64, attempts: &[uuid::Uuid], projects: &[uuid::Uuid]) {
         self.inner
             .last_commit_ms
             .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);

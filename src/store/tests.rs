@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::events::{Channel, DomainEvent};
 use super::keys::{self, meta};
 use super::writer::{Applied, Writer};
-use super::{Retention, Store};
+use super::{Retention, Store, StoreOwner};
 
 const PROJECT: Uuid = Uuid::from_u128(0x9000);
 
@@ -53,9 +53,9 @@ fn apply(w: &mut Writer, events: Vec<DomainEvent>) -> Applied {
 }
 
 fn temporary() -> (Store, Writer) {
-    let store = Store::open_temporary(Retention::default()).expect("store opens");
-    let writer = Writer::new(store.clone());
-    (store, writer)
+    let mut owner = StoreOwner::open_temporary(Retention::default()).expect("store opens");
+    let writer = owner.take_writer().expect("the one writer");
+    (owner.store(), writer)
 }
 
 #[test]
@@ -185,8 +185,8 @@ fn a_snapshot_removes_what_its_scope_no_longer_holds_down_the_cascade() {
 /// Open the store in `dir`, publish `batches` new tasks one batch each, and return the tokens
 /// they got. The store and writer are dropped on return, releasing sled's lock.
 fn publish(dir: &std::path::Path, first_task: u128, batches: u128) -> Vec<u64> {
-    let store = Store::open(dir, Retention::default()).expect("store opens");
-    let mut w = Writer::new(store.clone());
+    let mut owner = StoreOwner::open(dir, Retention::default()).expect("store opens");
+    let mut w = owner.take_writer().expect("the one writer");
     (first_task..first_task + batches)
         .map(|n| {
             let r = apply(
@@ -203,12 +203,13 @@ fn publish(dir: &std::path::Path, first_task: u128, batches: u128) -> Vec<u64> {
 /// Simulate a crash that lost the last committed batches: the persisted token falls back to
 /// `to`, while the reservation (flushed before any token above it was published) survives.
 fn lose_batches_after(dir: &std::path::Path, to: u64) {
-    let store = Store::open(dir, Retention::default()).expect("store opens");
-    store
+    let owner = StoreOwner::open(dir, Retention::default()).expect("store opens");
+    owner
+        .store()
         .tree()
         .insert(keys::meta_key(meta::TOKEN), to.to_be_bytes().to_vec())
         .unwrap();
-    store.flush().unwrap();
+    owner.flush().unwrap();
 }
 
 #[test]
@@ -218,7 +219,9 @@ fn the_token_reservation_survives_reopen() {
     assert_eq!(seen, vec![1, 2, 3]);
 
     // Clean reopen: the store continues above everything published before.
-    let store = Store::open(dir.path(), Retention::default()).unwrap();
+    let store = StoreOwner::open(dir.path(), Retention::default())
+        .unwrap()
+        .store();
     assert!(store.current_token() >= 3);
     assert!(store.reserved_token() > 3, "a reservation was flushed");
     drop(store);
@@ -228,7 +231,9 @@ fn the_token_reservation_survives_reopen() {
     // run must not hand them out again.
     let published = *seen.last().unwrap();
     lose_batches_after(dir.path(), 1);
-    let store = Store::open(dir.path(), Retention::default()).unwrap();
+    let store = StoreOwner::open(dir.path(), Retention::default())
+        .unwrap()
+        .store();
     assert!(
         store.current_token() >= published,
         "reopened at {} below the published {published}",

@@ -42,7 +42,7 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn new(store: Store) -> Self {
+    pub(super) fn new(store: Store) -> Self {
         let token = store.current_token();
         let retention = store.retention().clone();
         let reserved = store.reserved_token();
@@ -242,10 +242,9 @@ impl WriterHandle {
 }
 
 /// Start the writer task. Also runs the retention pass every `retention.prune_every`.
-pub fn spawn_writer(store: Store) -> (WriterHandle, tokio::task::JoinHandle<()>) {
+pub(super) fn spawn_writer(mut writer: Writer) -> (WriterHandle, tokio::task::JoinHandle<()>) {
     let (tx, mut rx) = mpsc::channel::<WriteRequest>(256);
-    let prune_every = store.retention().prune_every;
-    let mut writer = Writer::new(store);
+    let prune_every = writer.store.retention().prune_every;
     let task = tokio::task::spawn_blocking(move || {
         let mut last_prune = std::time::Instant::now();
         while let Some(req) = rx.blocking_recv() {

@@ -57,7 +57,11 @@ pub async fn daemon_reopen(sim: &Sim, dir: &std::path::Path) -> Daemon {
         match r {
             Ok(d) => return d,
             Err(e)
-                if start.elapsed() < Duration::from_secs(10) && e.to_string().contains("lock") =>
+                if start.elapsed() < Duration::from_secs(10)
+                    && matches!(
+                        e.downcast_ref::<vk_observer::store::StoreError>(),
+                        Some(vk_observer::store::StoreError::Locked { .. })
+                    ) =>
             {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
