@@ -247,21 +247,25 @@ impl LogFollower {
                         Err(e) => self.ctx.health.garbage("log_ws", &format!("{e}: {text}")),
                     }
                 }
-                Err(WsEnd::Closed { code: 4404, .. }) => {
-                    let _ = out.send(&mut chunk).await;
-                    return Step::Next(State::Backfill);
-                }
                 Err(end) => {
                     let _ = out.send(&mut chunk).await;
-                    tracing::debug!(pid = %self.process_id, ?end, "log socket dropped");
-                    return if self.still_running() {
-                        self.ctx.health.reconnected("logs_ws");
-                        Step::Backoff(State::Connecting)
-                    } else {
-                        Step::Next(State::Backfill)
-                    };
+                    return self.after_drop(end);
                 }
             }
+        }
+    }
+
+    /// Where a follower goes once its socket ended without `finished`.
+    fn after_drop(&self, end: WsEnd) -> Step<State, Done> {
+        if let WsEnd::Closed { code: 4404, .. } = end {
+            return Step::Next(State::Backfill);
+        }
+        tracing::debug!(pid = %self.process_id, ?end, "log socket dropped");
+        if self.still_running() {
+            self.ctx.health.reconnected("logs_ws");
+            Step::Backoff(State::Connecting)
+        } else {
+            Step::Next(State::Backfill)
         }
     }
 
