@@ -45,11 +45,11 @@ Optional: nothing.
 Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id.
 Avoid: calling this in a polling loop; use wait_for_attempt_change or get_attempt_status with since_token.";
 
-pub const GET_ATTEMPT_STATUS: &str = "Get the state of one or many attempts (idle | running | completed | failed; dev servers excluded) with latest session/process, failure summary and a recommended next action. From the cache: 100 cost about as much as 1.
+pub const GET_ATTEMPT_STATUS: &str = "Get the state of one or many attempts (idle | running | completed | failed; dev servers excluded) with latest session/process, failure summary and a result to route on (outcome, finalized_at, exit_code, last_error, recommended_next_action, next_tool). attempt_id answers the status fields at the top level; attempt_ids answers `attempts: [...]`. From the cache: 100 cost about as much as 1.
 Use when: checking if an agent run is going, done or failed.
 Required: exactly one of attempt_id or attempt_ids (max 100).
 Optional: since_token (only attempts changed since).
-Next: result.recommended_next_action.
+Next: result.next_tool (the tool for result.recommended_next_action).
 Avoid: passing both attempt_id and attempt_ids; polling one attempt at a time (batch, or wait_for_attempt_change).";
 
 pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log (latest coding agent, else its setup/cleanup script) in oldest-first pages.
