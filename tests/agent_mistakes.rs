@@ -68,7 +68,7 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
         .await;
     let busy_task = sim.add_task(project, "Busy", None);
     let busy = sim.create_attempt(busy_task, "CLAUDE_CODE");
-    sim.start_process(busy.session_id, RunReason::CodingAgent);
+    let busy_pid = sim.start_process(busy.session_id, RunReason::CodingAgent);
     let bare_task = sim.add_task(project, "Bare", None);
     let bare = sim.create_bare_attempt(bare_task);
     support::converge(
@@ -341,6 +341,38 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
             "ambiguous_target",
             false,
             &["session_id", "attempt_id"],
+        ),
+        (
+            "stop with both attempt_id and execution_process_id",
+            "stop_attempt",
+            json!({"attempt_id": busy.attempt_id, "execution_process_id": busy_pid}),
+            "ambiguous_target",
+            false,
+            &["attempt_id", "execution_process_id"],
+        ),
+        (
+            "stop with no target",
+            "stop_attempt",
+            json!({"force": true}),
+            "ambiguous_target",
+            false,
+            &["attempt_id", "execution_process_id"],
+        ),
+        (
+            "force on a process stop",
+            "stop_attempt",
+            json!({"execution_process_id": busy_pid, "force": true}),
+            "invalid_argument",
+            false,
+            &["force", "attempt_id"],
+        ),
+        (
+            "session id used as a process id",
+            "stop_attempt",
+            json!({"execution_process_id": busy.session_id}),
+            "not_found",
+            false,
+            &["get_attempt_status", "latest_execution_process_id"],
         ),
         (
             "context outside a workspace",

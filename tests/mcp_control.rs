@@ -184,9 +184,9 @@ async fn follow_up_stop_update_delete_and_artifacts() {
         .call("get_attempt_status", json!({"attempt_id": done.attempt_id}))
         .await
         .ok();
-    let latest = st["attempts"][0]["latest_execution_process_id"].clone();
+    let latest = st["latest_execution_process_id"].clone();
     assert!(
-        latest == json!(pid.to_string()) || st["attempts"][0]["state"] != "running",
+        latest == json!(pid.to_string()) || st["state"] != "running",
         "{st}"
     );
     let replay = mcp

@@ -303,30 +303,29 @@ async fn discovery_tasks_and_status_answer_from_the_cache_as_vk_would() {
         )
         .await
         .ok();
-    let st = &one["attempts"][0];
+    let st = &one;
     assert_eq!(st["state"], "failed");
     assert!(!st["failure_summary"].as_str().unwrap().is_empty());
     assert_eq!(st["result"]["outcome"], "failed");
-    assert_eq!(st["result"]["recommended_next_action"], "tail_attempt_logs");
+    assert_eq!(st["result"]["recommended_next_action"], "follow_up");
+    assert_eq!(st["result"]["next_tool"], "follow_up");
     let ok = mcp
         .call("get_attempt_status", json!({"attempt_id": w.ok_attempt}))
         .await
         .ok();
+    assert_eq!(ok["result"]["recommended_next_action"], "review_changes");
+    assert_eq!(ok["result"]["next_tool"], "get_attempt_changes");
     assert_eq!(
-        ok["attempts"][0]["result"]["recommended_next_action"],
-        "get_attempt_changes"
-    );
-    assert_eq!(
-        ok["attempts"][0]["dev_server_running"], true,
+        ok["dev_server_running"], true,
         "the dev server runs but does not count"
     );
     let idle = mcp
         .call("get_attempt_status", json!({"attempt_id": w.bare_attempt}))
         .await
         .ok();
-    assert_eq!(idle["attempts"][0]["state"], "idle");
-    assert!(idle["attempts"][0]["latest_session_id"].is_null());
-    assert!(idle["attempts"][0]["latest_execution_process_id"].is_null());
+    assert_eq!(idle["state"], "idle");
+    assert!(idle["latest_session_id"].is_null());
+    assert!(idle["latest_execution_process_id"].is_null());
     let ghost = Uuid::new_v4();
     let mixed = mcp
         .call(

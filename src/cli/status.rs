@@ -217,7 +217,10 @@ async fn fetch_one(client: &DaemonClient, id: Uuid) -> anyhow::Result<(Value, Va
         }
         Err(e) => return Err(e.into()),
     };
-    let status = page["attempts"].get(0).cloned().ok_or_else(missing)?;
+    // A single call answers the status fields at the top level (seed 002).
+    let status = Some(page.clone())
+        .filter(|p| p["attempt_id"].is_string())
+        .ok_or_else(missing)?;
     Ok((page, status))
 }
 
@@ -265,11 +268,18 @@ fn print_fields(id: Uuid, status: &Value, task: Option<&Value>, width: usize) {
         field("dev server", "running".into());
     }
     let r = &status["result"];
-    if let Some(next) = r["recommended_next_action"].as_str() {
+    if let Some(tool) = r["next_tool"].as_str() {
+        let action = r["recommended_next_action"].as_str().unwrap_or("wait");
         field(
             "next",
-            format!("{next}: {}", r["reason"].as_str().unwrap_or_default()),
+            format!(
+                "{action} ({tool}): {}",
+                r["reason"].as_str().unwrap_or_default()
+            ),
         );
+    }
+    if let Some(e) = r["last_error"].as_str() {
+        field("last error", e.to_string());
     }
 }
 

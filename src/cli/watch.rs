@@ -281,10 +281,11 @@ async fn first_status(client: &DaemonClient, id: Uuid) -> anyhow::Result<(Value,
         .call_retrying("get_attempt_status", json!({ "attempt_id": id }))
         .await
     {
-        Ok(p) => Ok((
-            p["attempts"][0].clone(),
-            p["token"].as_str().map(str::to_string),
-        )),
+        // A single call answers the status fields at the top level (seed 002).
+        Ok(p) => {
+            let token = p["token"].as_str().map(str::to_string);
+            Ok((p, token))
+        }
         Err(e) if e.code() == "not_found" => {
             anyhow::bail!(
                 "attempt {id} is not in the daemon's cache (never created, deleted, or not ingested yet)"

@@ -135,10 +135,33 @@ pub struct FollowUpArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"required": ["attempt_id"]},
+    "then" = {"not": {"required": ["execution_process_id"]}},
+    "else" = {
+        "required": ["execution_process_id"],
+        "not": {
+            "required": ["force"],
+            "properties": {"force": {
+                "const": true,
+                "description": "force=true is refused with execution_process_id (VK's process stop has no force variant)."
+            }}
+        }
+    }
+))]
 pub struct StopArgs {
-    /// Attempt id (UUID string).
-    pub attempt_id: Uuid,
-    /// Also mark processes VK has no live handle for as killed (default false: graceful stop).
+    /// Attempt id (UUID string): stops its running agent and scripts, never its dev servers.
+    /// Give exactly one of `attempt_id` or `execution_process_id`.
+    #[serde(default)]
+    pub attempt_id: Option<Uuid>,
+    /// Execution process id (UUID string): stops that one process, a dev server included.
+    /// Give exactly one of `attempt_id` or `execution_process_id`.
+    #[serde(default)]
+    pub execution_process_id: Option<Uuid>,
+    /// Attempt stops only: VK's force path, which also marks processes VK lost the handle of
+    /// (e.g. after a VK restart) as killed. Not a harder kill: every stop interrupts, waits
+    /// about 5 s, then kills. Not allowed with `execution_process_id` (VK's process stop has no
+    /// force variant). Default false.
     #[serde(default)]
     pub force: Option<bool>,
 }

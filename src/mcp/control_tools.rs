@@ -14,8 +14,9 @@ use super::respond::respond;
 use crate::proxy::Proxy;
 use crate::proxy::artifacts::{FILE_DEFAULT_BYTES, FileSlice, PATCH_DEFAULT_BYTES, PatchText};
 use crate::proxy::attempts::{
-    AttemptStarted, AttemptStopped, FollowUp, FollowUpAction, FollowUpDone, StartAttempt,
+    AttemptStarted, FollowUp, FollowUpAction, FollowUpDone, StartAttempt,
 };
+use crate::proxy::stop::{AttemptStopped, StopTarget};
 use crate::proxy::tasks::{NewTask, TaskChange, TaskDeleted, TaskEdit};
 use crate::tool_error::ToolError;
 
@@ -139,9 +140,17 @@ impl VkTools {
     ) -> Result<Json<AttemptStopped>, CallToolResult> {
         let r = async {
             let a = a?;
-            self.proxy()?
-                .stop_attempt(a.attempt_id, a.force.unwrap_or(false))
-                .await
+            let target = match (a.attempt_id, a.execution_process_id) {
+                (Some(id), None) => StopTarget::Attempt(id),
+                (None, Some(id)) => StopTarget::Process(id),
+                _ => {
+                    return Err(ToolError::ambiguous_target(&[
+                        "attempt_id",
+                        "execution_process_id",
+                    ]));
+                }
+            };
+            self.proxy()?.stop(target, a.force.unwrap_or(false)).await
         };
         respond(r.await)
     }
@@ -186,7 +195,7 @@ fn stop_verb_hint(mut e: ToolError) -> ToolError {
         .iter()
         .any(|v| text.contains(v))
     {
-        e.hint = "follow_up only sends, queues or cancels a queued message. To stop a running agent call stop_attempt with attempt_id.".into();
+        e.hint = "follow_up only sends, queues or cancels a queued message. To stop a running agent call stop_attempt with attempt_id (or execution_process_id for one process).".into();
     }
     e
 }

@@ -45,11 +45,11 @@ Optional: nothing.
 Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id.
 Avoid: calling this in a polling loop; use wait_for_attempt_change or get_attempt_status with since_token.";
 
-pub const GET_ATTEMPT_STATUS: &str = "Get the state of one or many attempts (idle | running | completed | failed; dev servers excluded) with latest session/process, failure summary and a recommended next action. From the cache: 100 cost about as much as 1.
+pub const GET_ATTEMPT_STATUS: &str = "State of attempts (idle | running | completed | failed; dev servers excluded), latest session/process, failure summary and a result to route on (last_error, recommended_next_action, next_tool). attempt_id: fields at the top level; attempt_ids: `attempts`.
 Use when: checking if an agent run is going, done or failed.
 Required: exactly one of attempt_id or attempt_ids (max 100).
 Optional: since_token (only attempts changed since).
-Next: result.recommended_next_action.
+Next: result.next_tool.
 Avoid: passing both attempt_id and attempt_ids; polling one attempt at a time (batch, or wait_for_attempt_change).";
 
 pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log (latest coding agent, else its setup/cleanup script) in oldest-first pages.
@@ -122,12 +122,12 @@ Optional: variant, request_id (idempotency key for send/queue).
 Next: wait_for_attempt_change, then tail_attempt_logs.
 Avoid: calling before the attempt has a session (no_session_yet: check get_attempt_status); using cancel to stop a running agent (use stop_attempt).";
 
-pub const STOP_ATTEMPT: &str = "Stop an attempt's running agent or script (dev servers are left alone). Returns once VK stopped it; state is then no longer running.
-Use when: an agent is stuck, going the wrong way, or no longer needed.
-Required: attempt_id.
-Optional: force (also mark processes VK lost track of as killed).
-Next: get_attempt_changes to see what it did, or follow_up to continue differently.
-Avoid: using follow_up cancel to stop (that only drops a queued message); deleting the task to stop it.";
+pub const STOP_ATTEMPT: &str = "Stop an attempt's agent/scripts (not dev servers) or one process (dev servers too). Returns once VK stopped them (interrupt, ~5 s, kill): what was stopped, final status, vk_ms.
+Use when: an agent is stuck or unwanted; a dev server must go.
+Required: exactly one of attempt_id or execution_process_id.
+Optional: force (attempt only: also marks processes VK lost track of as killed; VK's process stop has none).
+Next: get_attempt_changes, or follow_up to continue differently.
+Avoid: both ids; force with execution_process_id; follow_up cancel or delete_task to stop.";
 
 pub const GET_ATTEMPT_FILE: &str = "Read a slice of one file in an attempt's workspace (bounded; UTF-8).
 Use when: you need the contents of a file the agent changed or created.

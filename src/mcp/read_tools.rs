@@ -14,7 +14,7 @@ use crate::query::catalog::{ExecutorList, ProjectList, RepoList};
 use crate::query::changes::ChangesPage;
 use crate::query::context::WorkspaceContext;
 use crate::query::logs::{LOG_PAGE_DEFAULT, LogMode, LogPage, LogRequest};
-use crate::query::status::StatusPage;
+use crate::query::status::{Shape, StatusAnswer};
 use crate::query::target::SessionTarget;
 use crate::query::tasks::{
     AttemptList, TASK_PAGE_DEFAULT, TASK_PAGE_MAX, TaskDetail, TaskFilter, TaskPage,
@@ -110,13 +110,15 @@ impl VkTools {
     }
 
     #[tool(description = d::GET_ATTEMPT_STATUS, input_schema = input_schema::<StatusArgs>(),
-           output_schema = rmcp::handler::server::tool::schema_for_output::<StatusPage>(),
+           output_schema = rmcp::handler::server::tool::schema_for_output::<StatusAnswer>(),
            annotations(title = "Get attempt status", read_only_hint = true, open_world_hint = false))]
     async fn get_attempt_status(&self, Args(a): Args<StatusArgs>) -> CallToolResult {
         rendered(a.and_then(|a| {
-            let ids = match (a.attempt_id, a.attempt_ids) {
-                (Some(id), None) => vec![id],
-                (None, Some(ids)) if !ids.is_empty() && ids.len() <= MAX_BATCH => ids,
+            let (ids, shape) = match (a.attempt_id, a.attempt_ids) {
+                (Some(id), None) => (vec![id], Shape::Single),
+                (None, Some(ids)) if !ids.is_empty() && ids.len() <= MAX_BATCH => {
+                    (ids, Shape::Batch)
+                }
                 (None, Some(ids)) => {
                     return Err(ToolError::invalid_field(
                         "attempt_ids",
@@ -130,7 +132,7 @@ impl VkTools {
             if a.attempt_id.is_some() && !page.not_found.is_empty() {
                 return Err(ToolError::unknown_attempt(ids[0]));
             }
-            page.render()
+            page.render(shape)
         }))
     }
 

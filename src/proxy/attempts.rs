@@ -1,4 +1,4 @@
-//! `start_task_attempt`, `follow_up` (send / queue / cancel) and `stop_attempt`, forwarded to
+//! `start_task_attempt` and `follow_up` (send / queue / cancel), forwarded to
 //! VK; targets resolved and arguments checked against the cache first so mistakes come back as
 //! precise envelopes instead of VK's generic 400s.
 
@@ -56,23 +56,6 @@ pub struct FollowUpDone {
     /// Store token at which the new process is visible (opaque).
     pub token: String,
     /// True when VK accepted it but the cache had not shown the new process within 5 s.
-    pub pending_ingest: bool,
-    /// How current the cache is.
-    pub freshness: Freshness,
-}
-
-/// Answer of `stop_attempt`.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct AttemptStopped {
-    /// The attempt (UUID).
-    pub attempt_id: Uuid,
-    /// True if a relevant process was running when the call arrived.
-    pub was_running: bool,
-    /// The attempt's status after the stop (no longer `running` unless `pending_ingest`).
-    pub status: Option<AttemptStatus>,
-    /// Store token at which the stop is visible (opaque).
-    pub token: String,
-    /// True when the cache still showed the attempt running 5 s after VK's answer.
     pub pending_ingest: bool,
     /// How current the cache is.
     pub freshness: Freshness,
@@ -160,7 +143,7 @@ fn required_prompt(f: &FollowUp) -> Result<String, ToolError> {
 }
 
 impl Proxy {
-    fn status_of(&self, attempt: Uuid) -> Result<Option<AttemptStatus>, ToolError> {
+    pub(super) fn status_of(&self, attempt: Uuid) -> Result<Option<AttemptStatus>, ToolError> {
         let reader = self.query.read();
         let t = reader.attempt_token(attempt)?;
         attempt_status(&reader, attempt, t, self.query.store.epoch())
@@ -400,54 +383,10 @@ impl Proxy {
     }
 
     /// The answer of an action that changes nothing the cache holds: nothing to wait for.
-    fn unsettled(&self) -> Settled {
+    pub(super) fn unsettled(&self) -> Settled {
         Settled {
             token: self.query.token(),
             pending_ingest: false,
         }
-    }
-
-    pub async fn stop_attempt(
-        &self,
-        attempt_id: Uuid,
-        force: bool,
-    ) -> Result<AttemptStopped, ToolError> {
-        let before = self
-            .status_of(attempt_id)?
-            .ok_or_else(|| ToolError::unknown_attempt(attempt_id))?;
-        let was_running = before.state == AttemptState::Running;
-        if !was_running && !force {
-            return Ok(AttemptStopped {
-                attempt_id,
-                was_running,
-                status: Some(before),
-                token: self.query.token(),
-                pending_ingest: false,
-                freshness: self.query.freshness(),
-            });
-        }
-        self.client
-            .stop_attempt(attempt_id, force)
-            .await
-            .map_err(upstream_error)?;
-        self.nudge(before.task_id, Some(attempt_id));
-        let store = self.query.store.clone();
-        let settled = self
-            .settle(|r| {
-                let t = r.attempt_token(attempt_id).unwrap_or(0);
-                attempt_status(r, attempt_id, t, store.epoch())
-                    .ok()
-                    .flatten()
-                    .is_some_and(|s| s.state != AttemptState::Running)
-            })
-            .await;
-        Ok(AttemptStopped {
-            attempt_id,
-            was_running,
-            status: self.status_of(attempt_id)?,
-            token: settled.token,
-            pending_ingest: settled.pending_ingest,
-            freshness: self.query.freshness(),
-        })
     }
 }

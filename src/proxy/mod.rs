@@ -7,6 +7,7 @@
 pub mod artifacts;
 pub mod attempts;
 pub mod idempotency;
+pub mod stop;
 pub mod tasks;
 
 use std::time::Duration;

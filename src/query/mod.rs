@@ -13,6 +13,7 @@ pub mod status_memo;
 pub mod target;
 pub mod tasks;
 pub mod transcript;
+pub mod verdict;
 pub mod wait;
 
 use std::sync::Arc;

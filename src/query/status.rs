@@ -7,6 +7,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::status_memo::StatusItem;
+pub use super::verdict::{AttemptResult, NextAction, Outcome};
+use super::verdict::{VerdictInput, verdict};
 use super::{Freshness, Query, Since, View};
 use crate::store::StoreReader;
 use crate::tool_error::ToolError;
@@ -24,35 +26,6 @@ pub enum AttemptState {
     Completed,
     /// The latest relevant process failed or was killed.
     Failed,
-}
-
-/// What the latest relevant process came to.
-#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// Nothing has run yet.
-    NotStarted,
-    /// Still running.
-    InProgress,
-    /// Completed successfully.
-    Succeeded,
-    /// Failed (non-zero exit or error).
-    Failed,
-    /// Stopped or killed before it finished.
-    Killed,
-}
-
-/// A compact verdict and the recommended next tool call.
-#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
-pub struct AttemptResult {
-    /// `not_started`, `in_progress`, `succeeded`, `failed` or `killed`.
-    pub outcome: Outcome,
-    /// The tool to call next: `wait_for_attempt_change` while running, `get_attempt_changes`
-    /// after success, `tail_attempt_logs` after a failure, `follow_up` when idle with a session,
-    /// `wait_for_attempt_change` when idle without one.
-    pub recommended_next_action: String,
-    /// One sentence saying why.
-    pub reason: String,
 }
 
 /// The latest relevant execution process of an attempt.
@@ -99,7 +72,8 @@ pub struct AttemptStatus {
     pub failure_summary: Option<String>,
     /// The latest relevant process in brief; null if none.
     pub latest_process: Option<ProcessSummary>,
-    /// Verdict and next step.
+    /// Verdict and next step (seed 003): outcome, recommended_next_action, next_tool, reason,
+    /// finalized_at, exit_code, last_error.
     pub result: AttemptResult,
     /// True while a dev server of this attempt runs (it never affects `state`).
     pub dev_server_running: bool,
@@ -108,23 +82,52 @@ pub struct AttemptStatus {
     pub attempt_token: String,
 }
 
-/// Answer of `get_attempt_status`.
-#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+/// The statuses asked for, and the page facts every answer carries. Rendered in one of two
+/// shapes (`Shape`); `StatusAnswer` is the schema covering both.
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct StatusPage {
     /// The attempts asked for (in request order); with `since_token`, only those changed since.
-    #[schemars(with = "Vec<AttemptStatus>")]
     pub attempts: Vec<StatusItem>,
-    /// Requested ids the cache does not know (never created, deleted, or not yet ingested).
     pub not_found: Vec<Uuid>,
-    /// Number of requested attempts left out because nothing changed since `since_token`.
     pub unchanged: usize,
-    /// Store token at the time of this read; pass it as `since_token` to later calls.
     pub token: String,
+    pub token_reset: bool,
+    pub freshness: Freshness,
+}
+
+/// How `get_attempt_status` answers (seed 002): a single call (`attempt_id`) with the status
+/// fields at the top level, a batch (`attempt_ids`) with `attempts: [...]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Single,
+    Batch,
+}
+
+/// Answer of `get_attempt_status`. Single call (`attempt_id`): the attempt's status fields at
+/// the top level (absent only when `since_token` showed it unchanged: then `unchanged` is 1).
+/// Batch (`attempt_ids`): `attempts`, one status each. Both: `not_found`, `unchanged`, `token`,
+/// `token_reset`, `freshness`.
+#[derive(Debug, JsonSchema)]
+#[allow(dead_code)] // the schema of what `StatusPage::render` writes; never built
+pub struct StatusAnswer {
+    /// Single call only: the status fields of the attempt, at the top level.
+    #[serde(flatten)]
+    status: Option<AttemptStatus>,
+    /// Batch call only: the attempts asked for (in request order); with `since_token`, only
+    /// those changed since.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempts: Option<Vec<AttemptStatus>>,
+    /// Requested ids the cache does not know (never created, deleted, or not yet ingested).
+    not_found: Vec<Uuid>,
+    /// Number of requested attempts left out because nothing changed since `since_token`.
+    unchanged: usize,
+    /// Store token at the time of this read; pass it as `since_token` to later calls.
+    token: String,
     /// True when `since_token` was from another store generation or the future: the answer is
     /// complete, as if no token had been given.
-    pub token_reset: bool,
+    token_reset: bool,
     /// How current the cache is.
-    pub freshness: Freshness,
+    freshness: Freshness,
 }
 
 /// `StatusPage` without its attempts: the part rendered per request.
@@ -138,10 +141,10 @@ struct PageTail<'a> {
 }
 
 impl StatusPage {
-    /// The page as (JSON value, compact JSON text), reusing each attempt's memoized
+    /// The page as (JSON value, compact JSON text) in `shape`, reusing each attempt's memoized
     /// renderings: one serialization of the small page tail instead of two of the whole page.
     /// Both describe the same JSON document (key order aside).
-    pub fn render(&self) -> Result<(serde_json::Value, String), ToolError> {
+    pub fn render(&self, shape: Shape) -> Result<(serde_json::Value, String), ToolError> {
         let tail = PageTail {
             not_found: &self.not_found,
             unchanged: self.unchanged,
@@ -150,7 +153,18 @@ impl StatusPage {
             freshness: &self.freshness,
         };
         let tail_text = serde_json::to_string(&tail).map_err(ToolError::internal)?;
-        let mut value = serde_json::to_value(&tail).map_err(ToolError::internal)?;
+        let value = serde_json::to_value(&tail).map_err(ToolError::internal)?;
+        Ok(match shape {
+            Shape::Batch => self.render_batch(value, &tail_text),
+            Shape::Single => self.render_single(value, tail_text),
+        })
+    }
+
+    fn render_batch(
+        &self,
+        mut value: serde_json::Value,
+        tail_text: &str,
+    ) -> (serde_json::Value, String) {
         let attempts: Vec<serde_json::Value> =
             self.attempts.iter().map(|a| a.0.value.clone()).collect();
         if let serde_json::Value::Object(m) = &mut value {
@@ -168,7 +182,34 @@ impl StatusPage {
         text.push_str("],");
         // `tail_text` is a non-empty object: drop its opening brace.
         text.push_str(&tail_text[1..]);
-        Ok((value, text))
+        (value, text)
+    }
+
+    /// The one status's fields, then the tail's (their keys never collide: the status's token
+    /// is `attempt_token`). Just the tail when the attempt was unchanged since `since_token`.
+    fn render_single(
+        &self,
+        mut value: serde_json::Value,
+        tail_text: String,
+    ) -> (serde_json::Value, String) {
+        let Some(item) = self.attempts.first() else {
+            return (value, tail_text);
+        };
+        if let (serde_json::Value::Object(m), serde_json::Value::Object(status)) =
+            (&mut value, &item.0.value)
+        {
+            for (k, v) in status {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        // Both are non-empty objects: the status without its closing brace, a comma, the tail
+        // without its opening brace.
+        let json = &item.0.json;
+        let mut text = String::with_capacity(json.len() + tail_text.len());
+        text.push_str(&json[..json.len() - 1]);
+        text.push(',');
+        text.push_str(&tail_text[1..]);
+        (value, text)
     }
 }
 
@@ -246,11 +287,16 @@ pub fn attempt_status(
     let dev_server_running = processes
         .iter()
         .any(|(_, p)| RunReason::DevServer.is(p.reason()) && ProcessStatus::Running.is(p.status()));
+    let changes = reader.changes(id)?;
     let result = verdict(
-        state,
-        process.map(|(_, p)| p.status()),
-        latest_session.is_some(),
-    );
+        reader,
+        VerdictInput {
+            state,
+            process: process.map(|(pid, p)| (*pid, p)),
+            has_session: latest_session.is_some(),
+            changes: changes.as_ref().map(|c| &c.value),
+        },
+    )?;
     Ok(Some(AttemptStatus {
         attempt_id: id,
         task_id: attempt.task_id,
@@ -271,46 +317,6 @@ pub fn attempt_status(
         }
         .to_string(),
     }))
-}
-
-fn verdict(state: AttemptState, status: Option<&str>, has_session: bool) -> AttemptResult {
-    let (outcome, next, reason) = match state {
-        AttemptState::Idle if has_session => (
-            Outcome::NotStarted,
-            "follow_up",
-            "A session exists but nothing has run yet; send it a prompt with follow_up.",
-        ),
-        AttemptState::Idle => (
-            Outcome::NotStarted,
-            "wait_for_attempt_change",
-            "The attempt is being prepared; wait for its first process.",
-        ),
-        AttemptState::Running => (
-            Outcome::InProgress,
-            "wait_for_attempt_change",
-            "A process is running; wait for a change instead of polling.",
-        ),
-        AttemptState::Completed => (
-            Outcome::Succeeded,
-            "get_attempt_changes",
-            "The run completed; review what it changed.",
-        ),
-        AttemptState::Failed if status.is_some_and(|s| ProcessStatus::Killed.is(s)) => (
-            Outcome::Killed,
-            "tail_attempt_logs",
-            "The run was stopped; read the last log entries before deciding to follow up.",
-        ),
-        AttemptState::Failed => (
-            Outcome::Failed,
-            "tail_attempt_logs",
-            "The run failed; read the last log entries to see why.",
-        ),
-    };
-    AttemptResult {
-        outcome,
-        recommended_next_action: next.to_string(),
-        reason: reason.to_string(),
-    }
 }
 
 /// Session summary used by task and attempt listings: (latest session id, its executor).

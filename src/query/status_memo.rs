@@ -136,7 +136,7 @@ mod tests {
     use uuid::Uuid;
 
     use crate::health::Health;
-    use crate::query::status::AttemptState;
+    use crate::query::status::{AttemptState, Shape};
     use crate::query::{Query, Since};
     use crate::store::StoreOwner;
     use crate::store::events::DomainEvent;
@@ -216,10 +216,17 @@ mod tests {
             "memo equals a fresh computation"
         );
 
-        let (value, text) = after.render().unwrap();
+        let (value, text) = after.render(Shape::Batch).unwrap();
         let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(parsed, value);
         assert_eq!(value, serde_json::to_value(&after).unwrap());
+        // The single shape: the status fields at the top level beside the page's.
+        let (value, text) = after.render(Shape::Single).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed, value);
+        assert_eq!(value["state"], "completed");
+        assert_eq!(value["token"], json!(after.token));
+        assert!(value.get("attempts").is_none());
 
         // Unknown attempts are not remembered.
         let missing = query

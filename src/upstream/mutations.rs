@@ -71,6 +71,13 @@ impl VkClient {
         self.call(Method::POST, &path, None, None).await.map(|_| ())
     }
 
+    /// `POST /api/execution-processes/{id}/stop` (one process, dev servers included; VK has no
+    /// force variant of it). Returns once the process is stopped; VK answers `data: null`.
+    pub async fn stop_process(&self, process: Uuid) -> Result<(), UpstreamError> {
+        let path = format!("/api/execution-processes/{process}/stop");
+        self.call(Method::POST, &path, None, None).await.map(|_| ())
+    }
+
     /// `POST /api/sessions/{id}/follow-up` → the new ExecutionProcess.
     pub async fn follow_up(
         &self,

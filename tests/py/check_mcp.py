@@ -238,11 +238,17 @@ async def run_checks(client: Client) -> tuple[int, int]:
     check(al["latest_attempt_id"] == attempt_id, f"list_task_attempts: latest_attempt_id {al['latest_attempt_id']} != {attempt_id}")
     session_id = al["attempts"][0].get("latest_session_id")
 
-    st = await s.ok("get_attempt_status", {"attempt_id": attempt_id})
-    check(len(st["attempts"]) == 1, f"get_attempt_status(attempt_id) returned {len(st['attempts'])} attempts")
-    a0 = st["attempts"][0]
-    check(a0["attempt_id"] == attempt_id and a0["state"] == "completed", f"get_attempt_status: {short(a0)}")
+    # A single call answers the status fields at the top level (seed 002); only a batch has `attempts`.
+    a0 = await s.ok("get_attempt_status", {"attempt_id": attempt_id})
+    check("attempts" not in a0, f"get_attempt_status(attempt_id) answered a batch: {short(a0)}")
+    check(a0.get("attempt_id") == attempt_id and a0.get("state") == "completed", f"get_attempt_status: {short(a0)}")
     check(a0.get("task_id") == task_id, f"get_attempt_status: task_id {a0.get('task_id')!r} != {task_id}")
+    check(isinstance(a0.get("token"), str) and "freshness" in a0, f"get_attempt_status: no token/freshness: {short(a0)}")
+    result = a0.get("result") or {}
+    check(
+        result.get("next_tool") and "finalized_at" in result and "last_error" in result,
+        f"get_attempt_status: result lacks seed-003 fields: {short(result)}",
+    )
 
     unknown = str(uuid.uuid4())
     batch = await s.ok("get_attempt_status", {"attempt_ids": [attempt_id, unknown]})
