@@ -1,19 +1,19 @@
 //! Tool descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 //! `Avoid:`), one constant per tool, kept short: agents pattern-match on them.
 
-pub const LIST_PROJECTS: &str = "List Vibe Kanban projects (from the daemon's cache).
+pub const LIST_PROJECTS: &str = "List Vibe Kanban projects (from the daemon's cache), by name, in pages.
 Use when: you need a project_id to list or create tasks.
 Required: nothing.
-Optional: nothing.
-Next: list_tasks with a project_id, or list_repos to see its repositories.
+Optional: cursor (next_cursor of the previous page), limit (1-200, default 50).
+Next: list_tasks with a project_id, or list_repos to see its repositories; while has_more, call again with cursor = next_cursor.
 Avoid: guessing project ids or names; always take project_id from this list.";
 
 pub const LIST_REPOS: &str = "List the repositories of a project.
 Use when: you need repo ids or names (for start_task_attempt repos, or to read repo-prefixed paths).
 Required: project_id.
-Optional: nothing.
-Next: start_task_attempt with repos[].repo_id, or get_attempt_changes to see paths under these names.
-Avoid: passing a task_id or attempt_id as project_id.";
+Optional: cursor (next_cursor of the previous page of this project), limit (1-200, default 50).
+Next: start_task_attempt with repos[].repo_id, or get_attempt_changes to see paths under these names; while has_more, call again with cursor = next_cursor.
+Avoid: passing a task_id or attempt_id as project_id; reusing a cursor of another list or project.";
 
 pub const LIST_EXECUTORS: &str =
     "List the coding-agent executors VK can run, with variants and capability flags.
@@ -28,21 +28,21 @@ Use when: finding a task, or checking which tasks have running or failed attempt
 Required: project_id.
 Optional: status, q (text search), updated_since (RFC 3339), cursor (next_cursor of the previous page), limit (1-200, default 50).
 Next: get_task or list_task_attempts with a task_id; get_attempt_status with latest_attempt_id.
-Avoid: paging by re-sending the same call; pass next_cursor as cursor until it is null.";
+Avoid: paging by re-sending the same call; pass next_cursor as cursor (with the same filters) while has_more is true.";
 
 pub const GET_TASK: &str =
-    "Get one task with its attempt summary, optionally with all its attempts.
+    "Get one task with its attempt summary, optionally with a page of its attempts.
 Use when: you have a task_id and need its status, description or attempts.
 Required: task_id.
-Optional: include_attempts (default false).
+Optional: include_attempts (default false); with it attempts_cursor (attempts_next_cursor of the previous answer) and attempts_limit (1-200, default 50).
 Next: get_attempt_status or tail_attempt_logs with an attempt_id.
 Avoid: using an attempt_id here; attempts have their own tools.";
 
 pub const LIST_TASK_ATTEMPTS: &str = "List a task's attempts (VK workspaces), newest first, with each attempt's latest session and state, plus top-level latest_attempt_id and latest_session_id.
 Use when: you need an attempt_id or session_id for a task.
 Required: task_id.
-Optional: nothing.
-Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id.
+Optional: cursor (next_cursor of the previous page of this task), limit (1-200, default 50).
+Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id; while has_more, call again with cursor = next_cursor.
 Avoid: calling this in a polling loop; use wait_for_attempt_change or get_attempt_status with since_token.";
 
 pub const GET_ATTEMPT_STATUS: &str = "Get the state of one or many attempts (idle | running | completed | failed; dev servers excluded) with latest session/process, failure summary and a recommended next action. From the cache: 100 cost about as much as 1.
@@ -56,7 +56,7 @@ pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log (latest coding agent,
 Use when: seeing what the agent did or why it failed, or following new output.
 Required: attempt_id.
 Optional: channel (normalized|raw), limit (1-500), cursor (older page) OR after_entry_index (newer only), since_token (also returns entries replaced in place), execution_process_id.
-Next: call again with after_entry_index = last entry_index seen.
+Next: call again with after_entry_index = last entry_index seen. history_truncated: true means older entries are gone for good (VK lost them before the cache saw them, or the cache's per-log cap dropped them); do not page for them.
 Avoid: re-reading the last N entries and de-duplicating; sending cursor and after_entry_index together.";
 
 pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed-file list with repo-prefixed paths, no contents.
@@ -97,14 +97,14 @@ Avoid: retrying a timed-out call without request_id (it may create a duplicate).
 pub const UPDATE_TASK: &str = "Change a task's title, description or status.
 Use when: editing a task or moving it on the board (e.g. to done).
 Required: task_id and at least one of title, description, status.
-Optional: title, description (empty string clears it), status.
+Optional: title, description (empty string clears it), status, request_id (idempotency key: a retry with the same key and arguments returns the first answer without a second write; the same key with other arguments is idempotency_conflict).
 Next: get_task to confirm, or list_tasks.
 Avoid: using it to stop work (use stop_attempt) or to send instructions to the agent (use follow_up).";
 
 pub const DELETE_TASK: &str = "Delete a task with its attempts and worktrees. Irreversible.
 Use when: a task was created by mistake or is obsolete.
 Required: task_id.
-Optional: nothing.
+Optional: request_id (idempotency key: a retry with the same key answers the same deleted task_id even though the task is gone; the same key with another task_id is idempotency_conflict).
 Next: list_tasks.
 Avoid: deleting a task whose attempt is running (VK refuses: stop_attempt first); deleting to cancel (set status cancelled instead).";
 
@@ -118,7 +118,7 @@ Avoid: starting a second attempt while one runs (pass reuse_running_attempt: tru
 pub const FOLLOW_UP: &str = "Send the attempt's agent a new message now (send), queue one for after the current run (queue), or drop the queued one (cancel).
 Use when: the agent needs more instructions or fixes.
 Required: action and exactly one of attempt_id or session_id; prompt for send and queue.
-Optional: variant, request_id (idempotency key for send/queue).
+Optional: variant, request_id (idempotency key for send, queue and cancel: a retry with the same key and arguments returns the first answer without acting again; the same key with other arguments is idempotency_conflict).
 Next: wait_for_attempt_change, then tail_attempt_logs.
 Avoid: calling before the attempt has a session (no_session_yet: check get_attempt_status); using cancel to stop a running agent (use stop_attempt).";
 
