@@ -91,6 +91,12 @@ impl<'t, 'c> Pending<'t, 'c> {
                     .insert(&keys::complete_key(channel, process_id), Vec::new());
                 Ok(())
             }
+            DomainEvent::LogHistoryLost {
+                attempt_id,
+                process_id,
+                channel,
+                oldest_available,
+            } => self.history_lost(attempt_id, process_id, channel, oldest_available),
             DomainEvent::ServerInfo { info } => {
                 if self.upsert(keys::SERVER_INFO_KEY, &info)? {
                     self.note("server_info".into());
@@ -396,6 +402,7 @@ impl<'t, 'c> Pending<'t, 'c> {
                 self.changed = true;
             }
             self.ov.remove(&keys::complete_key(ch, id));
+            self.ov.remove(&keys::history_lost_key(ch, id));
             for k in self.ov.keys_with_prefix(&keys::replaced_prefix(ch, id))? {
                 self.ov.remove(&k);
             }
@@ -458,6 +465,28 @@ impl<'t, 'c> Pending<'t, 'c> {
                 self.enforce_entry_cap(pid, ch, m)?;
             }
         }
+        Ok(())
+    }
+
+    /// Mark the log as missing history when VK lost entries below `oldest` that the cache does
+    /// not hold either (applied after the page's entries in the same batch, so it judges what
+    /// the cache has once that page is in). Sticky: VK never gets lost entries back.
+    fn history_lost(&mut self, attempt: Uuid, pid: Uuid, ch: Channel, oldest: u64) -> R {
+        let key = keys::history_lost_key(ch, pid);
+        if self.ov.contains(&key)? {
+            return Ok(());
+        }
+        let held = self
+            .ov
+            .keys_in_range(&keys::log_key(ch, pid, 0), &keys::log_key(ch, pid, oldest))?
+            .len() as u64;
+        if held >= oldest {
+            return Ok(());
+        }
+        self.ov.insert(&key, oldest.to_be_bytes().to_vec());
+        self.changed = true;
+        self.attempts.insert(attempt);
+        self.note(format!("history_lost:{pid}:{}:<{oldest}", ch.as_str()));
         Ok(())
     }
 
