@@ -28,7 +28,7 @@ Use when: finding a task, or checking which tasks have running or failed attempt
 Required: project_id.
 Optional: status, q (text search), updated_since (RFC 3339), cursor (next_cursor of the previous page), limit (1-200, default 50).
 Next: get_task or list_task_attempts with a task_id; get_attempt_status with latest_attempt_id.
-Avoid: paging by re-sending the same call; pass next_cursor as cursor (with the same filters) while has_more is true.";
+Avoid: paging by re-sending the same call; pass next_cursor as cursor (same filters) while has_more.";
 
 pub const GET_TASK: &str =
     "Get one task with its attempt summary, optionally with a page of its attempts.
@@ -56,7 +56,7 @@ pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log (latest coding agent,
 Use when: seeing what the agent did or why it failed, or following new output.
 Required: attempt_id.
 Optional: channel (normalized|raw), limit (1-500), cursor (older page) OR after_entry_index (newer only), since_token (also returns entries replaced in place), execution_process_id.
-Next: call again with after_entry_index = last entry_index seen. history_truncated: true means older entries are gone for good (VK lost them before the cache saw them, or the cache's per-log cap dropped them); do not page for them.
+Next: call again with after_entry_index = last entry_index seen.
 Avoid: re-reading the last N entries and de-duplicating; sending cursor and after_entry_index together.";
 
 pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed-file list with repo-prefixed paths, no contents.
@@ -97,14 +97,14 @@ Avoid: retrying a timed-out call without request_id (it may create a duplicate).
 pub const UPDATE_TASK: &str = "Change a task's title, description or status.
 Use when: editing a task or moving it on the board (e.g. to done).
 Required: task_id and at least one of title, description, status.
-Optional: title, description (empty string clears it), status, request_id (idempotency key: a retry with the same key and arguments returns the first answer without a second write; the same key with other arguments is idempotency_conflict).
+Optional: title, description (empty string clears it), status, request_id (idempotency key: same key and arguments replay the first answer, no second write).
 Next: get_task to confirm, or list_tasks.
 Avoid: using it to stop work (use stop_attempt) or to send instructions to the agent (use follow_up).";
 
 pub const DELETE_TASK: &str = "Delete a task with its attempts and worktrees. Irreversible.
 Use when: a task was created by mistake or is obsolete.
 Required: task_id.
-Optional: request_id (idempotency key: a retry with the same key answers the same deleted task_id even though the task is gone; the same key with another task_id is idempotency_conflict).
+Optional: request_id (idempotency key: a retry answers the same deleted_task_id though the task is gone).
 Next: list_tasks.
 Avoid: deleting a task whose attempt is running (VK refuses: stop_attempt first); deleting to cancel (set status cancelled instead).";
 
@@ -118,7 +118,7 @@ Avoid: starting a second attempt while one runs (pass reuse_running_attempt: tru
 pub const FOLLOW_UP: &str = "Send the attempt's agent a new message now (send), queue one for after the current run (queue), or drop the queued one (cancel).
 Use when: the agent needs more instructions or fixes.
 Required: action and exactly one of attempt_id or session_id; prompt for send and queue.
-Optional: variant, request_id (idempotency key for send, queue and cancel: a retry with the same key and arguments returns the first answer without acting again; the same key with other arguments is idempotency_conflict).
+Optional: variant, request_id (idempotency key for send, queue and cancel: same key and arguments replay the first answer).
 Next: wait_for_attempt_change, then tail_attempt_logs.
 Avoid: calling before the attempt has a session (no_session_yet: check get_attempt_status); using cancel to stop a running agent (use stop_attempt).";
 

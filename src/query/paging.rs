@@ -301,6 +301,24 @@ mod tests {
     }
 
     #[test]
+    fn counts_are_plain_described_integers_in_the_answer_schemas() {
+        let schema =
+            serde_json::to_value(schemars::schema_for!(crate::query::tasks::TaskDetail)).unwrap();
+        let count = &schema["properties"]["attempts_count"];
+        assert_eq!(count["minimum"], 0, "{count}");
+        assert!(count.get("format").is_none(), "{count}");
+        assert!(count["description"].as_str().is_some_and(|d| !d.is_empty()));
+        let schema =
+            serde_json::to_value(schemars::schema_for!(crate::query::catalog::ProjectList))
+                .unwrap();
+        let count = &schema["properties"]["count"];
+        assert_eq!(
+            (count["type"].as_str(), count.get("format")),
+            (Some("integer"), None)
+        );
+    }
+
+    #[test]
     fn newest_first_key_matches_vk_order() {
         let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
         let mut keys = vec![
