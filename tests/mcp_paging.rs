@@ -62,10 +62,17 @@ fn once_each(tool: &str, ids: &[Uuid], want: &BTreeSet<Uuid>) {
 
 const PAGED: [&str; 5] = ["cursor", "limit", "next_cursor", "has_more", "count"];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_paged_list_is_walked_once_and_foreign_cursors_are_refused() {
-    let sim = support::sim().await;
-    let projects: BTreeSet<Uuid> = (0..7)
+/// Seven of each paged kind: projects (plus the one holding the rest), repos, tasks, attempts.
+struct Lists {
+    projects: BTreeSet<Uuid>,
+    project: Uuid,
+    tasks: BTreeSet<Uuid>,
+    task: Uuid,
+    attempts: BTreeSet<Uuid>,
+}
+
+fn lists(sim: &vk_observer::sim::Sim) -> Lists {
+    let projects = (0..7)
         .map(|i| sim.add_project(&format!("P{}", 6 - i), &[]))
         .collect();
     let repo_names: Vec<String> = (0..7).map(|i| format!("repo{i}")).collect();
@@ -75,7 +82,26 @@ async fn every_paged_list_is_walked_once_and_foreign_cursors_are_refused() {
         .map(|i| sim.add_task(project, &format!("task {i}"), None))
         .collect();
     let task = *tasks.iter().next().unwrap();
-    let attempts: BTreeSet<Uuid> = (0..7).map(|_| sim.create_bare_attempt(task)).collect();
+    let attempts = (0..7).map(|_| sim.create_bare_attempt(task)).collect();
+    Lists {
+        projects,
+        project,
+        tasks,
+        task,
+        attempts,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_paged_list_is_walked_once_and_foreign_cursors_are_refused() {
+    let sim = support::sim().await;
+    let Lists {
+        projects,
+        project,
+        tasks,
+        task,
+        attempts,
+    } = lists(&sim);
     let dir = tempfile::tempdir().unwrap();
     let daemon = support::daemon(&sim, dir.path()).await;
     support::converge(&daemon.store, &sim, Duration::from_secs(30), "paging world").await;

@@ -73,16 +73,7 @@ impl<'t, 'c> Pending<'t, 'c> {
             DomainEvent::ChangesUpdated {
                 attempt_id,
                 changes,
-            } => {
-                if self.upsert(
-                    keys::id_key(table::CHANGES, attempt_id).as_slice(),
-                    &changes,
-                )? {
-                    self.attempts.insert(attempt_id);
-                    self.note(format!("changes:{attempt_id}"));
-                }
-                Ok(())
-            }
+            } => self.changes_updated(attempt_id, &changes),
             DomainEvent::LogsComplete {
                 process_id,
                 channel,
@@ -140,6 +131,14 @@ impl<'t, 'c> Pending<'t, 'c> {
         self.ov.insert(key, encode(self.next, &json));
         self.changed = true;
         Ok(true)
+    }
+
+    fn changes_updated(&mut self, attempt: Uuid, changes: &Value) -> R {
+        if self.upsert(keys::id_key(table::CHANGES, attempt).as_slice(), changes)? {
+            self.attempts.insert(attempt);
+            self.note(format!("changes:{attempt}"));
+        }
+        Ok(())
     }
 
     fn remove_entity(&mut self, key: &[u8]) -> R<bool> {
