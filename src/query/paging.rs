@@ -178,7 +178,7 @@ fn next_field(field: &str) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.is_empty() || s.len() % 2 != 0 || s.len() > 8192 {
+    if s.is_empty() || !s.len().is_multiple_of(2) || s.len() > 8192 {
         return None;
     }
     (0..s.len())
@@ -321,7 +321,7 @@ mod tests {
     #[test]
     fn newest_first_key_matches_vk_order() {
         let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
-        let mut keys = vec![
+        let mut keys = [
             newest_first_key(None, a),
             newest_first_key(Some(10), b),
             newest_first_key(Some(20), b),
