@@ -91,6 +91,18 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
     )
     .await
     .ok();
+    mcp.call(
+        "update_task",
+        json!({"task_id": bare_task, "title": "Bare (renamed)", "request_id": "edit-1"}),
+    )
+    .await
+    .ok();
+    let tasks_page = mcp
+        .call("list_tasks", json!({"project_id": project, "limit": 1}))
+        .await
+        .ok();
+    let tasks_cursor = tasks_page["next_cursor"].clone();
+    assert!(tasks_cursor.is_string(), "{tasks_page}");
     let token_before = daemon.store.current_token();
 
     let cases: Vec<Case> = vec![
@@ -319,6 +331,46 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
             &["stop_attempt"],
         ),
         (
+            "cursor of another list",
+            "list_task_attempts",
+            json!({"task_id": done_task, "cursor": tasks_cursor}),
+            "invalid_argument",
+            false,
+            &["belongs to list_tasks", "next_cursor", "cursor"],
+        ),
+        (
+            "made-up cursor",
+            "list_repos",
+            json!({"project_id": project, "cursor": "page-2"}),
+            "invalid_argument",
+            false,
+            &["Malformed", "next_cursor"],
+        ),
+        (
+            "list limit 0",
+            "list_projects",
+            json!({"limit": 0}),
+            "invalid_argument",
+            false,
+            &["limit", "200"],
+        ),
+        (
+            "attempts page without include_attempts",
+            "get_task",
+            json!({"task_id": done_task, "attempts_limit": 5}),
+            "invalid_argument",
+            false,
+            &["include_attempts"],
+        ),
+        (
+            "request_id reused for another edit",
+            "update_task",
+            json!({"task_id": bare_task, "title": "Something else", "request_id": "edit-1"}),
+            "idempotency_conflict",
+            false,
+            &["request_id"],
+        ),
+        (
             "wait on both scopes",
             "wait_for_attempt_change",
             json!({"attempt_ids": [a], "project_id": project}),
@@ -439,6 +491,15 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
     assert!(
         capped["entries"].as_array().unwrap().len() <= 500,
         "limit capped at 500"
+    );
+    let projects = mcp
+        .call("list_projects", json!({"limit": 100000}))
+        .await
+        .ok();
+    assert_eq!(
+        (projects["count"].clone(), projects["has_more"].clone()),
+        (json!(1), json!(false)),
+        "a too-large list limit is capped at 200, not refused"
     );
     let reset = mcp
         .call(

@@ -432,3 +432,87 @@ async fn follow_up_stop_update_delete_and_artifacts() {
         .ok();
     daemon.shutdown().await;
 }
+
+/// request_id on the writes that are not creations: update_task, delete_task and follow_up
+/// cancel. The same key twice reaches VK once (the simulator counts), a replayed delete answers
+/// the same `deleted_task_id` though the task is gone, and the same key with other arguments is
+/// `idempotency_conflict`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_delete_and_cancel_replay_by_request_id() {
+    let sim = support::sim().await;
+    let project = sim.add_project("Replays", &["demo"]);
+    let task = sim.add_task(project, "Edit me", None);
+    let doomed = sim.add_task(project, "Delete me", None);
+    let ids = sim.create_attempt(task, "CLAUDE_CODE");
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    support::converge(&daemon.store, &sim, Duration::from_secs(20), "replays").await;
+    let mcp = Mcp::connect(daemon.addr).await;
+
+    let edit = json!({"task_id": task, "status": "inreview", "request_id": "up-1"});
+    let first = mcp.call("update_task", edit.clone()).await.ok();
+    assert_eq!(
+        (first["replayed"].clone(), first["task"]["status"].clone()),
+        (json!(false), json!("inreview"))
+    );
+    let again = mcp.call("update_task", edit).await.ok();
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(again["task_id"], first["task_id"]);
+    assert_eq!(sim.counters().task_updates, 1, "one update per request_id");
+    let other = json!({"task_id": task, "status": "done", "request_id": "up-1"});
+    assert_eq!(
+        mcp.call("update_task", other).await.code(),
+        "idempotency_conflict"
+    );
+    assert_eq!(sim.counters().task_updates, 1);
+
+    let delete = json!({"task_id": doomed, "request_id": "del-1"});
+    let gone = mcp.call("delete_task", delete.clone()).await.ok();
+    assert_eq!(
+        (gone["deleted_task_id"].clone(), gone["replayed"].clone()),
+        (json!(doomed), json!(false))
+    );
+    let replay = mcp.call("delete_task", delete).await.ok();
+    assert_eq!(replay["deleted_task_id"], json!(doomed), "{replay}");
+    assert_eq!(replay["replayed"], true);
+    assert_eq!(
+        sim.counters().task_deletions,
+        1,
+        "one deletion per request_id"
+    );
+    // Without the key a deleted task is simply unknown; with it and another task, a conflict.
+    let plain = json!({"task_id": doomed});
+    assert_eq!(mcp.call("delete_task", plain).await.code(), "not_found");
+    let moved = json!({"task_id": task, "request_id": "del-1"});
+    assert_eq!(
+        mcp.call("delete_task", moved).await.code(),
+        "idempotency_conflict"
+    );
+
+    let cancel_route = "DELETE /api/sessions/{id}/queue";
+    let cancel = json!({"action": "cancel", "session_id": ids.session_id, "request_id": "can-1"});
+    let c1 = mcp.call("follow_up", cancel.clone()).await.ok();
+    let c2 = mcp.call("follow_up", cancel).await.ok();
+    assert_eq!(
+        (c1["replayed"].clone(), c2["replayed"].clone()),
+        (json!(false), json!(true))
+    );
+    assert_eq!(c1["queue_status"], c2["queue_status"]);
+    assert_eq!(
+        route_calls(&sim, cancel_route),
+        1,
+        "one cancel per request_id"
+    );
+    let by_attempt =
+        json!({"action": "cancel", "attempt_id": ids.attempt_id, "request_id": "can-1"});
+    let e = mcp.call("follow_up", by_attempt).await;
+    // The attempt resolves to the same session: the same request, replayed.
+    assert_eq!(e.ok()["replayed"], true);
+    let queue = json!({"action": "queue", "session_id": ids.session_id, "prompt": "later", "request_id": "can-1"});
+    assert_eq!(
+        mcp.call("follow_up", queue).await.code(),
+        "idempotency_conflict"
+    );
+    assert_eq!(route_calls(&sim, cancel_route), 1);
+    daemon.shutdown().await;
+}

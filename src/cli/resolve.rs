@@ -22,11 +22,8 @@ pub async fn projects(
     client: &DaemonClient,
     only: Option<Uuid>,
 ) -> anyhow::Result<Vec<(String, String)>> {
-    let list = client.call_retrying("list_projects", json!({})).await?;
-    let mut out: Vec<(String, String)> = list["projects"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let list = all_pages(client, "list_projects", json!({}), "projects").await?;
+    let mut out: Vec<(String, String)> = list
         .iter()
         .filter_map(|p| {
             Some((
@@ -47,20 +44,27 @@ pub async fn projects(
 
 /// Every task of the project (all pages), as `list_tasks` returns them.
 pub async fn tasks_of(client: &DaemonClient, project_id: &str) -> anyhow::Result<Vec<Value>> {
-    let mut tasks = Vec::new();
-    let mut cursor: Option<String> = None;
+    let args = json!({"project_id": project_id});
+    all_pages(client, "list_tasks", args, "tasks").await
+}
+
+/// Every item of a paged list tool (`cursor` / `next_cursor`, largest pages), in its order.
+async fn all_pages(
+    client: &DaemonClient,
+    tool: &str,
+    mut args: Value,
+    items: &str,
+) -> anyhow::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    args["limit"] = json!(200);
     loop {
-        let mut args = json!({"project_id": project_id, "limit": 200});
-        if let Some(c) = &cursor {
-            args["cursor"] = json!(c);
-        }
-        let page = client.call_retrying("list_tasks", args).await?;
-        if let Some(t) = page["tasks"].as_array() {
-            tasks.extend(t.iter().cloned());
+        let page = client.call_retrying(tool, args.clone()).await?;
+        if let Some(t) = page[items].as_array() {
+            out.extend(t.iter().cloned());
         }
         match page["next_cursor"].as_str() {
-            Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
-            _ => return Ok(tasks),
+            Some(c) if !c.is_empty() => args["cursor"] = json!(c),
+            _ => return Ok(out),
         }
     }
 }
@@ -114,14 +118,8 @@ pub async fn attempt_id(client: &DaemonClient, given: &str) -> anyhow::Result<Uu
                 let Some(task) = t["task_id"].as_str() else {
                     continue;
                 };
-                let list = client
-                    .call_retrying("list_task_attempts", json!({"task_id": task}))
-                    .await?;
-                for a in list["attempts"]
-                    .as_array()
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
-                {
+                let args = json!({"task_id": task});
+                for a in all_pages(client, "list_task_attempts", args, "attempts").await? {
                     if let Some(id) = a["attempt_id"]
                         .as_str()
                         .and_then(|s| s.parse::<Uuid>().ok())

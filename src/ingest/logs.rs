@@ -79,11 +79,21 @@ impl<'a> Outbox<'a> {
 
     /// Wait for the chunk before (a failed write ends the stream), then queue this one.
     async fn send(&mut self, chunk: &mut Chunk) -> Result<(), StoreError> {
-        if chunk.is_empty() {
+        self.send_page(chunk, None).await
+    }
+
+    /// Like `send`, plus VK's word that history below `lost_below` is gone, in the same batch
+    /// as the page's entries so the writer judges the loss against what the cache then holds.
+    async fn send_page(
+        &mut self,
+        chunk: &mut Chunk,
+        lost_below: Option<u64>,
+    ) -> Result<(), StoreError> {
+        if chunk.is_empty() && lost_below.is_none() {
             return Ok(());
         }
         self.settle().await?;
-        self.committing = self.follower.queue(chunk).await?;
+        self.committing = self.follower.queue(chunk, lost_below).await?;
         Ok(())
     }
 
@@ -269,24 +279,40 @@ impl LogFollower {
         }
     }
 
-    /// Queue a chunk to the writer (not waiting for its commit).
-    async fn queue(&self, chunk: &mut Chunk) -> Result<Option<Queued>, StoreError> {
-        if chunk.is_empty() {
-            return Ok(None);
-        }
+    /// Queue a chunk (and VK's history loss, if any) to the writer, not waiting for its commit.
+    async fn queue(
+        &self,
+        chunk: &mut Chunk,
+        lost_below: Option<u64>,
+    ) -> Result<Option<Queued>, StoreError> {
         let entries = std::mem::take(chunk);
         self.ctx
             .health
             .log_entries_received
             .fetch_add(entries.len() as u64, Ordering::Relaxed);
-        self.ctx
-            .writer
-            .queue(vec![DomainEvent::LogEntriesPut {
+        let mut events = Vec::with_capacity(2);
+        if !entries.is_empty() {
+            events.push(DomainEvent::LogEntriesPut {
                 attempt_id: self.attempt_id,
                 process_id: self.process_id,
                 channel: self.channel,
                 entries,
-            }])
+            });
+        }
+        events.extend(
+            lost_below.map(|oldest_available| DomainEvent::LogHistoryLost {
+                attempt_id: self.attempt_id,
+                process_id: self.process_id,
+                channel: self.channel,
+                oldest_available,
+            }),
+        );
+        if events.is_empty() {
+            return Ok(None);
+        }
+        self.ctx
+            .writer
+            .queue(events)
             .await
             .map(Some)
             .inspect_err(|e| tracing::error!(error = %e, "cannot store log entries"))
@@ -328,9 +354,11 @@ impl LogFollower {
                 .log_history(self.process_id, self.channel, 1000, cursor)
                 .await?;
             pages += 1;
-            if page.history_truncated {
+            // VK no longer has what lies below its oldest entry (u64::MAX: it has none).
+            let lost_below = page.history_truncated.then(|| {
                 tracing::warn!(pid = %self.process_id, "VK truncated this log's history: older entries are only what the daemon streamed live");
-            }
+                page.entries.first().map_or(u64::MAX, |e| e.entry_index)
+            });
             let mut entries: Chunk = page
                 .entries
                 .into_iter()
@@ -338,7 +366,7 @@ impl LogFollower {
                 .map(|e| (e.entry_index, e.entry))
                 .collect();
             let smallest = entries.first().map(|e| e.0);
-            out.send(&mut entries).await?;
+            out.send_page(&mut entries, lost_below).await?;
             match (page.has_more, page.next_cursor.or(smallest)) {
                 (true, Some(c)) if c > floor && Some(c) != cursor && pages < 10_000 => {
                     cursor = Some(c)

@@ -40,6 +40,11 @@ pub struct UpdateTaskArgs {
     /// New status: `todo`, `inprogress`, `inreview`, `done` or `cancelled`.
     #[serde(default)]
     pub status: Option<TaskStatus>,
+    /// Idempotency key (e.g. a fresh UUID per logical request): a retry with the same key and
+    /// the same arguments returns the first answer (`replayed: true`) without writing again;
+    /// the same key with other arguments fails with `idempotency_conflict`.
+    #[serde(default)]
+    pub request_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -47,6 +52,11 @@ pub struct UpdateTaskArgs {
 pub struct DeleteTaskArgs {
     /// Task id (UUID string). Its attempts and worktrees are deleted too.
     pub task_id: Uuid,
+    /// Idempotency key (e.g. a fresh UUID per logical request): a retry with the same key and
+    /// task answers the same `deleted_task_id` (`replayed: true`) even though the task is gone;
+    /// the same key with another task_id fails with `idempotency_conflict`.
+    #[serde(default)]
+    pub request_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -127,8 +137,9 @@ pub struct FollowUpArgs {
     /// Session id (UUID string). Give exactly one of `attempt_id` or `session_id`.
     #[serde(default)]
     pub session_id: Option<Uuid>,
-    /// Idempotency key for send and queue: a retry with the same key and arguments does not
-    /// start a second run.
+    /// Idempotency key for send, queue and cancel: a retry with the same key and arguments
+    /// returns the first answer (`replayed: true`) without acting again (no second run, no
+    /// second cancel); the same key with other arguments fails with `idempotency_conflict`.
     #[serde(default)]
     pub request_id: Option<String>,
 }

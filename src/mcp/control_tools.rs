@@ -67,7 +67,7 @@ impl VkTools {
                 description: a.description,
                 status: a.status,
             };
-            self.proxy()?.update_task(e).await
+            self.proxy()?.update_task(e, a.request_id.as_deref()).await
         };
         respond(r.await)
     }
@@ -78,7 +78,12 @@ impl VkTools {
         &self,
         Args(a): Args<DeleteTaskArgs>,
     ) -> Result<Json<TaskDeleted>, CallToolResult> {
-        let r = async { self.proxy()?.delete_task(a?.task_id).await };
+        let r = async {
+            let a = a?;
+            self.proxy()?
+                .delete_task(a.task_id, a.request_id.as_deref())
+                .await
+        };
         respond(r.await)
     }
 

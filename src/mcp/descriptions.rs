@@ -1,19 +1,19 @@
 //! Tool descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 //! `Avoid:`), one constant per tool, kept short: agents pattern-match on them.
 
-pub const LIST_PROJECTS: &str = "List Vibe Kanban projects (from the daemon's cache).
+pub const LIST_PROJECTS: &str = "List Vibe Kanban projects (from the daemon's cache), by name, in pages.
 Use when: you need a project_id to list or create tasks.
 Required: nothing.
-Optional: nothing.
-Next: list_tasks with a project_id, or list_repos to see its repositories.
+Optional: cursor (next_cursor of the previous page), limit (1-200, default 50).
+Next: list_tasks with a project_id, or list_repos to see its repositories; while has_more, call again with cursor = next_cursor.
 Avoid: guessing project ids or names; always take project_id from this list.";
 
 pub const LIST_REPOS: &str = "List the repositories of a project.
 Use when: you need repo ids or names (for start_task_attempt repos, or to read repo-prefixed paths).
 Required: project_id.
-Optional: nothing.
-Next: start_task_attempt with repos[].repo_id, or get_attempt_changes to see paths under these names.
-Avoid: passing a task_id or attempt_id as project_id.";
+Optional: cursor (next_cursor of the previous page of this project), limit (1-200, default 50).
+Next: start_task_attempt with repos[].repo_id, or get_attempt_changes to see paths under these names; while has_more, call again with cursor = next_cursor.
+Avoid: passing a task_id or attempt_id as project_id; reusing a cursor of another list or project.";
 
 pub const LIST_EXECUTORS: &str =
     "List the coding-agent executors VK can run, with variants and capability flags.
@@ -28,21 +28,21 @@ Use when: finding a task, or checking which tasks have running or failed attempt
 Required: project_id.
 Optional: status, q (text search), updated_since (RFC 3339), cursor (next_cursor of the previous page), limit (1-200, default 50).
 Next: get_task or list_task_attempts with a task_id; get_attempt_status with latest_attempt_id.
-Avoid: paging by re-sending the same call; pass next_cursor as cursor until it is null.";
+Avoid: paging by re-sending the same call; pass next_cursor as cursor (same filters) while has_more.";
 
 pub const GET_TASK: &str =
-    "Get one task with its attempt summary, optionally with all its attempts.
+    "Get one task with its attempt summary, optionally with a page of its attempts.
 Use when: you have a task_id and need its status, description or attempts.
 Required: task_id.
-Optional: include_attempts (default false).
+Optional: include_attempts (default false); with it attempts_cursor (attempts_next_cursor of the previous answer) and attempts_limit (1-200, default 50).
 Next: get_attempt_status or tail_attempt_logs with an attempt_id.
 Avoid: using an attempt_id here; attempts have their own tools.";
 
 pub const LIST_TASK_ATTEMPTS: &str = "List a task's attempts (VK workspaces), newest first, with each attempt's latest session and state, plus top-level latest_attempt_id and latest_session_id.
 Use when: you need an attempt_id or session_id for a task.
 Required: task_id.
-Optional: nothing.
-Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id.
+Optional: cursor (next_cursor of the previous page of this task), limit (1-200, default 50).
+Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id; while has_more, call again with cursor = next_cursor.
 Avoid: calling this in a polling loop; use wait_for_attempt_change or get_attempt_status with since_token.";
 
 pub const GET_ATTEMPT_STATUS: &str = "State of attempts (idle | running | completed | failed; dev servers excluded), latest session/process, failure summary and a result to route on (last_error, recommended_next_action, next_tool). attempt_id: fields at the top level; attempt_ids: `attempts`.
@@ -97,14 +97,14 @@ Avoid: retrying a timed-out call without request_id (it may create a duplicate).
 pub const UPDATE_TASK: &str = "Change a task's title, description or status.
 Use when: editing a task or moving it on the board (e.g. to done).
 Required: task_id and at least one of title, description, status.
-Optional: title, description (empty string clears it), status.
+Optional: title, description (empty string clears it), status, request_id (idempotency key: same key and arguments replay the first answer, no second write).
 Next: get_task to confirm, or list_tasks.
 Avoid: using it to stop work (use stop_attempt) or to send instructions to the agent (use follow_up).";
 
 pub const DELETE_TASK: &str = "Delete a task with its attempts and worktrees. Irreversible.
 Use when: a task was created by mistake or is obsolete.
 Required: task_id.
-Optional: nothing.
+Optional: request_id (idempotency key: a retry answers the same deleted_task_id though the task is gone).
 Next: list_tasks.
 Avoid: deleting a task whose attempt is running (VK refuses: stop_attempt first); deleting to cancel (set status cancelled instead).";
 
@@ -118,7 +118,7 @@ Avoid: starting a second attempt while one runs (pass reuse_running_attempt: tru
 pub const FOLLOW_UP: &str = "Send the attempt's agent a new message now (send), queue one for after the current run (queue), or drop the queued one (cancel).
 Use when: the agent needs more instructions or fixes.
 Required: action and exactly one of attempt_id or session_id; prompt for send and queue.
-Optional: variant, request_id (idempotency key for send/queue).
+Optional: variant, request_id (idempotency key for send, queue and cancel: same key and arguments replay the first answer).
 Next: wait_for_attempt_change, then tail_attempt_logs.
 Avoid: calling before the attempt has a session (no_session_yet: check get_attempt_status); using cancel to stop a running agent (use stop_attempt).";
 

@@ -14,11 +14,10 @@ use crate::query::catalog::{ExecutorList, ProjectList, RepoList};
 use crate::query::changes::ChangesPage;
 use crate::query::context::WorkspaceContext;
 use crate::query::logs::{LOG_PAGE_DEFAULT, LogMode, LogPage, LogRequest};
+use crate::query::paging::{PAGE_DEFAULT, PAGE_MAX, PageArgs};
 use crate::query::status::{Shape, StatusAnswer};
 use crate::query::target::SessionTarget;
-use crate::query::tasks::{
-    AttemptList, TASK_PAGE_DEFAULT, TASK_PAGE_MAX, TaskDetail, TaskFilter, TaskPage,
-};
+use crate::query::tasks::{AttemptList, TaskDetail, TaskFilter, TaskPage};
 use crate::query::transcript::{TURN_PAGE_DEFAULT, TranscriptPage};
 use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
@@ -29,22 +28,28 @@ pub const MAX_BATCH: usize = 100;
 
 #[tool_router(router = read_router, vis = "pub(crate)")]
 impl VkTools {
-    #[tool(description = d::LIST_PROJECTS, input_schema = input_schema::<NoArgs>(),
+    #[tool(description = d::LIST_PROJECTS, input_schema = input_schema::<ListProjectsArgs>(),
            annotations(title = "List projects", read_only_hint = true, open_world_hint = false))]
     async fn list_projects(
         &self,
-        Args(a): Args<NoArgs>,
+        Args(a): Args<ListProjectsArgs>,
     ) -> Result<Json<ProjectList>, CallToolResult> {
-        respond(a.and_then(|_| self.query.list_projects()))
+        respond(a.and_then(|a| {
+            let page = page_args(a.cursor, a.limit, "limit")?;
+            self.query.list_projects(&page)
+        }))
     }
 
-    #[tool(description = d::LIST_REPOS, input_schema = input_schema::<ProjectArgs>(),
+    #[tool(description = d::LIST_REPOS, input_schema = input_schema::<ListReposArgs>(),
            annotations(title = "List repositories", read_only_hint = true, open_world_hint = false))]
     async fn list_repos(
         &self,
-        Args(a): Args<ProjectArgs>,
+        Args(a): Args<ListReposArgs>,
     ) -> Result<Json<RepoList>, CallToolResult> {
-        respond(a.and_then(|a| self.query.list_repos(a.project_id)))
+        respond(a.and_then(|a| {
+            let page = page_args(a.cursor, a.limit, "limit")?;
+            self.query.list_repos(a.project_id, &page)
+        }))
     }
 
     #[tool(description = d::LIST_EXECUTORS, input_schema = input_schema::<NoArgs>(),
@@ -82,9 +87,8 @@ impl VkTools {
                 q: a.q.filter(|q| !q.trim().is_empty()),
                 updated_since,
             };
-            let limit = page_size(a.limit, TASK_PAGE_DEFAULT, TASK_PAGE_MAX, "limit")?;
-            self.query
-                .list_tasks(a.project_id, &filter, a.cursor.as_deref(), limit)
+            let page = page_args(a.cursor, a.limit, "limit")?;
+            self.query.list_tasks(a.project_id, &filter, &page)
         }))
     }
 
@@ -95,18 +99,29 @@ impl VkTools {
         Args(a): Args<GetTaskArgs>,
     ) -> Result<Json<TaskDetail>, CallToolResult> {
         respond(a.and_then(|a| {
-            self.query
-                .get_task(a.task_id, a.include_attempts.unwrap_or(false))
+            let paged = a.attempts_cursor.is_some() || a.attempts_limit.is_some();
+            if paged && a.include_attempts != Some(true) {
+                return Err(ToolError::invalid_field(
+                    "include_attempts",
+                    "attempts_cursor and attempts_limit page the task's attempts: pass include_attempts: true with them (or use list_task_attempts).",
+                ));
+            }
+            let page = page_args(a.attempts_cursor, a.attempts_limit, "attempts_limit")?;
+            let attempts = a.include_attempts.unwrap_or(false).then_some(&page);
+            self.query.get_task(a.task_id, attempts)
         }))
     }
 
-    #[tool(description = d::LIST_TASK_ATTEMPTS, input_schema = input_schema::<TaskArgs>(),
+    #[tool(description = d::LIST_TASK_ATTEMPTS, input_schema = input_schema::<ListAttemptsArgs>(),
            annotations(title = "List task attempts", read_only_hint = true, open_world_hint = false))]
     async fn list_task_attempts(
         &self,
-        Args(a): Args<TaskArgs>,
+        Args(a): Args<ListAttemptsArgs>,
     ) -> Result<Json<AttemptList>, CallToolResult> {
-        respond(a.and_then(|a| self.query.list_task_attempts(a.task_id)))
+        respond(a.and_then(|a| {
+            let page = page_args(a.cursor, a.limit, "limit")?;
+            self.query.list_task_attempts(a.task_id, &page)
+        }))
     }
 
     #[tool(description = d::GET_ATTEMPT_STATUS, input_schema = input_schema::<StatusArgs>(),
@@ -226,6 +241,18 @@ impl VkTools {
             self.query.context_for(&dir)
         }))
     }
+}
+
+/// Cursor and page size of a paged list (`query::paging`): the size within `1..=PAGE_MAX`.
+fn page_args(
+    cursor: Option<String>,
+    limit: Option<u32>,
+    field: &str,
+) -> Result<PageArgs, ToolError> {
+    Ok(PageArgs {
+        cursor,
+        limit: page_size(limit, PAGE_DEFAULT, PAGE_MAX, field)?,
+    })
 }
 
 /// A page size within `1..=max` (default when absent); 0 is an error, above `max` is capped.

@@ -15,9 +15,29 @@ pub struct NoArgs {}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ProjectArgs {
+pub struct ListProjectsArgs {
+    /// Opaque `next_cursor` from the previous list_projects page; omit for the first page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Page size, 1–200 (default 50); larger values are capped at 200.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListReposArgs {
     /// Project id (UUID string) from list_projects.
     pub project_id: Uuid,
+    /// Opaque `next_cursor` from the previous list_repos page of the same project; omit for
+    /// the first page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Page size, 1–200 (default 50); larger values are capped at 200.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -34,12 +54,13 @@ pub struct ListTasksArgs {
     /// Only tasks updated at or after this instant (RFC 3339, e.g. `2026-11-22T10:00:00Z`).
     #[serde(default)]
     pub updated_since: Option<String>,
-    /// Opaque `next_cursor` from the previous page; omit for the first page.
+    /// Opaque `next_cursor` from the previous list_tasks page with the same filters; omit for
+    /// the first page.
     #[serde(default)]
     pub cursor: Option<String>,
-    /// Page size, 1–200 (default 50).
+    /// Page size, 1–200 (default 50); larger values are capped at 200.
     #[serde(default)]
-    #[schemars(range(min = 1, max = 200))]
+    #[schemars(range(min = 1))]
     pub limit: Option<u32>,
 }
 
@@ -48,16 +69,33 @@ pub struct ListTasksArgs {
 pub struct GetTaskArgs {
     /// Task id (UUID string) from list_tasks.
     pub task_id: Uuid,
-    /// Also return the task's attempts, newest first (default false).
+    /// Also return a page of the task's attempts, newest first (default false).
     #[serde(default)]
     pub include_attempts: Option<bool>,
+    /// With `include_attempts`: opaque `attempts_next_cursor` from the previous get_task
+    /// answer for this task; omit for the first page.
+    #[serde(default)]
+    pub attempts_cursor: Option<String>,
+    /// With `include_attempts`: attempts per page, 1–200 (default 50); larger values are capped
+    /// at 200.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub attempts_limit: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct TaskArgs {
+pub struct ListAttemptsArgs {
     /// Task id (UUID string) from list_tasks.
     pub task_id: Uuid,
+    /// Opaque `next_cursor` from the previous list_task_attempts page of the same task; omit
+    /// for the first page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Page size, 1–200 (default 50); larger values are capped at 200.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

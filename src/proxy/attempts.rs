@@ -288,7 +288,10 @@ impl Proxy {
                 "queue",
                 self.queue_prompt(session_id, &f, request_id).await?,
             ),
-            FollowUpAction::Cancel => ("cancel", self.cancel_queued(session_id, &f).await?),
+            FollowUpAction::Cancel => (
+                "cancel",
+                self.cancel_queued(session_id, &f, request_id).await?,
+            ),
         };
         Ok(FollowUpDone {
             action: action.to_string(),
@@ -361,23 +364,35 @@ impl Proxy {
         })
     }
 
-    /// `action=cancel`: drop the queued message (nothing is cached about the queue).
-    async fn cancel_queued(&self, session_id: Uuid, f: &FollowUp) -> Result<ActionDone, ToolError> {
+    /// `action=cancel`: drop the queued message (nothing is cached about the queue). With a
+    /// `request_id` a retry answers the first cancel's queue status instead of cancelling a
+    /// message queued in between.
+    async fn cancel_queued(
+        &self,
+        session_id: Uuid,
+        f: &FollowUp,
+        request_id: Option<&str>,
+    ) -> Result<ActionDone, ToolError> {
         if f.prompt.is_some() {
             return Err(ToolError::invalid_field(
                 "prompt",
                 "action=cancel takes no prompt; it cancels the queued message.",
             ));
         }
-        let reply = self
-            .client
-            .cancel_queued(session_id)
-            .await
-            .map_err(upstream_error)?;
+        let key_payload = json!({ "action": "cancel", "session_id": session_id });
+        let outcome = self
+            .idem
+            .run("follow_up", request_id, &key_payload, || async {
+                self.client
+                    .cancel_queued(session_id)
+                    .await
+                    .map_err(upstream_error)
+            })
+            .await?;
         Ok(ActionDone {
             pid: None,
-            queue_status: vk::string_of(&reply, "status"),
-            replayed: false,
+            queue_status: vk::string_of(&outcome.result, "status"),
+            replayed: outcome.replayed,
             settled: self.unsettled(),
         })
     }

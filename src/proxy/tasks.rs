@@ -1,5 +1,9 @@
 //! `create_task`, `update_task`, `delete_task`: forwarded to VK, answered once ingest shows the
-//! change (or with `pending_ingest: true` after the settle timeout).
+//! change (or with `pending_ingest: true` after the settle timeout). All three take a
+//! `request_id` through [`super::idempotency`]. VK honours `Idempotency-Key` only on creations
+//! (docs/vk-contract.md §9.1), so for update and delete the daemon's record is the only guard: a
+//! replay is answered from it without calling VK, which is what lets a retried delete of a task
+//! that is already gone answer the same `deleted_task_id` instead of `not_found`.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -36,6 +40,12 @@ pub struct TaskChange {
 pub struct TaskDeleted {
     /// The deleted task (UUID).
     pub task_id: Uuid,
+    /// The deleted task (UUID), the same as `task_id`; a replay with the same `request_id`
+    /// answers it again even though the task is gone.
+    pub deleted_task_id: Uuid,
+    /// True when this answer was stored by an earlier call with the same `request_id` (VK was
+    /// not called again).
+    pub replayed: bool,
     /// Store token at which the task is gone from the cache (opaque).
     pub token: String,
     /// True when VK deleted it but the cache still listed it after 5 s.
@@ -98,33 +108,39 @@ impl Proxy {
         self.task_change(task_id, outcome.replayed, settled)
     }
 
-    pub async fn update_task(&self, e: TaskEdit) -> Result<TaskChange, ToolError> {
-        let current = target::task(&self.query.read(), e.task_id)?;
-        if e.title.is_none() && e.description.is_none() && e.status.is_none() {
-            return Err(ToolError::invalid_argument(
-                "Nothing to change: pass at least one of title, description, status.",
-            ));
-        }
-        if e.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            return Err(ToolError::invalid_field(
-                "title",
-                "title must not be empty.",
-            ));
-        }
-        // VK's update requires `continuation_turns_override` present and clears it on null:
-        // send back what the task has so it is kept.
-        let body = json!({
+    pub async fn update_task(
+        &self,
+        e: TaskEdit,
+        request_id: Option<&str>,
+    ) -> Result<TaskChange, ToolError> {
+        check_edit(&e)?;
+        // The key covers what the caller asked, not the body derived from the cache, so a
+        // retry after the first update landed still matches its record.
+        let key_payload = json!({
+            "task_id": e.task_id,
             "title": e.title,
             "description": e.description,
             "status": e.status.map(|s| s.as_str()),
-            "continuation_turns_override": current.value.get("continuation_turns_override").cloned().unwrap_or(Value::Null),
         });
-        let reply = self
-            .client
-            .update_task(e.task_id, &body)
-            .await
-            .map_err(upstream_error)?;
-        let want_updated = vk::ts_of(&reply, "updated_at");
+        let outcome = self
+            .idem
+            .run("update_task", request_id, &key_payload, || async {
+                let current = target::task(&self.query.read(), e.task_id)?;
+                // VK's update requires `continuation_turns_override` present and clears it on
+                // null: send back what the task has so it is kept.
+                let body = json!({
+                    "title": e.title,
+                    "description": e.description,
+                    "status": e.status.map(|s| s.as_str()),
+                    "continuation_turns_override": current.value.get("continuation_turns_override").cloned().unwrap_or(Value::Null),
+                });
+                self.client
+                    .update_task(e.task_id, &body)
+                    .await
+                    .map_err(upstream_error)
+            })
+            .await?;
+        let want_updated = vk::ts_of(&outcome.result, "updated_at");
         self.nudge(Some(e.task_id), None);
         let settled = self
             .settle(|r| {
@@ -134,24 +150,37 @@ impl Proxy {
                     .is_some_and(|t| vk::ts_of(&t.value, "updated_at") >= want_updated)
             })
             .await;
-        self.task_change(e.task_id, false, settled)
+        self.task_change(e.task_id, outcome.replayed, settled)
     }
 
-    pub async fn delete_task(&self, task_id: Uuid) -> Result<TaskDeleted, ToolError> {
-        target::task(&self.query.read(), task_id)?;
-        self.client.delete_task(task_id).await.map_err(|e| {
-            let mut err = upstream_error(e);
-            if err.code == "conflict" {
-                err.hint = "VK refuses to delete a task while one of its processes runs: stop_attempt first, then retry.".into();
-            }
-            err
-        })?;
+    pub async fn delete_task(
+        &self,
+        task_id: Uuid,
+        request_id: Option<&str>,
+    ) -> Result<TaskDeleted, ToolError> {
+        let key_payload = json!({ "task_id": task_id });
+        let outcome = self
+            .idem
+            .run("delete_task", request_id, &key_payload, || async {
+                target::task(&self.query.read(), task_id)?;
+                self.client.delete_task(task_id).await.map_err(|e| {
+                    let mut err = upstream_error(e);
+                    if err.code == "conflict" {
+                        err.hint = "VK refuses to delete a task while one of its processes runs: stop_attempt first, then retry.".into();
+                    }
+                    err
+                })?;
+                Ok(json!({ "deleted_task_id": task_id }))
+            })
+            .await?;
         self.nudge(Some(task_id), None);
         let settled = self
             .settle(|r| r.task(task_id).ok().flatten().is_none())
             .await;
         Ok(TaskDeleted {
             task_id,
+            deleted_task_id: task_id,
+            replayed: outcome.replayed,
             token: settled.token,
             pending_ingest: settled.pending_ingest,
             freshness: self.query.freshness(),
@@ -178,4 +207,20 @@ impl Proxy {
             freshness: self.query.freshness(),
         })
     }
+}
+
+/// Argument checks of `update_task` that need no cache: a bad edit fails before its key is kept.
+fn check_edit(e: &TaskEdit) -> Result<(), ToolError> {
+    if e.title.is_none() && e.description.is_none() && e.status.is_none() {
+        return Err(ToolError::invalid_argument(
+            "Nothing to change: pass at least one of title, description, status.",
+        ));
+    }
+    if e.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(ToolError::invalid_field(
+            "title",
+            "title must not be empty.",
+        ));
+    }
+    Ok(())
 }

@@ -1,11 +1,13 @@
 //! Discovery reads: `list_projects`, `list_repos`, `list_executors`, from the cached projects,
-//! project repositories and the trimmed `/api/info` facts.
+//! project repositories and the trimmed `/api/info` facts. Projects and repositories page
+//! through `query::paging` (name order, opaque cursors).
 
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::paging::{self, ListId, PageArgs, by_name_key};
 use super::{Freshness, Query, View};
 use crate::tool_error::ToolError;
 use crate::vk::{string_of, ts_string};
@@ -24,8 +26,18 @@ pub struct ProjectInfo {
 /// Answer of `list_projects`.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct ProjectList {
-    /// Projects sorted by name.
+    /// This page of projects, sorted by name (project_id ascending on ties).
     pub projects: Vec<ProjectInfo>,
+    /// Pass as `cursor` to get the next page; null when this is the last page.
+    pub next_cursor: Option<String>,
+    /// True when more projects follow this page (then `next_cursor` is set).
+    pub has_more: bool,
+    /// Number of projects on this page.
+    #[schemars(schema_with = "paging::count_schema")]
+    pub count: usize,
+    /// Number of projects in the whole list (all pages).
+    #[schemars(schema_with = "paging::count_schema")]
+    pub total: usize,
     /// Store token at the time of this read (opaque).
     pub token: String,
     /// How current the cache is.
@@ -52,8 +64,18 @@ pub struct RepoInfo {
 pub struct RepoList {
     /// The project (UUID).
     pub project_id: Uuid,
-    /// Repositories sorted by name.
+    /// This page of repositories, sorted by name (repo_id ascending on ties).
     pub repos: Vec<RepoInfo>,
+    /// Pass as `cursor` to get the next page; null when this is the last page.
+    pub next_cursor: Option<String>,
+    /// True when more repositories follow this page (then `next_cursor` is set).
+    pub has_more: bool,
+    /// Number of repositories on this page.
+    #[schemars(schema_with = "paging::count_schema")]
+    pub count: usize,
+    /// Number of repositories of the project (all pages).
+    #[schemars(schema_with = "paging::count_schema")]
+    pub total: usize,
     /// Store token at the time of this read (opaque).
     pub token: String,
     /// How current the cache is.
@@ -95,37 +117,57 @@ fn supports_mcp(executor: &str) -> bool {
 }
 
 impl Query {
-    pub fn list_projects(&self) -> Result<ProjectList, ToolError> {
+    pub fn list_projects(&self, args: &PageArgs) -> Result<ProjectList, ToolError> {
         let View {
             token,
             reader,
             freshness,
         } = self.view();
-        let mut projects = Vec::new();
-        for p in reader.projects()? {
+        let list = ListId {
+            tool: "list_projects",
+            field: "cursor",
+            scope: None,
+        };
+        let page = paging::page(list, reader.projects()?, args, |p| {
+            by_name_key(&string_of(&p.value, "name").unwrap_or_default(), p.id)
+        })?;
+        // Repository counts only for the page: a scan per project, paid for what is shown.
+        let mut projects = Vec::with_capacity(page.items.len());
+        for p in page.items {
             projects.push(ProjectInfo {
                 project_id: p.id,
                 name: string_of(&p.value, "name").unwrap_or_default(),
                 repo_count: reader.repos_of_project(p.id)?.len(),
             });
         }
-        projects.sort_by(|a, b| a.name.cmp(&b.name).then(a.project_id.cmp(&b.project_id)));
         Ok(ProjectList {
+            count: projects.len(),
             projects,
+            next_cursor: page.next_cursor,
+            has_more: page.has_more,
+            total: page.total,
             token,
             freshness,
         })
     }
 
-    pub fn list_repos(&self, project: Uuid) -> Result<RepoList, ToolError> {
+    pub fn list_repos(&self, project: Uuid, args: &PageArgs) -> Result<RepoList, ToolError> {
         let View {
             token,
             reader,
             freshness,
         } = self.view();
         super::target::project(&reader, project)?;
-        let mut repos: Vec<RepoInfo> = reader
-            .repos_of_project(project)?
+        let list = ListId {
+            tool: "list_repos",
+            field: "cursor",
+            scope: Some(project),
+        };
+        let page = paging::page(list, reader.repos_of_project(project)?, args, |r| {
+            by_name_key(&string_of(&r.value, "name").unwrap_or_default(), r.id)
+        })?;
+        let repos: Vec<RepoInfo> = page
+            .items
             .into_iter()
             .map(|r| RepoInfo {
                 repo_id: r.id,
@@ -135,10 +177,13 @@ impl Query {
                 created_at: ts_string(&r.value, "created_at"),
             })
             .collect();
-        repos.sort_by(|a, b| a.name.cmp(&b.name).then(a.repo_id.cmp(&b.repo_id)));
         Ok(RepoList {
             project_id: project,
+            count: repos.len(),
             repos,
+            next_cursor: page.next_cursor,
+            has_more: page.has_more,
+            total: page.total,
             token,
             freshness,
         })

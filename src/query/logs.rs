@@ -91,6 +91,11 @@ pub struct LogPage {
     pub process_changed: bool,
     /// True once the process ended and its whole log is cached.
     pub log_complete: bool,
+    /// True when older entries of this log are gone for good: VK dropped history before the
+    /// cache saw it (its log history answered `history_truncated`), or the cache's per-log
+    /// entry cap (`max_entries_per_process`) removed the oldest (the lowest stored index is
+    /// above 0). Paging with `cursor` stops at what is left; do not retry for the rest.
+    pub history_truncated: bool,
     /// Store token at the time of this read; pass it as `since_token` next time.
     pub token: String,
     /// True when `since_token` was from another store generation or the future; `replaced`
@@ -144,6 +149,7 @@ impl Query {
             earlier_process_has_more: false,
             process_changed: false,
             log_complete: false,
+            history_truncated: false,
             token,
             token_reset: req.since.token_reset(),
             freshness,
@@ -153,7 +159,10 @@ impl Query {
         };
         let pid = process.id;
         let ch = req.channel;
-        page.latest_entry_index = reader.log_bounds(pid, ch)?.map(|(_, hi)| hi);
+        let bounds = reader.log_bounds(pid, ch)?;
+        page.latest_entry_index = bounds.map(|(_, hi)| hi);
+        page.history_truncated =
+            bounds.is_some_and(|(lo, _)| lo > 0) || reader.log_history_lost(pid, ch)?;
         page.log_complete = reader.logs_complete(pid, ch)?;
         read_page(&reader, &mut page, pid, &req, limit)?;
         if let Since::After(since) = req.since {

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod changes;
 pub mod context;
 pub mod logs;
+pub mod paging;
 pub mod rows;
 pub mod status;
 pub mod status_memo;

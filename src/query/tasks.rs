@@ -1,11 +1,13 @@
-//! Task and attempt listings: `list_tasks` (with the per-task attempt summary of seed 002,
-//! filters and a stable cursor), `get_task` and `list_task_attempts`.
+//! Task and attempt listings: `list_tasks` (with the per-task attempt summary of seed 002 and
+//! filters), `get_task` and `list_task_attempts`, all paged by `query::paging` (newest created
+//! first). Summaries are computed for the page only: their cost grows with the page, not the list.
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::paging::{self, ListId, PageArgs, newest_first_key};
 use super::status::{AttemptState, attempt_state, latest_session_of};
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
@@ -80,7 +82,13 @@ pub struct TaskPage {
     pub tasks: Vec<TaskSummary>,
     /// Pass as `cursor` to get the next page; null when this is the last page.
     pub next_cursor: Option<String>,
+    /// True when more tasks follow this page (then `next_cursor` is set).
+    pub has_more: bool,
+    /// Number of tasks on this page.
+    #[schemars(schema_with = "paging::count_schema")]
+    pub count: usize,
     /// Number of tasks matching the filters (all pages).
+    #[schemars(schema_with = "paging::count_schema")]
     pub total: usize,
     /// Store token at the time of this read (opaque).
     pub token: String,
@@ -112,9 +120,19 @@ pub struct AttemptSummary {
 pub struct AttemptList {
     /// The task (UUID).
     pub task_id: Uuid,
-    /// Attempts, newest created first (attempt_id ascending on ties).
+    /// This page of attempts, newest created first (attempt_id ascending on ties).
     pub attempts: Vec<AttemptSummary>,
-    /// The most recently created attempt (UUID); null if the task has none.
+    /// Pass as `cursor` to get the next page; null when this is the last page.
+    pub next_cursor: Option<String>,
+    /// True when more (older) attempts follow this page (then `next_cursor` is set).
+    pub has_more: bool,
+    /// Number of attempts on this page.
+    #[schemars(schema_with = "paging::count_schema")]
+    pub count: usize,
+    /// Number of attempts of the task (all pages).
+    #[schemars(schema_with = "paging::count_schema")]
+    pub total: usize,
+    /// The most recently created attempt of the task, whatever the page (UUID); null if none.
     pub latest_attempt_id: Option<Uuid>,
     /// Newest session of that attempt (UUID); null if none.
     pub latest_session_id: Option<Uuid>,
@@ -129,8 +147,19 @@ pub struct AttemptList {
 pub struct TaskDetail {
     /// The task with its attempt summary.
     pub task: TaskSummary,
-    /// Its attempts (newest first) when `include_attempts` was true; otherwise null.
+    /// A page of its attempts (newest first) when `include_attempts` was true; otherwise null.
     pub attempts: Option<Vec<AttemptSummary>>,
+    /// Pass as `attempts_cursor` to get the next page of attempts; null on the last page or
+    /// without `include_attempts`.
+    pub attempts_next_cursor: Option<String>,
+    /// True when more (older) attempts follow this page; false without `include_attempts`.
+    pub attempts_has_more: bool,
+    /// Number of attempts on this page; null without `include_attempts`.
+    #[schemars(schema_with = "paging::opt_count_schema")]
+    pub attempts_count: Option<usize>,
+    /// Number of attempts of the task (all pages); null without `include_attempts`.
+    #[schemars(schema_with = "paging::opt_count_schema")]
+    pub attempts_total: Option<usize>,
     /// Store token at the time of this read (opaque).
     pub token: String,
     /// How current the cache is.
@@ -145,16 +174,12 @@ pub struct TaskFilter {
     pub updated_since: Option<DateTime<Utc>>,
 }
 
-pub const TASK_PAGE_DEFAULT: usize = 50;
-pub const TASK_PAGE_MAX: usize = 200;
-
 impl Query {
     pub fn list_tasks(
         &self,
         project: Uuid,
         filter: &TaskFilter,
-        cursor: Option<&str>,
-        limit: usize,
+        args: &PageArgs,
     ) -> Result<TaskPage, ToolError> {
         let View {
             token,
@@ -162,9 +187,8 @@ impl Query {
             freshness,
         } = self.view();
         super::target::project(&reader, project)?;
-        let after = cursor.map(parse_cursor).transpose()?;
         let needle = filter.q.as_deref().map(str::to_lowercase);
-        let mut tasks: Vec<Stored> = reader
+        let tasks: Vec<Stored> = reader
             .tasks_of_project(project)?
             .into_iter()
             .filter(|t| {
@@ -177,66 +201,86 @@ impl Query {
                     && needle.as_deref().is_none_or(|n| matches_text(&t.value, n))
             })
             .collect();
-        tasks.sort_by(newest_first);
-        let total = tasks.len();
-        let start = match &after {
-            Some((ts, id)) => tasks
-                .iter()
-                .position(|t| is_after(t, ts, id))
-                .unwrap_or(tasks.len()),
-            None => 0,
+        let list = ListId {
+            tool: "list_tasks",
+            field: "cursor",
+            scope: Some(project),
         };
-        let page: Vec<&Stored> = tasks.iter().skip(start).take(limit).collect();
-        let next_cursor = (start + page.len() < tasks.len())
-            .then(|| page.last().map(|t| make_cursor(t)))
-            .flatten();
-        let tasks = page
-            .into_iter()
+        let page = paging::page(list, tasks, args, created_key)?;
+        let tasks: Vec<TaskSummary> = page
+            .items
+            .iter()
             .map(|t| task_summary(&reader, t))
             .collect::<Result<_, _>>()?;
         Ok(TaskPage {
+            count: tasks.len(),
             tasks,
-            next_cursor,
-            total,
+            next_cursor: page.next_cursor,
+            has_more: page.has_more,
+            total: page.total,
             token,
             freshness,
         })
     }
 
-    pub fn get_task(&self, id: Uuid, include_attempts: bool) -> Result<TaskDetail, ToolError> {
+    /// `attempts`: None for the task alone, else the page of its attempts to include.
+    pub fn get_task(&self, id: Uuid, attempts: Option<&PageArgs>) -> Result<TaskDetail, ToolError> {
         let View {
             token,
             reader,
             freshness,
         } = self.view();
         let task = super::target::task(&reader, id)?;
-        let attempts = if include_attempts {
-            Some(attempt_summaries(&reader, id)?)
-        } else {
-            None
+        let list = ListId {
+            tool: "get_task",
+            field: "attempts_cursor",
+            scope: Some(id),
         };
+        let page = attempts
+            .map(|args| attempt_page(&reader, list, args))
+            .transpose()?;
         Ok(TaskDetail {
             task: task_summary(&reader, &task)?,
-            attempts,
+            attempts_next_cursor: page.as_ref().and_then(|p| p.next_cursor.clone()),
+            attempts_has_more: page.as_ref().is_some_and(|p| p.has_more),
+            attempts_count: page.as_ref().map(|p| p.items.len()),
+            attempts_total: page.as_ref().map(|p| p.total),
+            attempts: page.map(|p| p.items),
             token,
             freshness,
         })
     }
 
-    pub fn list_task_attempts(&self, task: Uuid) -> Result<AttemptList, ToolError> {
+    pub fn list_task_attempts(
+        &self,
+        task: Uuid,
+        args: &PageArgs,
+    ) -> Result<AttemptList, ToolError> {
         let View {
             token,
             reader,
             freshness,
         } = self.view();
         super::target::task(&reader, task)?;
-        let attempts = attempt_summaries(&reader, task)?;
-        let latest_attempt_id = attempts.first().map(|a| a.attempt_id);
-        let latest_session_id = attempts.first().and_then(|a| a.latest_session_id);
+        let latest = vk::latest(&reader.attempts_of_task(task)?).cloned();
+        let latest_session_id = match &latest {
+            Some(a) => latest_session_of(&reader, a.id)?.0,
+            None => None,
+        };
+        let list = ListId {
+            tool: "list_task_attempts",
+            field: "cursor",
+            scope: Some(task),
+        };
+        let page = attempt_page(&reader, list, args)?;
         Ok(AttemptList {
             task_id: task,
-            attempts,
-            latest_attempt_id,
+            count: page.items.len(),
+            attempts: page.items,
+            next_cursor: page.next_cursor,
+            has_more: page.has_more,
+            total: page.total,
+            latest_attempt_id: latest.map(|a| a.id),
             latest_session_id,
             token,
             freshness,
@@ -250,35 +294,12 @@ fn matches_text(task: &serde_json::Value, needle: &str) -> bool {
         .any(|f| str_of(task, f).is_some_and(|s| s.to_lowercase().contains(needle)))
 }
 
-/// True if `t` sorts strictly after the cursor position in newest-first order.
-fn is_after(t: &Stored, ts: &Option<DateTime<Utc>>, id: &Uuid) -> bool {
-    let tts = ts_of(&t.value, "created_at");
-    tts < *ts || (tts == *ts && t.id > *id)
-}
-
-fn make_cursor(t: &Stored) -> String {
-    let ts = ts_of(&t.value, "created_at")
-        .map(|t| t.timestamp_micros())
-        .unwrap_or(i64::MIN);
-    format!("{ts}_{}", t.id.simple())
-}
-
-fn parse_cursor(c: &str) -> Result<(Option<DateTime<Utc>>, Uuid), ToolError> {
-    let bad = || {
-        ToolError::invalid_field(
-            "cursor",
-            "Malformed cursor. Pass `next_cursor` from the previous list_tasks answer unchanged, or omit it for the first page.",
-        )
-    };
-    let (ts, id) = c.split_once('_').ok_or_else(bad)?;
-    let micros: i64 = ts.parse().map_err(|_| bad())?;
-    let id: Uuid = id.parse().map_err(|_| bad())?;
-    let ts = if micros == i64::MIN {
-        None
-    } else {
-        Some(DateTime::from_timestamp_micros(micros).ok_or_else(bad)?)
-    };
-    Ok((ts, id))
+/// Position of a task or attempt in newest-first order (`vk::newest_first`).
+fn created_key(s: &Stored) -> paging::SortKey {
+    newest_first_key(
+        ts_of(&s.value, "created_at").map(|t| t.timestamp_micros()),
+        s.id,
+    )
 }
 
 /// A task with the seed-002 attempt summary computed from the cache.
@@ -323,13 +344,16 @@ pub fn task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, Too
     })
 }
 
-pub fn attempt_summaries(
+/// One page of a task's attempts (`list.scope` is the task), summarized.
+fn attempt_page(
     reader: &StoreReader,
-    task: Uuid,
-) -> Result<Vec<AttemptSummary>, ToolError> {
-    let mut attempts = reader.attempts_of_task(task)?;
-    attempts.sort_by(newest_first);
-    attempts
+    list: ListId,
+    args: &PageArgs,
+) -> Result<paging::Paged<AttemptSummary>, ToolError> {
+    let task = list.scope.unwrap_or_default();
+    let page = paging::page(list, reader.attempts_of_task(task)?, args, created_key)?;
+    let items = page
+        .items
         .iter()
         .map(|a| {
             let (latest_session_id, latest_session_executor) = latest_session_of(reader, a.id)?;
@@ -344,5 +368,11 @@ pub fn attempt_summaries(
                 state,
             })
         })
-        .collect()
+        .collect::<Result<_, ToolError>>()?;
+    Ok(paging::Paged {
+        items,
+        next_cursor: page.next_cursor,
+        has_more: page.has_more,
+        total: page.total,
+    })
 }

@@ -73,16 +73,7 @@ impl<'t, 'c> Pending<'t, 'c> {
             DomainEvent::ChangesUpdated {
                 attempt_id,
                 changes,
-            } => {
-                if self.upsert(
-                    keys::id_key(table::CHANGES, attempt_id).as_slice(),
-                    &changes,
-                )? {
-                    self.attempts.insert(attempt_id);
-                    self.note(format!("changes:{attempt_id}"));
-                }
-                Ok(())
-            }
+            } => self.changes_updated(attempt_id, &changes),
             DomainEvent::LogsComplete {
                 process_id,
                 channel,
@@ -91,6 +82,12 @@ impl<'t, 'c> Pending<'t, 'c> {
                     .insert(&keys::complete_key(channel, process_id), Vec::new());
                 Ok(())
             }
+            DomainEvent::LogHistoryLost {
+                attempt_id,
+                process_id,
+                channel,
+                oldest_available,
+            } => self.history_lost(attempt_id, process_id, channel, oldest_available),
             DomainEvent::ServerInfo { info } => {
                 if self.upsert(keys::SERVER_INFO_KEY, &info)? {
                     self.note("server_info".into());
@@ -134,6 +131,14 @@ impl<'t, 'c> Pending<'t, 'c> {
         self.ov.insert(key, encode(self.next, &json));
         self.changed = true;
         Ok(true)
+    }
+
+    fn changes_updated(&mut self, attempt: Uuid, changes: &Value) -> R {
+        if self.upsert(keys::id_key(table::CHANGES, attempt).as_slice(), changes)? {
+            self.attempts.insert(attempt);
+            self.note(format!("changes:{attempt}"));
+        }
+        Ok(())
     }
 
     fn remove_entity(&mut self, key: &[u8]) -> R<bool> {
@@ -396,6 +401,7 @@ impl<'t, 'c> Pending<'t, 'c> {
                 self.changed = true;
             }
             self.ov.remove(&keys::complete_key(ch, id));
+            self.ov.remove(&keys::history_lost_key(ch, id));
             for k in self.ov.keys_with_prefix(&keys::replaced_prefix(ch, id))? {
                 self.ov.remove(&k);
             }
@@ -458,6 +464,28 @@ impl<'t, 'c> Pending<'t, 'c> {
                 self.enforce_entry_cap(pid, ch, m)?;
             }
         }
+        Ok(())
+    }
+
+    /// Mark the log as missing history when VK lost entries below `oldest` that the cache does
+    /// not hold either (applied after the page's entries in the same batch, so it judges what
+    /// the cache has once that page is in). Sticky: VK never gets lost entries back.
+    fn history_lost(&mut self, attempt: Uuid, pid: Uuid, ch: Channel, oldest: u64) -> R {
+        let key = keys::history_lost_key(ch, pid);
+        if self.ov.contains(&key)? {
+            return Ok(());
+        }
+        let held = self
+            .ov
+            .keys_in_range(&keys::log_key(ch, pid, 0), &keys::log_key(ch, pid, oldest))?
+            .len() as u64;
+        if held >= oldest {
+            return Ok(());
+        }
+        self.ov.insert(&key, oldest.to_be_bytes().to_vec());
+        self.changed = true;
+        self.attempts.insert(attempt);
+        self.note(format!("history_lost:{pid}:{}:<{oldest}", ch.as_str()));
         Ok(())
     }
 

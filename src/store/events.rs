@@ -65,6 +65,15 @@ pub enum DomainEvent {
         process_id: Uuid,
         channel: Channel,
     },
+    /// VK's log history answered `history_truncated`: it no longer has this log's entries below
+    /// `oldest_available` (u64::MAX when it had none at all). Recorded only if the cache lacks
+    /// one of them, so a log the daemon streamed live from entry 0 is not marked.
+    LogHistoryLost {
+        attempt_id: Uuid,
+        process_id: Uuid,
+        channel: Channel,
+        oldest_available: u64,
+    },
     /// VK's change summary of an attempt (`GET /api/task-attempts/{id}/changes?force=true`).
     ChangesUpdated {
         attempt_id: Uuid,
@@ -106,6 +115,7 @@ impl DomainEvent {
             DomainEvent::ProcessesSnapshot { .. } => "processes_snapshot",
             DomainEvent::LogEntriesPut { .. } => "log_entries_put",
             DomainEvent::LogsComplete { .. } => "logs_complete",
+            DomainEvent::LogHistoryLost { .. } => "log_history_lost",
             DomainEvent::ChangesUpdated { .. } => "changes_updated",
             DomainEvent::ServerInfo { .. } => "server_info",
             DomainEvent::AttemptReposSnapshot { .. } => "attempt_repos_snapshot",

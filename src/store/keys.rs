@@ -30,6 +30,9 @@ pub mod table {
     pub const IDX_ATTEMPT_SESSIONS: u8 = 0x12; // attempt ‖ session
     pub const IDX_ATTEMPT_PROCESSES: u8 = 0x13; // attempt ‖ process
     pub const ATTEMPT_REPOS: u8 = 0x14; // attempt ‖ repo -> repo JSON with target_branch
+    /// channel ‖ process -> u64 BE: VK lost this log's entries below that index before the
+    /// cache had them all. Additive (old stores simply have none), so no schema bump.
+    pub const LOGS_HISTORY_LOST: u8 = 0x15;
 }
 
 /// Names of the `META` entries.
@@ -118,6 +121,13 @@ pub fn complete_key(channel: Channel, process: Uuid) -> [u8; 18] {
     k[0] = table::LOGS_COMPLETE;
     k[1] = channel.byte();
     k[2..].copy_from_slice(process.as_bytes());
+    k
+}
+
+/// `LOGS_HISTORY_LOST ‖ channel ‖ process`.
+pub fn history_lost_key(channel: Channel, process: Uuid) -> [u8; 18] {
+    let mut k = complete_key(channel, process);
+    k[0] = table::LOGS_HISTORY_LOST;
     k
 }
 

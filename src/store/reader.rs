@@ -368,6 +368,13 @@ impl StoreReader {
         Ok(self.tree.get(k)?.and_then(|v| to_entry(&k, &v)))
     }
 
+    /// True when VK lost entries of this log the cache never stored (`LogHistoryLost`).
+    pub fn log_history_lost(&self, process: Uuid, ch: Channel) -> R<bool> {
+        Ok(self
+            .tree
+            .contains_key(keys::history_lost_key(ch, process))?)
+    }
+
     /// True once the process ended and its whole log was stored.
     pub fn logs_complete(&self, process: Uuid, ch: Channel) -> R<bool> {
         Ok(self.tree.contains_key(keys::complete_key(ch, process))?)

@@ -288,6 +288,53 @@ fn a_replaced_log_entry_is_found_by_replaced_since() {
     assert!(store.read().replaced_since(p, ch, 3).unwrap().is_empty());
 }
 
+/// VK's `history_truncated` is kept only when the cache really misses something below VK's
+/// oldest entry; a log the daemon streamed from entry 0 stays whole. Removing the process
+/// removes the mark with its entries.
+#[test]
+fn a_history_loss_is_recorded_only_for_entries_the_cache_lacks() {
+    let (store, mut w) = temporary();
+    let (a, whole, holed, ch) = (id(1), id(2), id(3), Channel::Normalized);
+    let lost = |p: Uuid, oldest_available: u64| DomainEvent::LogHistoryLost {
+        attempt_id: a,
+        process_id: p,
+        channel: ch,
+        oldest_available,
+    };
+    let streamed = apply(
+        &mut w,
+        vec![
+            logs(a, whole, &[(0, "0"), (1, "1"), (2, "2")]),
+            lost(whole, 2),
+        ],
+    );
+    assert_eq!(streamed.token, Some(1), "only the entries moved the token");
+    assert!(!store.read().log_history_lost(whole, ch).unwrap());
+
+    let paged = apply(
+        &mut w,
+        vec![logs(a, holed, &[(4, "4"), (5, "5")]), lost(holed, 4)],
+    );
+    assert_eq!(paged.token, Some(2));
+    let read = store.read();
+    assert!(read.log_history_lost(holed, ch).unwrap());
+    assert!(!read.log_history_lost(holed, Channel::Raw).unwrap());
+    assert_eq!(
+        apply(&mut w, vec![lost(holed, 4)]),
+        Applied::default(),
+        "a repeated loss changes nothing"
+    );
+
+    apply(
+        &mut w,
+        vec![DomainEvent::ProcessRemoved {
+            attempt_id: a,
+            process_id: holed,
+        }],
+    );
+    assert!(!store.read().log_history_lost(holed, ch).unwrap());
+}
+
 /// One step of the property below, over a handful of tasks and log indices so that sequences
 /// often revisit the same ids (the interesting case for "identical changes nothing").
 #[derive(Debug, Clone)]
