@@ -57,7 +57,15 @@ fn shared_router() -> Arc<ToolRouter<VkTools>> {
     static ROUTER: std::sync::OnceLock<Arc<ToolRouter<VkTools>>> = std::sync::OnceLock::new();
     ROUTER
         .get_or_init(|| {
-            Arc::new(read_tools::router() + wait_tool::router() + control_tools::router())
+            let mut router = read_tools::router() + wait_tool::router() + control_tools::router();
+            // The macro derives output schemas from the result types; only here can they be
+            // shaped like the input schemas are (`args::input_schema`).
+            for route in router.map.values_mut() {
+                if let Some(out) = &route.attr.output_schema {
+                    route.attr.output_schema = Some(args::output_schema(out));
+                }
+            }
+            Arc::new(router)
         })
         .clone()
 }
