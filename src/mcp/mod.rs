@@ -11,6 +11,7 @@ pub mod control_tools;
 pub mod descriptions;
 pub mod guard;
 pub mod park;
+pub mod progress;
 pub mod read_tools;
 pub mod requests;
 pub mod respond;
@@ -221,6 +222,9 @@ pub fn service(
     let parking = park::Parking {
         query: query.clone(),
         shutdown: cancel.clone(),
+        // Stateless mode answers JSON: no stream to carry progress (see `progress`).
+        progress_every: (!settings.stateless).then_some(settings.progress_every),
+        cancels: progress::Cancels::default(),
     };
     let service = StreamableHttpService::new(
         move || {
