@@ -75,7 +75,8 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
         Some(id) => !g.sessions.sessions.read().await.contains_key(id),
         None => false,
     };
-    if req.method() == axum::http::Method::DELETE {
+    // In stateless mode rmcp answers every DELETE 405 (no sessions to end), as the spec says.
+    if req.method() == axum::http::Method::DELETE && !g.stateless {
         if stale_session {
             // rmcp would "close" an unknown session and say 202; the spec's answer is 404.
             return refuse(StatusCode::NOT_FOUND, "session not found");
