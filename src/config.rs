@@ -53,6 +53,8 @@ pub struct FileMcp {
     pub max_waiters: Option<usize>,
     pub max_body_bytes: Option<usize>,
     pub stateless: Option<bool>,
+    #[serde(default, with = "humantime_serde")]
+    pub progress_every: Option<Duration>,
 }
 
 /// Validated `/mcp` exposure settings.
@@ -69,11 +71,18 @@ pub struct McpSettings {
     pub max_waiters: usize,
     pub max_body_bytes: usize,
     pub stateless: bool,
+    /// How often a parked wait called with a `progressToken` sends `notifications/progress`
+    /// (SSE responses only; see `mcp::progress`). At most `MAX_PROGRESS_EVERY`.
+    pub progress_every: Duration,
 }
 
 pub const DEFAULT_MAX_SESSIONS: usize = 256;
 pub const DEFAULT_MAX_WAITERS: usize = 16_384;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
+/// Below the 30–60 s idle timeouts of proxies and of clients that reset their request timeout
+/// on progress.
+pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(10);
+pub const MAX_PROGRESS_EVERY: Duration = Duration::from_secs(15);
 
 impl Default for McpSettings {
     fn default() -> Self {
@@ -85,6 +94,7 @@ impl Default for McpSettings {
             max_waiters: DEFAULT_MAX_WAITERS,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             stateless: false,
+            progress_every: DEFAULT_PROGRESS_EVERY,
         }
     }
 }
@@ -100,6 +110,12 @@ impl McpSettings {
         }
         if self.max_sessions == 0 || self.max_waiters == 0 || self.max_body_bytes < 1024 {
             anyhow::bail!("[mcp] limits must be positive (max_body_bytes at least 1024)");
+        }
+        if self.progress_every.is_zero() || self.progress_every > MAX_PROGRESS_EVERY {
+            anyhow::bail!(
+                "[mcp] progress_every must be above 0 and at most {}",
+                humantime_serde::re::humantime::format_duration(MAX_PROGRESS_EVERY)
+            );
         }
         Ok(())
     }
@@ -337,6 +353,7 @@ fn merge_mcp(flags: &SettingsArgs, m: FileMcp) -> McpSettings {
         max_body_bytes: m.max_body_bytes.unwrap_or(d.max_body_bytes),
         // A flag can switch stateless mode on, not off: `--mcp-stateless` has no value.
         stateless: flags.mcp_stateless || m.stateless.unwrap_or(d.stateless),
+        progress_every: m.progress_every.unwrap_or(d.progress_every),
     }
 }
 

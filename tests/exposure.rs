@@ -1,6 +1,7 @@
 //! Exposure of `/mcp`: bearer token when configured (and mandatory off loopback), Host and
 //! Origin validation against DNS rebinding (403), a body-size cap (413), and caps on concurrent
-//! sessions (503) and parked waits (`too_many_waiters`), each a clear error.
+//! sessions (503) and parked waits (`too_many_waiters`), each a clear error. A session's
+//! `DELETE` answers 200 (what MCP clients take as success), then 404 for the closed session.
 
 mod support;
 
@@ -168,5 +169,47 @@ async fn sessions_and_waiters_are_capped() {
         .await
         .ok();
     assert_eq!(again["changed"], false);
+    daemon.shutdown().await;
+}
+
+async fn delete(addr: std::net::SocketAddr, session: Option<&str>) -> u16 {
+    let mut rb = reqwest::Client::new()
+        .delete(format!("http://{addr}/mcp"))
+        .header("mcp-protocol-version", "2025-11-25");
+    if let Some(id) = session {
+        rb = rb.header("mcp-session-id", id);
+    }
+    rb.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_session_answers_200_then_404() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/mcp", daemon.addr))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(INIT)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let id = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    // The Python SDK logs "Session termination failed" for anything but 200/204 (405 aside).
+    assert_eq!(delete(daemon.addr, Some(&id)).await, 200);
+    assert_eq!(delete(daemon.addr, Some(&id)).await, 404, "already closed");
+    let (status, _) = post(
+        daemon.addr,
+        &[
+            ("mcp-session-id", &id),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#.into(),
+    )
+    .await;
+    assert_eq!(status, 404, "the session is gone");
+    assert_eq!(delete(daemon.addr, None).await, 400, "no session id");
     daemon.shutdown().await;
 }

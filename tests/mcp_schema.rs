@@ -1,7 +1,7 @@
 //! Walks every tool's schemas: portable inputs (root `type: object`, no root combinator, no
 //! nullable type unions), every property described (inputs and outputs, nested and `$defs`),
-//! every description in the Use when / Required / Optional / Next / Avoid template, and
-//! annotations present.
+//! every description in the Use when / Required / Optional / Next / Avoid template,
+//! annotations present, and only JSON Schema's own `format`s in input and output schemas.
 
 use std::sync::Arc;
 
@@ -100,6 +100,89 @@ fn input_schemas_are_portable() {
             t.name
         );
     }
+}
+
+/// JSON Schema 2020-12's formats (validation vocabulary, §7.3), spelled out here rather than
+/// taken from the code under test.
+const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Every `format` keyword under `v` (a property *named* `format`, under `properties`, is not
+/// one), with its path.
+fn formats(v: &Value, path: &str, in_properties: bool, out: &mut Vec<(String, Value)>) {
+    match v {
+        Value::Object(o) => {
+            for (k, child) in o {
+                if k == "format" && !in_properties {
+                    out.push((path.to_string(), child.clone()));
+                }
+                formats(child, &format!("{path}/{k}"), k == "properties", out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                formats(x, &format!("{path}[{i}]"), false, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn only_standard_formats_in_input_and_output_schemas() {
+    let mut standard_seen = 0;
+    for t in tools() {
+        let output = t
+            .output_schema
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} has no outputSchema", t.name));
+        for (side, schema) in [("input", &t.input_schema), ("output", output)] {
+            let schema = Value::Object(schema.as_ref().clone());
+            let mut found = Vec::new();
+            formats(&schema, &format!("{}:{side}", t.name), false, &mut found);
+            for (path, f) in found {
+                assert!(
+                    f.as_str().is_some_and(|f| STANDARD_FORMATS.contains(&f)),
+                    "{path}: non-standard format {f} (TypeScript-SDK clients warn `unknown format`)"
+                );
+                standard_seen += 1;
+            }
+        }
+    }
+    // Timestamps and ids keep their standard formats: the rewrite drops only the others.
+    assert!(standard_seen > 0, "no standard format left anywhere");
+}
+
+#[test]
+fn unsigned_outputs_keep_their_lower_bound() {
+    let tools = tools();
+    let wait = tools
+        .iter()
+        .find(|t| t.name == "wait_for_attempt_change")
+        .unwrap();
+    let out = Value::Object(wait.output_schema.as_ref().unwrap().as_ref().clone());
+    let waited = &out["properties"]["waited_ms"];
+    assert_eq!(waited["minimum"], 0, "{waited}");
+    assert!(waited.get("format").is_none(), "{waited}");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `vk-observer mcp`: the stdio bridge spawned as a child process by a real MCP client (rmcp's),
-//! forwarding to a daemon; and its clear failure when no daemon answers.
+//! forwarding to a daemon (progress notifications and cancellation included); and its clear
+//! failure when no daemon answers.
 
 mod support;
 
@@ -112,5 +113,94 @@ async fn stdio_bridge_sends_the_daemons_bearer_token() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+    daemon.shutdown().await;
+}
+
+/// A client that counts the progress notifications it receives.
+struct ProgressSink(tokio::sync::mpsc::UnboundedSender<f64>);
+
+impl rmcp::ClientHandler for ProgressSink {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(params.progress);
+    }
+}
+
+fn wait_call(project: uuid::Uuid, timeout_ms: u64) -> rmcp::model::ClientRequest {
+    let serde_json::Value::Object(args) =
+        serde_json::json!({"project_id": project, "timeout_ms": timeout_ms})
+    else {
+        unreachable!()
+    };
+    rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new("wait_for_attempt_change").with_arguments(args),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_bridge_relays_progress_and_cancels() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let settings = vk_observer::config::McpSettings {
+        progress_every: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let daemon = support::daemon_with(&sim, dir.path(), settings).await;
+    let project = sim.add_project("Relay", &["demo"]);
+    let url = format!("http://{}/mcp", daemon.addr);
+    let child = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|c| {
+        c.args(["mcp", "--daemon", &url]);
+    }))
+    .unwrap();
+    let (tx, mut progress) = tokio::sync::mpsc::unbounded_channel();
+    let client = ProgressSink(tx)
+        .serve(child)
+        .await
+        .expect("bridge handshake");
+    let options = rmcp::service::PeerRequestOptions::no_options;
+
+    // Progress reaches the stdio client under its own token, before the answer.
+    let handle = client
+        .peer()
+        .send_cancellable_request(wait_call(project, 1500), options())
+        .await
+        .unwrap();
+    let answer = handle.await_response().await.unwrap();
+    assert!(
+        matches!(answer, rmcp::model::ServerResult::CallToolResult(_)),
+        "{answer:?}"
+    );
+    let mut seen = Vec::new();
+    while let Ok(p) = progress.try_recv() {
+        seen.push(p);
+    }
+    assert!(seen.len() >= 2, "relayed progress: {seen:?}");
+
+    // A cancel at the stdio side ends the daemon's wait (its channel is released) well before
+    // its 30 s timeout.
+    let hub = daemon.store.hub();
+    let handle = client
+        .peer()
+        .send_cancellable_request(wait_call(project, 30000), options())
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(3), progress.recv())
+        .await
+        .expect("progress while parked");
+    assert_eq!(hub.channel_count(), 1);
+    handle.cancel(None).await.unwrap();
+    let cancelled = std::time::Instant::now();
+    while hub.channel_count() != 0 && cancelled.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        hub.channel_count(),
+        0,
+        "the daemon's wait ended with the cancel"
+    );
+    client.cancel().await.ok();
     daemon.shutdown().await;
 }

@@ -1,7 +1,9 @@
 //! `wait_for_attempt_change` through a real MCP client: wakes on a change to a watched attempt
 //! within milliseconds, ignores unrelated attempts, times out with `changed: false`, answers a
 //! stale token at once, serves many waiters on one attempt with one channel, and leaves nothing
-//! behind when a client goes away mid-wait or the daemon stops while waits are parked.
+//! behind when a client goes away mid-wait or the daemon stops while waits are parked; a wait
+//! with a progress token gets progress notifications while parked, until it answers or the
+//! client cancels it.
 
 mod support;
 
@@ -370,4 +372,217 @@ async fn a_wait_on_an_unknown_session_is_not_parked() {
         0
     );
     daemon.shutdown().await;
+}
+
+/// A client that records the progress notifications it receives.
+struct ProgressSink(tokio::sync::mpsc::UnboundedSender<(Instant, f64)>);
+
+impl rmcp::ClientHandler for ProgressSink {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send((Instant::now(), params.progress));
+    }
+}
+
+type ProgressClient = rmcp::service::RunningService<rmcp::RoleClient, ProgressSink>;
+
+/// A daemon sending progress every 200 ms, a project to watch, and a client recording progress
+/// (rmcp's client puts a progressToken in every request's `_meta`).
+async fn progress_setup(
+    sim: &vk_observer::sim::Sim,
+    dir: &std::path::Path,
+) -> (
+    vk_observer::daemon::Daemon,
+    uuid::Uuid,
+    ProgressClient,
+    tokio::sync::mpsc::UnboundedReceiver<(Instant, f64)>,
+) {
+    let settings = vk_observer::config::McpSettings {
+        progress_every: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let daemon = support::daemon_with(sim, dir, settings).await;
+    let project = sim.add_project("Progress", &["demo"]);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
+        "http://{}/mcp",
+        daemon.addr
+    ));
+    let client = rmcp::ServiceExt::serve(ProgressSink(tx), transport)
+        .await
+        .expect("MCP client connects");
+    (daemon, project, client, rx)
+}
+
+fn wait_request(args: Value) -> rmcp::model::ClientRequest {
+    let Value::Object(args) = args else {
+        unreachable!()
+    };
+    rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        rmcp::model::CallToolRequestParams::new("wait_for_attempt_change").with_arguments(args),
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_wait_with_a_progress_token_sends_progress_until_it_answers() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, project, client, mut progress) = progress_setup(&sim, dir.path()).await;
+    let started = Instant::now();
+    let handle = client
+        .peer()
+        .send_cancellable_request(
+            wait_request(json!({"project_id": project, "timeout_ms": 1500})),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let answer = handle.await_response().await.unwrap();
+    let answered = Instant::now();
+    let rmcp::model::ServerResult::CallToolResult(r) = answer else {
+        panic!("not a tool result: {answer:?}")
+    };
+    let out = r.structured_content.expect("structured answer");
+    assert_eq!(out["changed"], false, "{out}");
+    let mut seen = Vec::new();
+    while let Ok((at, p)) = progress.try_recv() {
+        seen.push((at, p));
+    }
+    assert!(seen.len() >= 2, "progress notifications: {seen:?}");
+    assert!(
+        seen.iter().all(|(at, _)| *at <= answered),
+        "all before the answer"
+    );
+    assert!(
+        seen.windows(2).all(|w| w[1].1 > w[0].1),
+        "progress grows: {seen:?}"
+    );
+    let first = seen[0].0.duration_since(started);
+    assert!(
+        first >= Duration::from_millis(150) && first < Duration::from_millis(1000),
+        "the first progress came {first:?} after the call (interval 200 ms)"
+    );
+    assert!(
+        daemon
+            .health
+            .waits_parked
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1,
+        "the wait was held in front of rmcp"
+    );
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_parked_wait_stops_its_progress_and_releases_it() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, project, client, mut progress) = progress_setup(&sim, dir.path()).await;
+    let hub = daemon.store.hub();
+    let handle = client
+        .peer()
+        .send_cancellable_request(
+            wait_request(json!({"project_id": project, "timeout_ms": 30000})),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        tokio::time::timeout(Duration::from_secs(3), progress.recv())
+            .await
+            .expect("progress while parked")
+            .unwrap();
+    }
+    assert_eq!(hub.channel_count(), 1, "parked on the project's channel");
+    handle.cancel(Some("test".into())).await.unwrap();
+    let cancelled = Instant::now();
+    while hub.channel_count() != 0 && cancelled.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        hub.channel_count(),
+        0,
+        "the cancelled wait released its channel at once, not at its 30 s timeout"
+    );
+    while progress.try_recv().is_ok() {}
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        progress.try_recv().is_err(),
+        "no progress after the cancel (interval 200 ms)"
+    );
+
+    // rmcp's client also drops the stream; a client that keeps reading it sees it end at the
+    // cancel, with no answer.
+    let (session, mut stream) = raw_progress_wait(daemon.addr, project).await;
+    let mut text = String::new();
+    while text.matches("notifications/progress").count() < 2 {
+        let chunk = tokio::time::timeout(Duration::from_secs(3), stream.chunk())
+            .await
+            .expect("progress while parked")
+            .unwrap()
+            .expect("the stream stays open while parked");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains(r#""progressToken":"raw-1""#), "{text}");
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 5, "reason": "test"}});
+    assert_eq!(
+        raw_post(daemon.addr, Some(&session), cancel).await.status(),
+        202
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(chunk) = stream.chunk().await.unwrap() {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream ends at the cancel: {text}");
+    assert!(
+        !text.contains(r#""id":5"#),
+        "no answer to a cancelled call: {text}"
+    );
+    assert_eq!(hub.channel_count(), 0);
+    daemon.shutdown().await;
+}
+
+async fn raw_post(
+    addr: std::net::SocketAddr,
+    session: Option<&str>,
+    body: Value,
+) -> reqwest::Response {
+    let mut rb = reqwest::Client::new()
+        .post(format!("http://{addr}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25");
+    if let Some(s) = session {
+        rb = rb.header("mcp-session-id", s);
+    }
+    rb.body(body.to_string()).send().await.unwrap()
+}
+
+/// A session opened by hand and a wait (request id 5, progress token "raw-1") whose SSE
+/// response is read by the caller.
+async fn raw_progress_wait(
+    addr: std::net::SocketAddr,
+    project: uuid::Uuid,
+) -> (String, reqwest::Response) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let r = raw_post(addr, None, init).await;
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let _ = r.text().await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let _ = raw_post(addr, Some(&session), initialized).await;
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "_meta": {"progressToken": "raw-1"},
+        "name": "wait_for_attempt_change",
+        "arguments": {"project_id": project, "timeout_ms": 30000}}});
+    let stream = raw_post(addr, Some(&session), call).await;
+    assert_eq!(stream.status(), 200);
+    (session, stream)
 }

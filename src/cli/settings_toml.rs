@@ -51,6 +51,7 @@ pub fn to_toml(s: &Settings, redact: bool) -> String {
     mcp.insert("max_waiters".into(), int(m.max_waiters as u64));
     mcp.insert("max_body_bytes".into(), int(m.max_body_bytes as u64));
     mcp.insert("stateless".into(), T::Boolean(m.stateless));
+    mcp.insert("progress_every".into(), duration(m.progress_every));
     root.insert("mcp".into(), T::Table(mcp));
     let mut idem = Table::new();
     idem.insert("completed_ttl".into(), duration(s.idempotency.completed));

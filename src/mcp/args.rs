@@ -1,7 +1,10 @@
 //! Tool arguments: an extractor that turns bad input into the error envelope (rmcp's own
 //! `Parameters` answers with a bare JSON-RPC error), and the input-schema shaping that keeps
 //! every schema portable: root `type: object`, no root `oneOf/anyOf/allOf`, optional fields
-//! typed plainly (`"string"`, not `["string","null"]`), no non-standard integer formats.
+//! typed plainly (`"string"`, not `["string","null"]`). Input and output schemas alike carry
+//! only JSON Schema's own `format`s: schemars adds `uint64`, `uint32`, `double`..., which
+//! TypeScript-SDK clients (ajv) warn about (`unknown format "uint64" ignored in schema`); the
+//! bounds they imply stay as `minimum`.
 
 use std::sync::Arc;
 
@@ -45,7 +48,64 @@ pub fn input_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
     }
 }
 
-/// Rewrite nullable unions to their non-null type, drop integer formats, recursively.
+/// The `format` values JSON Schema 2020-12 defines (validation vocabulary, §7.3); any other is
+/// dropped from every schema.
+pub const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// An output schema with only standard formats. Nullable unions stay: outputs do carry nulls,
+/// and clients validate `structuredContent` against this schema.
+pub fn output_schema(schema: &JsonObject) -> Arc<JsonObject> {
+    let mut v = Value::Object(schema.clone());
+    strip_formats(&mut v);
+    match v {
+        Value::Object(o) => Arc::new(o),
+        _ => unreachable!("an object stays an object"),
+    }
+}
+
+/// Drop every non-standard `format`, recursively.
+fn strip_formats(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            drop_format(o);
+            o.values_mut().for_each(strip_formats);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_formats),
+        _ => {}
+    }
+}
+
+fn drop_format(o: &mut JsonObject) {
+    // A property *named* `format` is an object schema, not a string: left alone.
+    if o.get("format")
+        .and_then(Value::as_str)
+        .is_some_and(|f| !STANDARD_FORMATS.contains(&f))
+    {
+        o.remove("format");
+    }
+}
+
+/// Rewrite nullable unions to their non-null type, drop non-standard formats, recursively.
 fn portable(v: &mut Value) {
     match v {
         Value::Object(o) => {
@@ -74,12 +134,7 @@ fn portable(v: &mut Value) {
             if let Some(Value::Array(values)) = o.get_mut("enum") {
                 values.retain(|x| !x.is_null());
             }
-            if o.get("format")
-                .and_then(Value::as_str)
-                .is_some_and(|f| f.starts_with("int") || f.starts_with("uint"))
-            {
-                o.remove("format");
-            }
+            drop_format(o);
             if o.get("default") == Some(&Value::Null) {
                 o.remove("default");
             }

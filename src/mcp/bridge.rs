@@ -1,26 +1,75 @@
 //! `vk-observer mcp`: an MCP server on stdio for clients that spawn their servers, forwarding
 //! every request to the running daemon's Streamable HTTP endpoint. It holds no state and no
 //! store (sled allows one process per data dir); it tells the daemon its working directory so
-//! `get_context` works for agents running inside an attempt workspace.
+//! `get_context` works for agents running inside an attempt workspace. A tool call's progress
+//! notifications (the daemon's keep-alives of a long wait, `mcp::progress`) are relayed to the
+//! stdio client under its own token, and a call the client cancels is cancelled at the daemon.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ResultType,
-    ServerConfig,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
+    ClientRequest, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ResultType, ServerConfig, ServerResult,
 };
-use rmcp::service::{RequestContext, RunningService, ServiceError};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, RunningService, ServiceError,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 
 use super::WORKSPACE_HEADER;
 
 pub struct Bridge {
-    daemon: RunningService<RoleClient, ()>,
+    daemon: RunningService<RoleClient, Relay>,
     url: String,
+}
+
+type Routes = HashMap<ProgressToken, (ProgressToken, Peer<RoleServer>)>;
+
+/// The daemon leg's client: rmcp gives each call to the daemon its own progress token, so
+/// progress is routed back by it to the stdio client's token and peer.
+#[derive(Clone, Default)]
+struct Relay(Arc<Mutex<Routes>>);
+
+/// Removes a call's route when the call ends, however it ends.
+struct Route(Relay, ProgressToken);
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        self.0.routes().remove(&self.1);
+    }
+}
+
+impl Relay {
+    fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
+        // Single inserts and removes: a panic elsewhere cannot leave the map half-changed.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn route(&self, daemon: ProgressToken, client: ProgressToken, peer: Peer<RoleServer>) -> Route {
+        self.routes().insert(daemon.clone(), (client, peer));
+        Route(self.clone(), daemon)
+    }
+}
+
+impl ClientHandler for Relay {
+    async fn on_progress(
+        &self,
+        mut params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let target = self.routes().get(&params.progress_token).cloned();
+        if let Some((token, peer)) = target {
+            params.progress_token = token;
+            // The client gone: its call's answer fails too, and ends the route.
+            let _ = peer.notify_progress(params).await;
+        }
+    }
 }
 
 fn upstream_error(url: &str, e: ServiceError) -> ErrorData {
@@ -69,21 +118,39 @@ impl ServerHandler for Bridge {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let response = self
-            .daemon
-            .peer()
-            .call_tool_once(request)
+        let peer = self.daemon.peer();
+        let call = ClientRequest::CallToolRequest(CallToolRequest::new(request));
+        let handle = peer
+            .send_request_with_option(call, PeerRequestOptions::no_options())
             .await
             .map_err(|e| upstream_error(&self.url, e))?;
-        Ok(match response {
-            CallToolResponse::Complete(mut r) => {
-                r.result_type = Some(ResultType::COMPLETE);
-                CallToolResponse::Complete(r)
+        let id = handle.id.clone();
+        let _route = context.meta.get_progress_token().map(|client| {
+            let relay = self.daemon.service();
+            relay.route(handle.progress_token.clone(), client, context.peer.clone())
+        });
+        // rmcp only flags a cancelled request (`ct`); the daemon must be told, or its wait
+        // runs on to its timeout.
+        let result = tokio::select! {
+            r = handle.await_response() => r,
+            _ = context.ct.cancelled() => {
+                let reason = Some("cancelled by the stdio client".to_string());
+                let _ = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason)).await;
+                return Err(ErrorData::internal_error("the request was cancelled", None));
             }
-            other => other,
-        })
+        };
+        // The daemon leg speaks the 2025-11-25 protocol (see `list_tools`): mark results complete.
+        match result.map_err(|e| upstream_error(&self.url, e))? {
+            ServerResult::CallToolResult(mut r) => {
+                r.result_type = Some(ResultType::COMPLETE);
+                Ok(CallToolResponse::Complete(r))
+            }
+            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            _ => Err(upstream_error(&self.url, ServiceError::UnexpectedResponse)),
+        }
     }
 }
 
@@ -105,7 +172,7 @@ pub async fn run(
         config = config.auth_header(t);
     }
     let transport = StreamableHttpClientTransport::from_config(config);
-    let daemon = ().serve(transport).await.with_context(|| {
+    let daemon = Relay::default().serve(transport).await.with_context(|| {
         format!(
             "no vk-observer daemon answers at {url}; start one with `vk-observer serve` (or pass --daemon URL)"
         )

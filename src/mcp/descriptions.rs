@@ -83,7 +83,7 @@ Avoid: calling it outside an attempt workspace; use list_projects there.";
 pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes (status, session, process, logs, changes); returns the changed attempts' statuses and a new token. Costs nothing while waiting.
 Use when: you would otherwise poll get_attempt_status or tail_attempt_logs.
 Required: exactly one of attempt_ids (1-100) or project_id.
-Optional: since_token (changes after it return at once), timeout_ms (default 25000, max 50000).
+Optional: since_token (changes after it return at once), timeout_ms (default 25000, max 50000; 600000 with a progressToken).
 Next: read what changed, then wait again with the returned token.
 Avoid: looping without since_token (changes between calls are missed); treating changed=false as an error.";
 

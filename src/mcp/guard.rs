@@ -1,7 +1,8 @@
 //! HTTP guards in front of `/mcp`: the bearer token (required when configured, and always for a
 //! non-loopback listen address) and the cap on concurrent sessions; requests that pass go on
 //! through long-poll parking (`park`) to rmcp. Host/Origin validation and
-//! the body-size cap are rmcp's (configured in `mcp::service`).
+//! the body-size cap are rmcp's (configured in `mcp::service`). A session's `DELETE` is answered
+//! `200 OK` (see `terminate_session`).
 
 use std::sync::Arc;
 
@@ -74,8 +75,30 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
         Some(id) => !g.sessions.sessions.read().await.contains_key(id),
         None => false,
     };
+    // In stateless mode rmcp answers every DELETE 405 (no sessions to end), as the spec says.
+    if req.method() == axum::http::Method::DELETE && !g.stateless {
+        if stale_session {
+            // rmcp would "close" an unknown session and say 202; the spec's answer is 404.
+            return refuse(StatusCode::NOT_FOUND, "session not found");
+        }
+        return terminate_session(req, next).await;
+    }
     if stale_session {
         return next.run(req).await;
     }
     super::park::park_waits(&g.parking, req, next).await
+}
+
+/// rmcp 3.9 closes the session and answers `202 Accepted`. The spec (Streamable HTTP, Session
+/// Management) leaves the success status open but names 405 for "termination not supported";
+/// clients read success as 200/204: the Python SDK logs `Session termination failed: 202`
+/// at every close otherwise, and the TypeScript SDK's own server answers 200. The session is
+/// gone once rmcp returns, so 200 is the truth; rmcp's other answers (400 without a session
+/// id, 405 in stateless mode) pass unchanged. An unknown session is answered 404 by `guard`.
+async fn terminate_session(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    if resp.status() == StatusCode::ACCEPTED {
+        *resp.status_mut() = StatusCode::OK;
+    }
+    resp
 }

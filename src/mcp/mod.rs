@@ -11,6 +11,7 @@ pub mod control_tools;
 pub mod descriptions;
 pub mod guard;
 pub mod park;
+pub mod progress;
 pub mod read_tools;
 pub mod requests;
 pub mod respond;
@@ -57,7 +58,15 @@ fn shared_router() -> Arc<ToolRouter<VkTools>> {
     static ROUTER: std::sync::OnceLock<Arc<ToolRouter<VkTools>>> = std::sync::OnceLock::new();
     ROUTER
         .get_or_init(|| {
-            Arc::new(read_tools::router() + wait_tool::router() + control_tools::router())
+            let mut router = read_tools::router() + wait_tool::router() + control_tools::router();
+            // The macro derives output schemas from the result types; only here can they be
+            // shaped like the input schemas are (`args::input_schema`).
+            for route in router.map.values_mut() {
+                if let Some(out) = &route.attr.output_schema {
+                    route.attr.output_schema = Some(args::output_schema(out));
+                }
+            }
+            Arc::new(router)
         })
         .clone()
 }
@@ -213,6 +222,9 @@ pub fn service(
     let parking = park::Parking {
         query: query.clone(),
         shutdown: cancel.clone(),
+        // Stateless mode answers JSON: no stream to carry progress (see `progress`).
+        progress_every: (!settings.stateless).then_some(settings.progress_every),
+        cancels: progress::Cancels::default(),
     };
     let service = StreamableHttpService::new(
         move || {

@@ -12,7 +12,10 @@
 //! validation stay the tool's and rmcp's. A client that disconnects while parked drops this
 //! future, which releases the channels and waiter slot; one that only sends
 //! `notifications/cancelled` for a parked call gets its answer at the change or the timeout
-//! (rmcp has not seen the call yet), which MCP allows for a cancel that races the answer.
+//! (rmcp has not seen the call yet), which MCP allows for a cancel that races the answer —
+//! except a call with a `progressToken` on an SSE-answering endpoint: that one is answered by
+//! `progress` (keep-alive notifications while parked, up to `WAIT_MAX_PROGRESS_MS`), which ends
+//! it at the cancel.
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
@@ -22,6 +25,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use serde::Deserialize;
 
+use super::progress::{Cancels, ProgressCall};
 use super::requests::WaitArgs;
 use super::wait_tool::{Parked, plan};
 use crate::query::wait::WaitClock;
@@ -33,8 +37,12 @@ const MAX_PARKED_BODY: u64 = 16 * 1024;
 
 const WAIT_TOOL: &str = "wait_for_attempt_change";
 
+type Raw = serde_json::value::RawValue;
+
 #[derive(Deserialize)]
 struct CallEnvelope<'a> {
+    #[serde(borrow)]
+    id: Option<&'a Raw>,
     #[serde(borrow)]
     method: &'a str,
     #[serde(borrow)]
@@ -46,19 +54,35 @@ struct CallParams<'a> {
     #[serde(borrow)]
     name: &'a str,
     #[serde(borrow)]
-    arguments: Option<&'a serde_json::value::RawValue>,
+    arguments: Option<&'a Raw>,
+    #[serde(borrow, rename = "_meta")]
+    meta: Option<CallMeta<'a>>,
 }
 
-/// The wait call in `body`, if it is one this layer may hold. Other calls cost a substring
-/// search, not a parse (every small POST to `/mcp` passes here).
-fn wait_call(body: &[u8]) -> Option<WaitArgs> {
+#[derive(Deserialize)]
+struct CallMeta<'a> {
+    #[serde(borrow, rename = "progressToken")]
+    progress_token: Option<&'a Raw>,
+}
+
+/// The wait call in `body`, if it is one this layer may hold, and its progress token. Other
+/// calls cost a substring search, not a parse (every small POST to `/mcp` passes here).
+fn wait_call(body: &[u8]) -> Option<(WaitArgs, Option<ProgressCall>)> {
     memchr::memmem::find(body, WAIT_TOOL.as_bytes())?;
     let call: CallEnvelope = serde_json::from_slice(body).ok()?;
     let params = call.params?;
     if call.method != "tools/call" || params.name != WAIT_TOOL {
         return None;
     }
-    serde_json::from_str(params.arguments?.get()).ok()
+    let args = serde_json::from_str(params.arguments?.get()).ok()?;
+    let progress = params
+        .meta
+        .and_then(|m| m.progress_token)
+        .map(|token| ProgressCall {
+            token: token.to_owned(),
+            id: call.id.map(Raw::to_owned),
+        });
+    Some((args, progress))
 }
 
 fn parkable(req: &Request) -> bool {
@@ -80,6 +104,11 @@ fn parkable(req: &Request) -> bool {
 pub struct Parking {
     pub query: Query,
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// The progress interval when rmcp answers calls with SSE; `None` in stateless JSON mode,
+    /// where a response cannot carry notifications (`progress`).
+    pub progress_every: Option<std::time::Duration>,
+    /// Parked calls with progress that a `notifications/cancelled` ends.
+    pub cancels: Cancels,
 }
 
 /// Called by `guard::guard` once a request may reach `/mcp` (one middleware layer instead of
@@ -94,7 +123,9 @@ pub async fn park_waits(p: &Parking, req: Request, next: Next) -> Response {
         // The body did not arrive as announced: let rmcp answer the broken request.
         Err(_) => return next.run(Request::from_parts(parts, Body::empty())).await,
     };
-    let Some(args) = wait_call(&bytes) else {
+    p.cancels
+        .cancel_from(parts.headers.get("mcp-session-id"), &bytes);
+    let Some((args, progress)) = wait_call(&bytes) else {
         return next
             .run(Request::from_parts(parts, Body::from(bytes)))
             .await;
@@ -102,8 +133,18 @@ pub async fn park_waits(p: &Parking, req: Request, next: Next) -> Response {
     // hyper parsed the request in place: its header values, URI and body all point into the
     // connection's read buffer (8–16 KB), which they keep alive. While parked, hold copies.
     let (mut parts, bytes) = detached(parts, &bytes);
+    if let (Some(call), Some(every)) = (progress, p.progress_every) {
+        let (query, shutdown) = (p.query.clone(), p.shutdown.clone());
+        let held = Box::pin(async move {
+            tokio::select! {
+                parked = hold(&query, args, true) => parked,
+                _ = shutdown.cancelled() => None,
+            }
+        });
+        return super::progress::stream(held, (parts, bytes), next, call, every, &p.cancels);
+    }
     let parked = tokio::select! {
-        parked = hold(&p.query, args) => parked,
+        parked = hold(&p.query, args, false) => parked,
         _ = p.shutdown.cancelled() => None,
     };
     if let Some(parked) = parked {
@@ -132,9 +173,10 @@ fn detached(mut parts: Parts, body: &[u8]) -> (Parts, Bytes) {
 }
 
 /// Park the wait until a change or its deadline; `None` when this layer does not hold it (the
-/// tool then does everything itself).
-async fn hold(query: &Query, args: WaitArgs) -> Option<Parked> {
-    let (scope, since, timeout) = plan(query, args).ok()?;
+/// tool then does everything itself). `with_progress`: the client is kept alive by progress
+/// notifications, so the longer timeout cap applies.
+async fn hold(query: &Query, args: WaitArgs, with_progress: bool) -> Option<Parked> {
+    let (scope, since, timeout) = plan(query, args, with_progress).ok()?;
     let since = match since {
         Since::After(n) => n,
         Since::None => query.store.current_token(),

@@ -217,10 +217,11 @@ pub struct WaitArgs {
     /// after it. Omit to wait for the next change from now.
     #[serde(default)]
     pub since_token: Option<String>,
-    /// How long to wait at most, in milliseconds: 1–50000 (default 25000; larger values are
-    /// capped at 50000, below common MCP client request timeouts). The actual wait ends up to
-    /// 10% earlier (jitter), so many clients do not wake in lockstep.
+    /// How long to wait at most, in milliseconds (default 25000). Capped at 50000, below common
+    /// MCP client request timeouts, unless the call carries a `progressToken` in `_meta` and is
+    /// answered as SSE (not stateless JSON mode): progress notifications then come every 10 s
+    /// and up to 600000 is allowed. The wait ends up to 10% earlier (jitter).
     #[serde(default)]
-    #[schemars(range(min = 1, max = 50000))]
+    #[schemars(range(min = 1, max = 600000))]
     pub timeout_ms: Option<u64>,
 }

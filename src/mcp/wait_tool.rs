@@ -1,5 +1,7 @@
 //! The long-poll tool: parse → `Query::wait_for_change` → respond, ending early if the client
-//! cancels the request.
+//! cancels the request. Timeouts are capped at `WAIT_MAX_MS` (50 s, below common client request
+//! timeouts), or at `WAIT_MAX_PROGRESS_MS` (600 s) for a wait `mcp::park` keeps alive with
+//! progress notifications (a `progressToken` on an SSE-answering endpoint: `mcp::progress`).
 
 use std::time::Duration;
 
@@ -16,7 +18,9 @@ use super::read_tools::MAX_BATCH;
 use super::requests::WaitArgs;
 use super::respond::respond;
 use crate::query::Since;
-use crate::query::wait::{WAIT_DEFAULT_MS, WAIT_MAX_MS, WaitClock, WaitResult, WaitScope};
+use crate::query::wait::{
+    WAIT_DEFAULT_MS, WAIT_MAX_MS, WAIT_MAX_PROGRESS_MS, WaitClock, WaitResult, WaitScope,
+};
 use crate::tool_error::ToolError;
 
 #[tool_router(router = wait_router, vis = "pub(crate)")]
@@ -28,7 +32,8 @@ impl VkTools {
         ctx: RequestContext<RoleServer>,
         Args(a): Args<WaitArgs>,
     ) -> Result<Json<WaitResult>, CallToolResult> {
-        let (scope, since, timeout) = match a.and_then(|a| plan(&self.query, a)) {
+        // Not parked (a wait `mcp::park` let through): no progress is sent, so the short cap.
+        let (scope, since, timeout) = match a.and_then(|a| plan(&self.query, a, false)) {
             Ok(p) => p,
             Err(e) => return respond(Err(e)),
         };
@@ -52,10 +57,12 @@ impl VkTools {
     }
 }
 
-/// What a validated wait call asks for: scope, baseline and timeout (shared with `mcp::park`).
+/// What a validated wait call asks for: scope, baseline and timeout (shared with `mcp::park`);
+/// `with_progress`: progress notifications keep the client alive, so the longer cap applies.
 pub fn plan(
     query: &crate::query::Query,
     a: WaitArgs,
+    with_progress: bool,
 ) -> Result<(WaitScope, Since, Duration), ToolError> {
     let scope = match (a.attempt_ids, a.project_id) {
         (Some(ids), None) if !ids.is_empty() && ids.len() <= MAX_BATCH => WaitScope::Attempts(ids),
@@ -78,6 +85,7 @@ pub fn plan(
                 "timeout_ms must be at least 1.",
             ));
         }
+        Some(ms) if with_progress => ms.min(WAIT_MAX_PROGRESS_MS),
         Some(ms) => ms.min(WAIT_MAX_MS),
         None => WAIT_DEFAULT_MS,
     };
@@ -96,4 +104,34 @@ pub struct Parked {
 
 pub(crate) fn router() -> ToolRouter<VkTools> {
     VkTools::wait_router()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timeout(ms: Option<u64>, with_progress: bool) -> Duration {
+        let store = crate::store::StoreOwner::open_temporary(Default::default())
+            .unwrap()
+            .store();
+        let query =
+            crate::query::Query::new(store, std::sync::Arc::new(crate::health::Health::new()));
+        let args = WaitArgs {
+            attempt_ids: None,
+            project_id: Some(uuid::Uuid::nil()),
+            since_token: None,
+            timeout_ms: ms,
+        };
+        plan(&query, args, with_progress).unwrap().2
+    }
+
+    #[test]
+    fn long_timeouts_only_with_progress() {
+        let ms = Duration::from_millis;
+        assert_eq!(timeout(Some(120_000), false), ms(WAIT_MAX_MS));
+        assert_eq!(timeout(Some(120_000), true), ms(120_000));
+        assert_eq!(timeout(Some(9_000_000), true), ms(WAIT_MAX_PROGRESS_MS));
+        assert_eq!(timeout(None, true), ms(WAIT_DEFAULT_MS));
+        assert_eq!(timeout(Some(10), false), ms(10));
+    }
 }

@@ -21,6 +21,9 @@ use crate::tool_error::ToolError;
 pub const WAIT_DEFAULT_MS: u64 = 25_000;
 /// Below the 60 s default request timeout of the common MCP clients.
 pub const WAIT_MAX_MS: u64 = 50_000;
+/// For waits kept alive by progress notifications (`mcp::progress`): a client that resets its
+/// timeout on progress may wait this long; bounded so an abandoned-but-open stream ends.
+pub const WAIT_MAX_PROGRESS_MS: u64 = 600_000;
 
 /// When a wait started and when it gives up (the requested timeout minus jitter).
 #[derive(Debug, Clone, Copy)]

@@ -19,12 +19,17 @@ server answers it, so protocol 2026-07-28 is used) and `legacy` (the `initialize
 protocol 2025-11-25) are run, over HTTP and over stdio.
 
 Set CHECK_MCP_BRIDGE_LOG=<file> to send the stdio bridge's stderr there instead of ours.
+
+The SDK's own warnings are recorded (a handler on the `mcp` logger): a session close the SDK
+reports as failed (`Session termination failed: <status>`, e.g. a DELETE answered 202) fails the
+mode it happened in.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 import time
@@ -292,6 +297,35 @@ async def run_checks(client: Client) -> tuple[int, int]:
     return len(tools), s.calls
 
 
+class SdkWarnings(logging.Handler):
+    """Records the SDK's warnings and errors; the SDK reports a failed session close this way
+    only (it does not raise)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(f"{record.name}: {record.getMessage()}")
+
+    def take(self) -> list[str]:
+        out, self.messages = self.messages, []
+        return out
+
+
+SDK_WARNINGS = SdkWarnings()
+logging.getLogger("mcp").addHandler(SDK_WARNINGS)
+
+
+def check_sdk_warnings(transport: str, mode: str) -> None:
+    """Fail on a session close the SDK reports as failed; show any other warning."""
+    seen = SDK_WARNINGS.take()
+    for m in seen:
+        print(f"python-mcp {transport} (mode={mode}): SDK warning: {m}", file=sys.stderr)
+    failed = [m for m in seen if "Session termination failed" in m]
+    check(not failed, f"the SDK reported a failed session close: {failed}")
+
+
 def leaf_exceptions(e: BaseException) -> list[BaseException]:
     """anyio task groups wrap errors raised inside `async with Client(...)` in ExceptionGroups."""
     if isinstance(e, BaseExceptionGroup):
@@ -324,6 +358,8 @@ def main(argv: list[str]) -> int:
     for mode in modes:
         try:
             line = asyncio.run(asyncio.wait_for(run_mode(transport, make_target(), mode), OVERALL_TIMEOUT_S))
+            # The session is closed (DELETE sent) when `Client` exits, after the checks.
+            check_sdk_warnings(transport, mode)
         except BaseException as e:  # noqa: BLE001 - report anything, including groups
             if isinstance(e, KeyboardInterrupt):
                 raise
