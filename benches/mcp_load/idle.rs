@@ -3,7 +3,8 @@
 //! 30 s on each WebSocket, nothing else — while one client polls a batch status of the 100
 //! attempts once a second. Measured over the window: the daemon's CPU (user + system, from
 //! `/proc/<pid>/stat`), the requests it made to VK (REST GETs, SSE and WS connections, from
-//! the simulator's counters), and whether every answer said `upstream: connected`.
+//! the simulator's counters), and whether every answer said `upstream: connected`. A first window
+//! of half the length with no client at all gives the daemon's own idle cost beside it.
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,11 @@ pub(crate) async fn phase_idle(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     // Settle: the bootstrap's process streams linger out, the first keep-alive arrives.
     tokio::time::sleep(Duration::from_secs(20)).await;
     let pid = d.pid().to_string();
+    // First nobody asks anything: what the daemon costs on its own beside an idle VK.
+    let quiet_window = window / 2;
+    let quiet0 = cpu_secs(&pid);
+    tokio::time::sleep(quiet_window).await;
+    let quiet_cpu = cpu_secs(&pid) - quiet0;
     let before = sim.counters();
     let cpu0 = cpu_secs(&pid);
     let start = Instant::now();
@@ -62,6 +68,16 @@ pub(crate) async fn phase_idle(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     sim.shutdown().await;
 
     let pct = 100.0 * cpu / elapsed;
+    let quiet_pct = 100.0 * quiet_cpu / quiet_window.as_secs_f64();
+    r.row(
+        "idle VK, 100 tasks, no client: daemon CPU",
+        format!(
+            "{quiet_pct:.3} % of a core ({quiet_cpu:.2} s CPU in {:.0} s)",
+            quiet_window.as_secs_f64()
+        ),
+        "—",
+        None,
+    );
     let requests = (after.rest_gets - before.rest_gets)
         + (after.sse_connections - before.sse_connections)
         + (after.ws_connections - before.ws_connections);
@@ -86,6 +102,7 @@ pub(crate) async fn phase_idle(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     r.detail(
         "idle",
         json!({"window_s": elapsed, "cpu_s": cpu, "cpu_pct": pct, "requests": requests,
+               "quiet_window_s": quiet_window.as_secs_f64(), "quiet_cpu_s": quiet_cpu,
                "rest_gets": after.rest_gets - before.rest_gets,
                "sse_connections": after.sse_connections - before.sse_connections,
                "ws_connections": after.ws_connections - before.ws_connections,
