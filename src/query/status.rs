@@ -14,19 +14,9 @@ use crate::store::StoreReader;
 use crate::tool_error::ToolError;
 use crate::vk::{self, ProcessStatus, RunReason, rfc3339};
 
-/// Coarse state of an attempt.
-#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum AttemptState {
-    /// No relevant execution process yet (dev servers do not count).
-    Idle,
-    /// The latest relevant process is running.
-    Running,
-    /// The latest relevant process completed.
-    Completed,
-    /// The latest relevant process failed or was killed.
-    Failed,
-}
+/// The state lives beside the verdict that routes on it (so `verdict` needs nothing of this
+/// module); callers keep naming it `status::AttemptState`.
+pub use super::verdict::AttemptState;
 
 /// The latest relevant execution process of an attempt.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]

@@ -37,11 +37,24 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::rows::ProcessRow;
-use super::status::AttemptState;
 use crate::store::StoreReader;
 use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
 use crate::vk::{ProcessStatus, RunReason, rfc3339};
+
+/// Coarse state of an attempt.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AttemptState {
+    /// No relevant execution process yet (dev servers do not count).
+    Idle,
+    /// The latest relevant process is running.
+    Running,
+    /// The latest relevant process completed.
+    Completed,
+    /// The latest relevant process failed or was killed.
+    Failed,
+}
 
 /// Log entries scanned backwards for the last error (bounds the cost of a status on a huge
 /// log; the error that ended a run is near its end).
