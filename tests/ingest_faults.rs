@@ -172,6 +172,12 @@ async fn run_schedule(seed: u64) {
         .max()
         .unwrap_or(0);
     for (since, w) in waiters {
+        // A waiter woken by the last commits may still be finishing its answer: give it a
+        // moment before judging it (the token read above and `is_finished` are not in step).
+        let settle = std::time::Instant::now();
+        while !w.is_finished() && newest > since && settle.elapsed() < Duration::from_secs(2) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         if w.is_finished() {
             let r = w.await.unwrap();
             assert!(r.changed, "seed {seed}: a waiter since {since} timed out");
