@@ -272,6 +272,15 @@ impl Inner {
             let Some(p) = w.processes.get(&pid) else {
                 return false;
             };
+            if p.run_reason == RunReason::CodingAgent
+                && status == ProcessStatus::Completed
+                && let Some(ws) = w.sessions.get(&p.session_id).map(|s| s.workspace_id)
+            {
+                w.agent_committed(ws);
+            }
+            let Some(p) = w.processes.get(&pid) else {
+                return false;
+            };
             let continues = status == ProcessStatus::Completed
                 && exit == Some(0)
                 && !p.action["next_action"].is_null();

@@ -6,12 +6,14 @@
 mod bus;
 mod core;
 pub mod demo;
+mod git;
 mod http;
 mod idempotency;
 mod logs;
 mod render;
 mod rest_artifacts;
 mod rest_attempts;
+mod rest_git;
 mod rest_meta;
 mod rest_processes;
 mod rest_sessions;
@@ -195,6 +197,48 @@ impl Sim {
         pid
     }
 
+    /// Repo ids of an attempt, in VK's order (empty for an unknown attempt).
+    pub fn attempt_repo_ids(&self, attempt_id: Uuid) -> Vec<Uuid> {
+        let w = self.inner.world();
+        w.workspaces
+            .get(&attempt_id)
+            .map(|ws| ws.repos.iter().map(|(r, _)| *r).collect())
+            .unwrap_or_default()
+    }
+
+    /// Scripted git: the agent commits on the attempt's branch in `repo_id` (ahead + 1).
+    /// False for an attempt or repo VK would not know.
+    pub fn agent_commit(&self, attempt_id: Uuid, repo_id: Uuid) -> bool {
+        let mut w = self.inner.world();
+        let Some(target) = git_target(&w, attempt_id, repo_id) else {
+            return false;
+        };
+        w.git.commit(attempt_id, repo_id, &target);
+        true
+    }
+
+    /// Scripted git: someone commits on base branch `branch` of `repo_id` (created from `main`
+    /// when new), so attempts on it fall behind by one; with `conflicting_file`, rebasing an
+    /// attempt branch that has commits onto it stops on conflicts in that file.
+    pub fn move_base(&self, repo_id: Uuid, branch: &str, conflicting_file: Option<&str>) {
+        self.inner
+            .world()
+            .git
+            .move_base(repo_id, branch, conflicting_file);
+    }
+
+    /// Scripted git: tracked files with uncommitted changes in the attempt's worktree of
+    /// `repo_id` (an empty list cleans it). False for an unknown attempt or repo.
+    pub fn set_uncommitted(&self, attempt_id: Uuid, repo_id: Uuid, files: &[&str]) -> bool {
+        let mut w = self.inner.world();
+        let Some(target) = git_target(&w, attempt_id, repo_id) else {
+            return false;
+        };
+        w.git.branch(attempt_id, repo_id, &target).uncommitted =
+            files.iter().map(|f| f.to_string()).collect();
+        true
+    }
+
     pub fn drop_connections(&self) {
         self.inner.drop_connections();
     }
@@ -219,4 +263,13 @@ impl Sim {
     pub fn truth(&self) -> Truth {
         truth::build(&self.inner.world())
     }
+}
+
+/// The target branch of an attempt's repo.
+fn git_target(w: &world::World, attempt: Uuid, repo: Uuid) -> Option<String> {
+    let ws = w.workspaces.get(&attempt)?;
+    ws.repos
+        .iter()
+        .find(|(r, _)| *r == repo)
+        .map(|(_, t)| t.clone())
 }

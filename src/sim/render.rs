@@ -214,26 +214,3 @@ pub(crate) fn attempt_repos_json(w: &World, id: Uuid) -> Vec<Value> {
         })
         .collect()
 }
-
-/// `GET /api/task-attempts/{id}/branch-status`: commits ahead = finished agent runs.
-pub(crate) fn branch_status_json(w: &World, id: Uuid) -> Vec<Value> {
-    let ahead = w
-        .processes_of_workspace(id)
-        .iter()
-        .filter(|p| p.run_reason == RunReason::CodingAgent && p.status == ProcessStatus::Completed)
-        .count();
-    let head = format!("{:0>40}", id.simple().to_string());
-    w.workspace_repos(id)
-        .into_iter()
-        .map(|(r, tb)| {
-            json!({
-                "repo_id": r.id, "repo_name": r.name, "commits_behind": 0,
-                "commits_ahead": ahead, "has_uncommitted_changes": false,
-                "head_oid": head.chars().take(40).collect::<String>(),
-                "uncommitted_count": 0, "untracked_count": 0, "target_branch_name": tb,
-                "remote_commits_behind": null, "remote_commits_ahead": null, "merges": [],
-                "is_rebase_in_progress": false, "conflict_op": null, "conflicted_files": [],
-            })
-        })
-        .collect()
-}

@@ -1,5 +1,5 @@
 //! Task-attempt (VK workspace) REST and the diff WebSocket: list, get, create (idempotent;
-//! runs the standard script in the background), status, changes, repos, branch status, stop
+//! runs the standard script in the background), status, changes, repos, stop
 //! and start-dev-server.
 
 use std::sync::Arc;
@@ -86,14 +86,6 @@ pub(crate) async fn repos(State(inner): State<AppState>, Path(id): Path<Uuid>) -
         return not_found();
     }
     ok(render::attempt_repos_json(&w, id))
-}
-
-pub(crate) async fn branch_status(State(inner): State<AppState>, Path(id): Path<Uuid>) -> Response {
-    let w = inner.world();
-    if !w.workspaces.contains_key(&id) {
-        return not_found();
-    }
-    ok(render::branch_status_json(&w, id))
 }
 
 /// The file the standard script's agent writes.

@@ -6,7 +6,7 @@ use axum::routing::{get, post};
 
 use super::http::{self, AppState};
 use super::{
-    logs, rest_artifacts as artifacts, rest_attempts as att, rest_meta as meta,
+    logs, rest_artifacts as artifacts, rest_attempts as att, rest_git as git, rest_meta as meta,
     rest_processes as proc_, rest_sessions as ses, rest_tasks as tasks, sse, ws_objects as ws,
 };
 
@@ -40,8 +40,13 @@ pub(crate) fn build(state: AppState) -> Router {
         .route("/api/task-attempts/{id}/patch", post(artifacts::patch))
         .route(
             "/api/task-attempts/{id}/branch-status",
-            get(att::branch_status),
+            get(git::branch_status),
         )
+        .route("/api/task-attempts/{id}/rebase", post(git::rebase))
+        .route("/api/task-attempts/{id}/conflicts/abort", post(git::abort))
+        .route("/api/task-attempts/{id}/merge", post(git::merge))
+        .route("/api/task-attempts/{id}/push", post(git::push))
+        .route("/api/task-attempts/{id}/push/force", post(git::push_force))
         .route("/api/task-attempts/{id}/diff/ws", get(att::diff_ws))
         .route("/api/task-attempts/{id}/stop", post(att::stop))
         .route(

@@ -142,6 +142,8 @@ pub(crate) struct World {
     pub turns: Vec<Turn>,
     /// session → queued message (VK's `QueuedMessage` JSON) and its idempotency (key, hash).
     pub queue: HashMap<Uuid, (Value, Option<(String, String)>)>,
+    /// Git state of every attempt branch and base branch (`git`).
+    pub git: super::git::Git,
     ord: u64,
 }
 
@@ -482,6 +484,18 @@ impl World {
                     .map(|r| (r, tb.clone()))
             })
             .collect()
+    }
+
+    /// A completed coding agent commits on every repo of its attempt (VK's auto-commit).
+    pub fn agent_committed(&mut self, ws_id: Uuid) {
+        let repos = self
+            .workspaces
+            .get(&ws_id)
+            .map(|w| w.repos.clone())
+            .unwrap_or_default();
+        for (repo, target) in repos {
+            self.git.commit(ws_id, repo, &target);
+        }
     }
 
     /// The repo name scripts run in (VK: the first repo).

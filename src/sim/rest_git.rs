@@ -1,0 +1,203 @@
+//! VK's git routes of a task attempt over the simulated git state (`git`): branch status, rebase,
+//! conflicts/abort, merge, push and push/force, with VK's status codes and envelopes (see the
+//! module doc of `git` and docs/vk-contract.md §9.8).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::git::GitOutcome;
+use super::http::{AppState, fail, not_found, ok};
+use super::types::{ProcessStatus, RunReason};
+use super::world::World;
+
+#[derive(Deserialize)]
+pub(crate) struct RepoBody {
+    repo_id: Uuid,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RebaseBody {
+    repo_id: Uuid,
+    old_base_branch: Option<String>,
+    new_base_branch: Option<String>,
+}
+
+/// The attempt branch name and the repo's target branch, or the response VK gives instead:
+/// 404 with an empty body for an unknown attempt (its middleware), the `RepoError` envelope for
+/// a repo that is not the attempt's.
+fn locate(w: &World, ws: Uuid, repo: Uuid) -> Result<(String, String), Response> {
+    let Some(workspace) = w.workspaces.get(&ws) else {
+        return Err(not_found());
+    };
+    match workspace.repos.iter().find(|(r, _)| *r == repo) {
+        Some((_, target)) => Ok((workspace.branch.clone(), target.clone())),
+        None => Err(fail(
+            StatusCode::NOT_FOUND,
+            "RepoError: Repository not found",
+        )),
+    }
+}
+
+/// VK's answer to a git outcome; `base` names the branch a rebase went onto.
+fn render(outcome: GitOutcome, base: &str) -> Response {
+    match outcome {
+        GitOutcome::Ok => ok(Value::Null),
+        GitOutcome::Conflicts(files) => {
+            let message = format!(
+                "Rebase encountered merge conflicts while rebasing 'HEAD' onto '{base}'. Conflicted files: {}. Resolve conflicts and then continue or abort.",
+                files.join(", ")
+            );
+            error_data(
+                StatusCode::OK,
+                json!({"type": "merge_conflicts", "message": message, "op": "rebase"}),
+            )
+        }
+        GitOutcome::BadRequest(m) => fail(StatusCode::BAD_REQUEST, &m),
+        GitOutcome::ForcePushRequired => {
+            error_data(StatusCode::CONFLICT, json!({"type": "force_push_required"}))
+        }
+        GitOutcome::Failed(m) => fail(StatusCode::INTERNAL_SERVER_ERROR, &m),
+    }
+}
+
+fn error_data(status: StatusCode, data: Value) -> Response {
+    (
+        status,
+        Json(json!({"success": false, "data": null, "error_data": data, "message": null})),
+    )
+        .into_response()
+}
+
+/// `GET /api/task-attempts/{id}/branch-status`.
+pub(crate) async fn branch_status(State(inner): State<AppState>, Path(id): Path<Uuid>) -> Response {
+    let mut w = inner.world();
+    if !w.workspaces.contains_key(&id) {
+        return not_found();
+    }
+    let repos: Vec<(Uuid, String, String)> = w
+        .workspace_repos(id)
+        .into_iter()
+        .map(|(r, tb)| (r.id, r.name.clone(), tb))
+        .collect();
+    let list: Vec<Value> = repos
+        .into_iter()
+        .map(|(rid, name, tb)| {
+            let mut v = w.git.status_json(id, rid, &tb);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("repo_id".into(), json!(rid));
+                o.insert("repo_name".into(), json!(name));
+            }
+            v
+        })
+        .collect();
+    ok(list)
+}
+
+/// `POST /api/task-attempts/{id}/rebase`: the new base must exist (400), becomes the target
+/// branch, then the rebase (conflicts: 200 with `error_data`).
+pub(crate) async fn rebase(
+    State(inner): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<RebaseBody>,
+) -> Response {
+    let mut w = inner.world();
+    let (branch, target) = match locate(&w, id, body.repo_id) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let new_base = body.new_base_branch.unwrap_or(target);
+    // VK's `old_base_branch` only picks the rebase's upstream; the model has one history.
+    let _ = body.old_base_branch;
+    if !w.git.branch_exists(body.repo_id, &new_base) {
+        let m = format!("Branch '{new_base}' does not exist in the repository");
+        return render(GitOutcome::BadRequest(m), &new_base);
+    }
+    if let Some(ws) = w.workspaces.get_mut(&id)
+        && let Some(slot) = ws.repos.iter_mut().find(|(r, _)| *r == body.repo_id)
+    {
+        slot.1 = new_base.clone();
+    }
+    let outcome = w.git.rebase(id, body.repo_id, &branch, &new_base);
+    render(outcome, &new_base)
+}
+
+/// `POST /api/task-attempts/{id}/conflicts/abort`: always 200.
+pub(crate) async fn abort(
+    State(inner): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<RepoBody>,
+) -> Response {
+    let mut w = inner.world();
+    let (_, target) = match locate(&w, id, body.repo_id) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    w.git.abort(id, body.repo_id, &target);
+    ok(Value::Null)
+}
+
+/// `POST /api/task-attempts/{id}/merge`: squash merge; the task goes `done` and the attempt's
+/// dev servers are stopped.
+pub(crate) async fn merge(
+    State(inner): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<RepoBody>,
+) -> Response {
+    let (task, dev_servers) = {
+        let mut w = inner.world();
+        let (branch, target) = match locate(&w, id, body.repo_id) {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        if let Err(outcome) = w.git.merge(id, body.repo_id, &branch, &target) {
+            return render(outcome, &target);
+        }
+        let dev: Vec<Uuid> = w
+            .processes_of_workspace(id)
+            .iter()
+            .filter(|p| p.run_reason == RunReason::DevServer && p.status == ProcessStatus::Running)
+            .map(|p| p.id)
+            .collect();
+        (w.workspaces.get(&id).map(|ws| ws.task_id), dev)
+    };
+    if let Some(task) = task {
+        inner.update_task(task, None, None, Some("done"));
+    }
+    for pid in dev_servers {
+        inner.finish_process(pid, ProcessStatus::Killed, None);
+    }
+    ok(Value::Null)
+}
+
+/// `POST /api/task-attempts/{id}/push`: 409 `force_push_required` when rejected.
+pub(crate) async fn push(
+    State(inner): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<RepoBody>,
+) -> Response {
+    push_with(&inner, id, body.repo_id, false)
+}
+
+/// `POST /api/task-attempts/{id}/push/force`.
+pub(crate) async fn push_force(
+    State(inner): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<RepoBody>,
+) -> Response {
+    push_with(&inner, id, body.repo_id, true)
+}
+
+fn push_with(inner: &AppState, id: Uuid, repo: Uuid, force: bool) -> Response {
+    let mut w = inner.world();
+    let (branch, target) = match locate(&w, id, repo) {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let outcome = w.git.push(id, repo, &branch, &target, force);
+    render(outcome, &target)
+}
