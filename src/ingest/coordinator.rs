@@ -166,6 +166,9 @@ impl Coordinator {
                     self.ensure_process_stream(a);
                 }
             }
+            Signal::RefreshBranchStatus { attempt_id, done } => {
+                self.jobs.refresh_branch_status(attempt_id, done);
+            }
             Signal::Nudge {
                 task_id,
                 attempt_id,
@@ -404,6 +407,19 @@ impl Coordinator {
         for a in due {
             self.changes_due.remove(&a);
             self.jobs.refresh_changes(a);
+            // A process that ended may have committed (VK auto-commits after the agent):
+            // re-read the branch status of attempts whose status is cached.
+            if self
+                .ctx
+                .store
+                .read()
+                .branch_status(a)
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                self.jobs.refresh_branch_status(a, None);
+            }
         }
         // Close process streams of attempts that went quiet.
         let quiet: Vec<Uuid> = self

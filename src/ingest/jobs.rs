@@ -1,5 +1,6 @@
 //! Targeted REST refetches, each a short job run under a shared concurrency limit: a task's
-//! attempts (VK has no stream of workspaces), an attempt's sessions, an attempt's change summary.
+//! attempts (VK has no stream of workspaces), an attempt's sessions, an attempt's change summary,
+//! an attempt's branch status (VK streams no git state).
 //! Jobs write through the writer and report back to the coordinator with a signal.
 
 use std::sync::Arc;
@@ -162,5 +163,41 @@ impl Jobs {
             }
             Err(e) => tracing::warn!(%attempt_id, error = %e, "change summary refresh failed"),
         }
+    }
+
+    /// Read an attempt's branch status from VK and store it with its read time; `done` (if any)
+    /// hears the outcome once the batch is committed.
+    pub fn refresh_branch_status(
+        &self,
+        attempt_id: Uuid,
+        done: Option<tokio::sync::oneshot::Sender<IngestResult<()>>>,
+    ) {
+        let j = self.clone();
+        tokio::spawn(async move {
+            let Ok(_permit) = j.limit.acquire().await else {
+                return;
+            };
+            let outcome = j.branch_status_inner(attempt_id).await;
+            if let Err(e) = &outcome {
+                tracing::warn!(%attempt_id, error = %e, "branch status refresh failed");
+            }
+            if let Some(done) = done {
+                let _ = done.send(outcome);
+            }
+        });
+    }
+
+    async fn branch_status_inner(&self, attempt_id: Uuid) -> IngestResult<()> {
+        let repos = self.ctx.client.branch_status(attempt_id).await?;
+        let read_at_ms = chrono::Utc::now().timestamp_millis();
+        self.ctx
+            .writer
+            .write(vec![DomainEvent::BranchStatusRead {
+                attempt_id,
+                repos,
+                read_at_ms,
+            }])
+            .await?;
+        Ok(())
     }
 }

@@ -41,6 +41,14 @@ pub enum Signal {
     },
     /// A REST refresh of a task's attempts finished.
     TaskRefreshed { task_id: Uuid, attempts: Vec<Uuid> },
+    /// Read an attempt's branch status from VK now (after a git action made through the
+    /// daemon, on `refresh: true`, or on a first read). VK has no stream of git state, so this
+    /// REST read is the only way it enters the cache; `done` hears once it is stored (or why
+    /// not), so the asking tool can answer from the cache right after.
+    RefreshBranchStatus {
+        attempt_id: Uuid,
+        done: Option<tokio::sync::oneshot::Sender<super::error::IngestResult<()>>>,
+    },
     /// A mutation went through the proxy: refresh this scope now instead of waiting for SSE.
     Nudge {
         task_id: Option<Uuid>,

@@ -6,6 +6,8 @@
 
 pub mod artifacts;
 pub mod attempts;
+pub mod git;
+pub mod git_refusals;
 pub mod idempotency;
 pub mod stop;
 pub mod tasks;

@@ -97,6 +97,11 @@ impl<'t, 'c> Pending<'t, 'c> {
             DomainEvent::AttemptReposSnapshot { attempt_id, repos } => {
                 self.attempt_repos_snapshot(attempt_id, repos)
             }
+            DomainEvent::BranchStatusRead {
+                attempt_id,
+                repos,
+                read_at_ms,
+            } => self.branch_status_read(attempt_id, repos, read_at_ms),
             DomainEvent::UpstreamSeq { seq } => {
                 self.ov.insert(
                     &keys::meta_key(keys::meta::SSE_SEQ),
@@ -131,6 +136,21 @@ impl<'t, 'c> Pending<'t, 'c> {
         self.ov.insert(key, encode(self.next, &json));
         self.changed = true;
         Ok(true)
+    }
+
+    /// VK's branch status: stored when it differs (moving the attempt's token), and its read
+    /// time always (meta: a re-read of the same status wakes no one).
+    fn branch_status_read(&mut self, attempt: Uuid, repos: Vec<Value>, read_at_ms: i64) -> R {
+        let key = keys::id_key(table::BRANCH_STATUS, attempt);
+        if self.upsert(key.as_slice(), &Value::Array(repos))? {
+            self.attempts.insert(attempt);
+            self.note(format!("branch_status:{attempt}"));
+        }
+        self.ov.insert(
+            &keys::id_key(table::BRANCH_STATUS_READ, attempt),
+            read_at_ms.to_be_bytes().to_vec(),
+        );
+        Ok(())
     }
 
     fn changes_updated(&mut self, attempt: Uuid, changes: &Value) -> R {
@@ -303,6 +323,8 @@ impl<'t, 'c> Pending<'t, 'c> {
             self.remove_process(id, p)?;
         }
         self.remove_entity(&keys::id_key(table::CHANGES, id))?;
+        self.remove_entity(&keys::id_key(table::BRANCH_STATUS, id))?;
+        self.ov.remove(&keys::id_key(table::BRANCH_STATUS_READ, id));
         for r in self.children(table::ATTEMPT_REPOS, id)? {
             self.remove_entity(&keys::pair_key(table::ATTEMPT_REPOS, id, r))?;
         }

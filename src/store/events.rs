@@ -89,6 +89,14 @@ pub enum DomainEvent {
         attempt_id: Uuid,
         repos: Vec<Value>,
     },
+    /// VK's branch status of an attempt (`GET /api/task-attempts/{id}/branch-status`: one
+    /// entry per repo) and when VK answered it (unix ms). The status moves the attempt's token
+    /// only when it differs from the stored one; the read time is meta.
+    BranchStatusRead {
+        attempt_id: Uuid,
+        repos: Vec<Value>,
+        read_at_ms: i64,
+    },
     /// The last VK SSE sequence id applied (meta only: moves no token).
     UpstreamSeq {
         seq: u64,
@@ -119,6 +127,7 @@ impl DomainEvent {
             DomainEvent::ChangesUpdated { .. } => "changes_updated",
             DomainEvent::ServerInfo { .. } => "server_info",
             DomainEvent::AttemptReposSnapshot { .. } => "attempt_repos_snapshot",
+            DomainEvent::BranchStatusRead { .. } => "branch_status_read",
             DomainEvent::UpstreamSeq { .. } => "upstream_seq",
             DomainEvent::UpstreamIncarnation { .. } => "upstream_incarnation",
         }

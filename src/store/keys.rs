@@ -33,6 +33,12 @@ pub mod table {
     /// channel ‖ process -> u64 BE: VK lost this log's entries below that index before the
     /// cache had them all. Additive (old stores simply have none), so no schema bump.
     pub const LOGS_HISTORY_LOST: u8 = 0x15;
+    /// attempt -> VK's branch status list (`GET /branch-status`), token-stamped like entities.
+    /// Additive (an old store has none: the first read fetches it), so no schema bump.
+    pub const BRANCH_STATUS: u8 = 0x1A;
+    /// attempt -> i64 BE: unix ms when VK answered the stored branch status (meta only: a
+    /// re-read that finds the same status moves no token but renews this).
+    pub const BRANCH_STATUS_READ: u8 = 0x1B;
 }
 
 /// Names of the `META` entries.

@@ -252,6 +252,21 @@ impl StoreReader {
         self.entity(&keys::id_key(table::CHANGES, attempt), attempt)
     }
 
+    /// VK's branch status of an attempt as last read (a JSON list, one entry per repo) and
+    /// when VK answered it (unix ms); None until first read.
+    pub fn branch_status(&self, attempt: Uuid) -> R<Option<(Stored, i64)>> {
+        let Some(status) = self.entity(&keys::id_key(table::BRANCH_STATUS, attempt), attempt)?
+        else {
+            return Ok(None);
+        };
+        let read_at = self
+            .tree
+            .get(keys::id_key(table::BRANCH_STATUS_READ, attempt))?
+            .and_then(|v| v.as_ref().try_into().ok().map(i64::from_be_bytes))
+            .unwrap_or(0);
+        Ok(Some((status, read_at)))
+    }
+
     /// The token of the last batch that touched the attempt or anything under it (0 = never).
     pub fn attempt_token(&self, attempt: Uuid) -> R<u64> {
         Ok(self

@@ -2,6 +2,7 @@
 //! Nothing here decides anything; ingest drives it.
 
 pub mod discovery;
+pub mod git;
 pub mod mutations;
 pub mod rest;
 pub mod sse;
