@@ -21,7 +21,7 @@ use crate::proxy::tasks::{NewTask, TaskChange, TaskDeleted, TaskEdit};
 use crate::tool_error::ToolError;
 
 impl VkTools {
-    fn proxy(&self) -> Result<&Proxy, ToolError> {
+    pub(crate) fn proxy(&self) -> Result<&Proxy, ToolError> {
         self.proxy.as_ref().ok_or_else(|| {
             ToolError::new(
                 "not_configured",

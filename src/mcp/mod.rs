@@ -8,6 +8,8 @@ pub mod args;
 pub mod bridge;
 pub mod control_requests;
 pub mod control_tools;
+pub mod delivery_requests;
+pub mod delivery_tools;
 pub mod descriptions;
 pub mod guard;
 pub mod park;
@@ -58,7 +60,10 @@ fn shared_router() -> Arc<ToolRouter<VkTools>> {
     static ROUTER: std::sync::OnceLock<Arc<ToolRouter<VkTools>>> = std::sync::OnceLock::new();
     ROUTER
         .get_or_init(|| {
-            let mut router = read_tools::router() + wait_tool::router() + control_tools::router();
+            let mut router = read_tools::router()
+                + wait_tool::router()
+                + control_tools::router()
+                + delivery_tools::router();
             // The macro derives output schemas from the result types; only here can they be
             // shaped like the input schemas are (`args::input_schema`).
             for route in router.map.values_mut() {
