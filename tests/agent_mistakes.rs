@@ -103,6 +103,13 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
         .ok();
     let tasks_cursor = tasks_page["next_cursor"].clone();
     assert!(tasks_cursor.is_string(), "{tasks_page}");
+    // The delivery tools re-read VK's branch status before refusing; read it once now so the
+    // refusals below find it unchanged (a re-read that finds the same status moves no token).
+    for attempt in [a, busy.attempt_id, bare] {
+        mcp.call("get_attempt_branch_status", json!({"attempt_id": attempt}))
+            .await
+            .ok();
+    }
     let token_before = daemon.store.current_token();
 
     let cases: Vec<Case> = vec![
@@ -449,6 +456,55 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
             "invalid_argument",
             false,
             &["schema"],
+        ),
+        // ---- delivery (rebase / merge / push) ----
+        (
+            "merge while the agent runs",
+            "merge_attempt",
+            json!({"attempt_id": busy.attempt_id}),
+            "process_running",
+            true,
+            &["wait_for_attempt_change", "stop_attempt"],
+        ),
+        (
+            "push with a repo_id of another attempt",
+            "push_attempt",
+            json!({"attempt_id": a, "repo_id": ghost}),
+            "not_found",
+            false,
+            &["get_attempt_branch_status", "repo_id"],
+        ),
+        (
+            "rebase onto a branch that does not exist",
+            "rebase_attempt",
+            json!({"attempt_id": a, "new_base_branch": "no-such-branch"}),
+            "unknown_branch",
+            false,
+            &["new_base_branch"],
+        ),
+        (
+            "merge an attempt that committed nothing",
+            "merge_attempt",
+            json!({"attempt_id": bare}),
+            "nothing_to_merge",
+            false,
+            &["follow_up"],
+        ),
+        (
+            "branch status of a project id",
+            "get_attempt_branch_status",
+            json!({"attempt_id": project}),
+            "not_found",
+            false,
+            &["list_task_attempts"],
+        ),
+        (
+            "force as a string",
+            "push_attempt",
+            json!({"attempt_id": a, "force": "yes"}),
+            "invalid_argument",
+            false,
+            &["schema", "boolean"],
         ),
     ];
     assert!(cases.len() >= 25);

@@ -289,6 +289,11 @@ fn follow_up_requires_prompt_for_send_and_queue_without_a_root_combinator() {
         "get_attempt_file",
         "get_attempt_patch",
         "wait_for_attempt_change",
+        "get_attempt_branch_status",
+        "rebase_attempt",
+        "abort_attempt_conflicts",
+        "merge_attempt",
+        "push_attempt",
     ] {
         assert!(names.contains(&n), "{n}");
     }
@@ -304,4 +309,6 @@ fn follow_up_requires_prompt_for_send_and_queue_without_a_root_combinator() {
     };
     assert_eq!(destructive("delete_task"), Some(true));
     assert_eq!(destructive("stop_attempt"), Some(true));
+    assert_eq!(destructive("abort_attempt_conflicts"), Some(true));
+    assert_eq!(destructive("merge_attempt"), Some(false));
 }
