@@ -145,37 +145,38 @@ Avoid: asking for every path of a huge change at once (blocked: too_many_paths /
 
 // ---- delivery (rebase / merge / push) ----
 
-pub const GET_ATTEMPT_BRANCH_STATUS: &str = "Git state of an attempt per repository: target branch, commits ahead/behind, uncommitted files, merged (merge_commit), conflicts (conflicted_files, rebase_in_progress), remote ahead/behind (open PR only), ready_to_merge, and as_of (when VK was read).
-Use when: deciding whether to rebase, merge or push an attempt; after a base branch moved.
+pub const GET_ATTEMPT_BRANCH_STATUS: &str = "Git state of an attempt per repo: target branch, ahead/behind, uncommitted, merged, conflicts, ready_to_merge, as_of (when VK was read).
+Use when: deciding whether to rebase, merge or push.
 Required: attempt_id.
-Optional: refresh (read VK now; the cache is re-read when a process ends and after every git action through this server).
-Next: rebase_attempt when commits_behind > 0, merge_attempt when ready_to_merge, push_attempt after a merge, abort_attempt_conflicts when conflicted_files is not empty.
-Avoid: calling with refresh=true in a loop; wait_for_attempt_change for process ends instead.";
+Optional: refresh (read VK now; the cache is re-read when a process ends and after every git action here).
+Next: rebase_attempt if commits_behind > 0; merge_attempt if ready_to_merge; abort_attempt_conflicts if conflicted_files.
+Avoid: refresh=true in a loop; wait_for_attempt_change instead.";
 
-pub const REBASE_ATTEMPT: &str = "Rebase an attempt branch onto its target branch (or new_base_branch). Answers outcome `ok`, or `conflicts` with conflicted_files and op (the worktree is left mid-rebase).
-Use when: get_attempt_branch_status shows commits_behind > 0, or to move the attempt onto another base.
-Required: attempt_id; repo_id unless the attempt has exactly one repository.
-Optional: new_base_branch (becomes the target branch), old_base_branch, request_id.
-Next: merge_attempt after `ok`; after `conflicts`, follow_up asking the agent to resolve them, or abort_attempt_conflicts.
-Avoid: rebasing while the agent runs (process_running) or while a rebase is stopped (rebase_in_progress).";
+pub const REBASE_ATTEMPT: &str = "Rebase an attempt branch onto its target (or new_base_branch). outcome `ok`, or `conflicts` with conflicted_files and op (left mid-rebase).
+Use when: commits_behind > 0, or to move onto another base.
+Required: attempt_id; repo_id if the attempt has several repos.
+Optional: new_base_branch (becomes the target), old_base_branch, request_id.
+Next: merge_attempt after ok; after conflicts follow_up (agent resolves) or abort_attempt_conflicts.
+Avoid: rebasing while a process runs (process_running) or mid-rebase (rebase_in_progress).";
 
-pub const ABORT_ATTEMPT_CONFLICTS: &str = "Abort a rebase stopped on conflicts in an attempt's repository: the branch goes back to where it was, the worktree clean. A no-op when there is nothing to abort (had_conflicts: false).
-Use when: rebase_attempt answered `conflicts` and you do not want the agent to resolve them.
-Required: attempt_id; repo_id unless the attempt has exactly one repository.
+pub const ABORT_ATTEMPT_CONFLICTS: &str = "Abort a rebase stopped on conflicts: the branch back where it was, worktree clean (had_conflicts false: nothing to abort).
+Use when: rebase_attempt answered `conflicts` and the agent should not resolve them.
+Required: attempt_id; repo_id if the attempt has several repos.
 Optional: request_id.
-Next: get_attempt_branch_status; follow_up to have the agent adapt the change, then rebase_attempt again.
-Avoid: aborting while the agent is resolving the conflicts.";
+Next: get_attempt_branch_status; follow_up to adapt the change, then rebase_attempt.
+Avoid: aborting while the agent resolves the conflicts.";
 
-pub const MERGE_ATTEMPT: &str = "Merge an attempt's branch into its target branch (VK's squash merge: one commit). Answers merge_commit; VK sets the task done and stops the attempt's dev servers.
-Use when: get_attempt_branch_status shows ready_to_merge and the changes were reviewed.
-Required: attempt_id; repo_id unless the attempt has exactly one repository.
+pub const MERGE_ATTEMPT: &str = "Squash-merge an attempt branch into its target branch; answers merge_commit. VK sets the task done and stops the attempt's dev servers.
+Use when: ready_to_merge and the changes were reviewed.
+Required: attempt_id; repo_id if the attempt has several repos.
 Optional: request_id.
-Next: push_attempt (after a merge it needs force=true if the branch was pushed before), or list_tasks.
-Avoid: merging while a process runs (process_running), behind the target (branch_behind: rebase_attempt first) or with conflicts (conflicts_present).";
+Next: push_attempt (force=true if pushed before the merge).
+Avoid: merging while a process runs (process_running), when behind (branch_behind: rebase first) or with conflicts (conflicts_present).";
 
-pub const PUSH_ATTEMPT: &str = "Push an attempt's branch to the repository's remote (same branch name). Answers remote_branch and head_oid.
-Use when: publishing the attempt branch (e.g. for a pull request), before or after merge_attempt.
-Required: attempt_id; repo_id unless the attempt has exactly one repository.
+pub const PUSH_ATTEMPT: &str =
+    "Push an attempt branch to its repo's remote (same name); answers remote_branch and head_oid.
+Use when: publishing the branch, before or after merge_attempt.
+Required: attempt_id; repo_id if the attempt has several repos.
 Optional: force (overwrite the remote branch), request_id.
-Next: get_attempt_branch_status; on force_push_required decide whether to overwrite, then push_attempt with force=true.
-Avoid: force=true by default; pushing with uncommitted changes (uncommitted_changes) or conflicts.";
+Next: on force_push_required decide, then push_attempt with force=true.
+Avoid: force=true by default; pushing with uncommitted changes or conflicts.";
