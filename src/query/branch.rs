@@ -88,9 +88,9 @@ pub struct RepoBranchStatus {
     pub remote_commits_behind: Option<u64>,
     /// Local commits not on the remote branch; only for an open pull request, otherwise null.
     pub remote_commits_ahead: Option<u64>,
-    /// True when nothing stands in the way of `merge_attempt`: commits ahead, none behind, no
-    /// conflicts or rebase, a clean worktree, not merged since (running processes are not
-    /// part of it: see the attempt's status).
+    /// True when the branch is ready for `merge_attempt`: commits ahead, none behind, no
+    /// conflicts or stopped rebase, a clean worktree (running processes are not part of it:
+    /// see the attempt's status).
     pub ready_to_merge: bool,
 }
 

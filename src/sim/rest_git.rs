@@ -27,20 +27,32 @@ pub(crate) struct RebaseBody {
     new_base_branch: Option<String>,
 }
 
-/// The attempt branch name and the repo's target branch, or the response VK gives instead:
-/// 404 with an empty body for an unknown attempt (its middleware), the `RepoError` envelope for
-/// a repo that is not the attempt's.
-fn locate(w: &World, ws: Uuid, repo: Uuid) -> Result<(String, String), Response> {
-    let Some(workspace) = w.workspaces.get(&ws) else {
-        return Err(not_found());
-    };
-    match workspace.repos.iter().find(|(r, _)| *r == repo) {
-        Some((_, target)) => Ok((workspace.branch.clone(), target.clone())),
-        None => Err(fail(
-            StatusCode::NOT_FOUND,
-            "RepoError: Repository not found",
-        )),
+/// Why a git route cannot find its attempt repo.
+enum Missing {
+    /// Unknown attempt: VK's middleware answers 404 with an empty body.
+    Attempt,
+    /// A repo that is not the attempt's: the `RepoError` envelope.
+    Repo,
+}
+
+impl Missing {
+    fn response(self) -> Response {
+        match self {
+            Missing::Attempt => not_found(),
+            Missing::Repo => fail(StatusCode::NOT_FOUND, "RepoError: Repository not found"),
+        }
     }
+}
+
+/// The attempt branch name and the repo's target branch.
+fn locate(w: &World, ws: Uuid, repo: Uuid) -> Result<(String, String), Missing> {
+    let workspace = w.workspaces.get(&ws).ok_or(Missing::Attempt)?;
+    let (_, target) = workspace
+        .repos
+        .iter()
+        .find(|(r, _)| *r == repo)
+        .ok_or(Missing::Repo)?;
+    Ok((workspace.branch.clone(), target.clone()))
 }
 
 /// VK's answer to a git outcome; `base` names the branch a rebase went onto.
@@ -108,7 +120,7 @@ pub(crate) async fn rebase(
     let mut w = inner.world();
     let (branch, target) = match locate(&w, id, body.repo_id) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err(m) => return m.response(),
     };
     let new_base = body.new_base_branch.unwrap_or(target);
     // VK's `old_base_branch` only picks the rebase's upstream; the model has one history.
@@ -135,7 +147,7 @@ pub(crate) async fn abort(
     let mut w = inner.world();
     let (_, target) = match locate(&w, id, body.repo_id) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err(m) => return m.response(),
     };
     w.git.abort(id, body.repo_id, &target);
     ok(Value::Null)
@@ -152,7 +164,7 @@ pub(crate) async fn merge(
         let mut w = inner.world();
         let (branch, target) = match locate(&w, id, body.repo_id) {
             Ok(x) => x,
-            Err(r) => return r,
+            Err(m) => return m.response(),
         };
         if let Err(outcome) = w.git.merge(id, body.repo_id, &branch, &target) {
             return render(outcome, &target);
@@ -196,7 +208,7 @@ fn push_with(inner: &AppState, id: Uuid, repo: Uuid, force: bool) -> Response {
     let mut w = inner.world();
     let (branch, target) = match locate(&w, id, repo) {
         Ok(x) => x,
-        Err(r) => return r,
+        Err(m) => return m.response(),
     };
     let outcome = w.git.push(id, repo, &branch, &target, force);
     render(outcome, &target)
