@@ -174,3 +174,72 @@ pub fn vk_refusal(e: UpstreamError, repo_id: Uuid) -> ToolError {
     }
     upstream_error(e)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(status: u16, message: &str) -> UpstreamError {
+        UpstreamError::Status {
+            status,
+            path: "/api/task-attempts/x/merge".into(),
+            message: message.into(),
+        }
+    }
+
+    /// VK's refusal texts as recorded on a real VK (../shared/vk-wire/README.md "Git").
+    #[test]
+    fn recorded_vk_refusals_map_to_the_precheck_codes() {
+        let repo = Uuid::nil();
+        let cases = [
+            (
+                500,
+                "GitServiceError: Branches diverged: Cannot merge: base branch 'main' is 1 commits ahead of task branch 'vk/ab12-x'. The base branch has moved forward since the task was created.",
+                "branch_behind",
+            ),
+            (
+                500,
+                "GitServiceError: unknown branch has uncommitted changes: README.md",
+                "uncommitted_changes",
+            ),
+            (
+                500,
+                "GitServiceError: vk/ab12-x has uncommitted changes: src/lib.rs",
+                "uncommitted_changes",
+            ),
+            (
+                500,
+                "GitServiceError: Invalid repository: CLI merge failed: git command failed: --- stderr\nOn branch main\nnothing to commit, working tree clean",
+                "nothing_to_merge",
+            ),
+            (
+                400,
+                "Branch 'nope' does not exist in the repository",
+                "unknown_branch",
+            ),
+            (404, "RepoError: Repository not found", "not_found"),
+            (
+                500,
+                "GitServiceError: Invalid repository: Rebase failed: --- stdout",
+                "upstream_error",
+            ),
+        ];
+        for (code, message, want) in cases {
+            let e = vk_refusal(status(code, message), repo);
+            assert_eq!(e.code, want, "{message}");
+        }
+        let e = vk_refusal(
+            status(500, "GitServiceError: x has uncommitted changes: a"),
+            repo,
+        );
+        assert_eq!(
+            e.details["vk_message"],
+            "GitServiceError: x has uncommitted changes: a"
+        );
+        let down = UpstreamError::Unreachable {
+            url: "http://vk".into(),
+            reason: "refused".into(),
+        };
+        assert_eq!(vk_refusal(down, repo).code, "upstream_unavailable");
+    }
+}
