@@ -452,3 +452,50 @@ proptest! {
         }
     }
 }
+
+/// VK's branch status of an attempt: a re-read that finds the same status moves no token but
+/// renews its read time; a different status moves the global and the attempt token.
+#[test]
+fn branch_status_moves_tokens_only_when_it_differs_and_always_renews_its_read_time() {
+    let (store, mut w) = temporary();
+    let (t, a) = (id(1), id(2));
+    apply(
+        &mut w,
+        vec![
+            DomainEvent::TaskUpserted { task: task(t, "T") },
+            DomainEvent::AttemptsSnapshot {
+                task_id: t,
+                attempts: vec![attempt(a, t)],
+            },
+        ],
+    );
+    let read = |ahead: u64, at: i64| DomainEvent::BranchStatusRead {
+        attempt_id: a,
+        repos: vec![json!({"repo_id": id(3), "commits_ahead": ahead, "commits_behind": 0})],
+        read_at_ms: at,
+    };
+    let first = apply(&mut w, vec![read(1, 1_000)]);
+    assert!(first.token.is_some());
+    assert_eq!(first.attempts, vec![a]);
+    let same = apply(&mut w, vec![read(1, 2_000)]);
+    assert_eq!(
+        same,
+        Applied::default(),
+        "an identical status moves nothing"
+    );
+    let (stored, read_at) = store.read().branch_status(a).unwrap().unwrap();
+    assert_eq!(read_at, 2_000, "the read time is renewed anyway");
+    assert_eq!(stored.token, first.token.unwrap());
+    let moved = apply(&mut w, vec![read(2, 3_000)]);
+    assert!(moved.token > first.token);
+    assert_eq!(store.read().attempt_token(a).unwrap(), moved.token.unwrap());
+    // The attempt's removal takes its branch status along.
+    apply(
+        &mut w,
+        vec![DomainEvent::AttemptsSnapshot {
+            task_id: t,
+            attempts: vec![],
+        }],
+    );
+    assert!(store.read().branch_status(a).unwrap().is_none());
+}
