@@ -48,6 +48,9 @@ pub struct AttemptBranchStatus {
     pub age_ms: u64,
     /// True when this call read it from VK (refresh, or nothing cached yet).
     pub refreshed: bool,
+    /// Store token at which this answer was read (opaque; a `since_token` for
+    /// wait_for_attempt_change).
+    pub token: String,
     /// How current the cache is.
     pub freshness: Freshness,
 }
@@ -103,6 +106,8 @@ pub struct GitActionDone {
     pub as_of: Option<String>,
     /// True when this answers a repeated `request_id` (the action was not run again).
     pub replayed: bool,
+    /// Store token at which the re-read branch status is visible (opaque).
+    pub token: String,
     /// How current the cache is.
     pub freshness: Freshness,
 }
@@ -116,17 +121,23 @@ impl Proxy {
         refresh: bool,
     ) -> Result<AttemptBranchStatus, ToolError> {
         target::attempt(&self.query.read(), attempt_id)?;
-        let cached = branch::cached(&self.query.read(), attempt_id)?;
-        let (status, refreshed) = match cached {
-            Some(c) if !refresh => (c, false),
-            _ => (self.reread_branch_status(attempt_id).await?, true),
-        };
+        let cached = branch::cached(&self.query.read(), attempt_id)?.is_some();
+        let refreshed = refresh || !cached;
+        if refreshed {
+            self.reread_branch_status(attempt_id).await?;
+        }
+        // The token is read before the data, like every read: a change in between is
+        // reported again rather than missed.
+        let token = self.query.token();
+        let status = branch::cached(&self.query.read(), attempt_id)?
+            .ok_or_else(|| ToolError::internal("branch status missing after its read"))?;
         Ok(AttemptBranchStatus {
             attempt_id,
             as_of: status.as_of_text(),
             age_ms: status.age_ms(),
             repos: status.repos,
             refreshed,
+            token,
             freshness: self.query.freshness(),
         })
     }
@@ -213,6 +224,7 @@ impl Proxy {
             // VK set the task `done` and stopped dev servers: refresh them now.
             self.nudge(None, Some(attempt_id));
         }
+        let token = self.query.token();
         let cached = branch::cached(&self.query.read(), attempt_id)?;
         let pushed = matches!(action, GitAction::Push { .. });
         Ok(GitActionDone {
@@ -229,6 +241,7 @@ impl Proxy {
             branch: cached.as_ref().and_then(|c| c.repo(acted_on).cloned()),
             as_of: cached.as_ref().map(CachedBranchStatus::as_of_text),
             replayed: outcome.replayed,
+            token,
             freshness: self.query.freshness(),
         })
     }
