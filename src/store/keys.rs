@@ -33,6 +33,10 @@ pub mod table {
     /// channel ‖ process -> u64 BE: VK lost this log's entries below that index before the
     /// cache had them all. Additive (old stores simply have none), so no schema bump.
     pub const LOGS_HISTORY_LOST: u8 = 0x15;
+    /// project ‖ token ‖ seq (u32) -> activity item JSON (`store::feed`). Additive.
+    pub const ACTIVITY_PROJECT: u8 = 0x18;
+    /// task ‖ token ‖ seq (u32) -> activity item JSON (`store::feed`). Additive.
+    pub const ACTIVITY_TASK: u8 = 0x19;
 }
 
 /// Names of the `META` entries.
@@ -44,6 +48,8 @@ pub mod meta {
     pub const SCHEMA: &[u8] = b"schema";
     pub const SSE_SEQ: &[u8] = b"sse_seq";
     pub const VK_INCARNATION: &[u8] = b"vk_incarnation";
+    /// Activity items at or below this token were dropped by retention (`store::feed`).
+    pub const ACTIVITY_FLOOR: &[u8] = b"activity_floor";
 }
 
 /// Which log of a process (VK's vocabulary); its on-disk table and byte are below.
