@@ -237,7 +237,7 @@ impl<'t, 'c> Pending<'t, 'c> {
         if self.upsert(&key, task)? {
             self.set_index(table::IDX_PROJECT_TASKS, project, id);
             self.note(format!("task:{id}"));
-            self.feed_task_upserted(id, project, old.as_deref(), task);
+            self.feed_task_upserted(id, project, old.as_deref(), task)?;
         }
         Ok(Some(id))
     }

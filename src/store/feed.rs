@@ -97,6 +97,10 @@ pub struct FeedItem {
     pub added: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleted: Option<u64>,
+    /// An item of the task feed committed before the task's project was known, copied into the
+    /// project feed when the task arrives (never written to the task feed again).
+    #[serde(skip)]
+    pub adopted: bool,
 }
 
 impl FeedItem {
@@ -119,6 +123,7 @@ impl FeedItem {
             file_count: None,
             added: None,
             deleted: None,
+            adopted: false,
         }
     }
 }
@@ -184,7 +189,9 @@ pub(super) fn write(
         item.at = at;
         let seq = seq as u32;
         let json = serde_json::to_vec(item).map_err(StoreError::Encode)?;
-        ov.insert(&FeedScope::Task(item.task).key(token, seq), json.clone());
+        if !item.adopted {
+            ov.insert(&FeedScope::Task(item.task).key(token, seq), json.clone());
+        }
         if let Some(p) = item.project {
             ov.insert(&FeedScope::Project(p).key(token, seq), json);
             if !projects.contains(&p) {

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::StoreError;
 use super::apply::Pending;
 use super::codec::decode;
-use super::feed::{ActivityKind, FeedItem};
+use super::feed::{ActivityKind, FeedItem, FeedScope};
 use super::keys::{self, table};
 use crate::vk::{self, ProcessStatus, RunReason, str_of, uuid_of};
 
@@ -73,7 +73,7 @@ impl Pending<'_, '_> {
         project: Uuid,
         old: Option<&[u8]>,
         new: &Value,
-    ) {
+    ) -> R {
         let old = parse_stored(old);
         let kind = match old {
             None => ActivityKind::TaskCreated,
@@ -85,7 +85,7 @@ impl Pending<'_, '_> {
         if let Some(old) = &old {
             let fields = changed_fields(old, new);
             if fields.is_empty() {
-                return; // only a quiet field moved
+                return Ok(()); // only a quiet field moved
             }
             if fields.iter().any(|f| f == "status") {
                 item.previous_status = string_field(old, "status");
@@ -93,6 +93,33 @@ impl Pending<'_, '_> {
             item.fields = Some(fields);
         }
         self.feed.push(item);
+        if kind == ActivityKind::TaskCreated {
+            self.adopt_orphans(id, project)?;
+        }
+        Ok(())
+    }
+
+    /// Items of a task derived before the task itself reached the cache (VK's attempts can be
+    /// fetched before the tasks stream delivers their task) reach the project feed now, after
+    /// `task_created`, under this batch's token: a project follower sees each exactly once.
+    fn adopt_orphans(&mut self, task: Uuid, project: Uuid) -> R {
+        for item in self.feed.iter_mut() {
+            if item.task == task && item.project.is_none() {
+                item.project = Some(project);
+            }
+        }
+        for k in self.ov.keys_with_prefix(&FeedScope::Task(task).prefix())? {
+            let Some(v) = self.ov.get(&k)? else { continue };
+            let Ok(mut item) = serde_json::from_slice::<FeedItem>(&v) else {
+                continue;
+            };
+            if item.project.is_none() {
+                item.project = Some(project);
+                item.adopted = true;
+                self.feed.push(item);
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn feed_task_deleted(&mut self, id: Uuid, old: Option<&Value>) {
