@@ -115,6 +115,9 @@ impl Pending<'_, '_> {
             };
             if item.project.is_none() {
                 item.project = Some(project);
+                // Adopted once: the task feed's copy now names its project.
+                self.ov
+                    .insert(&k, serde_json::to_vec(&item).map_err(StoreError::Encode)?);
                 item.adopted = true;
                 self.feed.push(item);
             }
@@ -135,6 +138,13 @@ impl Pending<'_, '_> {
         let mut item = FeedItem::new(ActivityKind::AttemptStarted, task, project);
         item.attempt = Some(attempt);
         self.feed.push(item);
+        // Processes cached before their attempt derived nothing (no task to file them under):
+        // they start (and, if over, end) now.
+        for pid in self.children(table::IDX_ATTEMPT_PROCESSES, attempt)? {
+            if let Some(p) = self.stored_value(&keys::id_key(table::PROCESSES, pid))? {
+                self.feed_process_upserted(attempt, pid, None, &p)?;
+            }
+        }
         Ok(())
     }
 
@@ -177,7 +187,7 @@ impl Pending<'_, '_> {
         Ok(())
     }
 
-    /// A coding agent whose session already had another coding agent: a follow-up.
+    /// A coding agent whose session already had an earlier coding agent: a follow-up.
     fn is_follow_up(&self, attempt: Uuid, id: Uuid, p: &Value) -> R<bool> {
         let Some(session) = uuid_of(p, "session_id") else {
             return Ok(false);
@@ -192,7 +202,12 @@ impl Pending<'_, '_> {
             let Some(o) = self.stored_value(&keys::id_key(table::PROCESSES, other))? else {
                 continue;
             };
-            if uuid_of(&o, "session_id") == Some(session)
+            let earlier = match (vk::ts_of(&o, "created_at"), vk::ts_of(p, "created_at")) {
+                (Some(a), Some(b)) => a < b,
+                _ => true,
+            };
+            if earlier
+                && uuid_of(&o, "session_id") == Some(session)
                 && RunReason::CodingAgent.is(vk::run_reason(&o))
             {
                 return Ok(true);

@@ -16,6 +16,8 @@ pub mod codec;
 pub mod events;
 pub mod feed;
 mod feed_derive;
+#[cfg(test)]
+mod feed_tests;
 pub mod keys;
 pub mod notify;
 pub mod overlay;
