@@ -247,7 +247,10 @@ async fn sigkill_activity_continues_with_no_gap_or_duplicate() {
     let mut mcp = support::mcp::Mcp::connect(sock).await;
     let start = loop {
         let r = mcp
-            .call("tail_project_activity", serde_json::json!({"project_id": project}))
+            .call(
+                "tail_project_activity",
+                serde_json::json!({"project_id": project}),
+            )
             .await;
         if let support::mcp::Reply::Ok(v) = r {
             break v["next_since_token"].as_str().unwrap().to_string();
@@ -300,12 +303,23 @@ async fn sigkill_activity_continues_with_no_gap_or_duplicate() {
             .count()
     };
     for t in truth.tasks.keys() {
-        assert_eq!(count("task_created", "task_id", t.to_string()), 1, "task {t}");
+        assert_eq!(
+            count("task_created", "task_id", t.to_string()),
+            1,
+            "task {t}"
+        );
     }
     for p in truth.processes.keys() {
         let id = p.to_string();
-        assert_eq!(count("process_started", "execution_process_id", id.clone()), 1);
-        assert_eq!(count("process_ended", "execution_process_id", id), 1, "process {p}");
+        assert_eq!(
+            count("process_started", "execution_process_id", id.clone()),
+            1
+        );
+        assert_eq!(
+            count("process_ended", "execution_process_id", id),
+            1,
+            "process {p}"
+        );
     }
     terminate(child);
     sim.shutdown().await;

@@ -221,8 +221,8 @@ fn follow_feed(
                 let q = Query::new(store, health.clone());
                 let since_now = since.get_or_insert_with(|| q.token()).clone();
                 let scope = ActivityScope::Project(project);
-                let req = ActivityRequest::new(scope, Some(since_now), None, Some(7), Some(0))
-                    .unwrap();
+                let req =
+                    ActivityRequest::new(scope, Some(since_now), None, Some(7), Some(0)).unwrap();
                 if let Ok(page) = q.activity(&req) {
                     assert!(!page.token_reset, "the feed follower was reset: {page:?}");
                     for i in &page.items {
@@ -304,7 +304,11 @@ async fn check_feed(
         .unwrap();
         page = q.activity(&next).unwrap();
     }
-    assert_eq!(all.len(), stored.len(), "seed {seed}: paged feed != stored feed");
+    assert_eq!(
+        all.len(),
+        stored.len(),
+        "seed {seed}: paged feed != stored feed"
+    );
     assert_eq!(
         seen, all,
         "seed {seed}: the follower's feed has a gap or a duplicate"
@@ -329,12 +333,24 @@ async fn check_feed(
             .count()
     };
     for t in truth.tasks.keys() {
-        assert_eq!(count("task_created", 2, &t.to_string()), 1, "seed {seed}: task {t}");
-        assert_eq!(count("task_deleted", 2, &t.to_string()), 0, "seed {seed}: task {t}");
+        assert_eq!(
+            count("task_created", 2, &t.to_string()),
+            1,
+            "seed {seed}: task {t}"
+        );
+        assert_eq!(
+            count("task_deleted", 2, &t.to_string()),
+            0,
+            "seed {seed}: task {t}"
+        );
     }
     for (pid, p) in &truth.processes {
         let id = pid.to_string();
-        assert_eq!(count("process_started", 4, &id), 1, "seed {seed}: process {pid} started");
+        assert_eq!(
+            count("process_started", 4, &id),
+            1,
+            "seed {seed}: process {pid} started"
+        );
         let ended = p["status"] != "running";
         assert_eq!(
             count("process_ended", 4, &id),

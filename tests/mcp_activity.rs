@@ -138,7 +138,10 @@ async fn every_kind_appears_and_both_directions_walk_the_same_items() {
     assert!(tokens.windows(2).all(|w| w[0] <= w[1]), "{tokens:?}");
     // Facts: the follow-up names its process; the status move says from → to; a process that
     // ended says how.
-    let fu = items.iter().find(|i| i["kind"] == "follow_up_sent").unwrap();
+    let fu = items
+        .iter()
+        .find(|i| i["kind"] == "follow_up_sent")
+        .unwrap();
     assert_eq!(fu["execution_process_id"], json!(follow));
     assert_eq!(fu["session_id"], json!(ids.session_id));
     let moved = items
@@ -188,7 +191,10 @@ async fn every_kind_appears_and_both_directions_walk_the_same_items() {
     assert_eq!(task_items.iter().map(ident).collect::<Vec<_>>(), of_task);
     // A deleted task's activity stays readable.
     let gone = mcp
-        .call("tail_task_activity", json!({"task_id": doomed, "detail": 0}))
+        .call(
+            "tail_task_activity",
+            json!({"task_id": doomed, "detail": 0}),
+        )
         .await
         .ok();
     let gone_items = gone["items"].as_array().unwrap();
@@ -212,7 +218,10 @@ async fn pagination_modes_are_exclusive_and_stale_tokens_reset() {
     }
     support::converge(&daemon.store, &sim, Duration::from_secs(20), "tasks").await;
     let first = mcp
-        .call("tail_project_activity", json!({"project_id": project, "limit": 1}))
+        .call(
+            "tail_project_activity",
+            json!({"project_id": project, "limit": 1}),
+        )
         .await
         .ok();
     let cursor = first["next_cursor"].clone();
@@ -229,7 +238,10 @@ async fn pagination_modes_are_exclusive_and_stale_tokens_reset() {
     // A project cursor is not a task cursor.
     let task = first["items"][0]["task_id"].clone();
     let e = mcp
-        .call("tail_task_activity", json!({"task_id": task, "cursor": cursor}))
+        .call(
+            "tail_task_activity",
+            json!({"task_id": task, "cursor": cursor}),
+        )
         .await
         .err();
     assert_eq!(
@@ -268,8 +280,7 @@ async fn a_token_older_than_the_horizon_resets() {
     let (project, start) = start_project(&sim, &mcp, "Horizon").await;
     sim.add_task(project, "old", None);
     support::converge(&daemon.store, &sim, Duration::from_secs(20), "old").await;
-    let (old, after_old) =
-        walk_forward(&mcp, json!({"project_id": project}), &start, 10).await;
+    let (old, after_old) = walk_forward(&mcp, json!({"project_id": project}), &start, 10).await;
     assert_eq!(old.len(), 1);
     // Past the horizon; the retention pass runs after the writer's next batch.
     tokio::time::sleep(Duration::from_millis(900)).await;
@@ -277,7 +288,12 @@ async fn a_token_older_than_the_horizon_resets() {
     support::converge(&daemon.store, &sim, Duration::from_secs(20), "fresh").await;
     let mut page = Value::Null;
     for _ in 0..100 {
-        sim.update_task(fresh, Some(&format!("fresh {}", rand::random::<u32>())), None, None);
+        sim.update_task(
+            fresh,
+            Some(&format!("fresh {}", rand::random::<u32>())),
+            None,
+            None,
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
         page = mcp
             .call(
@@ -290,7 +306,10 @@ async fn a_token_older_than_the_horizon_resets() {
             break;
         }
     }
-    assert_eq!(page["token_reset"], true, "the old item was never pruned: {page}");
+    assert_eq!(
+        page["token_reset"], true,
+        "the old item was never pruned: {page}"
+    );
     assert!(
         page["items"]
             .as_array()
@@ -389,12 +408,12 @@ async fn since_token_continues_exactly_across_a_daemon_restart() {
     let titles = |v: &[Value]| -> BTreeMap<String, usize> {
         let mut m = BTreeMap::new();
         for i in v.iter().filter(|i| i["kind"] == "task_created") {
-            *m.entry(i["title"].as_str().unwrap().to_string()).or_default() += 1;
+            *m.entry(i["title"].as_str().unwrap().to_string())
+                .or_default() += 1;
         }
         m
     };
-    let want_before: BTreeMap<String, usize> =
-        (0..3).map(|i| (format!("before {i}"), 1)).collect();
+    let want_before: BTreeMap<String, usize> = (0..3).map(|i| (format!("before {i}"), 1)).collect();
     assert_eq!(titles(&before), want_before);
     let mut want_after: BTreeMap<String, usize> =
         (0..2).map(|i| (format!("down {i}"), 1)).collect();

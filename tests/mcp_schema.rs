@@ -316,7 +316,13 @@ fn activity_tools_keep_their_pagination_modes_apart_in_the_schema() {
         assert_eq!(s["then"]["not"]["required"][0], "since_token", "{name}");
         assert_eq!(s["properties"]["detail"]["maximum"], 1, "{name}");
         let out = Value::Object(t.output_schema.as_ref().unwrap().as_ref().clone());
-        for field in ["items", "next_since_token", "has_more", "next_cursor", "token_reset"] {
+        for field in [
+            "items",
+            "next_since_token",
+            "has_more",
+            "next_cursor",
+            "token_reset",
+        ] {
             assert!(out["properties"].get(field).is_some(), "{name}: {field}");
         }
         assert_eq!(

@@ -331,12 +331,13 @@ impl Query {
             ActivityScope::Task(t) => ToolError::unknown_task(t),
         })
     }
-
 }
 
 /// `Position::After` always comes with its judged token; kept as an error, never a panic.
 fn unreachable_position() -> Result<Found, ToolError> {
-    Err(ToolError::internal("an oldest-first page without its since_token"))
+    Err(ToolError::internal(
+        "an oldest-first page without its since_token",
+    ))
 }
 
 fn forward(

@@ -219,10 +219,10 @@ impl Query {
     /// True when a watched attempt's token is above `since` (changed, created or deleted).
     fn any_changed(&self, scope: &WaitScope, since: u64) -> Result<bool, ToolError> {
         let reader = self.read();
-        if let WaitScope::ProjectActivity(p) = scope {
-            if reader.activity_since(FeedScope::Project(*p), since)? {
-                return Ok(true);
-            }
+        if let WaitScope::ProjectActivity(p) = scope
+            && reader.activity_since(FeedScope::Project(*p), since)?
+        {
+            return Ok(true);
         }
         for id in self.watched(scope)? {
             if reader.attempt_token(id)? > since {
@@ -270,7 +270,9 @@ impl Query {
                 let token = self.token();
                 let attempts = self.changed_since(&self.watched(&scope)?, None)?;
                 let activity = self.wait_activity(&scope, Since::None)?;
-                return Ok(self.wait_result(true, attempts, token, true, started).with(activity));
+                return Ok(self
+                    .wait_result(true, attempts, token, true, started)
+                    .with(activity));
             }
             Since::After(n) => n,
             Since::None => self.store.current_token(),
@@ -283,7 +285,9 @@ impl Query {
             let activity = self.wait_activity(&scope, Since::After(since_n))?;
             let fed = activity.as_ref().is_some_and(|a| !a.items.is_empty());
             if !changed.is_empty() || fed {
-                return Ok(self.wait_result(true, changed, token, false, started).with(activity));
+                return Ok(self
+                    .wait_result(true, changed, token, false, started)
+                    .with(activity));
             }
             tokio::select! {
                 _ = reg.next_change() => {}

@@ -85,7 +85,10 @@ fn all(store: &Store, scope: FeedScope) -> Vec<FeedEntry> {
 /// An item's content without its position or project.
 fn what(e: &FeedEntry) -> String {
     let i = &e.item;
-    format!("{:?} {} {:?} {:?} {:?}", i.kind, i.task, i.attempt, i.process, i.status)
+    format!(
+        "{:?} {} {:?} {:?} {:?}",
+        i.kind, i.task, i.attempt, i.process, i.status
+    )
 }
 
 fn positions(v: &[FeedEntry]) -> Vec<(u64, u32)> {
@@ -175,11 +178,21 @@ proptest! {
 #[test]
 fn retention_drops_whole_commits_below_the_horizon_and_records_the_floor() {
     let (store, mut w) = temporary();
-    let old = w.apply(events(&Op::Task { n: 0, status: "todo" })).unwrap();
+    let old = w
+        .apply(events(&Op::Task {
+            n: 0,
+            status: "todo",
+        }))
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(5));
     let cutoff = chrono::Utc::now().timestamp_millis();
     std::thread::sleep(std::time::Duration::from_millis(5));
-    let new = w.apply(events(&Op::Task { n: 1, status: "todo" })).unwrap();
+    let new = w
+        .apply(events(&Op::Task {
+            n: 1,
+            status: "todo",
+        }))
+        .unwrap();
     assert_eq!(store.read().activity_floor().unwrap(), 0);
     let floor = super::feed::prune(store.tree(), cutoff).unwrap();
     assert_eq!(Some(floor), old.token);

@@ -165,7 +165,9 @@ impl Writer {
         if !self.retention.activity_horizon.is_zero() {
             let horizon = chrono::Duration::from_std(self.retention.activity_horizon)
                 .unwrap_or(chrono::Duration::MAX);
-            let cutoff = now.checked_sub_signed(horizon).map_or(i64::MIN, |t| t.timestamp_millis());
+            let cutoff = now
+                .checked_sub_signed(horizon)
+                .map_or(i64::MIN, |t| t.timestamp_millis());
             feed::prune(tree, cutoff)?;
         }
         if removals.is_empty() {
