@@ -316,7 +316,7 @@ impl StoreReader {
         Ok((out, false))
     }
 
-    /// True when `scope` holds an item with a token in `(after, upto]` (a cheap key probe).
+    /// True when `scope` holds an item with a token above `after` (a cheap key probe).
     pub fn activity_since(&self, scope: FeedScope, after: u64) -> Result<bool, StoreError> {
         let start = scope.key(after.saturating_add(1), 0);
         let end = scope.key(u64::MAX, u32::MAX);
