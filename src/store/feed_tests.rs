@@ -206,3 +206,39 @@ fn retention_drops_whole_commits_below_the_horizon_and_records_the_floor() {
     // Nothing older left: a second pass keeps the floor.
     assert_eq!(super::feed::prune(store.tree(), cutoff).unwrap(), floor);
 }
+
+/// The cost of flushing every batch that derives feed items (run by hand:
+/// `cargo test --lib feed_flush_cost -- --ignored --nocapture`): one task per batch on a data
+/// dir, created (an item: flushed), then changed in `updated_at` only (a real change that
+/// derives no item: not flushed).
+#[test]
+#[ignore]
+fn feed_flush_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
+    let mut w = owner.take_writer().unwrap();
+    let n = 250u8;
+    let t0 = std::time::Instant::now();
+    for i in 0..n {
+        let t = Uuid::from_u128(0x7000 + i as u128);
+        w.apply(vec![DomainEvent::TaskUpserted {
+            task: json!({"id": t, "project_id": PROJECT, "title": "x", "status": "todo"}),
+        }])
+        .unwrap();
+    }
+    let with_items = t0.elapsed();
+    let t0 = std::time::Instant::now();
+    for i in 0..n {
+        let t = Uuid::from_u128(0x7000 + i as u128);
+        w.apply(vec![DomainEvent::TaskUpserted {
+            task: json!({"id": t, "project_id": PROJECT, "title": "x", "status": "todo", "updated_at": format!("{i}")}),
+        }])
+        .unwrap();
+    }
+    let quiet = t0.elapsed();
+    eprintln!(
+        "{n} batches with feed items (flushed): {:.2} ms/batch; {n} without items: {:.2} ms/batch",
+        with_items.as_secs_f64() * 1000.0 / n as f64,
+        quiet.as_secs_f64() * 1000.0 / n as f64
+    );
+}

@@ -173,4 +173,3 @@ pub async fn check_feed(
         assert_eq!(n, 1, "seed {seed}: attempt {a} started {n} times");
     }
 }
-
