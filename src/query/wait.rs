@@ -72,7 +72,8 @@ pub const WAIT_ACTIVITY_LIMIT: usize = 50;
 /// Answer of `wait_for_attempt_change`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WaitResult {
-    /// True when a watched attempt changed after `since_token` (or the token was reset).
+    /// True when a watched attempt changed after `since_token` (or the token was reset), or,
+    /// with `include_activity`, the project has new activity items.
     pub changed: bool,
     /// Status of each watched attempt that changed (all watched attempts on a reset).
     #[schemars(with = "Vec<AttemptStatus>")]
@@ -294,7 +295,8 @@ impl Query {
                 _ = tokio::time::sleep_until(deadline) => {
                     let token = self.token();
                     let activity = self.wait_activity(&scope, Since::After(since_n))?;
-                    return Ok(self.wait_result(false, Changes::default(), token, false, started).with(activity));
+                    let fed = activity.as_ref().is_some_and(|a| !a.items.is_empty());
+                    return Ok(self.wait_result(fed, Changes::default(), token, false, started).with(activity));
                 }
                 _ = &mut cancelled => {
                     return Err(ToolError::new("cancelled", true, "The wait was cancelled by the client."));
