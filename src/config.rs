@@ -129,6 +129,8 @@ pub struct FileRetention {
     pub events_kept: Option<u64>,
     #[serde(default, with = "humantime_serde")]
     pub prune_every: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub activity_horizon: Option<Duration>,
 }
 
 impl FileConfig {
@@ -335,6 +337,7 @@ fn merge_retention(r: FileRetention) -> Retention {
             .unwrap_or(d.max_entries_per_process),
         events_kept: r.events_kept.unwrap_or(d.events_kept),
         prune_every: r.prune_every.unwrap_or(d.prune_every),
+        activity_horizon: r.activity_horizon.unwrap_or(d.activity_horizon),
     }
 }
 

@@ -506,6 +506,46 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
             false,
             &["schema", "boolean"],
         ),
+        (
+            "activity with since_token and cursor",
+            "tail_project_activity",
+            json!({"project_id": project, "since_token": "a.1", "cursor": "ab"}),
+            "mixed_pagination",
+            false,
+            &["since_token", "cursor"],
+        ),
+        (
+            "activity of a project id passed as a task",
+            "tail_task_activity",
+            json!({"task_id": project}),
+            "not_found",
+            false,
+            &["list_tasks"],
+        ),
+        (
+            "activity paged with another list's cursor",
+            "tail_project_activity",
+            json!({"project_id": project, "cursor": tasks_cursor}),
+            "invalid_argument",
+            false,
+            &["belongs to list_tasks", "next_cursor"],
+        ),
+        (
+            "include_activity on an attempt wait",
+            "wait_for_attempt_change",
+            json!({"attempt_ids": [a], "include_activity": true}),
+            "invalid_argument",
+            false,
+            &["include_activity", "project_id", "tail_task_activity"],
+        ),
+        (
+            "activity detail out of range",
+            "tail_task_activity",
+            json!({"task_id": done_task, "detail": 3}),
+            "invalid_argument",
+            false,
+            &["detail"],
+        ),
     ];
     assert!(cases.len() >= 25);
     for (name, tool, args, code, retryable, words) in &cases {

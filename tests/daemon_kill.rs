@@ -199,3 +199,128 @@ async fn sigterm_flushes_and_exits_cleanly() {
     let diff = support::cache_diff(&store, &sim.truth());
     assert!(diff.is_empty(), "after SIGTERM: {diff:?}");
 }
+
+/// Every activity item after `since`, following `next_since_token` until caught up.
+async fn feed_after(
+    mcp: &support::mcp::Mcp,
+    project: uuid::Uuid,
+    since: &mut String,
+) -> Vec<serde_json::Value> {
+    let mut items = Vec::new();
+    loop {
+        let page = mcp
+            .call(
+                "tail_project_activity",
+                serde_json::json!({"project_id": project, "since_token": since, "limit": 5, "detail": 0}),
+            )
+            .await
+            .ok();
+        assert_eq!(page["token_reset"], false, "{page}");
+        items.extend(page["items"].as_array().unwrap().iter().cloned());
+        *since = page["next_since_token"].as_str().unwrap().to_string();
+        if page["has_more"] == false {
+            return items;
+        }
+    }
+}
+
+fn ident(v: &serde_json::Value) -> String {
+    format!(
+        "{}|{}|{}|{}",
+        v["token"], v["kind"], v["task_id"], v["execution_process_id"]
+    )
+}
+
+/// A client following a project's activity by `since_token` across SIGKILLs of the binary sees
+/// every item once: the same items a fresh walk of the finished feed returns, each task created
+/// once and each process started and ended once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_activity_continues_with_no_gap_or_duplicate() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let sim = support::sim().await;
+    let project = sim.add_project("KillFeed", &["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addr();
+    let sock: std::net::SocketAddr = addr.parse().unwrap();
+    let mut child = spawn(&sim, &addr, dir.path());
+    wait_ready(&addr).await;
+    let mut mcp = support::mcp::Mcp::connect(sock).await;
+    let start = loop {
+        let r = mcp
+            .call(
+                "tail_project_activity",
+                serde_json::json!({"project_id": project}),
+            )
+            .await;
+        if let support::mcp::Reply::Ok(v) = r {
+            break v["next_since_token"].as_str().unwrap().to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let player = {
+        let sim = sim.clone();
+        tokio::spawn(async move {
+            for i in 0..4 {
+                let t = sim.add_task(project, &format!("feed {i}"), None);
+                sim.run_attempt_script(t, AttemptScript::default()).await;
+            }
+        })
+    };
+    let mut since = start.clone();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..500))).await;
+        seen.extend(feed_after(&mcp, project, &mut since).await);
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        child = spawn(&sim, &addr, dir.path());
+        wait_ready(&addr).await;
+        mcp = support::mcp::Mcp::connect(sock).await;
+    }
+    player.await.unwrap();
+    let mut all = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        seen.extend(feed_after(&mcp, project, &mut since).await);
+        let mut from = start.clone();
+        all = feed_after(&mcp, project, &mut from).await;
+        let ended = all.iter().filter(|i| i["kind"] == "process_ended").count();
+        let processes = sim.truth().processes.len();
+        if ended == processes && processes > 0 {
+            break;
+        }
+    }
+    seen.extend(feed_after(&mcp, project, &mut since).await);
+    assert_eq!(
+        seen.iter().map(ident).collect::<Vec<_>>(),
+        all.iter().map(ident).collect::<Vec<_>>(),
+        "the follower's items differ from the finished feed"
+    );
+    let truth = sim.truth();
+    let count = |kind: &str, field: &str, id: String| {
+        all.iter()
+            .filter(|i| i["kind"] == kind && i[field] == serde_json::json!(id))
+            .count()
+    };
+    for t in truth.tasks.keys() {
+        assert_eq!(
+            count("task_created", "task_id", t.to_string()),
+            1,
+            "task {t}"
+        );
+    }
+    for p in truth.processes.keys() {
+        let id = p.to_string();
+        assert_eq!(
+            count("process_started", "execution_process_id", id.clone()),
+            1
+        );
+        assert_eq!(
+            count("process_ended", "execution_process_id", id),
+            1,
+            "process {p}"
+        );
+    }
+    terminate(child);
+    sim.shutdown().await;
+}

@@ -54,6 +54,10 @@ async fn run_schedule(seed: u64) {
         })
     };
 
+    // The project's activity, followed by since_token the way a client would, across the
+    // daemon restart (see `follow_feed`).
+    let feed = support::feed::follow_feed(current.clone(), stop.clone(), project);
+
     let player = {
         let sim = sim.clone();
         let scripts: Vec<AttemptScript> = (0..3)
@@ -189,6 +193,7 @@ async fn run_schedule(seed: u64) {
             w.abort();
         }
     }
+    support::feed::check_feed(&daemon, &sim, project, seed, &stop, feed).await;
     stop.store(true, Ordering::Relaxed);
     watcher.await.unwrap();
     daemon.shutdown().await;

@@ -312,3 +312,30 @@ fn follow_up_requires_prompt_for_send_and_queue_without_a_root_combinator() {
     assert_eq!(destructive("abort_attempt_conflicts"), Some(true));
     assert_eq!(destructive("merge_attempt"), Some(false));
 }
+
+#[test]
+fn activity_tools_keep_their_pagination_modes_apart_in_the_schema() {
+    let tools = tools();
+    for name in ["tail_project_activity", "tail_task_activity"] {
+        let t = tools.iter().find(|t| t.name == name).unwrap();
+        let s = Value::Object(t.input_schema.as_ref().clone());
+        assert_eq!(s["if"]["required"][0], "cursor", "{name}");
+        assert_eq!(s["then"]["not"]["required"][0], "since_token", "{name}");
+        assert_eq!(s["properties"]["detail"]["maximum"], 1, "{name}");
+        let out = Value::Object(t.output_schema.as_ref().unwrap().as_ref().clone());
+        for field in [
+            "items",
+            "next_since_token",
+            "has_more",
+            "next_cursor",
+            "token_reset",
+        ] {
+            assert!(out["properties"].get(field).is_some(), "{name}: {field}");
+        }
+        assert_eq!(
+            t.annotations.as_ref().unwrap().read_only_hint,
+            Some(true),
+            "{name}"
+        );
+    }
+}

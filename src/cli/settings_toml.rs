@@ -38,6 +38,7 @@ pub fn to_toml(s: &Settings, redact: bool) -> String {
     );
     ret.insert("events_kept".into(), int(rt.events_kept));
     ret.insert("prune_every".into(), duration(rt.prune_every));
+    ret.insert("activity_horizon".into(), duration(rt.activity_horizon));
     root.insert("retention".into(), T::Table(ret));
     let m = &s.mcp;
     let mut mcp = Table::new();

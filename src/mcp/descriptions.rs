@@ -80,12 +80,12 @@ Optional: nothing.
 Next: get_attempt_status or tail_session_messages with the returned attempt_id.
 Avoid: calling it outside an attempt workspace; use list_projects there.";
 
-pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes (status, session, process, logs, changes); returns the changed attempts' statuses and a new token. Costs nothing while waiting.
-Use when: you would otherwise poll get_attempt_status or tail_attempt_logs.
-Required: exactly one of attempt_ids (1-100) or project_id.
-Optional: since_token (changes after it return at once), timeout_ms (default 25000, max 50000; 600000 with a progressToken).
+pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes (status, processes, logs, changes); returns the changed attempts' statuses and a new token; free while waiting.
+Use when: you would otherwise poll get_attempt_status or logs.
+Required: one of attempt_ids (1-100) or project_id.
+Optional: since_token (changes after it return at once), timeout_ms (default 25000, max 50000; 600000 with a progressToken), include_activity (project_id: new activity too).
 Next: read what changed, then wait again with the returned token.
-Avoid: looping without since_token (changes between calls are missed); treating changed=false as an error.";
+Avoid: looping without since_token (misses changes); treating changed=false as an error.";
 
 pub const CREATE_TASK: &str = "Create a task in a project (it does not start an agent; use start_task_attempt for that).
 Use when: you need a new unit of work on the board.
@@ -180,3 +180,16 @@ Required: attempt_id; repo_id if the attempt has several repos.
 Optional: force (overwrite the remote branch), request_id.
 Next: on force_push_required decide, then push_attempt with force=true.
 Avoid: force=true by default; pushing with uncommitted changes or conflicts.";
+pub const TAIL_PROJECT_ACTIVITY: &str = "What happened in a project, in commit order: tasks created/updated/deleted, attempts, processes started/ended, follow-ups, change summaries; each with its commit token.
+Use when: catching up on or following a project.
+Required: project_id.
+Optional: since_token (after it, oldest first) OR cursor (older, newest first; neither = newest), limit (1-200), detail (0|1).
+Next: again with since_token = next_since_token (exact, across restarts); wait_for_attempt_change(project_id, include_activity).
+Avoid: since_token with cursor; de-duplicating by hand; ignoring token_reset.";
+
+pub const TAIL_TASK_ACTIVITY: &str = "What happened to one task (attempts, processes, follow-ups, change summaries), in commit order, each item with its commit token.
+Use when: following one task closely, or reviewing its history.
+Required: task_id.
+Optional: since_token (after it, oldest first) OR cursor (older, newest first; neither = newest), limit (1-200), detail (0|1).
+Next: again with since_token = next_since_token; get_attempt_status or tail_attempt_logs with an item's attempt_id.
+Avoid: since_token with cursor; polling in a tight loop (use wait_for_attempt_change).";

@@ -4,6 +4,8 @@
 //! an attempt workspace (they say where with the `x-vk-workspace` header, or the daemon itself
 //! was started inside one).
 
+pub mod activity_requests;
+pub mod activity_tools;
 pub mod args;
 pub mod bridge;
 pub mod control_requests;
@@ -63,7 +65,8 @@ fn shared_router() -> Arc<ToolRouter<VkTools>> {
             let mut router = read_tools::router()
                 + wait_tool::router()
                 + control_tools::router()
-                + delivery_tools::router();
+                + delivery_tools::router()
+                + activity_tools::router();
             // The macro derives output schemas from the result types; only here can they be
             // shaped like the input schemas are (`args::input_schema`).
             for route in router.map.values_mut() {

@@ -224,4 +224,9 @@ pub struct WaitArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = 600000))]
     pub timeout_ms: Option<u64>,
+    /// With `project_id` only: also end the wait on new project activity (task created,
+    /// updated or deleted too) and answer the items after `since_token` in `activity` (at most
+    /// 50, oldest first). Default false.
+    #[serde(default)]
+    pub include_activity: Option<bool>,
 }

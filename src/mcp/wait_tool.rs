@@ -64,6 +64,12 @@ pub fn plan(
     a: WaitArgs,
     with_progress: bool,
 ) -> Result<(WaitScope, Since, Duration), ToolError> {
+    if a.include_activity == Some(true) && a.project_id.is_none() {
+        return Err(ToolError::invalid_field(
+            "include_activity",
+            "include_activity needs project_id (activity is per project); for one task use tail_task_activity.",
+        ));
+    }
     let scope = match (a.attempt_ids, a.project_id) {
         (Some(ids), None) if !ids.is_empty() && ids.len() <= MAX_BATCH => WaitScope::Attempts(ids),
         (Some(ids), None) => {
@@ -75,6 +81,7 @@ pub fn plan(
                 ),
             ));
         }
+        (None, Some(p)) if a.include_activity == Some(true) => WaitScope::ProjectActivity(p),
         (None, Some(p)) => WaitScope::Project(p),
         _ => return Err(ToolError::ambiguous_target(&["attempt_ids", "project_id"])),
     };
@@ -121,6 +128,7 @@ mod tests {
             project_id: Some(uuid::Uuid::nil()),
             since_token: None,
             timeout_ms: ms,
+            include_activity: None,
         };
         plan(&query, args, with_progress).unwrap().2
     }

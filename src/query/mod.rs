@@ -4,6 +4,7 @@
 //! guard, pagination) are testable without a transport.
 
 pub mod branch;
+pub mod activity;
 pub mod catalog;
 pub mod changes;
 pub mod context;

@@ -131,7 +131,7 @@ pub fn page<T>(
     })
 }
 
-fn encode(list: ListId, k: SortKey) -> String {
+pub(crate) fn encode(list: ListId, k: SortKey) -> String {
     let rec = CursorRecord {
         l: list.tool.to_string(),
         s: list.scope,
@@ -141,7 +141,7 @@ fn encode(list: ListId, k: SortKey) -> String {
     json.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn decode(list: ListId, cursor: &str) -> Result<SortKey, ToolError> {
+pub(crate) fn decode(list: ListId, cursor: &str) -> Result<SortKey, ToolError> {
     let bad = |why: &str| {
         ToolError::invalid_field(
             list.field,

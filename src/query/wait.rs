@@ -12,10 +12,12 @@ use serde::Serialize;
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use super::activity::{ActivityPage, ActivityScope};
 use super::status::AttemptStatus;
 use super::status_memo::StatusItem;
 use super::{Freshness, Query, Since};
 use crate::store::Store;
+use crate::store::feed::FeedScope;
 use crate::tool_error::ToolError;
 
 pub const WAIT_DEFAULT_MS: u64 = 25_000;
@@ -50,12 +52,28 @@ impl WaitClock {
 pub enum WaitScope {
     Attempts(Vec<Uuid>),
     Project(Uuid),
+    /// Every attempt of the project, and its activity feed (`include_activity`): a new item
+    /// also ends the wait, and the answer carries the items after the baseline.
+    ProjectActivity(Uuid),
 }
+
+impl WaitScope {
+    fn project(&self) -> Option<Uuid> {
+        match self {
+            WaitScope::Project(p) | WaitScope::ProjectActivity(p) => Some(*p),
+            WaitScope::Attempts(_) => None,
+        }
+    }
+}
+
+/// Activity items a wait answers at most; more are read with `tail_project_activity`.
+pub const WAIT_ACTIVITY_LIMIT: usize = 50;
 
 /// Answer of `wait_for_attempt_change`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct WaitResult {
-    /// True when a watched attempt changed after `since_token` (or the token was reset).
+    /// True when a watched attempt changed after `since_token` (or the token was reset), or,
+    /// with `include_activity`, the project has new activity items.
     pub changed: bool,
     /// Status of each watched attempt that changed (all watched attempts on a reset).
     #[schemars(with = "Vec<AttemptStatus>")]
@@ -71,6 +89,11 @@ pub struct WaitResult {
     pub waited_ms: u64,
     /// How current the cache is.
     pub freshness: Freshness,
+    /// With `include_activity`: the project's activity after `since_token` (or after the
+    /// wait's start), oldest first, at most 50 items; continue with tail_project_activity and
+    /// its `next_since_token` while `has_more`. Absent without `include_activity`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub activity: Option<ActivityPage>,
 }
 
 #[derive(Default)]
@@ -118,7 +141,7 @@ impl Query {
     fn watched(&self, scope: &WaitScope) -> Result<Vec<Uuid>, ToolError> {
         match scope {
             WaitScope::Attempts(ids) => Ok(ids.clone()),
-            WaitScope::Project(p) => {
+            WaitScope::Project(p) | WaitScope::ProjectActivity(p) => {
                 let reader = self.read();
                 let mut out = Vec::new();
                 for t in reader.tasks_of_project(*p)? {
@@ -150,8 +173,8 @@ impl Query {
     }
 
     fn check_scope(&self, scope: &WaitScope) -> Result<(), ToolError> {
-        if let WaitScope::Project(p) = scope {
-            super::target::project(&self.read(), *p)?;
+        if let Some(p) = scope.project() {
+            super::target::project(&self.read(), p)?;
         }
         Ok(())
     }
@@ -186,7 +209,7 @@ impl Query {
                     reg.attempts.push(*id);
                 }
             }
-            WaitScope::Project(p) => {
+            WaitScope::Project(p) | WaitScope::ProjectActivity(p) => {
                 reg.receivers.push(hub.subscribe_project(*p));
                 reg.projects.push(*p);
             }
@@ -197,6 +220,11 @@ impl Query {
     /// True when a watched attempt's token is above `since` (changed, created or deleted).
     fn any_changed(&self, scope: &WaitScope, since: u64) -> Result<bool, ToolError> {
         let reader = self.read();
+        if let WaitScope::ProjectActivity(p) = scope
+            && reader.activity_since(FeedScope::Project(*p), since)?
+        {
+            return Ok(true);
+        }
         for id in self.watched(scope)? {
             if reader.attempt_token(id)? > since {
                 return Ok(true);
@@ -242,7 +270,10 @@ impl Query {
             Since::Reset => {
                 let token = self.token();
                 let attempts = self.changed_since(&self.watched(&scope)?, None)?;
-                return Ok(self.wait_result(true, attempts, token, true, started));
+                let activity = self.wait_activity(&scope, Since::None)?;
+                return Ok(self
+                    .wait_result(true, attempts, token, true, started)
+                    .with(activity));
             }
             Since::After(n) => n,
             Since::None => self.store.current_token(),
@@ -252,14 +283,20 @@ impl Query {
         loop {
             let token = self.token();
             let changed = self.changed_since(&self.watched(&scope)?, Some(since_n))?;
-            if !changed.is_empty() {
-                return Ok(self.wait_result(true, changed, token, false, started));
+            let activity = self.wait_activity(&scope, Since::After(since_n))?;
+            let fed = activity.as_ref().is_some_and(|a| !a.items.is_empty());
+            if !changed.is_empty() || fed {
+                return Ok(self
+                    .wait_result(true, changed, token, false, started)
+                    .with(activity));
             }
             tokio::select! {
                 _ = reg.next_change() => {}
                 _ = tokio::time::sleep_until(deadline) => {
                     let token = self.token();
-                    return Ok(self.wait_result(false, Changes::default(), token, false, started));
+                    let activity = self.wait_activity(&scope, Since::After(since_n))?;
+                    let fed = activity.as_ref().is_some_and(|a| !a.items.is_empty());
+                    return Ok(self.wait_result(fed, Changes::default(), token, false, started).with(activity));
                 }
                 _ = &mut cancelled => {
                     return Err(ToolError::new("cancelled", true, "The wait was cancelled by the client."));
@@ -284,6 +321,28 @@ impl Query {
             token_reset,
             waited_ms: started.elapsed().as_millis() as u64,
             freshness: self.freshness(),
+            activity: None,
         }
+    }
+
+    /// The project's activity after `since`, when the wait asked for it.
+    fn wait_activity(
+        &self,
+        scope: &WaitScope,
+        since: Since,
+    ) -> Result<Option<ActivityPage>, ToolError> {
+        match scope {
+            WaitScope::ProjectActivity(p) => self
+                .activity_after(ActivityScope::Project(*p), since, WAIT_ACTIVITY_LIMIT)
+                .map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl WaitResult {
+    fn with(mut self, activity: Option<ActivityPage>) -> Self {
+        self.activity = activity;
+        self
     }
 }

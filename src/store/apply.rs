@@ -29,6 +29,8 @@ pub struct Pending<'t, 'c> {
     pub notes: Vec<String>,
     pub max_index: &'c mut MaxIndexCache,
     pub entry_cap: u64,
+    /// Activity items this batch derived, in order (`store::feed`, `feed_derive`).
+    pub feed: Vec<super::feed::FeedItem>,
 }
 
 type R<T = ()> = Result<T, StoreError>;
@@ -157,6 +159,7 @@ impl<'t, 'c> Pending<'t, 'c> {
         if self.upsert(keys::id_key(table::CHANGES, attempt).as_slice(), changes)? {
             self.attempts.insert(attempt);
             self.note(format!("changes:{attempt}"));
+            self.feed_changes_moved(attempt, changes)?;
         }
         Ok(())
     }
@@ -175,7 +178,7 @@ impl<'t, 'c> Pending<'t, 'c> {
     }
 
     /// Second ids of the `table ‖ a ‖ b` index under `a`.
-    fn children(&self, table: u8, a: Uuid) -> R<Vec<Uuid>> {
+    pub(super) fn children(&self, table: u8, a: Uuid) -> R<Vec<Uuid>> {
         let prefix = keys::id_key(table, a);
         Ok(self
             .ov
@@ -185,7 +188,7 @@ impl<'t, 'c> Pending<'t, 'c> {
             .collect())
     }
 
-    fn stored_value(&self, key: &[u8]) -> R<Option<Value>> {
+    pub(super) fn stored_value(&self, key: &[u8]) -> R<Option<Value>> {
         Ok(match self.ov.get(key)? {
             Some(v) => decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok()),
             None => None,
@@ -249,9 +252,12 @@ impl<'t, 'c> Pending<'t, 'c> {
         let (Some(id), Some(project)) = (object_id(task), uuid_of(task, "project_id")) else {
             return Err(StoreError::Invalid("task without id or project_id"));
         };
-        if self.upsert(&keys::id_key(table::TASKS, id), task)? {
+        let key = keys::id_key(table::TASKS, id);
+        let old = self.ov.get(&key)?;
+        if self.upsert(&key, task)? {
             self.set_index(table::IDX_PROJECT_TASKS, project, id);
             self.note(format!("task:{id}"));
+            self.feed_task_upserted(id, project, old.as_deref(), task)?;
         }
         Ok(Some(id))
     }
@@ -273,15 +279,14 @@ impl<'t, 'c> Pending<'t, 'c> {
 
     fn remove_task(&mut self, id: Uuid) -> R {
         let key = keys::id_key(table::TASKS, id);
-        if let Some(project) = self
-            .stored_value(&key)?
-            .and_then(|t| uuid_of(&t, "project_id"))
-        {
+        let old = self.stored_value(&key)?;
+        if let Some(project) = old.as_ref().and_then(|t| uuid_of(t, "project_id")) {
             self.ov
                 .remove(&keys::pair_key(table::IDX_PROJECT_TASKS, project, id));
         }
         if self.remove_entity(&key)? {
             self.note(format!("task_removed:{id}"));
+            self.feed_task_deleted(id, old.as_ref());
         }
         for attempt in self.children(table::IDX_TASK_ATTEMPTS, id)? {
             self.remove_attempt(id, attempt)?;
@@ -296,10 +301,15 @@ impl<'t, 'c> Pending<'t, 'c> {
         for a in &attempts {
             let Some(id) = object_id(a) else { continue };
             keep.insert(id);
-            if self.upsert(&keys::id_key(table::ATTEMPTS, id), a)? {
+            let key = keys::id_key(table::ATTEMPTS, id);
+            let existed = self.ov.contains(&key)?;
+            if self.upsert(&key, a)? {
                 self.set_index(table::IDX_TASK_ATTEMPTS, task, id);
                 self.attempts.insert(id);
                 self.note(format!("attempt:{id}"));
+                if !existed {
+                    self.feed_attempt_started(task, id)?;
+                }
             }
         }
         for id in self.children(table::IDX_TASK_ATTEMPTS, task)? {
@@ -385,7 +395,10 @@ impl<'t, 'c> Pending<'t, 'c> {
         let Some(id) = object_id(p) else {
             return Err(StoreError::Invalid("process without id"));
         };
-        if self.upsert(&keys::id_key(table::PROCESSES, id), p)? {
+        let key = keys::id_key(table::PROCESSES, id);
+        let old = self.ov.get(&key)?;
+        if self.upsert(&key, p)? {
+            self.feed_process_upserted(attempt, id, old.as_deref(), p)?;
             self.set_index(table::IDX_ATTEMPT_PROCESSES, attempt, id);
             self.ov.insert(
                 &keys::id_key(table::PROCESS_ATTEMPT, id),

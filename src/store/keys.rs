@@ -39,6 +39,10 @@ pub mod table {
     /// attempt -> i64 BE: unix ms when VK answered the stored branch status (meta only: a
     /// re-read that finds the same status moves no token but renews this).
     pub const BRANCH_STATUS_READ: u8 = 0x1B;
+    /// project ‖ token ‖ seq (u32) -> activity item JSON (`store::feed`). Additive.
+    pub const ACTIVITY_PROJECT: u8 = 0x18;
+    /// task ‖ token ‖ seq (u32) -> activity item JSON (`store::feed`). Additive.
+    pub const ACTIVITY_TASK: u8 = 0x19;
 }
 
 /// Names of the `META` entries.
@@ -50,6 +54,8 @@ pub mod meta {
     pub const SCHEMA: &[u8] = b"schema";
     pub const SSE_SEQ: &[u8] = b"sse_seq";
     pub const VK_INCARNATION: &[u8] = b"vk_incarnation";
+    /// Activity items at or below this token were dropped by retention (`store::feed`).
+    pub const ACTIVITY_FLOOR: &[u8] = b"activity_floor";
 }
 
 /// Which log of a process (VK's vocabulary); its on-disk table and byte are below.

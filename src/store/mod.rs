@@ -14,6 +14,10 @@
 pub mod apply;
 pub mod codec;
 pub mod events;
+pub mod feed;
+mod feed_derive;
+#[cfg(test)]
+mod feed_tests;
 pub mod keys;
 pub mod notify;
 pub mod overlay;
@@ -75,7 +79,13 @@ pub struct Retention {
     pub events_kept: u64,
     /// How often the writer runs the retention pass.
     pub prune_every: Duration,
+    /// Activity items older than this are dropped by the retention pass (zero = keep all); a
+    /// `since_token` from before the dropped items answers `token_reset` (`store::feed`).
+    pub activity_horizon: Duration,
 }
+
+/// Seven days of activity by default.
+pub const DEFAULT_ACTIVITY_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
 
 impl Default for Retention {
     fn default() -> Self {
@@ -84,6 +94,7 @@ impl Default for Retention {
             max_entries_per_process: 0,
             events_kept: 100_000,
             prune_every: Duration::from_secs(600),
+            activity_horizon: DEFAULT_ACTIVITY_HORIZON,
         }
     }
 }

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::apply::{MaxIndexCache, Pending};
 use super::codec::decode;
 use super::events::DomainEvent;
+use super::feed;
 use super::keys::{self, table};
 use super::overlay::Overlay;
 use super::{Retention, Store, StoreError};
@@ -76,6 +77,7 @@ impl Writer {
             notes: Vec::new(),
             max_index: &mut self.max_index,
             entry_cap: self.retention.max_entries_per_process,
+            feed: Vec::new(),
         };
         let n_events = events.len();
         let mut entries = 0u64;
@@ -113,7 +115,13 @@ impl Writer {
             &keys::meta_key(keys::meta::TOKEN),
             next.to_be_bytes().to_vec(),
         );
-        let projects = projects_of(&p.ov, &attempts);
+        let mut projects = projects_of(&p.ov, &attempts);
+        let fed = !p.feed.is_empty();
+        for project in feed::write(&mut p.ov, next, &mut p.feed)? {
+            if !projects.contains(&project) {
+                projects.push(project); // wakes project waits that follow activity
+            }
+        }
         if next > self.reserved {
             let reserved = next + TOKEN_RESERVATION;
             tree.insert(
@@ -124,6 +132,10 @@ impl Writer {
             self.reserved = reserved;
         }
         tree.apply_batch(p.ov.into_batch())?;
+        if fed {
+            // An activity item a client can see must survive a crash (`store::feed`).
+            self.store.flush()?;
+        }
         self.token = next;
         self.store.committed(next, &attempts, &projects);
         Ok(Applied {
@@ -149,6 +161,14 @@ impl Writer {
                 b.remove(item?.0);
             }
             tree.apply_batch(b)?;
+        }
+        if !self.retention.activity_horizon.is_zero() {
+            let horizon = chrono::Duration::from_std(self.retention.activity_horizon)
+                .unwrap_or(chrono::Duration::MAX);
+            let cutoff = now
+                .checked_sub_signed(horizon)
+                .map_or(i64::MIN, |t| t.timestamp_millis());
+            feed::prune(tree, cutoff)?;
         }
         if removals.is_empty() {
             return Ok(Applied::default());

@@ -18,6 +18,16 @@ Client modes: over HTTP both `auto` (the SDK probes `server/discover`; the daemo
 server answers it, so protocol 2026-07-28 is used) and `legacy` (the `initialize` handshake,
 protocol 2025-11-25) are run, over HTTP and over stdio.
 
+Activity across a daemon restart (run by .ci/run around a restart of the demo on its data dir):
+  check_mcp.py activity-save   <daemon-mcp-url> <state.json>
+  check_mcp.py activity-resume <daemon-mcp-url> <state.json>
+`activity-save` walks the Demo project's activity (tail_project_activity) oldest first from the
+store's first token, in small pages, and records the items and `next_since_token`; `activity-resume`
+continues from that token after the restart (the restarted demo plays a new simulated VK, so the
+old project's tasks are deleted from the cache) and checks: same store epoch, no item at or
+below the saved token, every saved task then deleted exactly once, and saved + resumed items equal
+a fresh walk of the whole feed (no gap, no duplicate); it also pages newest first by cursor.
+
 Set CHECK_MCP_BRIDGE_LOG=<file> to send the stdio bridge's stderr there instead of ours.
 
 The SDK's own warnings are recorded (a handler on the `mcp` logger): a session close the SDK
@@ -297,6 +307,100 @@ async def run_checks(client: Client) -> tuple[int, int]:
     return len(tools), s.calls
 
 
+# ---------------------------------------------------------------------------------------------
+# Activity across a restart
+
+ACTIVITY_WAIT_S = 40
+
+
+def item_key(i: dict[str, Any]) -> str:
+    return f"{i['token']}|{i['kind']}|{i['task_id']}|{i.get('attempt_id')}|{i.get('execution_process_id')}"
+
+
+def token_seq(t: str) -> int:
+    return int(t.split(".")[1])
+
+
+async def walk_activity(s: Session, project_id: str, since: str, limit: int = 4) -> tuple[list[dict[str, Any]], str]:
+    """Every item after `since`, oldest first, following next_since_token until caught up."""
+    items: list[dict[str, Any]] = []
+    while True:
+        page = await s.ok("tail_project_activity", {"project_id": project_id, "since_token": since, "limit": limit})
+        check(page["order"] == "oldest_first", f"tail_project_activity order {page['order']!r}")
+        check(page["token_reset"] is False, f"tail_project_activity reset from {since}: {short(page)}")
+        items.extend(page["items"])
+        since = page["next_since_token"]
+        if not page["has_more"]:
+            return items, since
+
+
+async def activity_save(client: Client, path: str) -> str:
+    s = Session(client)
+    projects = (await s.ok("list_projects", {}))["projects"]
+    demo = [p for p in projects if p.get("name") == "Demo"]
+    check(demo, f"no project named 'Demo' in {short(projects)}")
+    project_id = demo[0]["project_id"]
+    deadline = time.monotonic() + ACTIVITY_WAIT_S
+    while True:
+        first = await s.ok("tail_project_activity", {"project_id": project_id})
+        start = first["token"].split(".")[0] + ".0"
+        items, since = await walk_activity(s, project_id, start)
+        kinds = {i["kind"] for i in items}
+        if {"task_created", "process_ended"} <= kinds:
+            break
+        check(time.monotonic() < deadline, f"no task_created and process_ended in the Demo feed after {ACTIVITY_WAIT_S} s: {sorted(kinds)}")
+        await asyncio.sleep(1)
+    # Newest first by cursor: the same items, reversed (nothing newer than the walk's token).
+    back: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        args: dict[str, Any] = {"project_id": project_id, "limit": 3}
+        if cursor:
+            args["cursor"] = cursor
+        page = await s.ok("tail_project_activity", args)
+        check(page["order"] == "newest_first", f"cursor page order {page['order']!r}")
+        back.extend(i for i in page["items"] if token_seq(i["token"]) <= token_seq(since))
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    check(
+        [item_key(i) for i in reversed(back)] == [item_key(i) for i in items],
+        "the newest-first cursor walk differs from the oldest-first walk",
+    )
+    await s.err("tail_project_activity", {"project_id": project_id, "since_token": since, "cursor": "00"}, "mixed_pagination")
+    with open(path, "w") as f:
+        json.dump({"project_id": project_id, "start": start, "since": since, "items": items}, f)
+    return f"python-mcp activity: {len(items)} items saved at {since} ({s.calls} calls)"
+
+
+async def activity_resume(client: Client, path: str) -> str:
+    s = Session(client)
+    with open(path) as f:
+        saved = json.load(f)
+    project_id, since, before = saved["project_id"], saved["since"], saved["items"]
+    created = {i["task_id"] for i in before if i["kind"] == "task_created"}
+    deadline = time.monotonic() + ACTIVITY_WAIT_S
+    after: list[dict[str, Any]] = []
+    cont = since
+    while True:
+        more, cont = await walk_activity(s, project_id, cont)
+        after.extend(more)
+        deleted = [i["task_id"] for i in after if i["kind"] == "task_deleted"]
+        if created <= set(deleted):
+            break
+        check(time.monotonic() < deadline, f"the old Demo tasks were not all deleted after the restart within {ACTIVITY_WAIT_S} s")
+        await asyncio.sleep(0.5)
+    check(since.split(".")[0] == cont.split(".")[0], f"the store epoch changed across the restart: {since} -> {cont}")
+    check(all(token_seq(i["token"]) > token_seq(since) for i in after), "an item at or below the saved token came back")
+    for t in created:
+        n = sum(1 for i in after if i["kind"] == "task_deleted" and i["task_id"] == t)
+        check(n == 1, f"task {t} deleted {n} times in the feed")
+    full, _ = await walk_activity(s, project_id, saved["start"], limit=50)
+    seen = [item_key(i) for i in before + after]
+    check([item_key(i) for i in full[: len(seen)]] == seen, "saved + resumed items differ from a fresh walk (gap or duplicate)")
+    return f"python-mcp activity: {len(after)} items after the restart continue {since} exactly ({s.calls} calls)"
+
+
 class SdkWarnings(logging.Handler):
     """Records the SDK's warnings and errors; the SDK reports a failed session close this way
     only (it does not raise)."""
@@ -339,8 +443,30 @@ async def run_mode(transport: str, target: Any, mode: str) -> str:
         return f"python-mcp {transport}: {n_tools} tools, {n_calls} calls ok (mode={mode}, protocol {client.protocol_version})"
 
 
+def run_activity(step: str, url: str, path: str) -> int:
+    async def go() -> str:
+        async with Client(url, read_timeout_seconds=30) as client:
+            if step == "activity-save":
+                return await activity_save(client, path)
+            return await activity_resume(client, path)
+
+    try:
+        line = asyncio.run(asyncio.wait_for(go(), OVERALL_TIMEOUT_S))
+        check_sdk_warnings("http", step)
+    except BaseException as e:  # noqa: BLE001 - report anything, including groups
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        reasons = "; ".join(str(x) if isinstance(x, CheckFailed) else f"{type(x).__name__}: {x}" for x in leaf_exceptions(e))
+        print(f"python-mcp {step}: FAILED: {reasons}", file=sys.stderr)
+        return 1
+    print(line, flush=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     bridge_log = os.environ.get("CHECK_MCP_BRIDGE_LOG")
+    if len(argv) == 4 and argv[1] in ("activity-save", "activity-resume"):
+        return run_activity(argv[1], argv[2], argv[3])
     if len(argv) == 3 and argv[1] == "http":
         transport, modes = "http", HTTP_MODES
         make_target: Any = lambda: argv[2]  # noqa: E731

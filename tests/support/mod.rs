@@ -5,6 +5,7 @@
 //! silenced for the whole tree here rather than per item.
 #![allow(dead_code)]
 
+pub mod feed;
 pub mod mcp;
 pub mod sim_common;
 pub mod world;

@@ -1,0 +1,175 @@
+//! The activity-feed invariants of the fault schedules (tests/ingest_faults.rs): a follower
+//! reads the project's feed by `since_token` throughout a schedule, across the daemon restart,
+//! and once converged its items must equal the stored feed, in commit order, with every task,
+//! attempt and process of the truth created/started once and every ended process ended once.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use vk_observer::query::Query;
+
+/// Items a follower collected: (token, kind, task, attempt, process).
+pub type FeedSeen = Vec<(u64, String, String, String, String)>;
+
+/// Follow the project's activity with `since_token` from the start, through whichever daemon
+/// is current (none while it restarts), as a client would.
+pub fn follow_feed(
+    current: Arc<std::sync::RwLock<Option<vk_observer::store::Store>>>,
+    stop: Arc<AtomicBool>,
+    project: uuid::Uuid,
+) -> tokio::task::JoinHandle<FeedSeen> {
+    use vk_observer::query::activity::{ActivityRequest, ActivityScope};
+    tokio::spawn(async move {
+        let health = Arc::new(vk_observer::health::Health::new());
+        let mut since: Option<String> = None;
+        let mut seen = FeedSeen::new();
+        while !stop.load(Ordering::Relaxed) {
+            let store = current.read().unwrap().clone();
+            if let Some(store) = store {
+                let q = Query::new(store, health.clone());
+                let since_now = since.get_or_insert_with(|| q.token()).clone();
+                let scope = ActivityScope::Project(project);
+                let req =
+                    ActivityRequest::new(scope, Some(since_now), None, Some(7), Some(0)).unwrap();
+                if let Ok(page) = q.activity(&req) {
+                    assert!(!page.token_reset, "the feed follower was reset: {page:?}");
+                    for i in &page.items {
+                        seen.push(item_ident(&serde_json::to_value(i).unwrap()));
+                    }
+                    since = Some(page.next_since_token);
+                    if page.has_more {
+                        continue;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        seen
+    })
+}
+
+pub fn item_ident(v: &serde_json::Value) -> (u64, String, String, String, String) {
+    let token = vk_observer::store::token::Token::parse(v["token"].as_str().unwrap())
+        .unwrap()
+        .seq;
+    let s = |f: &str| v[f].as_str().unwrap_or_default().to_string();
+    (
+        token,
+        s("kind"),
+        s("task_id"),
+        s("attempt_id"),
+        s("execution_process_id"),
+    )
+}
+
+/// The feed invariants, once converged: the follower saw exactly the stored feed (no gap, no
+/// duplicate, across the restart), in commit order, and every task, attempt and process the
+/// truth made appears once as created/started, every ended process once as ended.
+pub async fn check_feed(
+    daemon: &vk_observer::daemon::Daemon,
+    sim: &vk_observer::sim::Sim,
+    project: uuid::Uuid,
+    seed: u64,
+    stop: &Arc<AtomicBool>,
+    follower: tokio::task::JoinHandle<FeedSeen>,
+) {
+    use vk_observer::store::feed::FeedScope;
+    // Give the follower time to read the last commits, then stop it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let reader = daemon.store.read();
+    let (stored, _) = reader
+        .activity_after(FeedScope::Project(project), 0, u64::MAX, usize::MAX)
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let seen = follower.await.unwrap();
+    let q = Query::new(daemon.store.clone(), daemon.health.clone());
+    let req = vk_observer::query::activity::ActivityRequest::new(
+        vk_observer::query::activity::ActivityScope::Project(project),
+        Some(format!("{}.0", q.store.epoch())),
+        None,
+        Some(200),
+        Some(0),
+    )
+    .unwrap();
+    let mut all: FeedSeen = Vec::new();
+    let mut page = q.activity(&req).unwrap();
+    loop {
+        all.extend(
+            page.items
+                .iter()
+                .map(|i| item_ident(&serde_json::to_value(i).unwrap())),
+        );
+        if !page.has_more {
+            break;
+        }
+        let next = vk_observer::query::activity::ActivityRequest::new(
+            vk_observer::query::activity::ActivityScope::Project(project),
+            Some(page.next_since_token.clone()),
+            None,
+            Some(200),
+            Some(0),
+        )
+        .unwrap();
+        page = q.activity(&next).unwrap();
+    }
+    assert_eq!(
+        all.len(),
+        stored.len(),
+        "seed {seed}: paged feed != stored feed"
+    );
+    assert_eq!(
+        seen, all,
+        "seed {seed}: the follower's feed has a gap or a duplicate"
+    );
+    assert!(
+        stored
+            .windows(2)
+            .all(|w| (w[0].token, w[0].seq) < (w[1].token, w[1].seq)),
+        "seed {seed}: feed out of commit order"
+    );
+    let truth = sim.truth();
+    let count = |kind: &str, field: usize, id: &str| {
+        all.iter()
+            .filter(|i| {
+                i.1 == kind
+                    && match field {
+                        2 => i.2 == id,
+                        3 => i.3 == id,
+                        _ => i.4 == id,
+                    }
+            })
+            .count()
+    };
+    for t in truth.tasks.keys() {
+        assert_eq!(
+            count("task_created", 2, &t.to_string()),
+            1,
+            "seed {seed}: task {t}"
+        );
+        assert_eq!(
+            count("task_deleted", 2, &t.to_string()),
+            0,
+            "seed {seed}: task {t}"
+        );
+    }
+    for (pid, p) in &truth.processes {
+        let id = pid.to_string();
+        assert_eq!(
+            count("process_started", 4, &id),
+            1,
+            "seed {seed}: process {pid} started"
+        );
+        let ended = p["status"] != "running";
+        assert_eq!(
+            count("process_ended", 4, &id),
+            usize::from(ended),
+            "seed {seed}: process {pid} ({}) ended",
+            p["status"]
+        );
+    }
+    for a in truth.attempts.keys() {
+        let n = count("attempt_started", 3, &a.to_string());
+        assert_eq!(n, 1, "seed {seed}: attempt {a} started {n} times");
+    }
+}
