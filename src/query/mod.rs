@@ -5,7 +5,9 @@
 
 pub mod catalog;
 pub mod changes;
+pub mod compact_log;
 pub mod context;
+pub mod detail;
 pub mod logs;
 pub mod paging;
 pub mod rows;

@@ -12,7 +12,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::status::AttemptStatus;
+use super::detail::Rules;
+use super::status::{AttemptStatus, STATUS_RULES};
 use super::status_memo::StatusItem;
 use super::{Freshness, Query, Since};
 use crate::store::Store;
@@ -72,6 +73,14 @@ pub struct WaitResult {
     /// How current the cache is.
     pub freshness: Freshness,
 }
+
+/// What each detail level shows of a wait's answer: the statuses as get_attempt_status shows
+/// them, the time waited from 1.
+pub const WAIT_RULES: Rules = Rules {
+    standard: &["waited_ms"],
+    verbatim: &[],
+    nested: &[("attempts", &STATUS_RULES)],
+};
 
 #[derive(Default)]
 struct Changes {
