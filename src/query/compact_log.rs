@@ -183,6 +183,7 @@ fn normalized(v: &Value, raw: &str, limit: usize, detail: Detail) -> CompactEntr
         "tool_use" => {
             let tool = tool_call(et, detail);
             let says_more = !text.is_empty()
+                && text != tool.name
                 && [&tool.command, &tool.path, &tool.target]
                     .iter()
                     .all(|t| t.as_deref() != Some(text));
@@ -250,5 +251,122 @@ fn tool_call(et: &Value, detail: Detail) -> ToolCall {
         output: (detail == Detail::Standard)
             .then(|| at.pointer("/result/output").and_then(Value::as_str).map(|o| clip(o, OUTPUT_CLIP).0))
             .flatten(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn raw(v: &Value) -> Box<RawValue> {
+        RawValue::from_string(v.to_string()).unwrap()
+    }
+
+    fn at(v: &Value, ch: Channel, d: Detail) -> Value {
+        serde_json::to_value(compact(raw(v), ch, d).expect("compact below detail 2")).unwrap()
+    }
+
+    /// Every entry kind and tool status VK defines, built from VK's types.
+    #[test]
+    fn every_vk_entry_kind_has_its_compact_form() {
+        let f: Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/compact/vk_entry_kinds.json"))
+                .unwrap();
+        for case in f["cases"].as_array().unwrap() {
+            assert_eq!(
+                at(&case["entry"], Channel::Normalized, Detail::Compact),
+                case["compact"],
+                "{}",
+                case["entry"]
+            );
+        }
+    }
+
+    /// The recorded VK entries: kind, text and tool calls survive; the text VK repeats in
+    /// `metadata` does not.
+    #[test]
+    fn recorded_entries_keep_kind_text_and_tool() {
+        let mut seen = std::collections::BTreeSet::new();
+        for page in [
+            include_str!("../../tests/fixtures/vk-wire/samples/rest_normalized_history_page1.json"),
+            include_str!("../../tests/fixtures/vk-wire/samples/rest_normalized_history_page2.json"),
+            include_str!(
+                "../../tests/fixtures/vk-wire/samples/rest_normalized_history_while_running.json"
+            ),
+        ] {
+            let page: Value = serde_json::from_str(page).unwrap();
+            for e in page["response"]["data"]["entries"].as_array().unwrap() {
+                let c = at(&e["entry"], Channel::Normalized, Detail::Compact);
+                let content = &e["entry"]["content"];
+                let kind = content["entry_type"]["type"].as_str().unwrap();
+                assert_eq!(c["kind"], kind);
+                seen.insert(kind.to_string());
+                if kind == "tool_use" {
+                    let t = &c["tool"];
+                    assert_eq!(t["name"], content["entry_type"]["tool_name"]);
+                    assert_eq!(t["action"], content["entry_type"]["action_type"]["action"]);
+                    assert_eq!(t["status"], content["entry_type"]["status"]["status"]);
+                    let target = t.get("command").or(t.get("path")).unwrap();
+                    assert_eq!(target, &content["content"], "the command or path is the text");
+                } else {
+                    assert_eq!(c["text"], content["content"]);
+                    assert!(c.get("tool").is_none());
+                }
+                let full = e["entry"].to_string().len();
+                assert!(c.to_string().len() < full, "{c} is not smaller than {full} bytes");
+            }
+        }
+        assert_eq!(
+            seen.into_iter().collect::<Vec<_>>(),
+            ["assistant_message", "error_message", "system_message", "tool_use"]
+        );
+        let ls = json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,
+            "entry_type": {"type": "tool_use", "tool_name": "Bash", "action_type": {
+                "action": "command_run", "command": "ls", "result": {
+                    "exit_status": {"type": "success", "success": true}, "output": "demo"}},
+                "status": {"status": "success"}}, "content": "ls"}});
+        assert_eq!(
+            at(&ls, Channel::Normalized, Detail::Compact)["tool"]["success"],
+            true
+        );
+        let standard = at(&ls, Channel::Normalized, Detail::Standard);
+        assert_eq!(standard["tool"]["output"], "demo");
+    }
+
+    #[test]
+    fn raw_entries_are_text_lines() {
+        for f in [
+            include_str!("../../tests/fixtures/vk-wire/samples/rest_raw_history_setup.json"),
+            include_str!("../../tests/fixtures/vk-wire/samples/rest_raw_history_failed_agent.json"),
+        ] {
+            let page: Value = serde_json::from_str(f).unwrap();
+            for e in page["response"]["data"]["entries"].as_array().unwrap() {
+                let c = at(&e["entry"], Channel::Raw, Detail::Compact);
+                assert_eq!(c["kind"], e["entry"]["type"].as_str().unwrap().to_lowercase());
+                let text = e["entry"]["content"].as_str().unwrap();
+                if text.chars().count() <= TEXT_CLIP {
+                    assert_eq!(c["text"], text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_text_is_clipped_at_the_documented_length() {
+        let long = "x".repeat(TEXT_CLIP_STANDARD + 10);
+        let e = json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": "2026-11-22T10:00:00Z",
+            "entry_type": {"type": "assistant_message"}, "content": long}});
+        let c = at(&e, Channel::Normalized, Detail::Compact);
+        assert_eq!(c["text"].as_str().unwrap().len(), TEXT_CLIP);
+        assert_eq!(c["clipped"], true);
+        assert!(c.get("timestamp").is_none());
+        let s = at(&e, Channel::Normalized, Detail::Standard);
+        assert_eq!(s["text"].as_str().unwrap().len(), TEXT_CLIP_STANDARD);
+        assert_eq!(s["timestamp"], "2026-11-22T10:00:00Z");
+        let short = json!({"type": "STDOUT", "content": "ok\n"});
+        let c = at(&short, Channel::Raw, Detail::Compact);
+        assert_eq!(c, json!({"kind": "stdout", "text": "ok\n"}));
+        assert!(compact(raw(&short), Channel::Raw, Detail::Verbatim).is_err());
     }
 }
