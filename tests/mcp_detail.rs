@@ -342,10 +342,11 @@ async fn until(mcp: &Mcp, args: Value, done: impl Fn(&Value) -> bool) -> Value {
         if !has(&a, "detail") {
             a["detail"] = json!(0);
         }
-        let r = mcp.call("tail_attempt_logs", a).await.ok();
-        if done(&r) {
-            return r;
-        }
+        // Until the cache has the attempt, the tool answers `not_found`.
+        let r = match mcp.call("tail_attempt_logs", a).await {
+            support::mcp::Reply::Ok(r) if done(&r) => return r,
+            support::mcp::Reply::Ok(r) | support::mcp::Reply::Err(r) => r,
+        };
         assert!(std::time::Instant::now() < deadline, "log never reached the state: {r}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -126,6 +126,7 @@ mod tests {
             project_id: Some(uuid::Uuid::nil()),
             since_token: None,
             timeout_ms: ms,
+            detail: None,
         };
         plan(&query, args, with_progress).unwrap().2
     }
