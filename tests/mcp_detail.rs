@@ -94,10 +94,11 @@ async fn every_read_tool_answers_at_three_levels() {
     let ok = |v: &Value| {
         v["tasks"].as_array().unwrap().iter().find(|t| id(&t["task_id"]) == w.ok_task).cloned().unwrap()
     };
-    for k in ["title", "status", "updated_at", "latest_attempt_id", "latest_session_id",
-              "has_in_progress_attempt", "last_attempt_failed"] {
+    for k in ["title", "status", "updated_at", "latest_attempt_id", "latest_session_id"] {
         assert!(has(&ok(&t0), k), "list_tasks detail 0 lacks {k}");
     }
+    // false is left out at level 0, shown from 1.
+    assert!(!has(&ok(&t0), "has_in_progress_attempt") && ok(&t1)["has_in_progress_attempt"] == false);
     assert!(!has(&ok(&t0), "description") && !has(&ok(&t0), "created_at"));
     assert!(has(&ok(&t1), "created_at") && !has(&ok(&t1), "description"));
     assert_eq!(ok(&t2)["description"], "Please write a greeting file.");
@@ -113,13 +114,15 @@ async fn every_read_tool_answers_at_three_levels() {
     assert!(has(&a1["attempts"][0], "created_at"));
 
     let [s0, s1, s2] = levels(&mcp, "get_attempt_status", json!({"attempt_id": w.ok_attempt})).await;
-    for k in ["attempt_id", "state", "latest_session_id", "latest_execution_process_id",
-              "last_activity_at", "attempt_token", "token", "result"] {
+    for k in ["attempt_id", "state", "latest_session_id", "last_activity_at", "token", "result"] {
         assert!(has(&s0, k), "status detail 0 lacks {k}");
     }
     assert_eq!(s0["result"]["next_tool"], s2["result"]["next_tool"]);
     assert!(!has(&s0, "latest_process") && !has(&s0["result"], "reason"));
     assert!(has(&s1, "latest_process") && has(&s1["result"], "reason") && has(&s1, "created_at"));
+    for k in ["attempt_token", "latest_execution_process_id"] {
+        assert!(!has(&s0, k) && has(&s1, k), "{k} is a detail-1 field");
+    }
     let [b0, _, b2] = levels(
         &mcp,
         "get_attempt_status",
@@ -296,6 +299,7 @@ async fn compact_log_entries_follow_the_work() {
         .ok();
     assert_eq!(standard["entries"][3]["text"], long);
     assert!(!has(&standard["entries"][3], "clipped") && has(&standard, "run_reason"));
+    assert!(!has(&page, "execution_process_id") && has(&standard, "execution_process_id"));
     let raw = until(
         &mcp,
         json!({"attempt_id": ids.attempt_id, "channel": "raw"}),

@@ -54,7 +54,8 @@ pub struct CompactEntry {
     /// Detail 0/1, tool uses: the call in brief.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolCall>,
-    /// Detail 0/1, `error_message`: VK's error type (`setup_required`, `other`).
+    /// Detail 0/1, `error_message`: `setup_required` when the executor needs setting up first
+    /// (VK's other error type, `other`, is left out).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_type: Option<String>,
     /// Detail 0/1, `user_feedback`: the tool the user denied.
@@ -193,7 +194,11 @@ fn normalized(v: &Value, raw: &str, limit: usize, detail: Detail) -> CompactEntr
             }
         }
         "error_message" => {
-            e.error_type = et.pointer("/error_type/type").and_then(Value::as_str).map(str::to_owned);
+            e.error_type = et
+                .pointer("/error_type/type")
+                .and_then(Value::as_str)
+                .filter(|t| *t != "other")
+                .map(str::to_owned);
             e = with_text(e, text, limit);
         }
         "user_feedback" => {

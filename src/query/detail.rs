@@ -7,9 +7,9 @@
 //! `if detail` branches and level 2 cannot drift from the verbatim answer:
 //!
 //! - **0** (the default): the fields an agent needs to decide its next call. Fields listed as
-//!   `standard` or `verbatim` are left out, and so is every field whose value is null or an
-//!   empty list (absent means null / none). `freshness` is reduced to `{upstream}` while the
-//!   daemon is connected and bootstrapped (in full otherwise: then it matters).
+//!   `standard` or `verbatim` are left out, and so is every field whose value is null, false or
+//!   an empty list (absent means null / false / none). `freshness` is reduced to `{upstream}`
+//!   while the daemon is connected and bootstrapped (in full otherwise: then it matters).
 //! - **1**: level 0 plus the `standard` fields (timestamps, metadata, per-item stats); nulls
 //!   and empty lists are still left out.
 //! - **2**: the full answer, untouched.
@@ -126,14 +126,15 @@ pub fn shape_object(m: &mut Map<String, Value>, rules: &Rules, detail: Detail) {
             _ => {}
         }
     }
-    m.retain(|_, v| !is_empty(v));
+    m.retain(|_, v| !is_empty(v, detail));
 }
 
-/// Null and the empty list are left out below level 2.
-fn is_empty(v: &Value) -> bool {
+/// Left out below level 2: null and the empty list; at level 0 also false.
+fn is_empty(v: &Value, detail: Detail) -> bool {
     match v {
         Value::Null => true,
         Value::Array(a) => a.is_empty(),
+        Value::Bool(b) => !b && detail == Detail::Compact,
         _ => false,
     }
 }
@@ -187,7 +188,7 @@ mod tests {
         );
         assert_eq!(
             shape(full, &PAGE, Detail::Compact),
-            json!({"items": [{"id": 1}], "has_more": false, "freshness": {"upstream": "connected"}})
+            json!({"items": [{"id": 1}], "freshness": {"upstream": "connected"}})
         );
         let down = json!({"freshness": {"upstream": "down", "bootstrapped": true}});
         assert_eq!(shape(down.clone(), &Rules::NONE, Detail::Compact), down);

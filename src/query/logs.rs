@@ -138,9 +138,10 @@ pub struct LogPage {
 }
 
 /// What each detail level shows of a log page's own fields (entries are built per level by
-/// `compact_log`): the process's run reason from 1.
+/// `compact_log`): the echoes of the request (attempt, channel), the process's id and run
+/// reason from 1 (`process_changed` says when a follow-up switched processes).
 pub const LOG_PAGE_RULES: Rules = Rules {
-    standard: &["run_reason"],
+    standard: &["attempt_id", "channel", "execution_process_id", "run_reason"],
     verbatim: &[],
     nested: &[],
 };

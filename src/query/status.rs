@@ -121,10 +121,14 @@ pub struct StatusAnswer {
     freshness: Freshness,
 }
 
-/// The status fields each detail level shows (`query::detail`): level 0 keeps the state, the
-/// ids to act on, `result`'s routing fields, failure text, activity time and the token.
+/// The status fields each detail level shows (`query::detail`): level 0 keeps the attempt,
+/// its state, its session, `result`'s routing fields, failure text and activity time — every
+/// attempt tool takes the attempt id, so the process id is from 1, like `attempt_token` (the
+/// page's `token` is the `since_token`).
 pub const STATUS_RULES: Rules = Rules {
     standard: &[
+        "attempt_token",
+        "latest_execution_process_id",
         "task_id",
         "workspace_branch",
         "created_at",
