@@ -435,7 +435,7 @@ async fn a_parked_wait_with_a_progress_token_sends_progress_until_it_answers() {
     let handle = client
         .peer()
         .send_cancellable_request(
-            wait_request(json!({"project_id": project, "timeout_ms": 1500})),
+            wait_request(json!({"project_id": project, "timeout_ms": 1500, "detail": 2})),
             rmcp::service::PeerRequestOptions::no_options(),
         )
         .await
@@ -485,7 +485,7 @@ async fn cancelling_a_parked_wait_stops_its_progress_and_releases_it() {
     let handle = client
         .peer()
         .send_cancellable_request(
-            wait_request(json!({"project_id": project, "timeout_ms": 30000})),
+            wait_request(json!({"project_id": project, "timeout_ms": 30000, "detail": 2})),
             rmcp::service::PeerRequestOptions::no_options(),
         )
         .await
