@@ -355,3 +355,29 @@ async fn until(mcp: &Mcp, args: Value, done: impl Fn(&Value) -> bool) -> Value {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutations_answer_at_the_level_asked() {
+    let Served { w, mcp, sim: _s, dir: _d, daemon: _dm, truth: _t } = serve_world().await;
+    let args = |d: u8, title: &str| {
+        json!({"project_id": w.project, "title": title, "description": "Shaped answer", "detail": d})
+    };
+    let c0 = mcp.call("create_task", args(0, "Cheap create")).await.ok();
+    assert_eq!(c0["task"]["title"], "Cheap create");
+    assert_eq!(c0["task"]["description"], "Shaped answer");
+    assert!(!has(&c0["task"], "created_at") && !has(&c0, "replayed") && has(&c0, "token"));
+    let c2 = mcp.call("create_task", args(2, "Full create")).await.ok();
+    assert!(has(&c2["task"], "created_at") && c2["replayed"] == false);
+    let u0 = mcp
+        .call_as_is("update_task", json!({"task_id": c0["task_id"], "status": "inreview"}))
+        .await
+        .ok();
+    assert_eq!(u0["task"]["status"], "inreview");
+    assert!(!has(&u0["task"], "created_at"));
+    let stop0 = mcp
+        .call("stop_attempt", json!({"attempt_id": w.ok_attempt, "detail": 0}))
+        .await
+        .ok();
+    assert_eq!(stop0["status"]["state"], "completed");
+    assert!(!has(&stop0["status"], "latest_process") && !has(&stop0, "stopped"));
+}

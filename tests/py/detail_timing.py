@@ -6,10 +6,12 @@ usage:
   detail_timing.py <daemon-mcp-url> [calls]      e.g. http://127.0.0.1:18765/mcp 200
 
 For each of get_attempt_status (one attempt), tail_attempt_logs (the newest 50 entries) and
-list_tasks (the Demo project), at each level, the script makes `calls` calls (default 200) after
-10 warm-up calls and prints the median and p90 of the time from `call_tool` to its return — the
-SDK's whole path, including its validation of `structuredContent` against the tool's output
-schema — and the bytes of the answer's text. One line per (tool, level), then a Markdown table.
+list_tasks (the Demo project), the script makes `calls` calls (default 200) at detail 0 and as
+many at detail 2, alternating (the demo keeps adding tasks: both levels see the same board),
+after 10 warm-up calls, and prints the median and p90 of the time from `call_tool` to its
+return — the SDK's whole path, including its validation of `structuredContent` against the
+tool's output schema — and the median bytes of the answer's text. One line per (tool, level),
+then a Markdown table.
 """
 
 from __future__ import annotations
@@ -40,21 +42,26 @@ async def first_attempt(client: Client) -> tuple[str, str]:
         await asyncio.sleep(1)
 
 
-async def timed(client: Client, tool: str, args: dict[str, Any], calls: int) -> tuple[float, float, int]:
-    """(median ms, p90 ms, answer bytes) of `calls` calls after a warm-up."""
+async def timed(client: Client, tool: str, args: dict[str, Any], calls: int) -> dict[int, tuple[float, float, int]]:
+    """Per detail level (0, 2): (median ms, p90 ms, median answer bytes) of `calls` calls each,
+    the levels alternating, after a warm-up."""
     for _ in range(10):
         await client.call_tool(tool, args)
-    times = []
-    size = 0
+    times: dict[int, list[float]] = {0: [], 2: []}
+    sizes: dict[int, list[int]] = {0: [], 2: []}
     for _ in range(calls):
-        t = time.perf_counter()
-        r = await client.call_tool(tool, args)
-        times.append((time.perf_counter() - t) * 1000)
-        if r.is_error:
-            raise SystemExit(f"{tool}({args}) failed: {r.content}")
-        size = len(r.content[0].text)
-    times.sort()
-    return statistics.median(times), times[int(len(times) * 0.9) - 1], size
+        for detail in (0, 2):
+            t = time.perf_counter()
+            r = await client.call_tool(tool, {**args, "detail": detail})
+            times[detail].append((time.perf_counter() - t) * 1000)
+            if r.is_error:
+                raise SystemExit(f"{tool}({args}) failed: {r.content}")
+            sizes[detail].append(len(r.content[0].text))
+    out = {}
+    for detail, ts in times.items():
+        ts.sort()
+        out[detail] = (statistics.median(ts), ts[int(len(ts) * 0.9) - 1], int(statistics.median(sizes[detail])))
+    return out
 
 
 async def main(url: str, calls: int) -> None:
@@ -67,8 +74,7 @@ async def main(url: str, calls: int) -> None:
         ]
         rows = []
         for tool, args in cases:
-            for detail in (0, 2):
-                med, p90, size = await timed(client, tool, {**args, "detail": detail}, calls)
+            for detail, (med, p90, size) in (await timed(client, tool, args, calls)).items():
                 rows.append((tool, detail, med, p90, size))
                 print(json.dumps({"tool": tool, "detail": detail, "median_ms": round(med, 3),
                                   "p90_ms": round(p90, 3), "bytes": size}))

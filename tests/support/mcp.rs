@@ -121,7 +121,11 @@ impl Mcp {
 }
 
 /// The tools that answer at a detail level (`detail` 0 | 1 | 2).
-pub const DETAIL_TOOLS: [&str; 12] = [
+pub const DETAIL_TOOLS: [&str; 16] = [
+    "create_task",
+    "update_task",
+    "start_task_attempt",
+    "stop_attempt",
     "list_projects",
     "list_repos",
     "list_executors",
