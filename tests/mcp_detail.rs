@@ -20,7 +20,9 @@ fn assert_sub(small: &Value, big: &Value, path: &str) {
         (Value::Object(s), Value::Object(b)) => {
             for (k, v) in s {
                 let p = format!("{path}.{k}");
-                let other = b.get(k).unwrap_or_else(|| panic!("{p} missing from the larger level"));
+                let other = b
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{p} missing from the larger level"));
                 if k == "freshness" {
                     assert_eq!(v["upstream"], other["upstream"], "{p}");
                 } else {
@@ -84,7 +86,13 @@ async fn every_read_tool_answers_at_three_levels() {
 
     let [e0, e1, _] = levels(&mcp, "list_executors", json!({})).await;
     let claude = |v: &Value| {
-        v["executors"].as_array().unwrap().iter().find(|e| e["executor"] == "CLAUDE_CODE").cloned().unwrap()
+        v["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["executor"] == "CLAUDE_CODE")
+            .cloned()
+            .unwrap()
     };
     assert!(has(&claude(&e0), "variants") && !has(&claude(&e0), "supports_mcp"));
     assert_eq!(claude(&e1)["supports_mcp"], true);
@@ -92,19 +100,37 @@ async fn every_read_tool_answers_at_three_levels() {
 
     let [t0, t1, t2] = levels(&mcp, "list_tasks", json!({"project_id": w.project})).await;
     let ok = |v: &Value| {
-        v["tasks"].as_array().unwrap().iter().find(|t| id(&t["task_id"]) == w.ok_task).cloned().unwrap()
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| id(&t["task_id"]) == w.ok_task)
+            .cloned()
+            .unwrap()
     };
-    for k in ["title", "status", "updated_at", "latest_attempt_id", "latest_session_id"] {
+    for k in [
+        "title",
+        "status",
+        "updated_at",
+        "latest_attempt_id",
+        "latest_session_id",
+    ] {
         assert!(has(&ok(&t0), k), "list_tasks detail 0 lacks {k}");
     }
     // false is left out at level 0, shown from 1.
-    assert!(!has(&ok(&t0), "has_in_progress_attempt") && ok(&t1)["has_in_progress_attempt"] == false);
+    assert!(
+        !has(&ok(&t0), "has_in_progress_attempt") && ok(&t1)["has_in_progress_attempt"] == false
+    );
     assert!(!has(&ok(&t0), "description") && !has(&ok(&t0), "created_at"));
     assert!(has(&ok(&t1), "created_at") && !has(&ok(&t1), "description"));
     assert_eq!(ok(&t2)["description"], "Please write a greeting file.");
 
-    let [g0, _, g2] =
-        levels(&mcp, "get_task", json!({"task_id": w.ok_task, "include_attempts": true})).await;
+    let [g0, _, g2] = levels(
+        &mcp,
+        "get_task",
+        json!({"task_id": w.ok_task, "include_attempts": true}),
+    )
+    .await;
     assert_eq!(g0["task"]["description"], "Please write a greeting file.");
     assert!(has(&g0["attempts"][0], "state") && !has(&g0["attempts"][0], "workspace_branch"));
     assert!(has(&g2["attempts"][0], "workspace_branch"));
@@ -113,8 +139,20 @@ async fn every_read_tool_answers_at_three_levels() {
     assert!(has(&a0, "latest_attempt_id") && !has(&a0["attempts"][0], "created_at"));
     assert!(has(&a1["attempts"][0], "created_at"));
 
-    let [s0, s1, s2] = levels(&mcp, "get_attempt_status", json!({"attempt_id": w.ok_attempt})).await;
-    for k in ["attempt_id", "state", "latest_session_id", "last_activity_at", "token", "result"] {
+    let [s0, s1, s2] = levels(
+        &mcp,
+        "get_attempt_status",
+        json!({"attempt_id": w.ok_attempt}),
+    )
+    .await;
+    for k in [
+        "attempt_id",
+        "state",
+        "latest_session_id",
+        "last_activity_at",
+        "token",
+        "result",
+    ] {
         assert!(has(&s0, k), "status detail 0 lacks {k}");
     }
     assert_eq!(s0["result"]["next_tool"], s2["result"]["next_tool"]);
@@ -135,28 +173,46 @@ async fn every_read_tool_answers_at_three_levels() {
     assert_eq!(failed["state"], "failed");
     assert!(has(failed, "failure_summary") && has(&failed["result"], "last_error"));
     let no_result = mcp
-        .call("get_attempt_status", json!({"attempt_id": w.ok_attempt, "include_result": false}))
+        .call(
+            "get_attempt_status",
+            json!({"attempt_id": w.ok_attempt, "include_result": false}),
+        )
         .await
         .ok();
     assert!(!has(&no_result, "result") && has(&no_result, "state"));
 
-    let [c0, c1, c2] = levels(&mcp, "get_attempt_changes", json!({"attempt_id": w.ok_attempt})).await;
+    let [c0, c1, c2] = levels(
+        &mcp,
+        "get_attempt_changes",
+        json!({"attempt_id": w.ok_attempt}),
+    )
+    .await;
     assert_eq!(c0["files"].as_array().unwrap().len(), 3);
     assert!(has(&c0, "summary") && !has(&c0, "guard") && !has(&c0, "hint"));
     assert!(has(&c1, "guard") && c2["hint"].is_null());
     let summary_only = mcp
-        .call("get_attempt_changes", json!({"attempt_id": w.ok_attempt, "include_files": false}))
+        .call(
+            "get_attempt_changes",
+            json!({"attempt_id": w.ok_attempt, "include_files": false}),
+        )
         .await
         .ok();
     assert!(!has(&summary_only, "files") && summary_only["summary"]["file_count"] == 3);
 
-    let [m0, m1, _] =
-        levels(&mcp, "tail_session_messages", json!({"attempt_id": w.ok_attempt})).await;
+    let [m0, m1, _] = levels(
+        &mcp,
+        "tail_session_messages",
+        json!({"attempt_id": w.ok_attempt}),
+    )
+    .await;
     assert!(has(&m0["turns"][0], "prompt") && !has(&m0["turns"][0], "created_at"));
     assert!(!has(&m0, "executor") && has(&m1, "executor"));
 
     // The wait: statuses shaped as get_attempt_status shapes them.
-    let since = format!("{}.0", s2["token"].as_str().unwrap().split('.').next().unwrap());
+    let since = format!(
+        "{}.0",
+        s2["token"].as_str().unwrap().split('.').next().unwrap()
+    );
     let [w0, w1, _] = levels(
         &mcp,
         "wait_for_attempt_change",
@@ -170,13 +226,25 @@ async fn every_read_tool_answers_at_three_levels() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_switches_filter_and_trim() {
-    let Served { w, mcp, sim: _s, dir: _d, daemon: _dm, truth: _t } = serve_world().await;
+    let Served {
+        w,
+        mcp,
+        sim: _s,
+        dir: _d,
+        daemon: _dm,
+        truth: _t,
+    } = serve_world().await;
     let bare = mcp
-        .call("list_tasks", json!({"project_id": w.project, "include_attempt_summary": false}))
+        .call(
+            "list_tasks",
+            json!({"project_id": w.project, "include_attempt_summary": false}),
+        )
         .await
         .ok();
     for t in bare["tasks"].as_array().unwrap() {
-        assert!(has(t, "task_id") && !has(t, "latest_attempt_id") && !has(t, "has_in_progress_attempt"));
+        assert!(
+            has(t, "task_id") && !has(t, "latest_attempt_id") && !has(t, "has_in_progress_attempt")
+        );
     }
     let names = mcp
         .call("list_executors", json!({"include_variants": false}))
@@ -186,19 +254,33 @@ async fn list_switches_filter_and_trim() {
         assert!(has(e, "executor") && !has(e, "variants"));
     }
     let fork = mcp
-        .call("list_executors", json!({"capabilities_filter": ["SESSION_FORK"], "detail": 1}))
+        .call(
+            "list_executors",
+            json!({"capabilities_filter": ["SESSION_FORK"], "detail": 1}),
+        )
         .await
         .ok();
     let fork: Vec<&Value> = fork["executors"].as_array().unwrap().iter().collect();
     assert_eq!(fork.len(), 1);
     assert_eq!(fork[0]["executor"], "CLAUDE_CODE");
     let mcp_ok = mcp
-        .call("list_executors", json!({"capabilities_filter": ["supports_mcp"], "detail": 1}))
+        .call(
+            "list_executors",
+            json!({"capabilities_filter": ["supports_mcp"], "detail": 1}),
+        )
         .await
         .ok();
-    assert!(mcp_ok["executors"].as_array().unwrap().iter().all(|e| e["supports_mcp"] == true));
+    assert!(
+        mcp_ok["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["supports_mcp"] == true)
+    );
     assert_eq!(
-        mcp.call("list_executors", json!({"capabilities_filter": [" "]})).await.code(),
+        mcp.call("list_executors", json!({"capabilities_filter": [" "]}))
+            .await
+            .code(),
         "invalid_argument"
     );
     assert_eq!(
@@ -225,10 +307,16 @@ async fn forced_file_lists_have_an_absolute_ceiling() {
         .await;
     support::converge(&daemon.store, &sim, Duration::from_secs(30), "ceiling").await;
     let mcp = Mcp::connect(daemon.addr).await;
-    let guarded = mcp.call("get_attempt_changes", json!({"attempt_id": ids.attempt_id})).await.ok();
+    let guarded = mcp
+        .call("get_attempt_changes", json!({"attempt_id": ids.attempt_id}))
+        .await
+        .ok();
     assert_eq!(guarded["blocked_reason"], "threshold_exceeded");
     let forced = mcp
-        .call("get_attempt_changes", json!({"attempt_id": ids.attempt_id, "force": true, "detail": 0}))
+        .call(
+            "get_attempt_changes",
+            json!({"attempt_id": ids.attempt_id, "force": true, "detail": 0}),
+        )
         .await
         .ok();
     assert_eq!(forced["blocked"], true);
@@ -272,12 +360,19 @@ async fn compact_log_entries_follow_the_work() {
     ] {
         sim.append_log(p, Channel::Normalized, e);
     }
-    sim.append_log(p, Channel::Raw, json!({"type": "STDOUT", "content": "cleaning\n"}));
+    sim.append_log(
+        p,
+        Channel::Raw,
+        json!({"type": "STDOUT", "content": "cleaning\n"}),
+    );
     let mcp = Mcp::connect(daemon.addr).await;
     let args = json!({"attempt_id": ids.attempt_id});
     let page = until(&mcp, args.clone(), |r| r["latest_entry_index"] == 3).await;
     let got = page["entries"].as_array().unwrap();
-    assert_eq!(got[0], json!({"entry_index": 0, "kind": "user_message", "text": "Clean the build."}));
+    assert_eq!(
+        got[0],
+        json!({"entry_index": 0, "kind": "user_message", "text": "Clean the build."})
+    );
     assert_eq!(got[1]["kind"], "thinking");
     assert_eq!(
         got[2],
@@ -289,12 +384,18 @@ async fn compact_log_entries_follow_the_work() {
     assert_eq!(got[3]["clipped"], true);
     // The clipped entry read whole, as the schema says: after_entry_index i − 1, limit 1, detail 2.
     let whole = mcp
-        .call("tail_attempt_logs", json!({"attempt_id": ids.attempt_id, "after_entry_index": 2, "limit": 1, "detail": 2}))
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": ids.attempt_id, "after_entry_index": 2, "limit": 1, "detail": 2}),
+        )
         .await
         .ok();
     assert_eq!(whole["entries"][0]["entry"]["content"]["content"], long);
     let standard = mcp
-        .call("tail_attempt_logs", json!({"attempt_id": ids.attempt_id, "detail": 1}))
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": ids.attempt_id, "detail": 1}),
+        )
         .await
         .ok();
     assert_eq!(standard["entries"][3]["text"], long);
@@ -306,35 +407,74 @@ async fn compact_log_entries_follow_the_work() {
         |r| r["entries"].as_array().is_some_and(|a| a.len() == 1),
     )
     .await;
-    assert_eq!(raw["entries"][0], json!({"entry_index": 0, "kind": "stdout", "text": "cleaning\n"}));
+    assert_eq!(
+        raw["entries"][0],
+        json!({"entry_index": 0, "kind": "stdout", "text": "cleaning\n"})
+    );
 
     // The approval is answered: the entry is replaced in place and shows up in `replaced`.
     // A page's token may predate the entries it shows (it is read first, by design): take the
     // token of a read made once they are all committed.
     let t = mcp.call("tail_attempt_logs", args.clone()).await.ok()["token"].clone();
-    sim.replace_log(p, Channel::Normalized, 2, bash(json!({"status": "success"}),
-        json!({"exit_status": {"type": "exit_code", "code": 0}, "output": "removed"})));
-    sim.append_log(p, Channel::Normalized, entry(json!({"type": "assistant_message"}), "Done."));
+    sim.replace_log(
+        p,
+        Channel::Normalized,
+        2,
+        bash(
+            json!({"status": "success"}),
+            json!({"exit_status": {"type": "exit_code", "code": 0}, "output": "removed"}),
+        ),
+    );
+    sim.append_log(
+        p,
+        Channel::Normalized,
+        entry(json!({"type": "assistant_message"}), "Done."),
+    );
     let next = until(
         &mcp,
         json!({"attempt_id": ids.attempt_id, "after_entry_index": 3, "since_token": t}),
         |r| r["replaced"].as_array().is_some_and(|a| a.len() == 1),
     )
     .await;
-    assert_eq!(next["entries"], json!([{"entry_index": 4, "kind": "assistant_message", "text": "Done."}]));
+    assert_eq!(
+        next["entries"],
+        json!([{"entry_index": 4, "kind": "assistant_message", "text": "Done."}])
+    );
     assert_eq!(
         next["replaced"][0],
         json!({"entry_index": 2, "kind": "tool_use", "tool": {"name": "Bash", "action": "command_run",
                "command": "rm -rf build", "status": "success", "exit_code": 0}})
     );
     // Level 2 is VK's entries verbatim, index for index.
-    let verbatim = mcp.call("tail_attempt_logs", json!({"attempt_id": ids.attempt_id, "detail": 2})).await.ok();
-    let compact = mcp.call("tail_attempt_logs", json!({"attempt_id": ids.attempt_id, "detail": 0})).await.ok();
+    let verbatim = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": ids.attempt_id, "detail": 2}),
+        )
+        .await
+        .ok();
+    let compact = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": ids.attempt_id, "detail": 0}),
+        )
+        .await
+        .ok();
     let idx = |v: &Value| -> Vec<Value> {
-        v["entries"].as_array().unwrap().iter().map(|e| e["entry_index"].clone()).collect()
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["entry_index"].clone())
+            .collect()
     };
     assert_eq!(idx(&verbatim), idx(&compact));
-    for (v, c) in verbatim["entries"].as_array().unwrap().iter().zip(compact["entries"].as_array().unwrap()) {
+    for (v, c) in verbatim["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(compact["entries"].as_array().unwrap())
+    {
         assert_eq!(c["kind"], v["entry"]["content"]["entry_type"]["type"]);
         assert!(!has(c, "entry"));
     }
@@ -353,17 +493,25 @@ async fn until(mcp: &Mcp, args: Value, done: impl Fn(&Value) -> bool) -> Value {
             support::mcp::Reply::Ok(r) if done(&r) => return r,
             support::mcp::Reply::Ok(r) | support::mcp::Reply::Err(r) => r,
         };
-        assert!(std::time::Instant::now() < deadline, "log never reached the state: {r}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "log never reached the state: {r}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutations_answer_at_the_level_asked() {
-    let Served { w, mcp, sim: _s, dir: _d, daemon: _dm, truth: _t } = serve_world().await;
-    let args = |d: u8, title: &str| {
-        json!({"project_id": w.project, "title": title, "description": "Shaped answer", "detail": d})
-    };
+    let Served {
+        w,
+        mcp,
+        sim: _s,
+        dir: _d,
+        daemon: _dm,
+        truth: _t,
+    } = serve_world().await;
+    let args = |d: u8, title: &str| json!({"project_id": w.project, "title": title, "description": "Shaped answer", "detail": d});
     let c0 = mcp.call("create_task", args(0, "Cheap create")).await.ok();
     assert_eq!(c0["task"]["title"], "Cheap create");
     assert_eq!(c0["task"]["description"], "Shaped answer");
@@ -371,13 +519,19 @@ async fn mutations_answer_at_the_level_asked() {
     let c2 = mcp.call("create_task", args(2, "Full create")).await.ok();
     assert!(has(&c2["task"], "created_at") && c2["replayed"] == false);
     let u0 = mcp
-        .call_as_is("update_task", json!({"task_id": c0["task_id"], "status": "inreview"}))
+        .call_as_is(
+            "update_task",
+            json!({"task_id": c0["task_id"], "status": "inreview"}),
+        )
         .await
         .ok();
     assert_eq!(u0["task"]["status"], "inreview");
     assert!(!has(&u0["task"], "created_at"));
     let stop0 = mcp
-        .call("stop_attempt", json!({"attempt_id": w.ok_attempt, "detail": 0}))
+        .call(
+            "stop_attempt",
+            json!({"attempt_id": w.ok_attempt, "detail": 0}),
+        )
         .await
         .ok();
     assert_eq!(stop0["status"]["state"], "completed");

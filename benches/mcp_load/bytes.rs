@@ -54,7 +54,12 @@ impl Follower {
     }
 
     /// Call a tool at this follower's level; count the answer's document bytes.
-    async fn call(&mut self, mcp: &Mcp, tool: &'static str, mut args: Value) -> anyhow::Result<Value> {
+    async fn call(
+        &mut self,
+        mcp: &Mcp,
+        tool: &'static str,
+        mut args: Value,
+    ) -> anyhow::Result<Value> {
         args["detail"] = json!(self.detail);
         let raw = mcp.raw(call_body(tool, &args)).await?;
         let v: Value = serde_json::from_slice(&raw)?;
@@ -106,12 +111,15 @@ impl Follower {
 
     /// Record one entry, compact (detail 0) or VK's (detail 2).
     fn see(&mut self, e: &Value) {
-        let Some(i) = e["entry_index"].as_u64() else { return };
+        let Some(i) = e["entry_index"].as_u64() else {
+            return;
+        };
         self.indices.insert(i);
         self.after = Some(self.after.map_or(i, |a| a.max(i)));
         let status = if self.detail == 2 {
             let et = &e["entry"]["content"]["entry_type"];
-            (et["type"] == "tool_use").then(|| et["status"]["status"].as_str().unwrap_or("").to_string())
+            (et["type"] == "tool_use")
+                .then(|| et["status"]["status"].as_str().unwrap_or("").to_string())
         } else {
             e["tool"]["status"].as_str().map(str::to_owned)
         };
@@ -127,11 +135,19 @@ impl Follower {
 
 /// The recorded VK entries (tests/fixtures/vk-wire) the run cycles through.
 fn recorded_entries() -> anyhow::Result<Vec<Value>> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vk-wire/samples");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vk-wire/samples");
     let mut out = Vec::new();
-    for f in ["rest_normalized_history_page2.json", "rest_normalized_history_page1.json"] {
+    for f in [
+        "rest_normalized_history_page2.json",
+        "rest_normalized_history_page1.json",
+    ] {
         let v: Value = serde_json::from_slice(&std::fs::read(dir.join(f)).context(f)?)?;
-        for e in v["response"]["data"]["entries"].as_array().into_iter().flatten() {
+        for e in v["response"]["data"]["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             out.push(e["entry"].clone());
         }
     }
@@ -151,10 +167,20 @@ pub(crate) async fn phase_bytes(r: &mut Report, o: &Opts) -> anyhow::Result<()> 
     println!("\n== agent loop bytes: one attempt of {total} normalized entries, detail 0 vs 2");
     let sim = Sim::start(sim_config(100_000)).await?;
     let project = sim.add_project("Bytes", &["demo"]);
-    let task = sim.add_task(project, "Follow me", Some("An attempt followed to its end."));
+    let task = sim.add_task(
+        project,
+        "Follow me",
+        Some("An attempt followed to its end."),
+    );
     let ids = sim.create_attempt(task, "CLAUDE_CODE");
     let dir = tempfile::tempdir()?;
-    let mut d = DaemonProc::spawn(&sim.base_url(), dir.path(), true, None, &out_dir().join("daemon-bytes.log"))?;
+    let mut d = DaemonProc::spawn(
+        &sim.base_url(),
+        dir.path(),
+        true,
+        None,
+        &out_dir().join("daemon-bytes.log"),
+    )?;
     d.wait_ready(Duration::from_secs(60)).await?;
     let mcp = d.mcp();
     let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
@@ -170,7 +196,11 @@ pub(crate) async fn phase_bytes(r: &mut Report, o: &Opts) -> anyhow::Result<()> 
         for _ in 0..PER_TICK.min(total - written) {
             let e = &shapes[written % shapes.len()];
             let is_tool = e["content"]["entry_type"]["type"] == "tool_use";
-            let e = if is_tool { with_status(e, "created") } else { e.clone() };
+            let e = if is_tool {
+                with_status(e, "created")
+            } else {
+                e.clone()
+            };
             let i = sim.append_log(pid, Channel::Normalized, e.clone());
             if is_tool {
                 pending_tools.push((i, e));
@@ -200,8 +230,18 @@ pub(crate) async fn phase_bytes(r: &mut Report, o: &Opts) -> anyhow::Result<()> 
     for a in &mut agents {
         a.status(&mcp, ids.attempt_id).await?;
         a.tail(&mcp, ids.attempt_id).await?;
-        a.call(&mcp, "get_attempt_changes", json!({"attempt_id": ids.attempt_id})).await?;
-        a.call(&mcp, "tail_session_messages", json!({"attempt_id": ids.attempt_id})).await?;
+        a.call(
+            &mcp,
+            "get_attempt_changes",
+            json!({"attempt_id": ids.attempt_id}),
+        )
+        .await?;
+        a.call(
+            &mcp,
+            "tail_session_messages",
+            json!({"attempt_id": ids.attempt_id}),
+        )
+        .await?;
     }
     d.stop().await?;
     judge(r, &agents, total)
@@ -213,10 +253,24 @@ fn judge(r: &mut Report, agents: &[Follower; 2], total: usize) -> anyhow::Result
     let all: BTreeSet<u64> = (0..total as u64).collect();
     ensure!(cheap.indices == all, "detail 0 missed entry indices");
     ensure!(full.indices == all, "detail 2 missed entry indices");
-    ensure!(cheap.tools == full.tools, "tool calls differ between detail 0 and 2");
-    ensure!(cheap.tools.values().all(|s| s == "success"), "a tool call's result was not seen at detail 0");
-    ensure!(cheap.states == full.states, "states differ: {:?} vs {:?}", cheap.states, full.states);
-    ensure!(cheap.states.last().map(String::as_str) == Some("completed"), "the end was not seen");
+    ensure!(
+        cheap.tools == full.tools,
+        "tool calls differ between detail 0 and 2"
+    );
+    ensure!(
+        cheap.tools.values().all(|s| s == "success"),
+        "a tool call's result was not seen at detail 0"
+    );
+    ensure!(
+        cheap.states == full.states,
+        "states differ: {:?} vs {:?}",
+        cheap.states,
+        full.states
+    );
+    ensure!(
+        cheap.states.last().map(String::as_str) == Some("completed"),
+        "the end was not seen"
+    );
     let ratio = cheap.total() as f64 / full.total() as f64;
     println!("bytes per tool (detail 0 | detail 2, calls):");
     for (tool, (b2, n)) in &full.bytes {
@@ -233,7 +287,12 @@ fn judge(r: &mut Report, agents: &[Follower; 2], total: usize) -> anyhow::Result
     );
     r.row(
         &format!("agent loop bytes, {total} entries: detail 0 / detail 2"),
-        format!("{} B / {} B = {:.1} %", cheap.total(), full.total(), ratio * 100.0),
+        format!(
+            "{} B / {} B = {:.1} %",
+            cheap.total(),
+            full.total(),
+            ratio * 100.0
+        ),
         "≤ 25 %",
         Some(ratio <= 0.25),
     );
@@ -242,7 +301,10 @@ fn judge(r: &mut Report, agents: &[Follower; 2], total: usize) -> anyhow::Result
         .iter()
         .map(|(t, (b2, n))| (*t, json!({"calls": n, "detail0": cheap.bytes.get(t).map_or(0, |x| x.0), "detail2": b2})))
         .collect();
-    r.detail("agent_loop_bytes", json!({"entries": total, "per_tool": per_tool, "ratio": ratio}));
+    r.detail(
+        "agent_loop_bytes",
+        json!({"entries": total, "per_tool": per_tool, "ratio": ratio}),
+    );
     Ok(())
 }
 
@@ -251,7 +313,10 @@ fn judge(r: &mut Report, agents: &[Follower; 2], total: usize) -> anyhow::Result
 async fn settle(mcp: &Mcp, attempt: uuid::Uuid, last: u64) -> anyhow::Result<()> {
     for _ in 0..2_000 {
         let page = mcp
-            .call("tail_attempt_logs", &json!({"attempt_id": attempt, "limit": 1, "detail": 0}))
+            .call(
+                "tail_attempt_logs",
+                &json!({"attempt_id": attempt, "limit": 1, "detail": 0}),
+            )
             .await?;
         if page["latest_entry_index"].as_u64() == Some(last) {
             return Ok(());
@@ -264,9 +329,17 @@ async fn settle(mcp: &Mcp, attempt: uuid::Uuid, last: u64) -> anyhow::Result<()>
 /// Until the attempt is completed and its change summary is cached.
 async fn settle_done(mcp: &Mcp, attempt: uuid::Uuid) -> anyhow::Result<()> {
     for _ in 0..5_000 {
-        let s = mcp.call("get_attempt_status", &json!({"attempt_id": attempt, "detail": 0})).await?;
+        let s = mcp
+            .call(
+                "get_attempt_status",
+                &json!({"attempt_id": attempt, "detail": 0}),
+            )
+            .await?;
         let changes = mcp
-            .raw(call_body("get_attempt_changes", &json!({"attempt_id": attempt, "detail": 0})))
+            .raw(call_body(
+                "get_attempt_changes",
+                &json!({"attempt_id": attempt, "detail": 0}),
+            ))
             .await?;
         let ready = Mcp::parse(&changes).is_ok();
         if s["state"] == "completed" && ready && s["result"]["next_tool"] == "get_attempt_changes" {

@@ -13,9 +13,6 @@ use super::descriptions as d;
 use super::read_tools::level_of;
 use super::respond::respond;
 use super::shaped::{detail_output_schema, shaped};
-use crate::query::detail::Rules;
-use crate::query::status::STATUS_RULES;
-use crate::query::tasks::TASK_DETAIL_TASK_RULES;
 use crate::proxy::Proxy;
 use crate::proxy::artifacts::{FILE_DEFAULT_BYTES, FileSlice, PATCH_DEFAULT_BYTES, PatchText};
 use crate::proxy::attempts::{
@@ -23,6 +20,9 @@ use crate::proxy::attempts::{
 };
 use crate::proxy::stop::{AttemptStopped, StopTarget};
 use crate::proxy::tasks::{NewTask, TaskChange, TaskDeleted, TaskEdit};
+use crate::query::detail::Rules;
+use crate::query::status::STATUS_RULES;
+use crate::query::tasks::TASK_DETAIL_TASK_RULES;
 use crate::tool_error::ToolError;
 
 impl VkTools {
@@ -64,10 +64,7 @@ impl VkTools {
     #[tool(description = d::CREATE_TASK, input_schema = input_schema::<CreateTaskArgs>(),
            output_schema = detail_output_schema::<TaskChange>(),
            annotations(title = "Create task", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn create_task(
-        &self,
-        Args(a): Args<CreateTaskArgs>,
-    ) -> CallToolResult {
+    async fn create_task(&self, Args(a): Args<CreateTaskArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
@@ -85,10 +82,7 @@ impl VkTools {
     #[tool(description = d::UPDATE_TASK, input_schema = input_schema::<UpdateTaskArgs>(),
            output_schema = detail_output_schema::<TaskChange>(),
            annotations(title = "Update task", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
-    async fn update_task(
-        &self,
-        Args(a): Args<UpdateTaskArgs>,
-    ) -> CallToolResult {
+    async fn update_task(&self, Args(a): Args<UpdateTaskArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
@@ -121,10 +115,7 @@ impl VkTools {
     #[tool(description = d::START_TASK_ATTEMPT, input_schema = input_schema::<StartAttemptArgs>(),
            output_schema = detail_output_schema::<AttemptStarted>(),
            annotations(title = "Start task attempt", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn start_task_attempt(
-        &self,
-        Args(a): Args<StartAttemptArgs>,
-    ) -> CallToolResult {
+    async fn start_task_attempt(&self, Args(a): Args<StartAttemptArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
@@ -173,10 +164,7 @@ impl VkTools {
     #[tool(description = d::STOP_ATTEMPT, input_schema = input_schema::<StopArgs>(),
            output_schema = detail_output_schema::<AttemptStopped>(),
            annotations(title = "Stop attempt", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false))]
-    async fn stop_attempt(
-        &self,
-        Args(a): Args<StopArgs>,
-    ) -> CallToolResult {
+    async fn stop_attempt(&self, Args(a): Args<StopArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;

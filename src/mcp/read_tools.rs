@@ -70,7 +70,9 @@ impl VkTools {
            annotations(title = "List executors", read_only_hint = true, open_world_hint = false))]
     async fn list_executors(&self, Args(a): Args<ExecutorsArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
-        let include_variants = a.as_ref().map_or(true, |a| a.include_variants != Some(false));
+        let include_variants = a
+            .as_ref()
+            .map_or(true, |a| a.include_variants != Some(false));
         let answer = a.and_then(|a| {
             let filter = ExecutorFilter::parse(a.capabilities_filter.unwrap_or_default())?;
             self.query.list_executors(&filter)
@@ -87,7 +89,9 @@ impl VkTools {
            annotations(title = "List tasks", read_only_hint = true, open_world_hint = false))]
     async fn list_tasks(&self, Args(a): Args<ListTasksArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
-        let summary = a.as_ref().map_or(true, |a| a.include_attempt_summary != Some(false));
+        let summary = a
+            .as_ref()
+            .map_or(true, |a| a.include_attempt_summary != Some(false));
         let answer = a.and_then(|a| {
             let updated_since = a
                 .updated_since
@@ -296,9 +300,16 @@ pub(crate) fn level_of<T>(
 }
 
 /// Remove `fields` from every object of the list `list` (a tool's `include_*: false`).
-pub(crate) fn drop_in_items(m: &mut serde_json::Map<String, serde_json::Value>, list: &str, fields: &[&str]) {
+pub(crate) fn drop_in_items(
+    m: &mut serde_json::Map<String, serde_json::Value>,
+    list: &str,
+    fields: &[&str],
+) {
     if let Some(serde_json::Value::Array(items)) = m.get_mut(list) {
-        for item in items.iter_mut().filter_map(serde_json::Value::as_object_mut) {
+        for item in items
+            .iter_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
             for f in fields {
                 item.remove(*f);
             }

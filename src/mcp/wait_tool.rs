@@ -14,8 +14,8 @@ use super::VkTools;
 use super::args::{Args, input_schema};
 use super::descriptions as d;
 use super::read_tools::MAX_BATCH;
-use super::requests::WaitArgs;
 use super::read_tools::level_of;
+use super::requests::WaitArgs;
 use super::shaped::{detail_output_schema, shaped};
 use crate::query::Since;
 use crate::query::wait::{

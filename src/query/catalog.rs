@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::paging::{self, ListId, PageArgs, by_name_key};
 use super::detail::Rules;
+use super::paging::{self, ListId, PageArgs, by_name_key};
 use super::{Freshness, Query, View};
 use crate::tool_error::ToolError;
 use crate::vk::{string_of, ts_string};

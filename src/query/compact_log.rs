@@ -114,7 +114,11 @@ pub struct ToolCall {
 
 /// `raw` (VK's entry bytes) as `detail` shows it: `Err(raw)` at detail 2 (verbatim), else the
 /// compact entry.
-pub fn compact(raw: Box<RawValue>, channel: Channel, detail: Detail) -> Result<CompactEntry, Box<RawValue>> {
+pub fn compact(
+    raw: Box<RawValue>,
+    channel: Channel,
+    detail: Detail,
+) -> Result<CompactEntry, Box<RawValue>> {
     if detail == Detail::Verbatim {
         return Err(raw);
     }
@@ -163,8 +167,13 @@ fn unknown(v: &Value, raw: &str, limit: usize) -> CompactEntry {
 }
 
 fn raw_line(v: &Value, raw: &str, limit: usize) -> CompactEntry {
-    match (v.get("type").and_then(Value::as_str), v.get("content").and_then(Value::as_str)) {
-        (Some(t @ ("STDOUT" | "STDERR")), Some(text)) => with_text(bare(t.to_lowercase()), text, limit),
+    match (
+        v.get("type").and_then(Value::as_str),
+        v.get("content").and_then(Value::as_str),
+    ) {
+        (Some(t @ ("STDOUT" | "STDERR")), Some(text)) => {
+            with_text(bare(t.to_lowercase()), text, limit)
+        }
         _ => unknown(v, raw, limit),
     }
 }
@@ -172,7 +181,8 @@ fn raw_line(v: &Value, raw: &str, limit: usize) -> CompactEntry {
 fn normalized(v: &Value, raw: &str, limit: usize, detail: Detail) -> CompactEntry {
     let (Some(c), Some(kind)) = (
         v.get("content"),
-        v.pointer("/content/entry_type/type").and_then(Value::as_str),
+        v.pointer("/content/entry_type/type")
+            .and_then(Value::as_str),
     ) else {
         return unknown(v, raw, limit);
     };
@@ -213,7 +223,10 @@ fn normalized(v: &Value, raw: &str, limit: usize, detail: Detail) -> CompactEntr
         _ => e = with_text(e, text, limit),
     }
     if detail == Detail::Standard {
-        e.timestamp = c.get("timestamp").and_then(Value::as_str).map(str::to_owned);
+        e.timestamp = c
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
     }
     e
 }
@@ -222,7 +235,11 @@ fn normalized(v: &Value, raw: &str, limit: usize, detail: Detail) -> CompactEntr
 fn tool_call(et: &Value, detail: Detail) -> ToolCall {
     let at = &et["action_type"];
     let action = at.get("action").and_then(Value::as_str).unwrap_or("other");
-    let field = |k: &str| at.get(k).and_then(Value::as_str).map(|s| clip(s, TARGET_CLIP).0);
+    let field = |k: &str| {
+        at.get(k)
+            .and_then(Value::as_str)
+            .map(|s| clip(s, TARGET_CLIP).0)
+    };
     let (command, path, target) = match action {
         "command_run" => (field("command"), None, None),
         "file_read" | "file_edit" => (None, field("path"), None),
@@ -232,29 +249,49 @@ fn tool_call(et: &Value, detail: Detail) -> ToolCall {
         "plan_presentation" => (None, None, field("plan")),
         "todo_management" => (None, None, field("operation")),
         "tool" => {
-            let args = at.get("arguments").filter(|a| !a.is_null()).map(|a| clip(&a.to_string(), TARGET_CLIP).0);
+            let args = at
+                .get("arguments")
+                .filter(|a| !a.is_null())
+                .map(|a| clip(&a.to_string(), TARGET_CLIP).0);
             (None, None, args)
         }
         _ => (None, None, None),
     };
     let st = &et["status"];
-    let status = st.get("status").and_then(Value::as_str).unwrap_or("created");
+    let status = st
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("created");
     let exit = at.pointer("/result/exit_status");
     let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
     ToolCall {
-        name: et.get("tool_name").and_then(Value::as_str).unwrap_or_default().to_string(),
+        name: et
+            .get("tool_name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
         action: action.to_string(),
         command,
         path,
         target,
         status: status.to_string(),
-        exit_code: exit.filter(|x| x["type"] == "exit_code").and_then(|x| x["code"].as_i64()),
-        success: exit.filter(|x| x["type"] == "success").and_then(|x| x["success"].as_bool()),
+        exit_code: exit
+            .filter(|x| x["type"] == "exit_code")
+            .and_then(|x| x["code"].as_i64()),
+        success: exit
+            .filter(|x| x["type"] == "success")
+            .and_then(|x| x["success"].as_bool()),
         approval_id: text(st.get("approval_id")),
         approval_timeout_at: text(st.get("timeout_at")),
-        denied_reason: (status == "denied").then(|| text(st.get("reason"))).flatten(),
+        denied_reason: (status == "denied")
+            .then(|| text(st.get("reason")))
+            .flatten(),
         output: (detail == Detail::Standard)
-            .then(|| at.pointer("/result/output").and_then(Value::as_str).map(|o| clip(o, OUTPUT_CLIP).0))
+            .then(|| {
+                at.pointer("/result/output")
+                    .and_then(Value::as_str)
+                    .map(|o| clip(o, OUTPUT_CLIP).0)
+            })
             .flatten(),
     }
 }
@@ -275,9 +312,10 @@ mod tests {
     /// Every entry kind and tool status VK defines, built from VK's types.
     #[test]
     fn every_vk_entry_kind_has_its_compact_form() {
-        let f: Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/compact/vk_entry_kinds.json"))
-                .unwrap();
+        let f: Value = serde_json::from_str(include_str!(
+            "../../tests/fixtures/compact/vk_entry_kinds.json"
+        ))
+        .unwrap();
         for case in f["cases"].as_array().unwrap() {
             assert_eq!(
                 at(&case["entry"], Channel::Normalized, Detail::Compact),
@@ -313,18 +351,29 @@ mod tests {
                     assert_eq!(t["action"], content["entry_type"]["action_type"]["action"]);
                     assert_eq!(t["status"], content["entry_type"]["status"]["status"]);
                     let target = t.get("command").or(t.get("path")).unwrap();
-                    assert_eq!(target, &content["content"], "the command or path is the text");
+                    assert_eq!(
+                        target, &content["content"],
+                        "the command or path is the text"
+                    );
                 } else {
                     assert_eq!(c["text"], content["content"]);
                     assert!(c.get("tool").is_none());
                 }
                 let full = e["entry"].to_string().len();
-                assert!(c.to_string().len() < full, "{c} is not smaller than {full} bytes");
+                assert!(
+                    c.to_string().len() < full,
+                    "{c} is not smaller than {full} bytes"
+                );
             }
         }
         assert_eq!(
             seen.into_iter().collect::<Vec<_>>(),
-            ["assistant_message", "error_message", "system_message", "tool_use"]
+            [
+                "assistant_message",
+                "error_message",
+                "system_message",
+                "tool_use"
+            ]
         );
         let ls = json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,
             "entry_type": {"type": "tool_use", "tool_name": "Bash", "action_type": {
@@ -348,7 +397,10 @@ mod tests {
             let page: Value = serde_json::from_str(f).unwrap();
             for e in page["response"]["data"]["entries"].as_array().unwrap() {
                 let c = at(&e["entry"], Channel::Raw, Detail::Compact);
-                assert_eq!(c["kind"], e["entry"]["type"].as_str().unwrap().to_lowercase());
+                assert_eq!(
+                    c["kind"],
+                    e["entry"]["type"].as_str().unwrap().to_lowercase()
+                );
                 let text = e["entry"]["content"].as_str().unwrap();
                 if text.chars().count() <= TEXT_CLIP {
                     assert_eq!(c["text"], text);

@@ -141,7 +141,12 @@ pub struct LogPage {
 /// `compact_log`): the echoes of the request (attempt, channel), the process's id and run
 /// reason from 1 (`process_changed` says when a follow-up switched processes).
 pub const LOG_PAGE_RULES: Rules = Rules {
-    standard: &["attempt_id", "channel", "execution_process_id", "run_reason"],
+    standard: &[
+        "attempt_id",
+        "channel",
+        "execution_process_id",
+        "run_reason",
+    ],
     verbatim: &[],
     nested: &[],
 };

@@ -162,7 +162,13 @@ impl StatusView {
     };
 
     /// One memoized status as this view shows it (the memo's rendering unless `result` goes).
-    pub fn item(self, item: &StatusItem) -> (std::borrow::Cow<'_, serde_json::Value>, std::borrow::Cow<'_, str>) {
+    pub fn item(
+        self,
+        item: &StatusItem,
+    ) -> (
+        std::borrow::Cow<'_, serde_json::Value>,
+        std::borrow::Cow<'_, str>,
+    ) {
         use std::borrow::Cow;
         let (value, json) = item.0.shown(self.detail);
         if self.include_result {
@@ -230,7 +236,8 @@ impl StatusPage {
         view: StatusView,
     ) -> (serde_json::Value, String) {
         let items: Vec<_> = self.attempts.iter().map(|a| view.item(a)).collect();
-        let attempts: Vec<serde_json::Value> = items.iter().map(|(v, _)| v.as_ref().clone()).collect();
+        let attempts: Vec<serde_json::Value> =
+            items.iter().map(|(v, _)| v.as_ref().clone()).collect();
         if let serde_json::Value::Object(m) = &mut value {
             m.insert("attempts".into(), serde_json::Value::Array(attempts));
         }

@@ -7,9 +7,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::detail::Rules;
 use super::paging::{self, ListId, PageArgs, newest_first_key};
 use super::status::{AttemptState, attempt_state, latest_session_of};
-use super::detail::Rules;
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
 use crate::store::reader::Stored;
@@ -429,7 +429,10 @@ pub const ATTEMPT_LIST_RULES: Rules = Rules {
 pub const TASK_DETAIL_RULES: Rules = Rules {
     standard: &[],
     verbatim: &[],
-    nested: &[("task", &TASK_DETAIL_TASK_RULES), ("attempts", &ATTEMPT_RULES)],
+    nested: &[
+        ("task", &TASK_DETAIL_TASK_RULES),
+        ("attempts", &ATTEMPT_RULES),
+    ],
 };
 
 /// The per-task attempt summary of seed 002 (`include_attempt_summary: false` leaves it out).

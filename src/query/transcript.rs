@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::target::{self, SessionTarget};
 use super::detail::Rules;
+use super::target::{self, SessionTarget};
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
 use crate::store::keys::Channel;
