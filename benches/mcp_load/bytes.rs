@@ -78,10 +78,10 @@ impl Follower {
             args["since_token"] = t.clone();
         }
         let s = self.call(mcp, "get_attempt_status", args).await?;
-        if let Some(state) = s["state"].as_str() {
-            if self.states.last().map(String::as_str) != Some(state) {
-                self.states.push(state.to_string());
-            }
+        if let Some(state) = s["state"].as_str()
+            && self.states.last().map(String::as_str) != Some(state)
+        {
+            self.states.push(state.to_string());
         }
         self.status_token = Some(s["token"].clone());
         Ok(())
