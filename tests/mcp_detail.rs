@@ -69,9 +69,9 @@ async fn every_read_tool_answers_at_three_levels() {
     let Served {
         sim: _sim,
         dir: _dir,
-        daemon: _daemon,
+        daemon,
         w,
-        truth: _truth,
+        truth,
         mcp,
     } = serve_world().await;
 
@@ -222,6 +222,21 @@ async fn every_read_tool_answers_at_three_levels() {
     assert_eq!(w0["changed"], true);
     assert!(has(&w0["attempts"][0], "state") && !has(&w0["attempts"][0], "latest_process"));
     assert!(!has(&w0, "waited_ms") && has(&w1, "waited_ms"));
+
+    // get_context, for a client inside the attempt's workspace.
+    let root = truth.attempts[&w.ok_attempt]["container_ref"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let inside = Mcp::connect_with(
+        daemon.addr,
+        std::collections::HashMap::from([("x-vk-workspace".to_string(), format!("{root}/demo"))]),
+    )
+    .await;
+    let [x0, x1, _] = levels(&inside, "get_context", json!({})).await;
+    assert_eq!(id(&x0["attempt_id"]), w.ok_attempt);
+    assert!(has(&x0, "workspace_repos") && !has(&x0, "workspace_path"));
+    assert_eq!(x1["workspace_path"], root);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
