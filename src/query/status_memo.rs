@@ -11,6 +11,10 @@
 //!
 //! Why it exists: a batch of 100 statuses spent most of its time decoding the same process and
 //! session rows and re-rendering the same JSON on every call (docs/performance.md).
+//!
+//! Detail levels (`query::detail`): the entry keeps the full rendering (detail 2) and, made on
+//! first use, the renderings at detail 0 and 1 — pure functions of the full one, so they are
+//! exact for the same token and a memo hit at any level costs no shaping.
 
 use std::sync::{Arc, OnceLock};
 
