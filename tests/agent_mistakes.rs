@@ -546,6 +546,14 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
             false,
             &["detail"],
         ),
+        (
+            "detail level out of range",
+            "get_attempt_status",
+            json!({"attempt_id": a, "detail": 3}),
+            "invalid_argument",
+            false,
+            &["detail must be 0, 1 or 2"],
+        ),
     ];
     assert!(cases.len() >= 25);
     for (name, tool, args, code, retryable, words) in &cases {

@@ -321,7 +321,7 @@ fn activity_tools_keep_their_pagination_modes_apart_in_the_schema() {
         let s = Value::Object(t.input_schema.as_ref().clone());
         assert_eq!(s["if"]["required"][0], "cursor", "{name}");
         assert_eq!(s["then"]["not"]["required"][0], "since_token", "{name}");
-        assert_eq!(s["properties"]["detail"]["maximum"], 1, "{name}");
+        assert_eq!(s["properties"]["detail"]["maximum"], 2, "{name}");
         let out = Value::Object(t.output_schema.as_ref().unwrap().as_ref().clone());
         for field in [
             "items",

@@ -406,6 +406,15 @@ async fn progress_setup(
     };
     let daemon = support::daemon_with(sim, dir, settings).await;
     let project = sim.add_project("Progress", &["demo"]);
+    // The wait names the project: let the cache have it first (a wait on a project not yet
+    // cached answers `not_found` at once, with no progress to see).
+    support::converge(
+        &daemon.store,
+        sim,
+        Duration::from_secs(10),
+        "project cached",
+    )
+    .await;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
         "http://{}/mcp",
@@ -435,7 +444,7 @@ async fn a_parked_wait_with_a_progress_token_sends_progress_until_it_answers() {
     let handle = client
         .peer()
         .send_cancellable_request(
-            wait_request(json!({"project_id": project, "timeout_ms": 1500})),
+            wait_request(json!({"project_id": project, "timeout_ms": 1500, "detail": 2})),
             rmcp::service::PeerRequestOptions::no_options(),
         )
         .await
@@ -485,7 +494,7 @@ async fn cancelling_a_parked_wait_stops_its_progress_and_releases_it() {
     let handle = client
         .peer()
         .send_cancellable_request(
-            wait_request(json!({"project_id": project, "timeout_ms": 30000})),
+            wait_request(json!({"project_id": project, "timeout_ms": 30000, "detail": 2})),
             rmcp::service::PeerRequestOptions::no_options(),
         )
         .await

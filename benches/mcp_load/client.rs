@@ -19,7 +19,14 @@ pub(crate) struct Mcp {
 pub(crate) type BareConn =
     hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>>;
 
+/// One `tools/call` body. The load phases measure the full answers (detail 2), as every figure
+/// before detail levels did; a call that names a level (phase `bytes`) keeps it. The REST-proxy
+/// baseline ignores the field.
 pub(crate) fn call_body(tool: &str, args: &Value) -> String {
+    let mut args = args.clone();
+    if let Some(m) = args.as_object_mut() {
+        m.entry("detail").or_insert(json!(2));
+    }
     json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
            "params": {"name": tool, "arguments": args}})
     .to_string()

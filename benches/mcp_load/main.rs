@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo bench --bench mcp_load` (all of `cargo bench` also runs the ingest bench).
 //! Knobs (environment): `VK_BENCH_QUICK=1` (small sizes, a smoke run), `VK_BENCH_ONLY=a,b,…`
-//! (phases: status, wake, throughput, waiters, waiters_session, tail, catchup, idle), `VK_BENCH_TAIL_SIZES=1000,…`,
+//! (phases: status, wake, throughput, waiters, waiters_session, tail, catchup, idle, bytes), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
 //! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
 //! `VK_BENCH_OUT=dir` (default target/perf), `VK_BENCH_REPLOT=dir/results.json` (only redraw
@@ -19,6 +19,7 @@
 //! JSON-RPC `tools/call` (what the Streamable HTTP transport sends in that mode), timed from
 //! sending the request to the last byte of the answer (parsing happens after the clock stops).
 
+mod bytes;
 mod catchup;
 mod client;
 mod daemon;
@@ -69,6 +70,9 @@ async fn run() -> anyhow::Result<()> {
     let result = async {
         phase_a(&mut r, &o).await?;
         phase_tail(&mut r, &o).await?;
+        if o.runs("bytes") {
+            bytes::phase_bytes(&mut r, &o).await?;
+        }
         if o.runs("idle") {
             idle::phase_idle(&mut r, &o).await?;
         }

@@ -138,12 +138,17 @@ impl DaemonClient {
         Some((s.name.clone(), s.version.clone()))
     }
 
-    /// Call a tool; its structured answer, or the error.
+    /// Call a tool; its structured answer, or the error. Read tools are asked for detail 2
+    /// (every field, VK's entries verbatim) unless the call names a level: the terminal
+    /// commands render whole answers for people, not an agent's context.
     pub async fn call(&self, tool: &str, args: Value) -> Result<Value, CallError> {
-        let map = match args {
+        let mut map = match args {
             Value::Object(m) => m,
             _ => serde_json::Map::new(),
         };
+        if READ_TOOLS.contains(&tool) && !map.contains_key("detail") {
+            map.insert("detail".into(), Value::from(2));
+        }
         let r = self
             .service
             .peer()
@@ -196,3 +201,19 @@ impl DaemonClient {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.service.cancel()).await;
     }
 }
+
+/// The daemon's tools that answer at a detail level (`detail` 0 | 1 | 2).
+const READ_TOOLS: [&str; 12] = [
+    "list_projects",
+    "list_repos",
+    "list_executors",
+    "list_tasks",
+    "get_task",
+    "list_task_attempts",
+    "get_attempt_status",
+    "tail_attempt_logs",
+    "get_attempt_changes",
+    "tail_session_messages",
+    "get_context",
+    "wait_for_attempt_change",
+];

@@ -28,10 +28,11 @@ pub struct ProjectActivityArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
-    /// 0 = compact items (kind, token, ids, status facts); 1 = full (also title, changed
-    /// fields, change counts, commit time). Default 1.
+    /// 0 = compact items (kind, token, ids, status facts), the default; 1 = full (also
+    /// title, changed fields, change counts, commit time); 2 = the same as 1 (activity items
+    /// hold no VK objects).
     #[serde(default)]
-    #[schemars(range(min = 0, max = 1))]
+    #[schemars(range(min = 0, max = 2))]
     pub detail: Option<u8>,
 }
 
@@ -57,9 +58,10 @@ pub struct TaskActivityArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
-    /// 0 = compact items (kind, token, ids, status facts); 1 = full (also title, changed
-    /// fields, change counts, commit time). Default 1.
+    /// 0 = compact items (kind, token, ids, status facts), the default; 1 = full (also
+    /// title, changed fields, change counts, commit time); 2 = the same as 1 (activity items
+    /// hold no VK objects).
     #[serde(default)]
-    #[schemars(range(min = 0, max = 1))]
+    #[schemars(range(min = 0, max = 2))]
     pub detail: Option<u8>,
 }

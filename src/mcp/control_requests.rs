@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use uuid::Uuid;
 
+use crate::query::detail::Detail;
 use crate::query::tasks::TaskStatus;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -24,6 +25,10 @@ pub struct CreateTaskArgs {
     /// the same arguments returns the same task instead of creating another.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Detail level of the answer's task or status: 0 (default) the fields needed to decide
+    /// the next call; 1 adds timestamps and metadata; 2 every field.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -45,6 +50,10 @@ pub struct UpdateTaskArgs {
     /// the same key with other arguments fails with `idempotency_conflict`.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Detail level of the answer's task or status: 0 (default) the fields needed to decide
+    /// the next call; 1 adds timestamps and metadata; 2 every field.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -88,6 +97,10 @@ pub struct StartAttemptArgs {
     /// Idempotency key: a retry with the same key and arguments returns the same attempt.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Detail level of the answer's task or status: 0 (default) the fields needed to decide
+    /// the next call; 1 adds timestamps and metadata; 2 every field.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 /// What follow_up does.
@@ -175,6 +188,10 @@ pub struct StopArgs {
     /// force variant). Default false.
     #[serde(default)]
     pub force: Option<bool>,
+    /// Detail level of the answer's task or status: 0 (default) the fields needed to decide
+    /// the next call; 1 adds timestamps and metadata; 2 every field.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -10,7 +10,9 @@ use super::VkTools;
 use super::args::{Args, input_schema};
 use super::control_requests::*;
 use super::descriptions as d;
+use super::read_tools::level_of;
 use super::respond::respond;
+use super::shaped::{detail_output_schema, shaped};
 use crate::proxy::Proxy;
 use crate::proxy::artifacts::{FILE_DEFAULT_BYTES, FileSlice, PATCH_DEFAULT_BYTES, PatchText};
 use crate::proxy::attempts::{
@@ -18,6 +20,9 @@ use crate::proxy::attempts::{
 };
 use crate::proxy::stop::{AttemptStopped, StopTarget};
 use crate::proxy::tasks::{NewTask, TaskChange, TaskDeleted, TaskEdit};
+use crate::query::detail::Rules;
+use crate::query::status::STATUS_RULES;
+use crate::query::tasks::TASK_DETAIL_TASK_RULES;
 use crate::tool_error::ToolError;
 
 impl VkTools {
@@ -32,14 +37,35 @@ impl VkTools {
     }
 }
 
+/// What each detail level shows of create_task / update_task: the task as get_task shows it.
+const TASK_CHANGE_RULES: Rules = Rules {
+    standard: &[],
+    verbatim: &[],
+    nested: &[("task", &TASK_DETAIL_TASK_RULES)],
+};
+
+/// start_task_attempt: the new attempt's status as get_attempt_status shows it.
+const ATTEMPT_STARTED_RULES: Rules = Rules {
+    standard: &[],
+    verbatim: &[],
+    nested: &[("status", &STATUS_RULES)],
+};
+
+/// stop_attempt: the status after the stop as get_attempt_status shows it; VK's answer time
+/// from 1.
+const ATTEMPT_STOPPED_RULES: Rules = Rules {
+    standard: &["vk_ms"],
+    verbatim: &[],
+    nested: &[("status", &STATUS_RULES)],
+};
+
 #[tool_router(router = control_router, vis = "pub(crate)")]
 impl VkTools {
     #[tool(description = d::CREATE_TASK, input_schema = input_schema::<CreateTaskArgs>(),
+           output_schema = detail_output_schema::<TaskChange>(),
            annotations(title = "Create task", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn create_task(
-        &self,
-        Args(a): Args<CreateTaskArgs>,
-    ) -> Result<Json<TaskChange>, CallToolResult> {
+    async fn create_task(&self, Args(a): Args<CreateTaskArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
             let t = NewTask {
@@ -50,15 +76,14 @@ impl VkTools {
             };
             self.proxy()?.create_task(t, a.request_id.as_deref()).await
         };
-        respond(r.await)
+        shaped(r.await, &TASK_CHANGE_RULES, level)
     }
 
     #[tool(description = d::UPDATE_TASK, input_schema = input_schema::<UpdateTaskArgs>(),
+           output_schema = detail_output_schema::<TaskChange>(),
            annotations(title = "Update task", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
-    async fn update_task(
-        &self,
-        Args(a): Args<UpdateTaskArgs>,
-    ) -> Result<Json<TaskChange>, CallToolResult> {
+    async fn update_task(&self, Args(a): Args<UpdateTaskArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
             let e = TaskEdit {
@@ -69,7 +94,7 @@ impl VkTools {
             };
             self.proxy()?.update_task(e, a.request_id.as_deref()).await
         };
-        respond(r.await)
+        shaped(r.await, &TASK_CHANGE_RULES, level)
     }
 
     #[tool(description = d::DELETE_TASK, input_schema = input_schema::<DeleteTaskArgs>(),
@@ -88,11 +113,10 @@ impl VkTools {
     }
 
     #[tool(description = d::START_TASK_ATTEMPT, input_schema = input_schema::<StartAttemptArgs>(),
+           output_schema = detail_output_schema::<AttemptStarted>(),
            annotations(title = "Start task attempt", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn start_task_attempt(
-        &self,
-        Args(a): Args<StartAttemptArgs>,
-    ) -> Result<Json<AttemptStarted>, CallToolResult> {
+    async fn start_task_attempt(&self, Args(a): Args<StartAttemptArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
             let s = StartAttempt {
@@ -110,7 +134,7 @@ impl VkTools {
                 .start_attempt(s, a.request_id.as_deref())
                 .await
         };
-        respond(r.await)
+        shaped(r.await, &ATTEMPT_STARTED_RULES, level)
     }
 
     #[tool(description = d::FOLLOW_UP, input_schema = input_schema::<FollowUpArgs>(),
@@ -138,11 +162,10 @@ impl VkTools {
     }
 
     #[tool(description = d::STOP_ATTEMPT, input_schema = input_schema::<StopArgs>(),
+           output_schema = detail_output_schema::<AttemptStopped>(),
            annotations(title = "Stop attempt", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false))]
-    async fn stop_attempt(
-        &self,
-        Args(a): Args<StopArgs>,
-    ) -> Result<Json<AttemptStopped>, CallToolResult> {
+    async fn stop_attempt(&self, Args(a): Args<StopArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
             let target = match (a.attempt_id, a.execution_process_id) {
@@ -157,7 +180,7 @@ impl VkTools {
             };
             self.proxy()?.stop(target, a.force.unwrap_or(false)).await
         };
-        respond(r.await)
+        shaped(r.await, &ATTEMPT_STOPPED_RULES, level)
     }
 
     #[tool(description = d::GET_ATTEMPT_FILE, input_schema = input_schema::<FileArgs>(),

@@ -4,14 +4,14 @@
 pub const LIST_PROJECTS: &str = "List Vibe Kanban projects (from the daemon's cache), by name, in pages.
 Use when: you need a project_id to list or create tasks.
 Required: nothing.
-Optional: cursor (next_cursor of the previous page), limit (1-200, default 50).
+Optional: cursor (next_cursor of the previous page), limit (1-200, default 50), detail (0|1|2, default 0).
 Next: list_tasks with a project_id, or list_repos to see its repositories; while has_more, call again with cursor = next_cursor.
 Avoid: guessing project ids or names; always take project_id from this list.";
 
 pub const LIST_REPOS: &str = "List the repositories of a project.
 Use when: you need repo ids or names (for start_task_attempt repos, or to read repo-prefixed paths).
 Required: project_id.
-Optional: cursor (next_cursor of the previous page of this project), limit (1-200, default 50).
+Optional: cursor (next_cursor of the previous page of this project), limit (1-200, default 50), detail (0|1|2, default 0).
 Next: start_task_attempt with repos[].repo_id, or get_attempt_changes to see paths under these names; while has_more, call again with cursor = next_cursor.
 Avoid: passing a task_id or attempt_id as project_id; reusing a cursor of another list or project.";
 
@@ -19,14 +19,14 @@ pub const LIST_EXECUTORS: &str =
     "List the coding-agent executors VK can run, with variants and capability flags.
 Use when: choosing `executor` (and `variant`) for start_task_attempt.
 Required: nothing.
-Optional: nothing.
+Optional: include_variants (default true), capabilities_filter (e.g. [supports_mcp] or [SESSION_FORK]), detail (0|1|2, default 0).
 Next: start_task_attempt with executor (and variant) taken verbatim from this list.
 Avoid: hard-coding executor names or lower-casing them; use the `executor` strings as returned.";
 
-pub const LIST_TASKS: &str = "List a project's tasks, newest first, each with its latest attempt summary (latest_attempt_id, latest_session_id, has_in_progress_attempt, last_attempt_failed).
+pub const LIST_TASKS: &str = "List a project's tasks, newest first, each with its latest attempt summary (latest attempt and session ids, running/failed flags).
 Use when: finding a task, or checking which tasks have running or failed attempts.
 Required: project_id.
-Optional: status, q (text search), updated_since (RFC 3339), cursor (next_cursor of the previous page), limit (1-200, default 50).
+Optional: status, q (text search), updated_since (RFC 3339), cursor (previous next_cursor), limit (1-200, default 50), include_attempt_summary, detail (0|1|2).
 Next: get_task or list_task_attempts with a task_id; get_attempt_status with latest_attempt_id.
 Avoid: paging by re-sending the same call; pass next_cursor as cursor (same filters) while has_more.";
 
@@ -34,49 +34,49 @@ pub const GET_TASK: &str =
     "Get one task with its attempt summary, optionally with a page of its attempts.
 Use when: you have a task_id and need its status, description or attempts.
 Required: task_id.
-Optional: include_attempts (default false); with it attempts_cursor (attempts_next_cursor of the previous answer) and attempts_limit (1-200, default 50).
+Optional: include_attempts (default false); with it attempts_cursor (attempts_next_cursor of the previous answer) and attempts_limit (1-200, default 50), detail (0|1|2, default 0).
 Next: get_attempt_status or tail_attempt_logs with an attempt_id.
 Avoid: using an attempt_id here; attempts have their own tools.";
 
 pub const LIST_TASK_ATTEMPTS: &str = "List a task's attempts (VK workspaces), newest first, with each attempt's latest session and state, plus top-level latest_attempt_id and latest_session_id.
 Use when: you need an attempt_id or session_id for a task.
 Required: task_id.
-Optional: cursor (next_cursor of the previous page of this task), limit (1-200, default 50).
+Optional: cursor (next_cursor of the previous page of this task), limit (1-200, default 50), detail (0|1|2, default 0).
 Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id; while has_more, call again with cursor = next_cursor.
 Avoid: calling this in a polling loop; use wait_for_attempt_change or get_attempt_status with since_token.";
 
 pub const GET_ATTEMPT_STATUS: &str = "State of attempts (idle | running | completed | failed; dev servers excluded), latest session/process, failure summary and a result to route on (last_error, recommended_next_action, next_tool). attempt_id: fields at the top level; attempt_ids: `attempts`.
 Use when: checking if an agent run is going, done or failed.
 Required: exactly one of attempt_id or attempt_ids (max 100).
-Optional: since_token (only attempts changed since).
+Optional: since_token (changed since only), include_result, detail (0|1|2).
 Next: result.next_tool.
 Avoid: passing both attempt_id and attempt_ids; polling one attempt at a time (batch, or wait_for_attempt_change).";
 
 pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log (latest coding agent, else its setup/cleanup script) in oldest-first pages.
 Use when: seeing what the agent did or why it failed, or following new output.
 Required: attempt_id.
-Optional: channel (normalized|raw), limit (1-500), cursor (older page) OR after_entry_index (newer only), since_token (also returns entries replaced in place), execution_process_id.
+Optional: channel (normalized|raw), limit (1-500), cursor (older page) OR after_entry_index (newer only), since_token (also returns entries replaced in place), execution_process_id, detail (0: compact entries; 2: VK's verbatim).
 Next: call again with after_entry_index = last entry_index seen.
 Avoid: re-reading the last N entries and de-duplicating; sending cursor and after_entry_index together.";
 
 pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed-file list with repo-prefixed paths, no contents.
 Use when: reviewing the result of a completed run.
 Required: attempt_id.
-Optional: force (true returns the file list even when the diff guard blocks it).
+Optional: force (list files past the diff guard; never past 5000), include_files (false: summary only), detail (0|1|2, default 0).
 Next: get_attempt_patch or get_attempt_file for contents of selected paths; follow_up to ask for fixes.
 Avoid: retrying with force after blocked_reason=summary_failed (force does not help); expecting file contents here.";
 
 pub const TAIL_SESSION_MESSAGES: &str = "Replay a session's conversation as turns (the prompt sent and the agent's final message), newest page, oldest first.
 Use when: restoring context about what was asked and answered in an attempt.
 Required: exactly one of session_id or attempt_id (the attempt's latest session).
-Optional: cursor (next_cursor: older turns), limit (1-50, default 10).
+Optional: cursor (next_cursor: older turns), limit (1-50, default 10), detail (0|1|2, default 0).
 Next: follow_up with the same attempt_id, or tail_attempt_logs for the full detail of a turn.
 Avoid: passing both session_id and attempt_id; using this to follow live output (use tail_attempt_logs).";
 
 pub const GET_CONTEXT: &str = "Get the project, task and attempt of the workspace this client runs in, with its repositories and target branches.
 Use when: you are an agent working inside a VK attempt workspace and need your own ids.
 Required: nothing.
-Optional: nothing.
+Optional: detail (0|1|2, default 0).
 Next: get_attempt_status or tail_session_messages with the returned attempt_id.
 Avoid: calling it outside an attempt workspace; use list_projects there.";
 
@@ -90,14 +90,14 @@ Avoid: looping without since_token (misses changes); treating changed=false as a
 pub const CREATE_TASK: &str = "Create a task in a project (it does not start an agent; use start_task_attempt for that).
 Use when: you need a new unit of work on the board.
 Required: project_id, title.
-Optional: description (the agent's prompt), status, request_id (idempotency key: retries return the same task).
+Optional: description (the agent's prompt), status, request_id (idempotency key: retries return the same task), detail (0|1|2, default 0).
 Next: start_task_attempt with the returned task_id.
 Avoid: retrying a timed-out call without request_id (it may create a duplicate).";
 
 pub const UPDATE_TASK: &str = "Change a task's title, description or status.
 Use when: editing a task or moving it on the board (e.g. to done).
 Required: task_id and at least one of title, description, status.
-Optional: title, description (empty string clears it), status, request_id (idempotency key: same key and arguments replay the first answer, no second write).
+Optional: title, description (empty string clears it), status, request_id (idempotency key: same key and arguments replay the first answer, no second write), detail (0|1|2, default 0).
 Next: get_task to confirm, or list_tasks.
 Avoid: using it to stop work (use stop_attempt) or to send instructions to the agent (use follow_up).";
 
@@ -125,7 +125,7 @@ Avoid: calling before the attempt has a session (no_session_yet: check get_attem
 pub const STOP_ATTEMPT: &str = "Stop an attempt's agent/scripts (not dev servers) or one process (dev servers too). Returns once VK stopped them (interrupt, ~5 s, kill): what was stopped, final status, vk_ms.
 Use when: an agent is stuck or unwanted; a dev server must go.
 Required: exactly one of attempt_id or execution_process_id.
-Optional: force (attempt only: also marks processes VK lost track of as killed; VK's process stop has none).
+Optional: force (attempt only: also marks processes VK lost track of as killed; VK's process stop has none), detail (0|1|2, default 0).
 Next: get_attempt_changes, or follow_up to continue differently.
 Avoid: both ids; force with execution_process_id; follow_up cancel or delete_task to stop.";
 
@@ -183,13 +183,13 @@ Avoid: force=true by default; pushing with uncommitted changes or conflicts.";
 pub const TAIL_PROJECT_ACTIVITY: &str = "What happened in a project, in commit order: tasks created/updated/deleted, attempts, processes started/ended, follow-ups, change summaries; each with its commit token.
 Use when: catching up on or following a project.
 Required: project_id.
-Optional: since_token (after it, oldest first) OR cursor (older, newest first; neither = newest), limit (1-200), detail (0|1).
+Optional: since_token (after it, oldest first) OR cursor (older, newest first; neither = newest), limit (1-200), detail (0|1|2, default 0).
 Next: again with since_token = next_since_token (exact, across restarts); wait_for_attempt_change(project_id, include_activity).
 Avoid: since_token with cursor; de-duplicating by hand; ignoring token_reset.";
 
 pub const TAIL_TASK_ACTIVITY: &str = "What happened to one task (attempts, processes, follow-ups, change summaries), in commit order, each item with its commit token.
 Use when: following one task closely, or reviewing its history.
 Required: task_id.
-Optional: since_token (after it, oldest first) OR cursor (older, newest first; neither = newest), limit (1-200), detail (0|1).
+Optional: since_token (after it, oldest first) OR cursor (older, newest first; neither = newest), limit (1-200), detail (0|1|2, default 0).
 Next: again with since_token = next_since_token; get_attempt_status or tail_attempt_logs with an item's attempt_id.
 Avoid: since_token with cursor; polling in a tight loop (use wait_for_attempt_change).";

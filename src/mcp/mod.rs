@@ -19,6 +19,7 @@ pub mod progress;
 pub mod read_tools;
 pub mod requests;
 pub mod respond;
+pub mod shaped;
 pub mod wait_tool;
 
 use std::path::PathBuf;

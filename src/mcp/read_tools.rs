@@ -9,19 +9,26 @@ use super::VkTools;
 use super::args::{Args, input_schema};
 use super::descriptions as d;
 use super::requests::*;
-use super::respond::{rendered, respond};
-use crate::query::catalog::{ExecutorList, ProjectList, RepoList};
-use crate::query::changes::ChangesPage;
-use crate::query::context::WorkspaceContext;
-use crate::query::logs::{LOG_PAGE_DEFAULT, LogMode, LogPage, LogRequest};
+use super::respond::rendered;
+use super::shaped::{detail_output_schema, shaped, shaped_with};
+use crate::query::catalog::{
+    EXECUTOR_LIST_RULES, ExecutorFilter, ExecutorList, PROJECT_LIST_RULES, ProjectList,
+    REPO_LIST_RULES, RepoList,
+};
+use crate::query::changes::{CHANGES_RULES, ChangesPage};
+use crate::query::context::{CONTEXT_RULES, WorkspaceContext};
+use crate::query::detail::Detail;
+use crate::query::logs::{LOG_PAGE_DEFAULT, LOG_PAGE_RULES, LogMode, LogPage, LogRequest};
 use crate::query::paging::{PAGE_DEFAULT, PAGE_MAX, PageArgs};
-use crate::query::status::{Shape, StatusAnswer};
+use crate::query::status::{Shape, StatusAnswer, StatusView};
 use crate::query::target::SessionTarget;
-use crate::query::tasks::{AttemptList, TaskDetail, TaskFilter, TaskPage};
-use crate::query::transcript::{TURN_PAGE_DEFAULT, TranscriptPage};
+use crate::query::tasks::{
+    ATTEMPT_LIST_RULES, ATTEMPT_SUMMARY_FIELDS, AttemptList, TASK_DETAIL_RULES, TASK_PAGE_RULES,
+    TaskDetail, TaskFilter, TaskPage,
+};
+use crate::query::transcript::{TRANSCRIPT_RULES, TURN_PAGE_DEFAULT, TranscriptPage};
 use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
-use rmcp::Json;
 use rmcp::model::CallToolResult;
 
 pub const MAX_BATCH: usize = 100;
@@ -29,45 +36,63 @@ pub const MAX_BATCH: usize = 100;
 #[tool_router(router = read_router, vis = "pub(crate)")]
 impl VkTools {
     #[tool(description = d::LIST_PROJECTS, input_schema = input_schema::<ListProjectsArgs>(),
+           output_schema = detail_output_schema::<ProjectList>(),
            annotations(title = "List projects", read_only_hint = true, open_world_hint = false))]
-    async fn list_projects(
-        &self,
-        Args(a): Args<ListProjectsArgs>,
-    ) -> Result<Json<ProjectList>, CallToolResult> {
-        respond(a.and_then(|a| {
-            let page = page_args(a.cursor, a.limit, "limit")?;
-            self.query.list_projects(&page)
-        }))
+    async fn list_projects(&self, Args(a): Args<ListProjectsArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        shaped(
+            a.and_then(|a| {
+                let page = page_args(a.cursor, a.limit, "limit")?;
+                self.query.list_projects(&page)
+            }),
+            &PROJECT_LIST_RULES,
+            level,
+        )
     }
 
     #[tool(description = d::LIST_REPOS, input_schema = input_schema::<ListReposArgs>(),
+           output_schema = detail_output_schema::<RepoList>(),
            annotations(title = "List repositories", read_only_hint = true, open_world_hint = false))]
-    async fn list_repos(
-        &self,
-        Args(a): Args<ListReposArgs>,
-    ) -> Result<Json<RepoList>, CallToolResult> {
-        respond(a.and_then(|a| {
-            let page = page_args(a.cursor, a.limit, "limit")?;
-            self.query.list_repos(a.project_id, &page)
-        }))
+    async fn list_repos(&self, Args(a): Args<ListReposArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        shaped(
+            a.and_then(|a| {
+                let page = page_args(a.cursor, a.limit, "limit")?;
+                self.query.list_repos(a.project_id, &page)
+            }),
+            &REPO_LIST_RULES,
+            level,
+        )
     }
 
-    #[tool(description = d::LIST_EXECUTORS, input_schema = input_schema::<NoArgs>(),
+    #[tool(description = d::LIST_EXECUTORS, input_schema = input_schema::<ExecutorsArgs>(),
+           output_schema = detail_output_schema::<ExecutorList>(),
            annotations(title = "List executors", read_only_hint = true, open_world_hint = false))]
-    async fn list_executors(
-        &self,
-        Args(a): Args<NoArgs>,
-    ) -> Result<Json<ExecutorList>, CallToolResult> {
-        respond(a.and_then(|_| self.query.list_executors()))
+    async fn list_executors(&self, Args(a): Args<ExecutorsArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        let include_variants = a
+            .as_ref()
+            .map_or(true, |a| a.include_variants != Some(false));
+        let answer = a.and_then(|a| {
+            let filter = ExecutorFilter::parse(a.capabilities_filter.unwrap_or_default())?;
+            self.query.list_executors(&filter)
+        });
+        shaped_with(answer, &EXECUTOR_LIST_RULES, level, |m| {
+            if !include_variants {
+                drop_in_items(m, "executors", &["variants", "default_variant"]);
+            }
+        })
     }
 
     #[tool(description = d::LIST_TASKS, input_schema = input_schema::<ListTasksArgs>(),
+           output_schema = detail_output_schema::<TaskPage>(),
            annotations(title = "List tasks", read_only_hint = true, open_world_hint = false))]
-    async fn list_tasks(
-        &self,
-        Args(a): Args<ListTasksArgs>,
-    ) -> Result<Json<TaskPage>, CallToolResult> {
-        respond(a.and_then(|a| {
+    async fn list_tasks(&self, Args(a): Args<ListTasksArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        let summary = a
+            .as_ref()
+            .map_or(true, |a| a.include_attempt_summary != Some(false));
+        let answer = a.and_then(|a| {
             let updated_since = a
                 .updated_since
                 .as_deref()
@@ -89,16 +114,20 @@ impl VkTools {
             };
             let page = page_args(a.cursor, a.limit, "limit")?;
             self.query.list_tasks(a.project_id, &filter, &page)
-        }))
+        });
+        shaped_with(answer, &TASK_PAGE_RULES, level, |m| {
+            if !summary {
+                drop_in_items(m, "tasks", &ATTEMPT_SUMMARY_FIELDS);
+            }
+        })
     }
 
     #[tool(description = d::GET_TASK, input_schema = input_schema::<GetTaskArgs>(),
+           output_schema = detail_output_schema::<TaskDetail>(),
            annotations(title = "Get task", read_only_hint = true, open_world_hint = false))]
-    async fn get_task(
-        &self,
-        Args(a): Args<GetTaskArgs>,
-    ) -> Result<Json<TaskDetail>, CallToolResult> {
-        respond(a.and_then(|a| {
+    async fn get_task(&self, Args(a): Args<GetTaskArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        let answer = a.and_then(|a| {
             let paged = a.attempts_cursor.is_some() || a.attempts_limit.is_some();
             if paged && a.include_attempts != Some(true) {
                 return Err(ToolError::invalid_field(
@@ -109,23 +138,27 @@ impl VkTools {
             let page = page_args(a.attempts_cursor, a.attempts_limit, "attempts_limit")?;
             let attempts = a.include_attempts.unwrap_or(false).then_some(&page);
             self.query.get_task(a.task_id, attempts)
-        }))
+        });
+        shaped(answer, &TASK_DETAIL_RULES, level)
     }
 
     #[tool(description = d::LIST_TASK_ATTEMPTS, input_schema = input_schema::<ListAttemptsArgs>(),
+           output_schema = detail_output_schema::<AttemptList>(),
            annotations(title = "List task attempts", read_only_hint = true, open_world_hint = false))]
-    async fn list_task_attempts(
-        &self,
-        Args(a): Args<ListAttemptsArgs>,
-    ) -> Result<Json<AttemptList>, CallToolResult> {
-        respond(a.and_then(|a| {
-            let page = page_args(a.cursor, a.limit, "limit")?;
-            self.query.list_task_attempts(a.task_id, &page)
-        }))
+    async fn list_task_attempts(&self, Args(a): Args<ListAttemptsArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        shaped(
+            a.and_then(|a| {
+                let page = page_args(a.cursor, a.limit, "limit")?;
+                self.query.list_task_attempts(a.task_id, &page)
+            }),
+            &ATTEMPT_LIST_RULES,
+            level,
+        )
     }
 
     #[tool(description = d::GET_ATTEMPT_STATUS, input_schema = input_schema::<StatusArgs>(),
-           output_schema = rmcp::handler::server::tool::schema_for_output::<StatusAnswer>(),
+           output_schema = detail_output_schema::<StatusAnswer>(),
            annotations(title = "Get attempt status", read_only_hint = true, open_world_hint = false))]
     async fn get_attempt_status(&self, Args(a): Args<StatusArgs>) -> CallToolResult {
         rendered(a.and_then(|a| {
@@ -147,17 +180,22 @@ impl VkTools {
             if a.attempt_id.is_some() && !page.not_found.is_empty() {
                 return Err(ToolError::unknown_attempt(ids[0]));
             }
-            page.render(shape)
+            page.render(
+                shape,
+                StatusView {
+                    detail: a.detail.unwrap_or_default(),
+                    include_result: a.include_result != Some(false),
+                },
+            )
         }))
     }
 
     #[tool(description = d::TAIL_ATTEMPT_LOGS, input_schema = input_schema::<TailLogsArgs>(),
+           output_schema = detail_output_schema::<LogPage>(),
            annotations(title = "Tail attempt logs", read_only_hint = true, open_world_hint = false))]
-    async fn tail_attempt_logs(
-        &self,
-        Args(a): Args<TailLogsArgs>,
-    ) -> Result<Json<LogPage>, CallToolResult> {
-        respond(a.and_then(|a| {
+    async fn tail_attempt_logs(&self, Args(a): Args<TailLogsArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        let answer = a.and_then(|a| {
             let mode = match (a.cursor, a.after_entry_index) {
                 (Some(_), Some(_)) => {
                     return Err(ToolError::new(
@@ -187,29 +225,35 @@ impl VkTools {
                 limit,
                 since,
                 process: a.execution_process_id,
+                detail: level,
             })
-        }))
+        });
+        shaped(answer, &LOG_PAGE_RULES, level)
     }
 
     #[tool(description = d::GET_ATTEMPT_CHANGES, input_schema = input_schema::<ChangesArgs>(),
+           output_schema = detail_output_schema::<ChangesPage>(),
            annotations(title = "Get attempt changes", read_only_hint = true, open_world_hint = false))]
-    async fn get_attempt_changes(
-        &self,
-        Args(a): Args<ChangesArgs>,
-    ) -> Result<Json<ChangesPage>, CallToolResult> {
-        respond(a.and_then(|a| {
+    async fn get_attempt_changes(&self, Args(a): Args<ChangesArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        let files = a.as_ref().map_or(true, |a| a.include_files != Some(false));
+        let answer = a.and_then(|a| {
             self.query
                 .attempt_changes(a.attempt_id, a.force.unwrap_or(false))
-        }))
+        });
+        shaped_with(answer, &CHANGES_RULES, level, |m| {
+            if !files {
+                m.remove("files");
+            }
+        })
     }
 
     #[tool(description = d::TAIL_SESSION_MESSAGES, input_schema = input_schema::<MessagesArgs>(),
+           output_schema = detail_output_schema::<TranscriptPage>(),
            annotations(title = "Tail session messages", read_only_hint = true, open_world_hint = false))]
-    async fn tail_session_messages(
-        &self,
-        Args(a): Args<MessagesArgs>,
-    ) -> Result<Json<TranscriptPage>, CallToolResult> {
-        respond(a.and_then(|a| {
+    async fn tail_session_messages(&self, Args(a): Args<MessagesArgs>) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        let answer = a.and_then(|a| {
             let Some(target) = SessionTarget::from_ids(a.session_id, a.attempt_id) else {
                 return Err(ToolError::ambiguous_target(&["session_id", "attempt_id"]));
             };
@@ -220,17 +264,20 @@ impl VkTools {
                 "limit",
             )?;
             self.query.session_messages(target, a.cursor, limit)
-        }))
+        });
+        shaped(answer, &TRANSCRIPT_RULES, level)
     }
 
-    #[tool(description = d::GET_CONTEXT, input_schema = input_schema::<NoArgs>(),
+    #[tool(description = d::GET_CONTEXT, input_schema = input_schema::<ContextArgs>(),
+           output_schema = detail_output_schema::<WorkspaceContext>(),
            annotations(title = "Get workspace context", read_only_hint = true, open_world_hint = false))]
     async fn get_context(
         &self,
         ctx: RequestContext<RoleServer>,
-        Args(a): Args<NoArgs>,
-    ) -> Result<Json<WorkspaceContext>, CallToolResult> {
-        respond(a.and_then(|_| {
+        Args(a): Args<ContextArgs>,
+    ) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
+        let answer = a.and_then(|_| {
             let dir = self.workspace_of(&ctx).ok_or_else(|| {
                 ToolError::new(
                     "no_workspace_context",
@@ -239,7 +286,34 @@ impl VkTools {
                 )
             })?;
             self.query.context_for(&dir)
-        }))
+        });
+        shaped(answer, &CONTEXT_RULES, level)
+    }
+}
+
+/// The detail level a call asked for (0 when absent or when the arguments did not parse).
+pub(crate) fn level_of<T>(
+    args: &Result<T, ToolError>,
+    field: impl Fn(&T) -> Option<Detail>,
+) -> Detail {
+    args.as_ref().ok().and_then(field).unwrap_or_default()
+}
+
+/// Remove `fields` from every object of the list `list` (a tool's `include_*: false`).
+pub(crate) fn drop_in_items(
+    m: &mut serde_json::Map<String, serde_json::Value>,
+    list: &str,
+    fields: &[&str],
+) {
+    if let Some(serde_json::Value::Array(items)) = m.get_mut(list) {
+        for item in items
+            .iter_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
+            for f in fields {
+                item.remove(*f);
+            }
+        }
     }
 }
 

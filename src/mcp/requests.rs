@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use uuid::Uuid;
 
+use crate::query::detail::Detail;
 use crate::query::tasks::TaskStatus;
 
 /// No arguments.
@@ -23,6 +24,11 @@ pub struct ListProjectsArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -38,6 +44,11 @@ pub struct ListReposArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -62,6 +73,16 @@ pub struct ListTasksArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
+    /// Include each task's attempt summary (`latest_attempt_id`, `latest_session_id`,
+    /// `has_in_progress_attempt`, `last_attempt_failed`; branch and executor from detail 1).
+    /// Default true; false lists the tasks alone.
+    #[serde(default)]
+    pub include_attempt_summary: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -81,6 +102,11 @@ pub struct GetTaskArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub attempts_limit: Option<u32>,
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -96,6 +122,11 @@ pub struct ListAttemptsArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -118,6 +149,14 @@ pub struct StatusArgs {
     /// (the rest are counted in `unchanged`). Omit to get every requested attempt.
     #[serde(default)]
     pub since_token: Option<String>,
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
+    /// Include each status's `result` (verdict and next step). Default true.
+    #[serde(default)]
+    pub include_result: Option<bool>,
 }
 
 /// Which log of the process.
@@ -162,6 +201,13 @@ pub struct TailLogsArgs {
     /// Read this execution process (UUID string) of the attempt instead of the latest one.
     #[serde(default)]
     pub execution_process_id: Option<Uuid>,
+    /// Detail level of the entries: 0 (default) compact entries `{entry_index, kind, text,
+    /// clipped?, tool?}` with `text` clipped at 500 characters; 1 the same with timestamps,
+    /// command output and text up to 4000 characters; 2 VK's entries verbatim
+    /// (`{entry_index, entry}`). Read one clipped entry whole with `after_entry_index` = its
+    /// index − 1, `limit` 1, `detail` 2.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -172,6 +218,15 @@ pub struct ChangesArgs {
     /// Return the file list even when the diff guard's thresholds are exceeded (default false).
     #[serde(default)]
     pub force: Option<bool>,
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
+    /// Include the changed paths (`files`). Default true; false returns the summary alone
+    /// (cheapest).
+    #[serde(default)]
+    pub include_files: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -195,6 +250,11 @@ pub struct MessagesArgs {
     /// Turns per page, 1–50 (default 10).
     #[serde(default)]
     pub limit: Option<u32>,
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -229,4 +289,36 @@ pub struct WaitArgs {
     /// 50, oldest first). Default false.
     #[serde(default)]
     pub include_activity: Option<bool>,
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorsArgs {
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
+    /// Include each executor's `variants` (default true); false lists the names alone.
+    #[serde(default)]
+    pub include_variants: Option<bool>,
+    /// Only executors having every one of these: `supports_mcp`, or a VK capability flag
+    /// such as `SESSION_FORK` or `SETUP_HELPER`. Omit for all executors.
+    #[serde(default)]
+    pub capabilities_filter: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextArgs {
+    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
+    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// with VK's objects verbatim.
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use rmcp::Json;
 use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
@@ -15,27 +14,31 @@ use super::VkTools;
 use super::args::{Args, input_schema};
 use super::descriptions as d;
 use super::read_tools::MAX_BATCH;
+use super::read_tools::level_of;
 use super::requests::WaitArgs;
-use super::respond::respond;
+use super::shaped::{detail_output_schema, shaped};
 use crate::query::Since;
 use crate::query::wait::{
-    WAIT_DEFAULT_MS, WAIT_MAX_MS, WAIT_MAX_PROGRESS_MS, WaitClock, WaitResult, WaitScope,
+    WAIT_DEFAULT_MS, WAIT_MAX_MS, WAIT_MAX_PROGRESS_MS, WAIT_RULES, WaitClock, WaitResult,
+    WaitScope,
 };
 use crate::tool_error::ToolError;
 
 #[tool_router(router = wait_router, vis = "pub(crate)")]
 impl VkTools {
     #[tool(description = d::WAIT_FOR_ATTEMPT_CHANGE, input_schema = input_schema::<WaitArgs>(),
+           output_schema = detail_output_schema::<WaitResult>(),
            annotations(title = "Wait for attempt change", read_only_hint = true, open_world_hint = false))]
     async fn wait_for_attempt_change(
         &self,
         ctx: RequestContext<RoleServer>,
         Args(a): Args<WaitArgs>,
-    ) -> Result<Json<WaitResult>, CallToolResult> {
+    ) -> CallToolResult {
+        let level = level_of(&a, |a| a.detail);
         // Not parked (a wait `mcp::park` let through): no progress is sent, so the short cap.
         let (scope, since, timeout) = match a.and_then(|a| plan(&self.query, a, false)) {
             Ok(p) => p,
-            Err(e) => return respond(Err(e)),
+            Err(e) => return shaped(Err::<WaitResult, _>(e), &WAIT_RULES, level),
         };
         // Parked in front of rmcp already (see `mcp::park`): keep its clock and baseline.
         let parked = ctx
@@ -49,10 +52,12 @@ impl VkTools {
             (None, since) => (WaitClock::start(timeout), since),
         };
         let ct = ctx.ct.clone();
-        respond(
+        shaped(
             self.query
                 .wait_for_change(scope, since, clock, ct.cancelled_owned())
                 .await,
+            &WAIT_RULES,
+            level,
         )
     }
 }
@@ -129,6 +134,7 @@ mod tests {
             since_token: None,
             timeout_ms: ms,
             include_activity: None,
+            detail: None,
         };
         plan(&query, args, with_progress).unwrap().2
     }

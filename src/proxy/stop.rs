@@ -196,7 +196,7 @@ fn unknown_process(id: Uuid) -> ToolError {
     ToolError::not_found(
         "execution_process",
         id,
-        "No cached execution process has that id; get_attempt_status gives latest_execution_process_id (and latest_process), or stop by attempt_id.",
+        "No cached execution process has that id; get_attempt_status with detail 1 gives latest_execution_process_id (and latest_process), or stop by attempt_id.",
     )
 }
 

@@ -84,7 +84,7 @@ pub struct ActivityRequest {
 
 impl ActivityRequest {
     /// From a tool's (or resource's) arguments: at most one of `since_token` and `cursor`;
-    /// `limit` is capped at 200 (default 50); `detail` 0 = compact, 1 = full (default).
+    /// `limit` is capped at 200 (default 50); `detail` 0 = compact (default), 1 or 2 = full.
     pub fn new(
         scope: ActivityScope,
         since_token: Option<String>,
@@ -111,12 +111,12 @@ impl ActivityRequest {
             None => PAGE_DEFAULT,
         };
         let detail = match detail {
-            None | Some(1) => Detail::Full,
-            Some(0) => Detail::Compact,
+            None | Some(0) => Detail::Compact,
+            Some(1) | Some(2) => Detail::Full,
             Some(_) => {
                 return Err(ToolError::invalid_field(
                     "detail",
-                    "detail is 0 (compact) or 1 (full, the default).",
+                    "detail must be 0, 1 or 2 (0 compact, the default; 1 and 2 full: activity items hold no VK objects).",
                 ));
             }
         };

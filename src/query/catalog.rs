@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::detail::Rules;
 use super::paging::{self, ListId, PageArgs, by_name_key};
 use super::{Freshness, Query, View};
 use crate::tool_error::ToolError;
@@ -111,9 +112,42 @@ pub struct ExecutorList {
     pub freshness: Freshness,
 }
 
-/// Executors VK's source gives an MCP configuration path (`supports_mcp`); the test agent has none.
+/// Whether VK can give the executor MCP servers. VK's API carries no such fact (`/api/info`
+/// has executors, profiles and capability flags; no route exposes MCP configuration), so this
+/// is VK's source rule: every coding agent's `default_mcp_config_path` is some path except the
+/// fake test agent's (executors-core `StandardCodingAgentExecutor`, checked at VK HEAD).
 fn supports_mcp(executor: &str) -> bool {
     executor != "FAKE_AGENT"
+}
+
+/// `list_executors`' `capabilities_filter`: an executor is listed only if it has every one of
+/// these (`supports_mcp`, or a VK capability flag such as `SESSION_FORK`).
+#[derive(Debug, Default)]
+pub struct ExecutorFilter {
+    needs: Vec<String>,
+}
+
+impl ExecutorFilter {
+    pub fn parse(items: Vec<String>) -> Result<Self, ToolError> {
+        let needs: Vec<String> = items.iter().map(|s| s.trim().to_string()).collect();
+        if needs.iter().any(String::is_empty) {
+            return Err(ToolError::invalid_field(
+                "capabilities_filter",
+                "capabilities_filter entries must be non-empty: `supports_mcp` or a VK capability flag such as `SESSION_FORK`.",
+            ));
+        }
+        Ok(ExecutorFilter { needs })
+    }
+
+    fn admits(&self, e: &ExecutorInfo) -> bool {
+        self.needs.iter().all(|n| {
+            if n.eq_ignore_ascii_case("supports_mcp") {
+                e.supports_mcp
+            } else {
+                e.capabilities.iter().any(|c| c.eq_ignore_ascii_case(n))
+            }
+        })
+    }
 }
 
 impl Query {
@@ -189,7 +223,7 @@ impl Query {
         })
     }
 
-    pub fn list_executors(&self) -> Result<ExecutorList, ToolError> {
+    pub fn list_executors(&self, filter: &ExecutorFilter) -> Result<ExecutorList, ToolError> {
         let View {
             token,
             reader,
@@ -241,6 +275,7 @@ impl Query {
                 });
             }
         }
+        executors.retain(|e| filter.admits(e));
         executors.sort_by(|a, b| a.executor.cmp(&b.executor));
         Ok(ExecutorList {
             executors,
@@ -249,3 +284,46 @@ impl Query {
         })
     }
 }
+
+/// What each detail level shows of `list_projects` (`query::detail`).
+pub const PROJECT_LIST_RULES: Rules = Rules {
+    standard: &[],
+    verbatim: &[],
+    nested: &[(
+        "projects",
+        &Rules {
+            standard: &["repo_count"],
+            verbatim: &[],
+            nested: &[],
+        },
+    )],
+};
+
+/// What each detail level shows of `list_repos`: ids and folder names at 0.
+pub const REPO_LIST_RULES: Rules = Rules {
+    standard: &[],
+    verbatim: &[],
+    nested: &[(
+        "repos",
+        &Rules {
+            standard: &["display_name", "path", "created_at"],
+            verbatim: &[],
+            nested: &[],
+        },
+    )],
+};
+
+/// What each detail level shows of `list_executors`: name, variants and the default at 0,
+/// MCP support and capability flags from 1.
+pub const EXECUTOR_LIST_RULES: Rules = Rules {
+    standard: &[],
+    verbatim: &[],
+    nested: &[(
+        "executors",
+        &Rules {
+            standard: &["supports_mcp", "capabilities"],
+            verbatim: &[],
+            nested: &[],
+        },
+    )],
+};

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::detail::Rules;
 use super::{Freshness, Query, View};
 use crate::tool_error::ToolError;
 
@@ -45,8 +46,10 @@ pub struct ChangesPage {
     pub summary: ChangeSummary,
     /// True when the file list is withheld (see `blocked_reason`).
     pub blocked: bool,
-    /// `threshold_exceeded` (pass `force: true` to get the list anyway) or `summary_failed`
-    /// (VK could not diff the workspace; `force` does not help); null when not blocked.
+    /// `threshold_exceeded` (pass `force: true` to get the list anyway), `summary_failed`
+    /// (VK could not diff the workspace; `force` does not help) or `too_many_files` (forced,
+    /// but more files than the absolute ceiling of 5000: read paths with get_attempt_patch);
+    /// null when not blocked.
     pub blocked_reason: Option<String>,
     /// True when the guard was bypassed by `force`.
     pub forced: bool,
@@ -84,6 +87,18 @@ pub fn guard(preset: &str) -> Guard {
         max_bytes: mib.map(|m: u64| m * 1024 * 1024),
     }
 }
+
+/// Files a forced list may hold at most, whatever the guard: beyond it the list is withheld
+/// with `too_many_files` (seed 003: force bypasses the thresholds, not an absolute ceiling).
+pub const FORCED_FILES_MAX: u64 = 5_000;
+
+/// What each detail level shows of `get_attempt_changes`: totals, block and files at 0; the
+/// guard's thresholds and the summary's token from 1.
+pub const CHANGES_RULES: Rules = Rules {
+    standard: &["guard", "changes_token"],
+    verbatim: &[],
+    nested: &[],
+};
 
 fn exceeded(s: &ChangeSummary, g: &Guard) -> bool {
     g.max_files.is_some_and(|m| s.file_count > m)
@@ -132,6 +147,8 @@ impl Query {
             Some("summary_failed")
         } else if !force && over {
             Some("threshold_exceeded")
+        } else if summary.file_count > FORCED_FILES_MAX {
+            Some("too_many_files")
         } else {
             None
         };
@@ -153,6 +170,7 @@ impl Query {
         };
         let hint = blocked_reason.map(|r| match r {
             "threshold_exceeded" => "The change is over the diff guard's thresholds: call get_attempt_changes again with force: true, or get_attempt_patch with a few paths.".to_string(),
+            "too_many_files" => format!("The change touches more than {FORCED_FILES_MAX} files, too many to list even when forced: use the summary, or get_attempt_patch with the paths you care about."),
             _ => "VK could not diff this workspace (e.g. its worktree is gone); force does not help. Check get_attempt_status.".to_string(),
         });
         Ok(ChangesPage {
@@ -161,7 +179,7 @@ impl Query {
             hint,
             blocked: blocked_reason.is_some(),
             blocked_reason: blocked_reason.map(str::to_owned),
-            forced: force && over && !upstream_failed,
+            forced: force && over && blocked_reason.is_none(),
             files,
             guard,
             changes_token: crate::store::token::Token {

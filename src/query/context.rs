@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::detail::Rules;
 use super::{Freshness, Query};
 use crate::tool_error::ToolError;
 use crate::vk::{string_of, uuid_of};
@@ -49,6 +50,14 @@ pub struct WorkspaceContext {
     /// How current the cache is.
     pub freshness: Freshness,
 }
+
+/// What each detail level shows of `get_context`: ids, names and branches at 0; the
+/// workspace folder on the VK host from 1.
+pub const CONTEXT_RULES: Rules = Rules {
+    standard: &["workspace_path"],
+    verbatim: &[],
+    nested: &[],
+};
 
 /// Lexically normalized absolute path (no `.`/`..`), so prefixes compare reliably.
 fn normalize(p: &Path) -> PathBuf {

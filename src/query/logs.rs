@@ -9,6 +9,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use super::compact_log::{CompactEntry, compact};
+use super::detail::{Detail, Rules};
 use super::target;
 use super::{Freshness, Query, Since, View};
 use crate::store::StoreReader;
@@ -20,15 +22,20 @@ use crate::vk::{self, relevant_oldest_first};
 pub const LOG_PAGE_DEFAULT: usize = 50;
 pub const LOG_PAGE_MAX: usize = 500;
 
-/// One log entry as VK produced it.
+/// One log entry: at detail 2 VK's entry verbatim (`entry`), below it the compact form
+/// (`kind`, `text`, `tool`…; see `query::compact_log`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct LogEntry {
     /// Index of the entry within its process log (0-based; raw and normalized are separate).
     pub entry_index: u64,
-    /// VK's entry: normalized `{"type":"NORMALIZED_ENTRY","content":{timestamp, entry_type,
-    /// content, metadata?}}` or raw `{"type":"STDOUT"|"STDERR","content":"…"}`.
-    #[schemars(with = "serde_json::Value")]
-    pub entry: Box<RawValue>,
+    /// Detail 2 only: VK's entry: normalized `{"type":"NORMALIZED_ENTRY","content":{timestamp,
+    /// entry_type, content, metadata?}}` or raw `{"type":"STDOUT"|"STDERR","content":"…"}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub entry: Option<Box<RawValue>>,
+    /// Detail 0/1: the entry in brief.
+    #[serde(flatten)]
+    pub compact: Option<CompactEntry>,
 }
 
 /// An entry of another (earlier) process of the attempt.
@@ -38,9 +45,34 @@ pub struct ProcessLogEntry {
     pub execution_process_id: Uuid,
     /// Index within that process's log.
     pub entry_index: u64,
-    /// VK's entry, as in `entries`.
-    #[schemars(with = "serde_json::Value")]
-    pub entry: Box<RawValue>,
+    /// Detail 2 only: VK's entry, as in `entries`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub entry: Option<Box<RawValue>>,
+    /// Detail 0/1: the entry in brief.
+    #[serde(flatten)]
+    pub compact: Option<CompactEntry>,
+}
+
+/// An entry as `detail` shows it: (`entry`, `compact`), one of them set.
+fn shown(
+    raw: Box<RawValue>,
+    channel: Channel,
+    detail: Detail,
+) -> (Option<Box<RawValue>>, Option<CompactEntry>) {
+    match compact(raw, channel, detail) {
+        Ok(c) => (None, Some(c)),
+        Err(raw) => (Some(raw), None),
+    }
+}
+
+fn log_entry(e: StoredEntry, channel: Channel, detail: Detail) -> LogEntry {
+    let (entry, compact) = shown(e.entry, channel, detail);
+    LogEntry {
+        entry_index: e.index,
+        entry,
+        compact,
+    }
 }
 
 /// How the page was selected.
@@ -105,6 +137,20 @@ pub struct LogPage {
     pub freshness: Freshness,
 }
 
+/// What each detail level shows of a log page's own fields (entries are built per level by
+/// `compact_log`): the echoes of the request (attempt, channel), the process's id and run
+/// reason from 1 (`process_changed` says when a follow-up switched processes).
+pub const LOG_PAGE_RULES: Rules = Rules {
+    standard: &[
+        "attempt_id",
+        "channel",
+        "execution_process_id",
+        "run_reason",
+    ],
+    verbatim: &[],
+    nested: &[],
+};
+
 pub struct LogRequest {
     pub attempt: Uuid,
     pub channel: Channel,
@@ -112,14 +158,13 @@ pub struct LogRequest {
     pub limit: usize,
     pub since: Since,
     pub process: Option<Uuid>,
+    /// How entries are shown (the page's own fields are shaped in `mcp`).
+    pub detail: Detail,
 }
 
-fn entries(v: Vec<StoredEntry>) -> Vec<LogEntry> {
+fn entries(v: Vec<StoredEntry>, req: &LogRequest) -> Vec<LogEntry> {
     v.into_iter()
-        .map(|e| LogEntry {
-            entry_index: e.index,
-            entry: e.entry,
-        })
+        .map(|e| log_entry(e, req.channel, req.detail))
         .collect()
 }
 
@@ -167,7 +212,8 @@ impl Query {
         read_page(&reader, &mut page, pid, &req, limit)?;
         if let Since::After(since) = req.since {
             page.replaced = replaced_entries(&reader, &page, pid, &req, since, limit)?;
-            let (earlier, more) = earlier_entries(&reader, &processes, process, ch, since, limit)?;
+            let (earlier, more) =
+                earlier_entries(&reader, &processes, process, &req, since, limit)?;
             page.earlier_process_entries = earlier;
             page.earlier_process_has_more = more;
         }
@@ -200,7 +246,7 @@ fn read_page(
             } else {
                 None
             };
-            page.entries = entries(got);
+            page.entries = entries(got, req);
         }
         LogMode::After(k) => {
             // A process none of whose entries existed at `since_token` is new to the client
@@ -215,7 +261,7 @@ fn read_page(
                 got.pop();
                 page.has_more = true;
             }
-            page.entries = entries(got);
+            page.entries = entries(got, req);
         }
     }
     Ok(())
@@ -246,10 +292,7 @@ fn replaced_entries(
             continue;
         }
         if let Some(e) = reader.log_entry(pid, req.channel, idx)? {
-            replaced.push(LogEntry {
-                entry_index: e.index,
-                entry: e.entry,
-            });
+            replaced.push(log_entry(e, req.channel, req.detail));
         }
     }
     Ok(replaced)
@@ -261,10 +304,11 @@ fn earlier_entries(
     reader: &StoreReader,
     processes: &[Stored],
     current: &Stored,
-    ch: Channel,
+    req: &LogRequest,
     since: u64,
     limit: usize,
 ) -> Result<(Vec<ProcessLogEntry>, bool), ToolError> {
+    let ch = req.channel;
     let current_created = vk::ts_of(&current.value, "created_at");
     let mut out = Vec::new();
     let mut more = false;
@@ -292,10 +336,14 @@ fn earlier_entries(
             }
         }
         fresh.reverse();
-        out.extend(fresh.into_iter().map(|e| ProcessLogEntry {
-            execution_process_id: p.id,
-            entry_index: e.index,
-            entry: e.entry,
+        out.extend(fresh.into_iter().map(|e| {
+            let (entry, compact) = shown(e.entry, ch, req.detail);
+            ProcessLogEntry {
+                execution_process_id: p.id,
+                entry_index: e.index,
+                entry,
+                compact,
+            }
         }));
         if out.len() > limit {
             out.drain(..out.len() - limit);

@@ -3,11 +3,13 @@
 //! stays a thin parse → query → respond adapter and the rules (latest attempt, relevant process,
 //! guard, pagination) are testable without a transport.
 
-pub mod branch;
 pub mod activity;
+pub mod branch;
 pub mod catalog;
 pub mod changes;
+pub mod compact_log;
 pub mod context;
+pub mod detail;
 pub mod logs;
 pub mod paging;
 pub mod rows;

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::detail::{self, Detail, Rules};
 use super::status_memo::StatusItem;
 pub use super::verdict::{AttemptResult, NextAction, Outcome};
 use super::verdict::{VerdictInput, verdict};
@@ -120,6 +121,81 @@ pub struct StatusAnswer {
     freshness: Freshness,
 }
 
+/// The status fields each detail level shows (`query::detail`): level 0 keeps the attempt,
+/// its state, its session, `result`'s routing fields, failure text and activity time — every
+/// attempt tool takes the attempt id, so the process id is from 1, like `attempt_token` (the
+/// page's `token` is the `since_token`).
+pub const STATUS_RULES: Rules = Rules {
+    standard: &[
+        "attempt_token",
+        "latest_execution_process_id",
+        "task_id",
+        "workspace_branch",
+        "created_at",
+        "updated_at",
+        "latest_process",
+    ],
+    verbatim: &[],
+    nested: &[("result", &RESULT_RULES)],
+};
+
+/// `result` below detail 2: the routing fields (`outcome`, `recommended_next_action`,
+/// `next_tool`, `exit_code`, `last_error`) at 0, the sentence and the end time from 1.
+pub const RESULT_RULES: Rules = Rules {
+    standard: &["reason", "finalized_at"],
+    verbatim: &[],
+    nested: &[],
+};
+
+/// How a status answer is shown: its detail level and whether `result` is included.
+#[derive(Debug, Clone, Copy)]
+pub struct StatusView {
+    pub detail: Detail,
+    pub include_result: bool,
+}
+
+impl StatusView {
+    /// The full answer (what the tool answered before detail levels).
+    pub const VERBATIM: StatusView = StatusView {
+        detail: Detail::Verbatim,
+        include_result: true,
+    };
+
+    /// One memoized status as this view shows it (the memo's rendering unless `result` goes).
+    pub fn item(
+        self,
+        item: &StatusItem,
+    ) -> (
+        std::borrow::Cow<'_, serde_json::Value>,
+        std::borrow::Cow<'_, str>,
+    ) {
+        use std::borrow::Cow;
+        let (value, json) = item.0.shown(self.detail);
+        if self.include_result {
+            return (Cow::Borrowed(value), Cow::Borrowed(json));
+        }
+        let mut v = value.clone();
+        if let serde_json::Value::Object(m) = &mut v {
+            m.remove("result");
+        }
+        let text = v.to_string();
+        (Cow::Owned(v), Cow::Owned(text))
+    }
+
+    /// A page's own fields (everything but the statuses) as this view shows them.
+    pub fn tail<T: Serialize>(self, tail: &T) -> Result<(serde_json::Value, String), ToolError> {
+        if self.detail == Detail::Verbatim {
+            let text = serde_json::to_string(tail).map_err(ToolError::internal)?;
+            let value = serde_json::to_value(tail).map_err(ToolError::internal)?;
+            return Ok((value, text));
+        }
+        let value = serde_json::to_value(tail).map_err(ToolError::internal)?;
+        let value = detail::shape(value, &Rules::NONE, self.detail);
+        let text = value.to_string();
+        Ok((value, text))
+    }
+}
+
 /// `StatusPage` without its attempts: the part rendered per request.
 #[derive(Serialize)]
 struct PageTail<'a> {
@@ -134,7 +210,11 @@ impl StatusPage {
     /// The page as (JSON value, compact JSON text) in `shape`, reusing each attempt's memoized
     /// renderings: one serialization of the small page tail instead of two of the whole page.
     /// Both describe the same JSON document (key order aside).
-    pub fn render(&self, shape: Shape) -> Result<(serde_json::Value, String), ToolError> {
+    pub fn render(
+        &self,
+        shape: Shape,
+        view: StatusView,
+    ) -> Result<(serde_json::Value, String), ToolError> {
         let tail = PageTail {
             not_found: &self.not_found,
             unchanged: self.unchanged,
@@ -142,11 +222,10 @@ impl StatusPage {
             token_reset: self.token_reset,
             freshness: &self.freshness,
         };
-        let tail_text = serde_json::to_string(&tail).map_err(ToolError::internal)?;
-        let value = serde_json::to_value(&tail).map_err(ToolError::internal)?;
+        let (value, tail_text) = view.tail(&tail)?;
         Ok(match shape {
-            Shape::Batch => self.render_batch(value, &tail_text),
-            Shape::Single => self.render_single(value, tail_text),
+            Shape::Batch => self.render_batch(value, &tail_text, view),
+            Shape::Single => self.render_single(value, tail_text, view),
         })
     }
 
@@ -154,20 +233,22 @@ impl StatusPage {
         &self,
         mut value: serde_json::Value,
         tail_text: &str,
+        view: StatusView,
     ) -> (serde_json::Value, String) {
+        let items: Vec<_> = self.attempts.iter().map(|a| view.item(a)).collect();
         let attempts: Vec<serde_json::Value> =
-            self.attempts.iter().map(|a| a.0.value.clone()).collect();
+            items.iter().map(|(v, _)| v.as_ref().clone()).collect();
         if let serde_json::Value::Object(m) = &mut value {
             m.insert("attempts".into(), serde_json::Value::Array(attempts));
         }
-        let body: usize = self.attempts.iter().map(|a| a.0.json.len() + 1).sum();
+        let body: usize = items.iter().map(|(_, j)| j.len() + 1).sum();
         let mut text = String::with_capacity(body + tail_text.len() + 16);
         text.push_str("{\"attempts\":[");
-        for (i, a) in self.attempts.iter().enumerate() {
+        for (i, (_, json)) in items.iter().enumerate() {
             if i > 0 {
                 text.push(',');
             }
-            text.push_str(&a.0.json);
+            text.push_str(json);
         }
         text.push_str("],");
         // `tail_text` is a non-empty object: drop its opening brace.
@@ -181,12 +262,14 @@ impl StatusPage {
         &self,
         mut value: serde_json::Value,
         tail_text: String,
+        view: StatusView,
     ) -> (serde_json::Value, String) {
         let Some(item) = self.attempts.first() else {
             return (value, tail_text);
         };
+        let (status, json) = view.item(item);
         if let (serde_json::Value::Object(m), serde_json::Value::Object(status)) =
-            (&mut value, &item.0.value)
+            (&mut value, status.as_ref())
         {
             for (k, v) in status {
                 m.insert(k.clone(), v.clone());
@@ -194,7 +277,6 @@ impl StatusPage {
         }
         // Both are non-empty objects: the status without its closing brace, a comma, the tail
         // without its opening brace.
-        let json = &item.0.json;
         let mut text = String::with_capacity(json.len() + tail_text.len());
         text.push_str(&json[..json.len() - 1]);
         text.push(',');

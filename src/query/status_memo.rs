@@ -11,15 +11,20 @@
 //!
 //! Why it exists: a batch of 100 statuses spent most of its time decoding the same process and
 //! session rows and re-rendering the same JSON on every call (docs/performance.md).
+//!
+//! Detail levels (`query::detail`): the entry keeps the full rendering (detail 2) and, made on
+//! first use, the renderings at detail 0 and 1 — pure functions of the full one, so they are
+//! exact for the same token and a memo hit at any level costs no shaping.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::status::{AttemptStatus, attempt_status};
+use super::detail::{self, Detail};
+use super::status::{AttemptStatus, STATUS_RULES, attempt_status};
 use crate::store::StoreReader;
 use crate::store::token::Epoch;
 use crate::tool_error::ToolError;
@@ -38,6 +43,15 @@ pub struct RenderedStatus {
     pub value: Value,
     /// `status` as compact JSON text (for the text content block).
     pub json: String,
+    /// The renderings at detail 0 and 1, made on first use (so a memo hit costs no shaping).
+    below: [OnceLock<Shown>; 2],
+}
+
+/// One rendering of a status: the value and its compact JSON text.
+#[derive(Debug)]
+pub struct Shown {
+    pub value: Value,
+    pub json: String,
 }
 
 impl RenderedStatus {
@@ -50,7 +64,23 @@ impl RenderedStatus {
             status,
             value,
             json,
+            below: Default::default(),
         })
+    }
+
+    /// The status as `level` shows it: (value, JSON text), shaped once per level.
+    pub fn shown(&self, level: Detail) -> (&Value, &str) {
+        let slot = match level {
+            Detail::Verbatim => return (&self.value, &self.json),
+            Detail::Compact => &self.below[0],
+            Detail::Standard => &self.below[1],
+        };
+        let s = slot.get_or_init(|| {
+            let value = detail::shape(self.value.clone(), &STATUS_RULES, level);
+            let json = value.to_string();
+            Shown { value, json }
+        });
+        (&s.value, &s.json)
     }
 }
 
@@ -136,7 +166,7 @@ mod tests {
     use uuid::Uuid;
 
     use crate::health::Health;
-    use crate::query::status::{AttemptState, Shape};
+    use crate::query::status::{AttemptState, Shape, StatusView};
     use crate::query::{Query, Since};
     use crate::store::StoreOwner;
     use crate::store::events::DomainEvent;
@@ -216,12 +246,12 @@ mod tests {
             "memo equals a fresh computation"
         );
 
-        let (value, text) = after.render(Shape::Batch).unwrap();
+        let (value, text) = after.render(Shape::Batch, StatusView::VERBATIM).unwrap();
         let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(parsed, value);
         assert_eq!(value, serde_json::to_value(&after).unwrap());
         // The single shape: the status fields at the top level beside the page's.
-        let (value, text) = after.render(Shape::Single).unwrap();
+        let (value, text) = after.render(Shape::Single, StatusView::VERBATIM).unwrap();
         let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(parsed, value);
         assert_eq!(value["state"], "completed");

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::detail::Rules;
 use super::paging::{self, ListId, PageArgs, newest_first_key};
 use super::status::{AttemptState, attempt_state, latest_session_of};
 use super::{Freshness, Query, View};
@@ -376,3 +377,70 @@ fn attempt_page(
         total: page.total,
     })
 }
+
+/// A task below detail 2 in a listing: the description only at 2 (get_task has it at every
+/// level), creation time and the latest attempt's branch and executor from 1.
+pub const TASK_RULES: Rules = Rules {
+    standard: &[
+        "project_id",
+        "created_at",
+        "latest_workspace_branch",
+        "latest_session_executor",
+    ],
+    verbatim: &["description"],
+    nested: &[],
+};
+
+/// The task of `get_task` (and of create_task / update_task answers): its description at
+/// every level.
+pub const TASK_DETAIL_TASK_RULES: Rules = Rules {
+    standard: TASK_RULES.standard,
+    verbatim: &[],
+    nested: &[],
+};
+
+/// An attempt in a listing: id, state and session at 0; branch, times and executor from 1.
+pub const ATTEMPT_RULES: Rules = Rules {
+    standard: &[
+        "workspace_branch",
+        "created_at",
+        "updated_at",
+        "latest_session_executor",
+    ],
+    verbatim: &[],
+    nested: &[],
+};
+
+/// `list_tasks`.
+pub const TASK_PAGE_RULES: Rules = Rules {
+    standard: &[],
+    verbatim: &[],
+    nested: &[("tasks", &TASK_RULES)],
+};
+
+/// `list_task_attempts`.
+pub const ATTEMPT_LIST_RULES: Rules = Rules {
+    standard: &[],
+    verbatim: &[],
+    nested: &[("attempts", &ATTEMPT_RULES)],
+};
+
+/// `get_task`.
+pub const TASK_DETAIL_RULES: Rules = Rules {
+    standard: &[],
+    verbatim: &[],
+    nested: &[
+        ("task", &TASK_DETAIL_TASK_RULES),
+        ("attempts", &ATTEMPT_RULES),
+    ],
+};
+
+/// The per-task attempt summary of seed 002 (`include_attempt_summary: false` leaves it out).
+pub const ATTEMPT_SUMMARY_FIELDS: [&str; 6] = [
+    "latest_attempt_id",
+    "latest_workspace_branch",
+    "latest_session_id",
+    "latest_session_executor",
+    "has_in_progress_attempt",
+    "last_attempt_failed",
+];

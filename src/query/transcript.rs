@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::detail::Rules;
 use super::target::{self, SessionTarget};
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
@@ -58,6 +59,21 @@ pub struct TranscriptPage {
     /// How current the cache is.
     pub freshness: Freshness,
 }
+
+/// What each detail level shows of `tail_session_messages`: turns with prompt, answer and
+/// status at 0; the executor and the turns' times from 1.
+pub const TRANSCRIPT_RULES: Rules = Rules {
+    standard: &["executor"],
+    verbatim: &[],
+    nested: &[(
+        "turns",
+        &Rules {
+            standard: &["created_at", "completed_at"],
+            verbatim: &[],
+            nested: &[],
+        },
+    )],
+};
 
 impl Query {
     pub fn session_messages(

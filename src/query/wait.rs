@@ -13,7 +13,8 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::activity::{ActivityPage, ActivityScope};
-use super::status::AttemptStatus;
+use super::detail::Rules;
+use super::status::{AttemptStatus, STATUS_RULES};
 use super::status_memo::StatusItem;
 use super::{Freshness, Query, Since};
 use crate::store::Store;
@@ -95,6 +96,14 @@ pub struct WaitResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub activity: Option<ActivityPage>,
 }
+
+/// What each detail level shows of a wait's answer: the statuses as get_attempt_status shows
+/// them, the time waited from 1.
+pub const WAIT_RULES: Rules = Rules {
+    standard: &["waited_ms"],
+    verbatim: &[],
+    nested: &[("attempts", &STATUS_RULES)],
+};
 
 #[derive(Default)]
 struct Changes {

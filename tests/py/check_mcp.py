@@ -184,7 +184,7 @@ async def wait_for_completed_attempt(s: Session, project_id: str) -> tuple[dict[
         with_attempt = [t for t in tasks if t.get("latest_attempt_id")]
         if with_attempt:
             ids = [t["latest_attempt_id"] for t in with_attempt][:100]
-            st = await s.ok("get_attempt_status", {"attempt_ids": ids})
+            st = await s.ok("get_attempt_status", {"attempt_ids": ids, "detail": 2})
             # "completed" also shows for a moment between the agent and its cleanup script;
             # a finished demo attempt is completed with the cleanup script as its latest process.
             states = {
@@ -254,7 +254,7 @@ async def run_checks(client: Client) -> tuple[int, int]:
     session_id = al["attempts"][0].get("latest_session_id")
 
     # A single call answers the status fields at the top level (seed 002); only a batch has `attempts`.
-    a0 = await s.ok("get_attempt_status", {"attempt_id": attempt_id})
+    a0 = await s.ok("get_attempt_status", {"attempt_id": attempt_id, "detail": 2})
     check("attempts" not in a0, f"get_attempt_status(attempt_id) answered a batch: {short(a0)}")
     check(a0.get("attempt_id") == attempt_id and a0.get("state") == "completed", f"get_attempt_status: {short(a0)}")
     check(a0.get("task_id") == task_id, f"get_attempt_status: task_id {a0.get('task_id')!r} != {task_id}")
@@ -276,14 +276,14 @@ async def run_checks(client: Client) -> tuple[int, int]:
     idx = [e["entry_index"] for e in entries]
     check(idx == sorted(idx) and len(set(idx)) == len(idx), f"tail_attempt_logs: entry_index not strictly ascending: {idx}")
     check(logs.get("latest_entry_index") == idx[-1], f"tail_attempt_logs: latest_entry_index {logs.get('latest_entry_index')} != last entry {idx[-1]}")
-    newer = await s.ok("tail_attempt_logs", {"attempt_id": attempt_id, "after_entry_index": idx[-1]})
+    newer = await s.ok("tail_attempt_logs", {"attempt_id": attempt_id, "after_entry_index": idx[-1], "detail": 2})
     check(
         all(e["entry_index"] > idx[-1] for e in newer["entries"]),
         f"tail_attempt_logs(after_entry_index={idx[-1]}) returned old entries: {[e['entry_index'] for e in newer['entries']]}",
     )
     check(not newer["entries"], f"tail_attempt_logs(after_entry_index={idx[-1]}) of a completed attempt returned new entries")
 
-    changes = await s.ok("get_attempt_changes", {"attempt_id": attempt_id})
+    changes = await s.ok("get_attempt_changes", {"attempt_id": attempt_id, "detail": 2})
     check(changes.get("attempt_id") == attempt_id, f"get_attempt_changes answered for {changes.get('attempt_id')!r}")
     if not changes.get("blocked"):
         check(

@@ -73,7 +73,21 @@ impl Mcp {
         names
     }
 
+    /// Call a tool. The tests written before detail levels check the full answers, so a tool
+    /// that takes `detail` is asked for level 2 (VK's objects verbatim, the answers as they
+    /// were) unless the test names a level; `call_as_is` sends the arguments unchanged.
     pub async fn call(&self, name: &str, args: Value) -> Reply {
+        let Value::Object(mut map) = args else {
+            panic!("arguments must be an object")
+        };
+        if DETAIL_TOOLS.contains(&name) && !map.contains_key("detail") {
+            map.insert("detail".into(), Value::from(2));
+        }
+        self.call_as_is(name, Value::Object(map)).await
+    }
+
+    /// Call a tool with exactly these arguments (the default detail level applies).
+    pub async fn call_as_is(&self, name: &str, args: Value) -> Reply {
         let Value::Object(map) = args else {
             panic!("arguments must be an object")
         };
@@ -105,3 +119,25 @@ impl Mcp {
         Reply::Ok(v)
     }
 }
+
+/// The tools that answer at a detail level (`detail` 0 | 1 | 2).
+pub const DETAIL_TOOLS: [&str; 18] = [
+    "tail_project_activity",
+    "tail_task_activity",
+    "create_task",
+    "update_task",
+    "start_task_attempt",
+    "stop_attempt",
+    "list_projects",
+    "list_repos",
+    "list_executors",
+    "list_tasks",
+    "get_task",
+    "list_task_attempts",
+    "get_attempt_status",
+    "tail_attempt_logs",
+    "get_attempt_changes",
+    "tail_session_messages",
+    "get_context",
+    "wait_for_attempt_change",
+];

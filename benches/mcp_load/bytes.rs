@@ -1,0 +1,351 @@
+//! Phase bytes (issue 17, "agent loop bytes"): what following one attempt costs an agent's
+//! context at the default detail (0) and at detail 2 (VK's objects verbatim). The simulator
+//! writes one coding-agent run of 2,000 normalized entries (VK's recorded entry shapes: tool
+//! calls created then replaced with their result, assistant, system and error messages), ten
+//! per tick, a tick standing for 2 s. Two agents follow it in lockstep as docs/agent-guide.md's
+//! loop does: each tick `get_attempt_status` (with `since_token`) and `tail_attempt_logs` with
+//! `after_entry_index` (+ `since_token`, paging while `has_more`); at the end the last status,
+//! `get_attempt_changes` and `tail_session_messages` once. Counted: the bytes of every answer's
+//! document (the JSON text an agent reads). Asserted, not just reported: at detail 0 the agent
+//! saw every entry index, every tool call (with its final status, through `replaced`) and every
+//! state the detail-2 agent saw.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, ensure};
+use serde_json::{Value, json};
+use vk_observer::sim::{Channel, ProcessStatus, RunReason, Sim, SimFile};
+
+use crate::client::{Mcp, call_body};
+use crate::daemon::DaemonProc;
+use crate::data::{out_dir, sim_config};
+use crate::opts::Opts;
+use crate::report::Report;
+
+const ENTRIES: usize = 2_000;
+const PER_TICK: usize = 10;
+
+/// One agent following the attempt at one detail level.
+struct Follower {
+    detail: u8,
+    bytes: BTreeMap<&'static str, (u64, u64)>,
+    status_token: Option<Value>,
+    log_token: Option<Value>,
+    after: Option<u64>,
+    indices: BTreeSet<u64>,
+    /// Final tool status per entry index (a replacement overwrites the first sighting).
+    tools: BTreeMap<u64, String>,
+    states: Vec<String>,
+}
+
+impl Follower {
+    fn new(detail: u8) -> Self {
+        Follower {
+            detail,
+            bytes: BTreeMap::new(),
+            status_token: None,
+            log_token: None,
+            after: None,
+            indices: BTreeSet::new(),
+            tools: BTreeMap::new(),
+            states: Vec::new(),
+        }
+    }
+
+    /// Call a tool at this follower's level; count the answer's document bytes.
+    async fn call(
+        &mut self,
+        mcp: &Mcp,
+        tool: &'static str,
+        mut args: Value,
+    ) -> anyhow::Result<Value> {
+        args["detail"] = json!(self.detail);
+        let raw = mcp.raw(call_body(tool, &args)).await?;
+        let v: Value = serde_json::from_slice(&raw)?;
+        let text = v["result"]["content"][0]["text"]
+            .as_str()
+            .ok_or_else(|| anyhow!("{tool}: no text in {v}"))?;
+        let e = self.bytes.entry(tool).or_default();
+        e.0 += text.len() as u64;
+        e.1 += 1;
+        Mcp::parse(&raw)
+    }
+
+    async fn status(&mut self, mcp: &Mcp, attempt: uuid::Uuid) -> anyhow::Result<()> {
+        let mut args = json!({"attempt_id": attempt});
+        if let Some(t) = &self.status_token {
+            args["since_token"] = t.clone();
+        }
+        let s = self.call(mcp, "get_attempt_status", args).await?;
+        if let Some(state) = s["state"].as_str()
+            && self.states.last().map(String::as_str) != Some(state)
+        {
+            self.states.push(state.to_string());
+        }
+        self.status_token = Some(s["token"].clone());
+        Ok(())
+    }
+
+    async fn tail(&mut self, mcp: &Mcp, attempt: uuid::Uuid) -> anyhow::Result<()> {
+        loop {
+            let mut args = json!({"attempt_id": attempt, "limit": 100});
+            if let Some(a) = self.after {
+                args["after_entry_index"] = json!(a);
+            }
+            if let Some(t) = &self.log_token {
+                args["since_token"] = t.clone();
+            }
+            let page = self.call(mcp, "tail_attempt_logs", args).await?;
+            for key in ["replaced", "entries"] {
+                for e in page[key].as_array().into_iter().flatten() {
+                    self.see(e);
+                }
+            }
+            self.log_token = Some(page["token"].clone());
+            if page["has_more"] != true {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Record one entry, compact (detail 0) or VK's (detail 2).
+    fn see(&mut self, e: &Value) {
+        let Some(i) = e["entry_index"].as_u64() else {
+            return;
+        };
+        self.indices.insert(i);
+        self.after = Some(self.after.map_or(i, |a| a.max(i)));
+        let status = if self.detail == 2 {
+            let et = &e["entry"]["content"]["entry_type"];
+            (et["type"] == "tool_use")
+                .then(|| et["status"]["status"].as_str().unwrap_or("").to_string())
+        } else {
+            e["tool"]["status"].as_str().map(str::to_owned)
+        };
+        if let Some(s) = status {
+            self.tools.insert(i, s);
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.bytes.values().map(|(b, _)| b).sum()
+    }
+}
+
+/// The recorded VK entries (tests/fixtures/vk-wire) the run cycles through.
+fn recorded_entries() -> anyhow::Result<Vec<Value>> {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vk-wire/samples");
+    let mut out = Vec::new();
+    for f in [
+        "rest_normalized_history_page2.json",
+        "rest_normalized_history_page1.json",
+    ] {
+        let v: Value = serde_json::from_slice(&std::fs::read(dir.join(f)).context(f)?)?;
+        for e in v["response"]["data"]["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            out.push(e["entry"].clone());
+        }
+    }
+    ensure!(!out.is_empty(), "no recorded entries");
+    Ok(out)
+}
+
+/// A tool call's entry with another status (VK replaces a created call with its result).
+fn with_status(e: &Value, status: &str) -> Value {
+    let mut e = e.clone();
+    e["content"]["entry_type"]["status"] = json!({"status": status});
+    e
+}
+
+pub(crate) async fn phase_bytes(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
+    let total = if o.quick { 400 } else { ENTRIES };
+    println!("\n== agent loop bytes: one attempt of {total} normalized entries, detail 0 vs 2");
+    let sim = Sim::start(sim_config(100_000)).await?;
+    let project = sim.add_project("Bytes", &["demo"]);
+    let task = sim.add_task(
+        project,
+        "Follow me",
+        Some("An attempt followed to its end."),
+    );
+    let ids = sim.create_attempt(task, "CLAUDE_CODE");
+    let dir = tempfile::tempdir()?;
+    let mut d = DaemonProc::spawn(
+        &sim.base_url(),
+        dir.path(),
+        true,
+        None,
+        &out_dir().join("daemon-bytes.log"),
+    )?;
+    d.wait_ready(Duration::from_secs(60)).await?;
+    let mcp = d.mcp();
+    let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
+    let shapes = recorded_entries()?;
+    let mut agents = [Follower::new(0), Follower::new(2)];
+    let mut pending_tools: Vec<(u64, Value)> = Vec::new();
+    let mut written = 0usize;
+    while written < total {
+        // VK finishes the previous tick's tool calls in place, then writes new entries.
+        for (i, e) in pending_tools.drain(..) {
+            sim.replace_log(pid, Channel::Normalized, i, with_status(&e, "success"));
+        }
+        for _ in 0..PER_TICK.min(total - written) {
+            let e = &shapes[written % shapes.len()];
+            let is_tool = e["content"]["entry_type"]["type"] == "tool_use";
+            let e = if is_tool {
+                with_status(e, "created")
+            } else {
+                e.clone()
+            };
+            let i = sim.append_log(pid, Channel::Normalized, e.clone());
+            if is_tool {
+                pending_tools.push((i, e));
+            }
+            written += 1;
+        }
+        settle(&mcp, ids.attempt_id, written as u64 - 1).await?;
+        for a in &mut agents {
+            a.status(&mcp, ids.attempt_id).await?;
+            a.tail(&mcp, ids.attempt_id).await?;
+        }
+    }
+    for (i, e) in pending_tools.drain(..) {
+        sim.replace_log(pid, Channel::Normalized, i, with_status(&e, "success"));
+    }
+    let readme = SimFile {
+        repo: "demo".into(),
+        path: "README.md".into(),
+        change: "added".into(),
+        additions: 3,
+        deletions: 0,
+        content: "# Demo\n\nFollowed to its end.\n".into(),
+    };
+    sim.set_changes(ids.attempt_id, vec![readme]);
+    sim.finish_process(pid, ProcessStatus::Completed, Some(0));
+    settle_done(&mcp, ids.attempt_id).await?;
+    for a in &mut agents {
+        a.status(&mcp, ids.attempt_id).await?;
+        a.tail(&mcp, ids.attempt_id).await?;
+        a.call(
+            &mcp,
+            "get_attempt_changes",
+            json!({"attempt_id": ids.attempt_id}),
+        )
+        .await?;
+        a.call(
+            &mcp,
+            "tail_session_messages",
+            json!({"attempt_id": ids.attempt_id}),
+        )
+        .await?;
+    }
+    d.stop().await?;
+    judge(r, &agents, total)
+}
+
+/// Assert the cheap loop lost nothing, then report.
+fn judge(r: &mut Report, agents: &[Follower; 2], total: usize) -> anyhow::Result<()> {
+    let [cheap, full] = agents;
+    let all: BTreeSet<u64> = (0..total as u64).collect();
+    ensure!(cheap.indices == all, "detail 0 missed entry indices");
+    ensure!(full.indices == all, "detail 2 missed entry indices");
+    ensure!(
+        cheap.tools == full.tools,
+        "tool calls differ between detail 0 and 2"
+    );
+    ensure!(
+        cheap.tools.values().all(|s| s == "success"),
+        "a tool call's result was not seen at detail 0"
+    );
+    ensure!(
+        cheap.states == full.states,
+        "states differ: {:?} vs {:?}",
+        cheap.states,
+        full.states
+    );
+    ensure!(
+        cheap.states.last().map(String::as_str) == Some("completed"),
+        "the end was not seen"
+    );
+    let ratio = cheap.total() as f64 / full.total() as f64;
+    println!("bytes per tool (detail 0 | detail 2, calls):");
+    for (tool, (b2, n)) in &full.bytes {
+        let b0 = cheap.bytes.get(tool).map_or(0, |x| x.0);
+        println!("  {tool:24} {b0:>10} | {b2:>10}  ({n} calls)");
+    }
+    println!(
+        "total: {} B at detail 0, {} B at detail 2: {:.1} % ({} tool calls, states {:?})",
+        cheap.total(),
+        full.total(),
+        ratio * 100.0,
+        cheap.tools.len(),
+        cheap.states
+    );
+    r.row(
+        &format!("agent loop bytes, {total} entries: detail 0 / detail 2"),
+        format!(
+            "{} B / {} B = {:.1} %",
+            cheap.total(),
+            full.total(),
+            ratio * 100.0
+        ),
+        "≤ 25 %",
+        Some(ratio <= 0.25),
+    );
+    let per_tool: BTreeMap<&str, Value> = full
+        .bytes
+        .iter()
+        .map(|(t, (b2, n))| (*t, json!({"calls": n, "detail0": cheap.bytes.get(t).map_or(0, |x| x.0), "detail2": b2})))
+        .collect();
+    r.detail(
+        "agent_loop_bytes",
+        json!({"entries": total, "per_tool": per_tool, "ratio": ratio}),
+    );
+    Ok(())
+}
+
+/// Until the cache holds entry `last` (and so this tick's replacements, which VK's stream sent
+/// before it): both followers then read the same state.
+async fn settle(mcp: &Mcp, attempt: uuid::Uuid, last: u64) -> anyhow::Result<()> {
+    for _ in 0..2_000 {
+        let page = mcp
+            .call(
+                "tail_attempt_logs",
+                &json!({"attempt_id": attempt, "limit": 1, "detail": 0}),
+            )
+            .await?;
+        if page["latest_entry_index"].as_u64() == Some(last) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Err(anyhow!("the cache never reached entry {last}"))
+}
+
+/// Until the attempt is completed and its change summary is cached.
+async fn settle_done(mcp: &Mcp, attempt: uuid::Uuid) -> anyhow::Result<()> {
+    for _ in 0..5_000 {
+        let s = mcp
+            .call(
+                "get_attempt_status",
+                &json!({"attempt_id": attempt, "detail": 0}),
+            )
+            .await?;
+        let changes = mcp
+            .raw(call_body(
+                "get_attempt_changes",
+                &json!({"attempt_id": attempt, "detail": 0}),
+            ))
+            .await?;
+        let ready = Mcp::parse(&changes).is_ok();
+        if s["state"] == "completed" && ready && s["result"]["next_tool"] == "get_attempt_changes" {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Err(anyhow!("the attempt never completed in the cache"))
+}

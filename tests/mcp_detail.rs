@@ -1,0 +1,554 @@
+//! Detail levels through a real MCP client against the simulator-fed daemon: every read tool at
+//! `detail` 0, 1 and 2 (each level a sub-document of the next, level 2 the full answer the other
+//! tests check field for field, the default equal to 0), compact log entries with replaced and
+//! pending-approval entries, clipping and reading a clipped entry whole, and the `include_*`
+//! switches, `capabilities_filter` and the forced-list ceiling (`too_many_files`).
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::mcp::Mcp;
+use support::world::*;
+
+/// Every field of `small` is in `big` with the same value (objects: a subset of keys; lists:
+/// the same length, item by item). `freshness` is compared by its `upstream` only (its ages
+/// move between calls).
+fn assert_sub(small: &Value, big: &Value, path: &str) {
+    match (small, big) {
+        (Value::Object(s), Value::Object(b)) => {
+            for (k, v) in s {
+                let p = format!("{path}.{k}");
+                let other = b
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{p} missing from the larger level"));
+                if k == "freshness" {
+                    assert_eq!(v["upstream"], other["upstream"], "{p}");
+                } else {
+                    assert_sub(v, other, &p);
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(b)) => {
+            assert_eq!(s.len(), b.len(), "{path}: list lengths differ");
+            for (i, (x, y)) in s.iter().zip(b).enumerate() {
+                assert_sub(x, y, &format!("{path}[{i}]"));
+            }
+        }
+        _ => assert_eq!(small, big, "{path}"),
+    }
+}
+
+/// The answers at 0, 1 and 2, checked to nest, and the default checked equal to 0.
+async fn levels(mcp: &Mcp, tool: &str, args: Value) -> [Value; 3] {
+    let at = |d: u8| {
+        let mut a = args.clone();
+        a["detail"] = json!(d);
+        a
+    };
+    let l0 = mcp.call(tool, at(0)).await.ok();
+    let l1 = mcp.call(tool, at(1)).await.ok();
+    let l2 = mcp.call(tool, at(2)).await.ok();
+    let default = mcp.call_as_is(tool, args).await.ok();
+    assert_sub(&default, &l0, &format!("{tool}(default)"));
+    assert_sub(&l0, &default, &format!("{tool}(0)"));
+    assert_sub(&l0, &l1, &format!("{tool}(0⊂1)"));
+    assert_sub(&l1, &l2, &format!("{tool}(1⊂2)"));
+    let (b0, b2) = (l0.to_string().len(), l2.to_string().len());
+    assert!(b0 <= b2, "{tool}: detail 0 ({b0} B) larger than 2 ({b2} B)");
+    [l0, l1, l2]
+}
+
+fn has(v: &Value, k: &str) -> bool {
+    v.get(k).is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_read_tool_answers_at_three_levels() {
+    let Served {
+        sim: _sim,
+        dir: _dir,
+        daemon,
+        w,
+        truth,
+        mcp,
+    } = serve_world().await;
+
+    let [p0, p1, p2] = levels(&mcp, "list_projects", json!({})).await;
+    assert!(has(&p0["projects"][0], "name") && !has(&p0["projects"][0], "repo_count"));
+    assert_eq!(p0["freshness"], json!({"upstream": "connected"}));
+    assert!(has(&p1["projects"][0], "repo_count") && has(&p2["freshness"], "bootstrapped"));
+
+    let [r0, r1, _] = levels(&mcp, "list_repos", json!({"project_id": w.project})).await;
+    assert!(has(&r0["repos"][0], "repo_id") && !has(&r0["repos"][0], "path"));
+    assert!(has(&r1["repos"][0], "path"));
+
+    let [e0, e1, _] = levels(&mcp, "list_executors", json!({})).await;
+    let claude = |v: &Value| {
+        v["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["executor"] == "CLAUDE_CODE")
+            .cloned()
+            .unwrap()
+    };
+    assert!(has(&claude(&e0), "variants") && !has(&claude(&e0), "supports_mcp"));
+    assert_eq!(claude(&e1)["supports_mcp"], true);
+    assert_eq!(claude(&e1)["capabilities"], json!(["SESSION_FORK"]));
+
+    let [t0, t1, t2] = levels(&mcp, "list_tasks", json!({"project_id": w.project})).await;
+    let ok = |v: &Value| {
+        v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| id(&t["task_id"]) == w.ok_task)
+            .cloned()
+            .unwrap()
+    };
+    for k in [
+        "title",
+        "status",
+        "updated_at",
+        "latest_attempt_id",
+        "latest_session_id",
+    ] {
+        assert!(has(&ok(&t0), k), "list_tasks detail 0 lacks {k}");
+    }
+    // false is left out at level 0, shown from 1.
+    assert!(
+        !has(&ok(&t0), "has_in_progress_attempt") && ok(&t1)["has_in_progress_attempt"] == false
+    );
+    assert!(!has(&ok(&t0), "description") && !has(&ok(&t0), "created_at"));
+    assert!(has(&ok(&t1), "created_at") && !has(&ok(&t1), "description"));
+    assert_eq!(ok(&t2)["description"], "Please write a greeting file.");
+
+    let [g0, _, g2] = levels(
+        &mcp,
+        "get_task",
+        json!({"task_id": w.ok_task, "include_attempts": true}),
+    )
+    .await;
+    assert_eq!(g0["task"]["description"], "Please write a greeting file.");
+    assert!(has(&g0["attempts"][0], "state") && !has(&g0["attempts"][0], "workspace_branch"));
+    assert!(has(&g2["attempts"][0], "workspace_branch"));
+
+    let [a0, a1, _] = levels(&mcp, "list_task_attempts", json!({"task_id": w.ok_task})).await;
+    assert!(has(&a0, "latest_attempt_id") && !has(&a0["attempts"][0], "created_at"));
+    assert!(has(&a1["attempts"][0], "created_at"));
+
+    let [s0, s1, s2] = levels(
+        &mcp,
+        "get_attempt_status",
+        json!({"attempt_id": w.ok_attempt}),
+    )
+    .await;
+    for k in [
+        "attempt_id",
+        "state",
+        "latest_session_id",
+        "last_activity_at",
+        "token",
+        "result",
+    ] {
+        assert!(has(&s0, k), "status detail 0 lacks {k}");
+    }
+    assert_eq!(s0["result"]["next_tool"], s2["result"]["next_tool"]);
+    assert!(!has(&s0, "latest_process") && !has(&s0["result"], "reason"));
+    assert!(has(&s1, "latest_process") && has(&s1["result"], "reason") && has(&s1, "created_at"));
+    for k in ["attempt_token", "latest_execution_process_id"] {
+        assert!(!has(&s0, k) && has(&s1, k), "{k} is a detail-1 field");
+    }
+    let [b0, _, b2] = levels(
+        &mcp,
+        "get_attempt_status",
+        json!({"attempt_ids": [w.ok_attempt, w.failed_attempt, w.bare_attempt]}),
+    )
+    .await;
+    assert_eq!(b0["attempts"].as_array().unwrap().len(), 3);
+    assert!(!has(&b0, "not_found") && b2["not_found"] == json!([]));
+    let failed = &b0["attempts"][1];
+    assert_eq!(failed["state"], "failed");
+    assert!(has(failed, "failure_summary") && has(&failed["result"], "last_error"));
+    let no_result = mcp
+        .call(
+            "get_attempt_status",
+            json!({"attempt_id": w.ok_attempt, "include_result": false}),
+        )
+        .await
+        .ok();
+    assert!(!has(&no_result, "result") && has(&no_result, "state"));
+
+    let [c0, c1, c2] = levels(
+        &mcp,
+        "get_attempt_changes",
+        json!({"attempt_id": w.ok_attempt}),
+    )
+    .await;
+    assert_eq!(c0["files"].as_array().unwrap().len(), 3);
+    assert!(has(&c0, "summary") && !has(&c0, "guard") && !has(&c0, "hint"));
+    assert!(has(&c1, "guard") && c2["hint"].is_null());
+    let summary_only = mcp
+        .call(
+            "get_attempt_changes",
+            json!({"attempt_id": w.ok_attempt, "include_files": false}),
+        )
+        .await
+        .ok();
+    assert!(!has(&summary_only, "files") && summary_only["summary"]["file_count"] == 3);
+
+    let [m0, m1, _] = levels(
+        &mcp,
+        "tail_session_messages",
+        json!({"attempt_id": w.ok_attempt}),
+    )
+    .await;
+    assert!(has(&m0["turns"][0], "prompt") && !has(&m0["turns"][0], "created_at"));
+    assert!(!has(&m0, "executor") && has(&m1, "executor"));
+
+    // The wait: statuses shaped as get_attempt_status shapes them.
+    let since = format!(
+        "{}.0",
+        s2["token"].as_str().unwrap().split('.').next().unwrap()
+    );
+    let [w0, w1, _] = levels(
+        &mcp,
+        "wait_for_attempt_change",
+        json!({"attempt_ids": [w.ok_attempt], "since_token": since, "timeout_ms": 1000}),
+    )
+    .await;
+    assert_eq!(w0["changed"], true);
+    assert!(has(&w0["attempts"][0], "state") && !has(&w0["attempts"][0], "latest_process"));
+    assert!(!has(&w0, "waited_ms") && has(&w1, "waited_ms"));
+
+    // get_context, for a client inside the attempt's workspace.
+    let root = truth.attempts[&w.ok_attempt]["container_ref"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let inside = Mcp::connect_with(
+        daemon.addr,
+        std::collections::HashMap::from([("x-vk-workspace".to_string(), format!("{root}/demo"))]),
+    )
+    .await;
+    let [x0, x1, _] = levels(&inside, "get_context", json!({})).await;
+    assert_eq!(id(&x0["attempt_id"]), w.ok_attempt);
+    assert!(has(&x0, "workspace_repos") && !has(&x0, "workspace_path"));
+    assert_eq!(x1["workspace_path"], root);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_switches_filter_and_trim() {
+    let Served {
+        w,
+        mcp,
+        sim: _s,
+        dir: _d,
+        daemon: _dm,
+        truth: _t,
+    } = serve_world().await;
+    let bare = mcp
+        .call(
+            "list_tasks",
+            json!({"project_id": w.project, "include_attempt_summary": false}),
+        )
+        .await
+        .ok();
+    for t in bare["tasks"].as_array().unwrap() {
+        assert!(
+            has(t, "task_id") && !has(t, "latest_attempt_id") && !has(t, "has_in_progress_attempt")
+        );
+    }
+    let names = mcp
+        .call("list_executors", json!({"include_variants": false}))
+        .await
+        .ok();
+    for e in names["executors"].as_array().unwrap() {
+        assert!(has(e, "executor") && !has(e, "variants"));
+    }
+    let fork = mcp
+        .call(
+            "list_executors",
+            json!({"capabilities_filter": ["SESSION_FORK"], "detail": 1}),
+        )
+        .await
+        .ok();
+    let fork: Vec<&Value> = fork["executors"].as_array().unwrap().iter().collect();
+    assert_eq!(fork.len(), 1);
+    assert_eq!(fork[0]["executor"], "CLAUDE_CODE");
+    let mcp_ok = mcp
+        .call(
+            "list_executors",
+            json!({"capabilities_filter": ["supports_mcp"], "detail": 1}),
+        )
+        .await
+        .ok();
+    assert!(
+        mcp_ok["executors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["supports_mcp"] == true)
+    );
+    assert_eq!(
+        mcp.call("list_executors", json!({"capabilities_filter": [" "]}))
+            .await
+            .code(),
+        "invalid_argument"
+    );
+    assert_eq!(
+        mcp.call("list_projects", json!({"detail": 3})).await.code(),
+        "invalid_argument"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forced_file_lists_have_an_absolute_ceiling() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let project = sim.add_project("Ceiling", &["demo"]);
+    let task = sim.add_task(project, "Touch everything", None);
+    let ids = sim
+        .run_attempt_script(
+            task,
+            vk_observer::sim::AttemptScript {
+                files: files("demo", 5_001, 1),
+                ..Default::default()
+            },
+        )
+        .await;
+    support::converge(&daemon.store, &sim, Duration::from_secs(30), "ceiling").await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let guarded = mcp
+        .call("get_attempt_changes", json!({"attempt_id": ids.attempt_id}))
+        .await
+        .ok();
+    assert_eq!(guarded["blocked_reason"], "threshold_exceeded");
+    let forced = mcp
+        .call(
+            "get_attempt_changes",
+            json!({"attempt_id": ids.attempt_id, "force": true, "detail": 0}),
+        )
+        .await
+        .ok();
+    assert_eq!(forced["blocked"], true);
+    assert_eq!(forced["blocked_reason"], "too_many_files");
+    assert_eq!(forced["summary"]["file_count"], 5_001);
+    assert!(!has(&forced, "files") && forced["hint"].as_str().unwrap().contains("5000"));
+}
+
+/// A normalized entry as VK writes it.
+fn entry(kind: Value, content: &str) -> Value {
+    json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null, "entry_type": kind,
+           "content": content}})
+}
+
+fn bash(status: Value, result: Value) -> Value {
+    entry(
+        json!({"type": "tool_use", "tool_name": "Bash", "status": status,
+               "action_type": {"action": "command_run", "command": "rm -rf build", "result": result}}),
+        "rm -rf build",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_log_entries_follow_the_work() {
+    use vk_observer::sim::{Channel, RunReason};
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let project = sim.add_project("Compact", &["demo"]);
+    let task = sim.add_task(project, "Compact reader", None);
+    let ids = sim.create_attempt(task, "CLAUDE_CODE");
+    let p = sim.start_process(ids.session_id, RunReason::CodingAgent);
+    let long = "y".repeat(1_200);
+    let pending = json!({"status": "pending_approval", "approval_id": "appr-7",
+                         "requested_at": "2026-11-22T10:00:00Z", "timeout_at": "2026-11-22T10:10:00Z"});
+    for e in [
+        entry(json!({"type": "user_message"}), "Clean the build."),
+        entry(json!({"type": "thinking"}), "Deleting build/ is safe."),
+        bash(pending, Value::Null),
+        entry(json!({"type": "assistant_message"}), &long),
+    ] {
+        sim.append_log(p, Channel::Normalized, e);
+    }
+    sim.append_log(
+        p,
+        Channel::Raw,
+        json!({"type": "STDOUT", "content": "cleaning\n"}),
+    );
+    let mcp = Mcp::connect(daemon.addr).await;
+    let args = json!({"attempt_id": ids.attempt_id});
+    let page = until(&mcp, args.clone(), |r| r["latest_entry_index"] == 3).await;
+    let got = page["entries"].as_array().unwrap();
+    assert_eq!(
+        got[0],
+        json!({"entry_index": 0, "kind": "user_message", "text": "Clean the build."})
+    );
+    assert_eq!(got[1]["kind"], "thinking");
+    assert_eq!(
+        got[2],
+        json!({"entry_index": 2, "kind": "tool_use", "tool": {"name": "Bash", "action": "command_run",
+               "command": "rm -rf build", "status": "pending_approval", "approval_id": "appr-7",
+               "approval_timeout_at": "2026-11-22T10:10:00Z"}})
+    );
+    assert_eq!(got[3]["text"].as_str().unwrap().len(), 500);
+    assert_eq!(got[3]["clipped"], true);
+    // The clipped entry read whole, as the schema says: after_entry_index i − 1, limit 1, detail 2.
+    let whole = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": ids.attempt_id, "after_entry_index": 2, "limit": 1, "detail": 2}),
+        )
+        .await
+        .ok();
+    assert_eq!(whole["entries"][0]["entry"]["content"]["content"], long);
+    let standard = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": ids.attempt_id, "detail": 1}),
+        )
+        .await
+        .ok();
+    assert_eq!(standard["entries"][3]["text"], long);
+    assert!(!has(&standard["entries"][3], "clipped") && has(&standard, "run_reason"));
+    assert!(!has(&page, "execution_process_id") && has(&standard, "execution_process_id"));
+    let raw = until(
+        &mcp,
+        json!({"attempt_id": ids.attempt_id, "channel": "raw"}),
+        |r| r["entries"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    assert_eq!(
+        raw["entries"][0],
+        json!({"entry_index": 0, "kind": "stdout", "text": "cleaning\n"})
+    );
+
+    // The approval is answered: the entry is replaced in place and shows up in `replaced`.
+    // A page's token may predate the entries it shows (it is read first, by design): take the
+    // token of a read made once they are all committed.
+    let t = mcp.call("tail_attempt_logs", args.clone()).await.ok()["token"].clone();
+    sim.replace_log(
+        p,
+        Channel::Normalized,
+        2,
+        bash(
+            json!({"status": "success"}),
+            json!({"exit_status": {"type": "exit_code", "code": 0}, "output": "removed"}),
+        ),
+    );
+    sim.append_log(
+        p,
+        Channel::Normalized,
+        entry(json!({"type": "assistant_message"}), "Done."),
+    );
+    let next = until(
+        &mcp,
+        json!({"attempt_id": ids.attempt_id, "after_entry_index": 3, "since_token": t}),
+        |r| r["replaced"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    assert_eq!(
+        next["entries"],
+        json!([{"entry_index": 4, "kind": "assistant_message", "text": "Done."}])
+    );
+    assert_eq!(
+        next["replaced"][0],
+        json!({"entry_index": 2, "kind": "tool_use", "tool": {"name": "Bash", "action": "command_run",
+               "command": "rm -rf build", "status": "success", "exit_code": 0}})
+    );
+    // Level 2 is VK's entries verbatim, index for index.
+    let verbatim = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": ids.attempt_id, "detail": 2}),
+        )
+        .await
+        .ok();
+    let compact = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": ids.attempt_id, "detail": 0}),
+        )
+        .await
+        .ok();
+    let idx = |v: &Value| -> Vec<Value> {
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["entry_index"].clone())
+            .collect()
+    };
+    assert_eq!(idx(&verbatim), idx(&compact));
+    for (v, c) in verbatim["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(compact["entries"].as_array().unwrap())
+    {
+        assert_eq!(c["kind"], v["entry"]["content"]["entry_type"]["type"]);
+        assert!(!has(c, "entry"));
+    }
+}
+
+/// Tail until `done` holds (the cache follows VK asynchronously).
+async fn until(mcp: &Mcp, args: Value, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut a = args.clone();
+        if !has(&a, "detail") {
+            a["detail"] = json!(0);
+        }
+        // Until the cache has the attempt, the tool answers `not_found`.
+        let r = match mcp.call("tail_attempt_logs", a).await {
+            support::mcp::Reply::Ok(r) if done(&r) => return r,
+            support::mcp::Reply::Ok(r) | support::mcp::Reply::Err(r) => r,
+        };
+        assert!(
+            std::time::Instant::now() < deadline,
+            "log never reached the state: {r}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutations_answer_at_the_level_asked() {
+    let Served {
+        w,
+        mcp,
+        sim: _s,
+        dir: _d,
+        daemon: _dm,
+        truth: _t,
+    } = serve_world().await;
+    let args = |d: u8, title: &str| json!({"project_id": w.project, "title": title, "description": "Shaped answer", "detail": d});
+    let c0 = mcp.call("create_task", args(0, "Cheap create")).await.ok();
+    assert_eq!(c0["task"]["title"], "Cheap create");
+    assert_eq!(c0["task"]["description"], "Shaped answer");
+    assert!(!has(&c0["task"], "created_at") && !has(&c0, "replayed") && has(&c0, "token"));
+    let c2 = mcp.call("create_task", args(2, "Full create")).await.ok();
+    assert!(has(&c2["task"], "created_at") && c2["replayed"] == false);
+    let u0 = mcp
+        .call_as_is(
+            "update_task",
+            json!({"task_id": c0["task_id"], "status": "inreview"}),
+        )
+        .await
+        .ok();
+    assert_eq!(u0["task"]["status"], "inreview");
+    assert!(!has(&u0["task"], "created_at"));
+    let stop0 = mcp
+        .call(
+            "stop_attempt",
+            json!({"attempt_id": w.ok_attempt, "detail": 0}),
+        )
+        .await
+        .ok();
+    assert_eq!(stop0["status"]["state"], "completed");
+    assert!(!has(&stop0["status"], "latest_process") && !has(&stop0, "stopped"));
+}
