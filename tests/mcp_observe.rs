@@ -227,6 +227,64 @@ async fn logs_changes_transcripts_and_context_answer_from_the_cache() {
         .ok();
     assert_eq!(first["turns"][0]["turn_index"], 0);
     assert_eq!(first["has_more"], false);
+
+    // by: "message": the conversation message by message, compact, paged older by cursor.
+    let walk = |limit: u64| {
+        let mcp = &mcp;
+        let session = w.ok_session;
+        async move {
+            let mut walked: Vec<Value> = Vec::new();
+            let mut cursor: Option<u64> = None;
+            loop {
+                let mut args = json!({"session_id": session, "by": "message", "limit": limit});
+                if let Some(c) = cursor {
+                    args["cursor"] = json!(c);
+                }
+                let page = mcp.call_as_is("tail_session_messages", args).await.ok();
+                assert!(page.get("turns").is_none(), "{page}");
+                let got = page["messages"].as_array().unwrap().clone();
+                assert!(!got.is_empty() && got.len() as u64 <= limit, "{page}");
+                walked.splice(0..0, got);
+                if page["has_more"] != true {
+                    assert!(page.get("next_cursor").is_none(), "{page}");
+                    return walked;
+                }
+                cursor = Some(page["next_cursor"].as_u64().unwrap());
+            }
+        }
+    };
+    let msgs = walk(100).await;
+    assert_eq!(msgs[0]["kind"], "prompt");
+    assert_eq!(msgs[0]["role"], "user");
+    assert_eq!(msgs[0]["turn_index"], 0);
+    assert!(
+        msgs.iter()
+            .any(|m| m["text"] == "Done. I made the changes.")
+    );
+    assert!(
+        msgs.iter()
+            .any(|m| m["kind"] == "tool_use" && m["tool"]["command"].is_string())
+    );
+    let second_prompt = msgs
+        .iter()
+        .position(|m| m["kind"] == "prompt" && m["turn_index"] == 1)
+        .expect("the follow-up's prompt");
+    assert_eq!(msgs[second_prompt]["text"], "now add a second line");
+    let cursors: Vec<u64> = msgs.iter().map(|m| m["cursor"].as_u64().unwrap()).collect();
+    assert!(
+        cursors.windows(2).all(|w| w[0] < w[1]),
+        "ordered: {cursors:?}"
+    );
+    // Smaller pages visit the same messages, each once, in the same order.
+    let walked: Vec<u64> = walk(7)
+        .await
+        .iter()
+        .map(|m| m["cursor"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        walked, cursors,
+        "the walk visits every message once, in order"
+    );
     let no_session = mcp
         .call(
             "tail_session_messages",

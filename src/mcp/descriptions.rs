@@ -66,10 +66,10 @@ Optional: force (list files past the diff guard; never past 5000), include_files
 Next: get_attempt_patch or get_attempt_file for contents of selected paths; follow_up to ask for fixes.
 Avoid: retrying with force after blocked_reason=summary_failed (force does not help); expecting file contents here.";
 
-pub const TAIL_SESSION_MESSAGES: &str = "Replay a session's conversation as turns (the prompt sent and the agent's final message), newest page, oldest first.
+pub const TAIL_SESSION_MESSAGES: &str = "Replay a session's conversation as turns (prompt and the agent's final message) or, with by=message, message by message; newest page, oldest first.
 Use when: restoring context about what was asked and answered in an attempt.
 Required: exactly one of session_id or attempt_id (the attempt's latest session).
-Optional: cursor (next_cursor: older turns), limit (1-50, default 10), detail (0|1|2, default 0).
+Optional: by (turn|message), cursor (next_cursor: older items), limit (turns 1-50, messages 1-100), detail (0|1|2).
 Next: follow_up with the same attempt_id, or tail_attempt_logs for the full detail of a turn.
 Avoid: passing both session_id and attempt_id; using this to follow live output (use tail_attempt_logs).";
 

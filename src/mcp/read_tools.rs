@@ -257,13 +257,25 @@ impl VkTools {
             let Some(target) = SessionTarget::from_ids(a.session_id, a.attempt_id) else {
                 return Err(ToolError::ambiguous_target(&["session_id", "attempt_id"]));
             };
+            if a.by == Some(MessagesBy::Message) {
+                let limit = page_size(
+                    a.limit,
+                    crate::query::conversation::MESSAGE_PAGE_DEFAULT,
+                    crate::query::conversation::MESSAGE_PAGE_MAX,
+                    "limit",
+                )?;
+                let detail = a.detail.unwrap_or_default();
+                return self
+                    .query
+                    .session_messages(target, a.cursor, limit, Some(detail));
+            }
             let limit = page_size(
                 a.limit,
                 TURN_PAGE_DEFAULT,
                 crate::query::transcript::TURN_PAGE_MAX,
                 "limit",
             )?;
-            self.query.session_messages(target, a.cursor, limit)
+            self.query.session_messages(target, a.cursor, limit, None)
         });
         shaped(answer, &TRANSCRIPT_RULES, level)
     }

@@ -244,10 +244,16 @@ pub struct MessagesArgs {
     /// or `attempt_id`.
     #[serde(default)]
     pub attempt_id: Option<Uuid>,
-    /// Page OLDER turns: return the turns with `turn_index` below this (use `next_cursor`).
+    /// `turn` (default): one item per coding-agent run, its prompt and the agent's last
+    /// message. `message`: the conversation message by message (prompts, agent messages,
+    /// tool uses, errors, feedback), compact, each with its own `cursor`.
+    #[serde(default)]
+    pub by: Option<MessagesBy>,
+    /// Page OLDER items: the turns with `turn_index` below this, or with `by: "message"` the
+    /// messages before this message `cursor` (use `next_cursor`).
     #[serde(default)]
     pub cursor: Option<u64>,
-    /// Turns per page, 1–50 (default 10).
+    /// Items per page: turns 1–50 (default 10), messages 1–100 (default 20).
     #[serde(default)]
     pub limit: Option<u32>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
@@ -321,4 +327,14 @@ pub struct ContextArgs {
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
+}
+
+/// How tail_session_messages splits the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessagesBy {
+    /// One item per coding-agent run: the prompt and the agent's last message.
+    Turn,
+    /// One item per message: prompts, agent messages, tool uses, errors, feedback.
+    Message,
 }

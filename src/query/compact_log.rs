@@ -147,6 +147,11 @@ fn bare(kind: String) -> CompactEntry {
     }
 }
 
+/// An entry of `kind` that is only text (e.g. a turn's prompt), clipped at `limit`.
+pub fn text_entry(kind: &str, text: &str, limit: usize) -> CompactEntry {
+    with_text(bare(kind.to_string()), text, limit)
+}
+
 fn with_text(mut e: CompactEntry, text: &str, limit: usize) -> CompactEntry {
     if !text.is_empty() {
         let (t, clipped) = clip(text, limit);

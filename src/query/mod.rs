@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod changes;
 pub mod compact_log;
 pub mod context;
+pub mod conversation;
 pub mod detail;
 pub mod logs;
 pub mod paging;

@@ -7,6 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::conversation::{self, Message};
+use super::detail::Detail;
 use super::detail::Rules;
 use super::target::{self, SessionTarget};
 use super::{Freshness, Query, View};
@@ -48,11 +50,18 @@ pub struct TranscriptPage {
     pub attempt_id: Uuid,
     /// Executor of the session (e.g. `CLAUDE_CODE`).
     pub executor: Option<String>,
-    /// Turns, oldest first.
-    pub turns: Vec<Turn>,
-    /// True when older turns exist; pass `next_cursor` as `cursor` to read them.
+    /// Turns, oldest first (`by: "turn"`, the default); absent with `by: "message"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turns: Option<Vec<Turn>>,
+    /// With `by: "message"`: the conversation message by message, oldest first (each turn's
+    /// prompt, then the agent's messages, tool uses, errors and feedback, compact); absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<Message>>,
+    /// True when older turns (messages) exist; pass `next_cursor` as `cursor` to read them.
     pub has_more: bool,
-    /// `turn_index` of the first turn on this page when older turns exist; else null.
+    /// When older ones exist: the `turn_index` of the first turn on this page, or with
+    /// `by: "message"` the first message's `cursor`; else null.
     pub next_cursor: Option<u64>,
     /// Store token at the time of this read (opaque).
     pub token: String,
@@ -81,6 +90,7 @@ impl Query {
         target: SessionTarget,
         cursor: Option<u64>,
         limit: usize,
+        by_message: Option<Detail>,
     ) -> Result<TranscriptPage, ToolError> {
         let View {
             token,
@@ -92,6 +102,22 @@ impl Query {
             .ok_or_else(|| ToolError::internal("cached session has no workspace_id"))?;
         let processes = reader.processes_of_attempt(attempt_id)?;
         let agent_runs = vk::agent_runs_of_session(&processes, session.id);
+        if let Some(detail) = by_message {
+            let limit = limit.clamp(1, conversation::MESSAGE_PAGE_MAX);
+            let (messages, has_more) =
+                conversation::page(&reader, &agent_runs, cursor, limit, detail)?;
+            return Ok(TranscriptPage {
+                session_id: session.id,
+                attempt_id,
+                executor: vk::string_of(&session.value, "executor"),
+                turns: None,
+                next_cursor: messages.first().filter(|_| has_more).map(|m| m.cursor),
+                messages: Some(messages),
+                has_more,
+                token,
+                freshness,
+            });
+        }
         let end = cursor
             .map(|c| (c as usize).min(agent_runs.len()))
             .unwrap_or(agent_runs.len());
@@ -113,7 +139,8 @@ impl Query {
             session_id: session.id,
             attempt_id,
             executor: vk::string_of(&session.value, "executor"),
-            turns,
+            turns: Some(turns),
+            messages: None,
             has_more: start > 0,
             next_cursor: (start > 0).then_some(start as u64),
             token,
