@@ -128,6 +128,26 @@ pub struct AttemptScript {
     pub cleanup: bool,
     pub files: Vec<SimFile>,
     pub dev_server: bool,
+    /// The agent's first Bash call asks for approval and waits for it (VK's APPROVALS variant).
+    pub approval: Option<ApprovalScript>,
+}
+
+/// A tool call that asks for approval: what it runs and how long VK waits for an answer.
+#[derive(Debug, Clone)]
+pub struct ApprovalScript {
+    /// The Bash command of the tool call.
+    pub command: String,
+    /// VK's `APPROVAL_TIMEOUT_SECONDS` (1 h); scripts use a short one to see a timeout.
+    pub timeout: Duration,
+}
+
+impl Default for ApprovalScript {
+    fn default() -> Self {
+        Self {
+            command: "rm -rf build && cargo build".to_string(),
+            timeout: Duration::from_secs(3600),
+        }
+    }
 }
 
 impl Default for AttemptScript {
@@ -142,6 +162,7 @@ impl Default for AttemptScript {
             cleanup: true,
             files: Vec::new(),
             dev_server: false,
+            approval: None,
         }
     }
 }

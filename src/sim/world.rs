@@ -142,6 +142,8 @@ pub(crate) struct World {
     pub turns: Vec<Turn>,
     /// session → queued message (VK's `QueuedMessage` JSON) and its idempotency (key, hash).
     pub queue: HashMap<Uuid, (Value, Option<(String, String)>)>,
+    /// Tool approvals by id (VK's `approvals` table and waiters).
+    pub approvals: HashMap<Uuid, super::approvals::SimApproval>,
     ord: u64,
 }
 

@@ -33,6 +33,10 @@ pub mod table {
     /// channel ‖ process -> u64 BE: VK lost this log's entries below that index before the
     /// cache had them all. Additive (old stores simply have none), so no schema bump.
     pub const LOGS_HISTORY_LOST: u8 = 0x15;
+    /// attempt ‖ process ‖ entry_index -> approval record (`store::approvals`). Additive.
+    pub const APPROVALS: u8 = 0x16;
+    /// approval id -> its `APPROVALS` key. Additive.
+    pub const APPROVAL_IDS: u8 = 0x17;
 }
 
 /// Names of the `META` entries.

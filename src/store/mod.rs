@@ -12,6 +12,9 @@
 //! commit. Nothing outside `store/` can write a projection.
 
 pub mod apply;
+pub mod approvals;
+#[cfg(test)]
+mod approvals_tests;
 pub mod codec;
 pub mod events;
 pub mod keys;

@@ -61,6 +61,11 @@ impl StoreReader {
         StoreReader { tree }
     }
 
+    /// The projection tree, for the read side of the store's own index modules.
+    pub(super) fn tree(&self) -> &sled::Tree {
+        &self.tree
+    }
+
     fn entity(&self, key: &[u8], id: Uuid) -> R<Option<Stored>> {
         Ok(self.tree.get(key)?.and_then(|v| {
             let (token, json) = decode(&v)?;
