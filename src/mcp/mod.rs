@@ -4,6 +4,8 @@
 //! an attempt workspace (they say where with the `x-vk-workspace` header, or the daemon itself
 //! was started inside one).
 
+pub mod approval_requests;
+pub mod approval_tools;
 pub mod args;
 pub mod bridge;
 pub mod control_requests;
@@ -58,7 +60,10 @@ fn shared_router() -> Arc<ToolRouter<VkTools>> {
     static ROUTER: std::sync::OnceLock<Arc<ToolRouter<VkTools>>> = std::sync::OnceLock::new();
     ROUTER
         .get_or_init(|| {
-            let mut router = read_tools::router() + wait_tool::router() + control_tools::router();
+            let mut router = read_tools::router()
+                + wait_tool::router()
+                + control_tools::router()
+                + approval_tools::router();
             // The macro derives output schemas from the result types; only here can they be
             // shaped like the input schemas are (`args::input_schema`).
             for route in router.map.values_mut() {

@@ -3,6 +3,7 @@
 //! stays a thin parse → query → respond adapter and the rules (latest attempt, relevant process,
 //! guard, pagination) are testable without a transport.
 
+pub mod approvals;
 pub mod catalog;
 pub mod changes;
 pub mod context;
