@@ -218,3 +218,55 @@ fn respond_error(e: UpstreamError, id: Uuid) -> ToolError {
         _ => upstream_error(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending() -> ApprovalRecord {
+        ApprovalRecord {
+            approval_id: Uuid::from_u128(1).to_string(),
+            attempt_id: Uuid::from_u128(2),
+            execution_process_id: Uuid::from_u128(3),
+            entry_index: 4,
+            tool_name: "Bash".into(),
+            summary: "make".into(),
+            state: ApprovalState::Pending,
+            reason: None,
+            requested_at: None,
+            timeout_at: Some("2026-11-24T02:00:00Z".into()),
+            token: 0,
+        }
+    }
+
+    fn code(r: Result<(), ToolError>) -> &'static str {
+        r.err().map_or("ok", |e| e.code)
+    }
+
+    #[test]
+    fn a_reply_naming_another_status_is_an_earlier_answer() {
+        let rec = pending();
+        let approve = Decision::Approve;
+        let deny = Decision::Deny(Some("no".into()));
+        assert_eq!(code(check_reply(&rec, &approve, &json!({"status": "approved"}))), "ok");
+        assert_eq!(code(check_reply(&rec, &deny, &json!({"status": "denied", "reason": "x"}))), "ok");
+        let earlier = check_reply(&rec, &approve, &json!({"status": "denied", "reason": "x"}));
+        let e = earlier.unwrap_err();
+        assert_eq!(e.code, "approval_already_answered");
+        assert_eq!(e.details["status"], "denied");
+        assert_eq!(e.details["reason"], "x");
+        assert_eq!(code(check_reply(&rec, &deny, &json!({"status": "timed_out"}))), "approval_timed_out");
+        assert_eq!(code(check_reply(&rec, &deny, &json!({"status": "pending"}))), "upstream_error");
+    }
+
+    #[test]
+    fn the_cache_decides_what_is_no_longer_answerable() {
+        let mut rec = pending();
+        assert_eq!(code(answerable(&rec)), "ok");
+        rec.state = ApprovalState::TimedOut;
+        assert_eq!(code(answerable(&rec)), "approval_timed_out");
+        rec.state = ApprovalState::Approved;
+        let e = answerable(&rec).unwrap_err();
+        assert_eq!((e.code, e.details["status"].as_str()), ("approval_already_answered", Some("approved")));
+    }
+}

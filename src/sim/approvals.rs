@@ -276,7 +276,10 @@ pub(crate) async fn tool_call_with_approval(inner: &Inner, pid: Uuid, a: &Approv
         return false;
     };
     // The CLI's hook callback and can_use_tool come a moment after the tool_use line.
-    tokio::time::sleep(inner.cfg.step_delay).await;
+    tokio::time::sleep(a.ask_after.unwrap_or(inner.cfg.step_delay)).await;
+    if !running(inner, pid) {
+        return false;
+    }
     let Decision::Answered(status) = ask(inner, pid, idx, entry.clone(), a.timeout).await else {
         return false;
     };

@@ -139,6 +139,9 @@ pub struct ApprovalScript {
     pub command: String,
     /// VK's `APPROVAL_TIMEOUT_SECONDS` (1 h); scripts use a short one to see a timeout.
     pub timeout: Duration,
+    /// Time between the `created` tool_use entry and the approval (the CLI's hook callback
+    /// and `can_use_tool`; about 0.5 s on a real VK). None: one `step_delay`.
+    pub ask_after: Option<Duration>,
 }
 
 impl Default for ApprovalScript {
@@ -146,6 +149,7 @@ impl Default for ApprovalScript {
         Self {
             command: "rm -rf build && cargo build".to_string(),
             timeout: Duration::from_secs(3600),
+            ask_after: None,
         }
     }
 }
