@@ -41,10 +41,11 @@ pub struct ListApprovalsArgs {
 /// What to answer.
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum DecisionArg {
-    /// Let the tool run; the agent goes on with it.
+    // Let the tool run; the agent goes on with it.
     Approve,
-    /// Refuse the tool; the agent reads `reason` and goes on without it.
+    // Refuse the tool; the agent reads `reason` and goes on without it.
     Deny,
 }
 
@@ -53,7 +54,8 @@ pub enum DecisionArg {
 pub struct RespondApprovalArgs {
     /// Approval id (UUID string) from get_attempt_status `pending_approvals` or list_approvals.
     pub approval_id: String,
-    /// `approve` or `deny`.
+    /// `approve` (the tool runs and the agent goes on) or `deny` (the agent is told `reason`
+    /// and goes on without the tool).
     pub decision: DecisionArg,
     /// Only with `deny`: what the agent is told instead of running the tool (VK says "Denied
     /// by user" without one). Refused with `approve` (VK records no reason for an approval).

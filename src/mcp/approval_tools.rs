@@ -68,7 +68,7 @@ impl VkTools {
         Args(a): Args<RespondApprovalArgs>,
     ) -> Result<Json<ApprovalAnswered>, CallToolResult> {
         let r = async {
-            let a = a?;
+            let a = a.map_err(decision_hint)?;
             let reason = a.reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
             let decision = match (a.decision, reason) {
                 (DecisionArg::Approve, Some(_)) => {
@@ -93,6 +93,14 @@ impl VkTools {
         };
         respond(r.await)
     }
+}
+
+/// `decision: yes|allow|reject…` is a common guess: name the field and its two words.
+fn decision_hint(mut e: ToolError) -> ToolError {
+    if e.details.to_string().contains("expected `approve` or `deny`") {
+        e.hint = "decision must be `approve` or `deny` (with `reason` for deny only).".into();
+    }
+    e
 }
 
 pub(crate) fn router() -> ToolRouter<VkTools> {

@@ -143,16 +143,16 @@ Optional: force (bypass the diff guard), max_bytes (default 204800, max 2097152)
 Next: follow_up with review comments, or update_task to mark it done.
 Avoid: asking for every path of a huge change at once (blocked: too_many_paths / size_exceeded); paths without the repo prefix.";
 
-pub const LIST_APPROVALS: &str = "List tool approvals VK asked for (a coding agent blocked on a permission request), from the cache, oldest first, in pages.
-Use when: finding what blocks an agent (get_attempt_status waiting_for: approval), or reviewing past decisions.
+pub const LIST_APPROVALS: &str = "List tool approvals a coding agent asked VK for, oldest first, in pages.
+Use when: finding what blocks an agent (status waiting_for: approval) or reviewing decisions.
 Required: exactly one of attempt_ids (1-100) or project_id.
-Optional: status (pending default | approved | denied | timed_out | answered | all), cursor (next_cursor of the previous page of the same call), limit (1-200, default 50).
-Next: respond_approval with approval_id for each item with agent_waiting true.
-Avoid: passing both attempt_ids and project_id; answering items whose agent_waiting is false (their process ended: nothing waits).";
+Optional: status (pending default | approved | denied | timed_out | answered | all), cursor (next_cursor of the same call), limit (1-200, default 50).
+Next: respond_approval with the approval_id of items with agent_waiting true.
+Avoid: both attempt_ids and project_id; answering items whose agent_waiting is false (nothing waits).";
 
-pub const RESPOND_APPROVAL: &str = "Approve or deny a pending tool approval; VK unblocks the agent, and the answer is in the cache when this returns.
-Use when: get_attempt_status says waiting_for: approval (next_tool respond_approval) or list_approvals shows agent_waiting.
+pub const RESPOND_APPROVAL: &str = "Approve or deny a tool call an agent is blocked on; VK unblocks it and the answer is cached on return.
+Use when: get_attempt_status says waiting_for: approval, or list_approvals shows agent_waiting.
 Required: approval_id (from pending_approvals or list_approvals), decision (approve | deny).
-Optional: reason (deny only: what the agent is told), request_id (safe retries: the same key replays the first answer).
-Next: wait_for_attempt_change with the returned token, or get_attempt_status.
-Avoid: passing an attempt or process id as approval_id; reason with approve; answering twice (approval_already_answered) or after timeout_at (approval_timed_out).";
+Optional: reason (deny only: told to the agent), request_id (a retry replays the first answer).
+Next: wait_for_attempt_change with the returned token.
+Avoid: an attempt or process id as approval_id; reason with approve; answering twice or after timeout_at.";
