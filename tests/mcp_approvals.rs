@@ -333,3 +333,54 @@ async fn deny_and_timeout_end_as_vk_ends_them() {
         .code();
     assert_eq!(unknown, "unknown_approval");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_shows_the_pending_approval_and_its_answer() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let sim = support::sim().await;
+    let project = sim.add_project("Watch approvals", &["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let b = start_asking(&sim, project, "Watch me", asking(Duration::from_secs(3600), Duration::ZERO)).await;
+    let s = status_until(&mcp, b.attempt, "blocked", |s| s["waiting_for"] == "approval").await;
+    let id = s["pending_approvals"][0]["approval_id"].as_str().unwrap().to_string();
+
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_vk-observer"))
+        .args(["watch", &b.attempt.to_string(), "--daemon", &format!("http://{}/mcp", daemon.addr), "--linger", "1"])
+        .env("COLUMNS", "200")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("⏸ approval")) {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the pending approval is printed")
+            .unwrap()
+            .expect("watch is still running");
+        seen.push(line);
+    }
+    let shown = seen.last().unwrap().clone();
+    assert!(shown.contains(COMMAND) && shown.contains(&id) && shown.contains("respond_approval"), "{shown}");
+    mcp.call("respond_approval", json!({"approval_id": id, "decision": "approve"}))
+        .await
+        .ok();
+    let rest = async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            seen.push(l);
+        }
+        child.wait().await.unwrap()
+    };
+    let code = tokio::time::timeout(Duration::from_secs(60), rest)
+        .await
+        .expect("watch ends with the attempt");
+    let out = seen.join("\n");
+    assert_eq!(code.code(), Some(0), "{out}");
+    assert!(out.contains("answered"), "{out}");
+    assert!(out.contains("final state: completed"), "{out}");
+    b.run.await.unwrap();
+}
