@@ -44,7 +44,10 @@ async fn start_asking(sim: &Sim, project: Uuid, title: &str, script: AttemptScri
     };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        assert!(Instant::now() < deadline, "the agent never showed its tool call");
+        assert!(
+            Instant::now() < deadline,
+            "the agent never showed its tool call"
+        );
         let truth = sim.truth();
         let attempt = truth
             .attempts
@@ -52,8 +55,13 @@ async fn start_asking(sim: &Sim, project: Uuid, title: &str, script: AttemptScri
             .find(|(_, a)| a["task_id"] == json!(task.to_string()))
             .map(|(id, _)| *id);
         let of_attempt = |pid: &Uuid| {
-            let session = truth.processes[pid]["session_id"].as_str().unwrap_or_default();
-            let ws = session.parse().ok().and_then(|s: Uuid| truth.sessions.get(&s));
+            let session = truth.processes[pid]["session_id"]
+                .as_str()
+                .unwrap_or_default();
+            let ws = session
+                .parse()
+                .ok()
+                .and_then(|s: Uuid| truth.sessions.get(&s));
             attempt.is_some_and(|a| ws.is_some_and(|w| w["workspace_id"] == json!(a.to_string())))
         };
         let process = truth.normalized_logs.iter().find_map(|(pid, entries)| {
@@ -108,11 +116,19 @@ fn park(mcp: Mcp, attempt: Uuid, since: Value) -> tokio::task::JoinHandle<(Value
 }
 
 /// Polls the status until `pred` holds.
-async fn status_until(mcp: &Mcp, attempt: Uuid, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+async fn status_until(
+    mcp: &Mcp,
+    attempt: Uuid,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         // The attempt may not be in the cache yet.
-        let s = match mcp.call("get_attempt_status", json!({"attempt_id": attempt})).await {
+        let s = match mcp
+            .call("get_attempt_status", json!({"attempt_id": attempt}))
+            .await
+        {
             support::mcp::Reply::Ok(s) => s,
             support::mcp::Reply::Err(e) => e,
         };
@@ -133,7 +149,13 @@ async fn list(mcp: &Mcp, args: Value) -> Vec<Value> {
 async fn the_simulator_answers_like_vk() {
     let sim = support::sim().await;
     let project = sim.add_project("Sim approvals", &["demo"]);
-    let b = start_asking(&sim, project, "Ask", asking(Duration::from_secs(3600), Duration::ZERO)).await;
+    let b = start_asking(
+        &sim,
+        project,
+        "Ask",
+        asking(Duration::from_secs(3600), Duration::ZERO),
+    )
+    .await;
     let deadline = Instant::now() + Duration::from_secs(10);
     let id = loop {
         if let Some((id, _, _)) = sim.approvals().first() {
@@ -155,7 +177,10 @@ async fn the_simulator_answers_like_vk() {
     let failed = json!({"success": false, "data": null, "error_data": null,
                         "message": "Failed to respond to approval"});
     let (code, body) = post(url("not-a-uuid"), approve.clone()).await;
-    assert_eq!((code, serde_json::from_str::<Value>(&body).unwrap()), (500, failed));
+    assert_eq!(
+        (code, serde_json::from_str::<Value>(&body).unwrap()),
+        (500, failed)
+    );
     let (code, _) = post(url(&Uuid::new_v4().to_string()), approve.clone()).await;
     assert_eq!(code, 500);
     let other = json!({"execution_process_id": Uuid::new_v4(), "status": {"status": "approved"}});
@@ -165,18 +190,31 @@ async fn the_simulator_answers_like_vk() {
     let deny = json!({"execution_process_id": b.process,
                       "status": {"status": "denied", "reason": "no"}});
     let (code, body) = post(url(&id.to_string()), deny).await;
-    assert_eq!((code, serde_json::from_str::<Value>(&body).unwrap()),
-               (200, json!({"status": "denied", "reason": "no"})));
+    assert_eq!(
+        (code, serde_json::from_str::<Value>(&body).unwrap()),
+        (200, json!({"status": "denied", "reason": "no"}))
+    );
     // Idempotent: the recorded status, nothing changes.
     let (code, body) = post(url(&id.to_string()), approve).await;
-    assert_eq!((code, serde_json::from_str::<Value>(&body).unwrap()),
-               (200, json!({"status": "denied", "reason": "no"})));
-    assert_eq!(sim.approvals()[0].2, SimApprovalStatus::Denied { reason: Some("no".into()) });
+    assert_eq!(
+        (code, serde_json::from_str::<Value>(&body).unwrap()),
+        (200, json!({"status": "denied", "reason": "no"}))
+    );
+    assert_eq!(
+        sim.approvals()[0].2,
+        SimApprovalStatus::Denied {
+            reason: Some("no".into())
+        }
+    );
     b.run.await.unwrap();
     let raw = &sim.truth().raw_logs[&b.process];
     let lines: Vec<_> = raw
         .iter()
-        .filter(|e| e["content"].as_str().is_some_and(|c| c.contains("approval_response")))
+        .filter(|e| {
+            e["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("approval_response"))
+        })
         .collect();
     assert_eq!(lines.len(), 1, "one approval_response line: {lines:?}");
 }
@@ -194,10 +232,18 @@ async fn approve_unblocks_the_agent_and_the_attempt_completes() {
 
     // A wait parked before the approval is asked wakes when it appears.
     let since = quiet_token(&mcp, b.attempt).await;
-    let (woke, _) = park(Mcp::connect(daemon.addr).await, b.attempt, since).await.unwrap();
+    let (woke, _) = park(Mcp::connect(daemon.addr).await, b.attempt, since)
+        .await
+        .unwrap();
     assert_eq!(woke["changed"], true, "{woke}");
-    assert_eq!(woke["attempts"][0]["waiting_for"], "approval", "woken by the ask: {woke}");
-    let s = status_until(&mcp, b.attempt, "blocked", |s| s["waiting_for"] == "approval").await;
+    assert_eq!(
+        woke["attempts"][0]["waiting_for"], "approval",
+        "woken by the ask: {woke}"
+    );
+    let s = status_until(&mcp, b.attempt, "blocked", |s| {
+        s["waiting_for"] == "approval"
+    })
+    .await;
     assert_eq!(s["state"], "running");
     let pending = &s["pending_approvals"];
     assert_eq!(pending.as_array().unwrap().len(), 1, "{s}");
@@ -233,7 +279,11 @@ async fn approve_unblocks_the_agent_and_the_attempt_completes() {
     let answered = mcp.call("respond_approval", args.clone()).await.ok();
     let (woke, _) = waiter.await.unwrap();
     assert_eq!(woke["changed"], true, "{woke}");
-    assert_eq!(woke["attempts"][0]["waiting_for"], Value::Null, "woken by the answer: {woke}");
+    assert_eq!(
+        woke["attempts"][0]["waiting_for"],
+        Value::Null,
+        "woken by the answer: {woke}"
+    );
     assert_eq!(answered["status"], "approved", "{answered}");
     assert_eq!(answered["replayed"], false);
     assert_eq!(answered["pending_ingest"], false);
@@ -242,9 +292,15 @@ async fn approve_unblocks_the_agent_and_the_attempt_completes() {
 
     // A retry with the same request_id replays; answering again without one is refused.
     let replay = mcp.call("respond_approval", args).await.ok();
-    assert_eq!((replay["replayed"].clone(), replay["status"].clone()), (json!(true), json!("approved")));
+    assert_eq!(
+        (replay["replayed"].clone(), replay["status"].clone()),
+        (json!(true), json!("approved"))
+    );
     let again = mcp
-        .call("respond_approval", json!({"approval_id": sim_id, "decision": "deny"}))
+        .call(
+            "respond_approval",
+            json!({"approval_id": sim_id, "decision": "deny"}),
+        )
         .await
         .err();
     assert_eq!(again["code"], "approval_already_answered", "{again}");
@@ -264,7 +320,10 @@ async fn approve_unblocks_the_agent_and_the_attempt_completes() {
         .find(|e| e.pointer("/content/content") == Some(&json!(COMMAND)))
         .cloned()
         .unwrap();
-    assert_eq!(entry.pointer("/content/entry_type/status/status"), Some(&json!("success")));
+    assert_eq!(
+        entry.pointer("/content/entry_type/status/status"),
+        Some(&json!("success"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,50 +335,95 @@ async fn deny_and_timeout_end_as_vk_ends_them() {
     let mcp = Mcp::connect(daemon.addr).await;
 
     // Deny with a reason: the entry is denied, the agent is told and finishes.
-    let d = start_asking(&sim, project, "Deny me", asking(Duration::from_secs(3600), Duration::ZERO)).await;
-    let s = status_until(&mcp, d.attempt, "blocked", |s| s["waiting_for"] == "approval").await;
+    let d = start_asking(
+        &sim,
+        project,
+        "Deny me",
+        asking(Duration::from_secs(3600), Duration::ZERO),
+    )
+    .await;
+    let s = status_until(&mcp, d.attempt, "blocked", |s| {
+        s["waiting_for"] == "approval"
+    })
+    .await;
     let id = s["pending_approvals"][0]["approval_id"].clone();
     let denied = mcp
-        .call("respond_approval", json!({"approval_id": id, "decision": "deny", "reason": "no network access here"}))
+        .call(
+            "respond_approval",
+            json!({"approval_id": id, "decision": "deny", "reason": "no network access here"}),
+        )
         .await
         .ok();
-    assert_eq!((denied["status"].clone(), denied["reason"].clone()),
-               (json!("denied"), json!("no network access here")));
+    assert_eq!(
+        (denied["status"].clone(), denied["reason"].clone()),
+        (json!("denied"), json!("no network access here"))
+    );
     d.run.await.unwrap();
     status_until(&mcp, d.attempt, "completed", |s| s["state"] == "completed").await;
-    let feedback = sim.truth().normalized_logs[&d.process]
-        .iter()
-        .any(|e| e.pointer("/content/entry_type/type") == Some(&json!("user_feedback"))
-            && e.pointer("/content/content") == Some(&json!("no network access here")));
+    let feedback = sim.truth().normalized_logs[&d.process].iter().any(|e| {
+        e.pointer("/content/entry_type/type") == Some(&json!("user_feedback"))
+            && e.pointer("/content/content") == Some(&json!("no network access here"))
+    });
     assert!(feedback, "a user_feedback entry with the reason");
-    let listed = list(&mcp, json!({"attempt_ids": [d.attempt], "status": "denied"})).await;
+    let listed = list(
+        &mcp,
+        json!({"attempt_ids": [d.attempt], "status": "denied"}),
+    )
+    .await;
     assert_eq!(listed[0]["reason"], "no network access here");
     let twice = mcp
-        .call("respond_approval", json!({"approval_id": id, "decision": "approve"}))
+        .call(
+            "respond_approval",
+            json!({"approval_id": id, "decision": "approve"}),
+        )
         .await
         .err();
-    assert_eq!((twice["code"].clone(), twice["details"]["status"].clone()),
-               (json!("approval_already_answered"), json!("denied")));
+    assert_eq!(
+        (twice["code"].clone(), twice["details"]["status"].clone()),
+        (json!("approval_already_answered"), json!("denied"))
+    );
 
     // A timeout: a parked wait wakes when VK gives up; answering then is approval_timed_out.
-    let t = start_asking(&sim, project, "Time out", asking(Duration::from_millis(2500), Duration::ZERO)).await;
-    let s = status_until(&mcp, t.attempt, "blocked", |s| s["waiting_for"] == "approval").await;
+    let t = start_asking(
+        &sim,
+        project,
+        "Time out",
+        asking(Duration::from_millis(2500), Duration::ZERO),
+    )
+    .await;
+    let s = status_until(&mcp, t.attempt, "blocked", |s| {
+        s["waiting_for"] == "approval"
+    })
+    .await;
     let id = s["pending_approvals"][0]["approval_id"].clone();
     let since = quiet_token(&mcp, t.attempt).await;
-    let (woke, _) = park(Mcp::connect(daemon.addr).await, t.attempt, since).await.unwrap();
+    let (woke, _) = park(Mcp::connect(daemon.addr).await, t.attempt, since)
+        .await
+        .unwrap();
     assert_eq!(woke["changed"], true, "{woke}");
-    assert_eq!(woke["attempts"][0]["waiting_for"], Value::Null, "woken by the timeout: {woke}");
+    assert_eq!(
+        woke["attempts"][0]["waiting_for"],
+        Value::Null,
+        "woken by the timeout: {woke}"
+    );
     t.run.await.unwrap();
     status_until(&mcp, t.attempt, "completed", |s| s["state"] == "completed").await;
     let late = mcp
-        .call("respond_approval", json!({"approval_id": id, "decision": "approve"}))
+        .call(
+            "respond_approval",
+            json!({"approval_id": id, "decision": "approve"}),
+        )
         .await
         .err();
     assert_eq!(late["code"], "approval_timed_out", "{late}");
     let timed = list(&mcp, json!({"project_id": project, "status": "timed_out"})).await;
     assert_eq!(timed.len(), 1);
     assert_eq!(timed[0]["approval_id"], id);
-    let answered = list(&mcp, json!({"project_id": project, "status": "answered", "limit": 1})).await;
+    let answered = list(
+        &mcp,
+        json!({"project_id": project, "status": "answered", "limit": 1}),
+    )
+    .await;
     assert_eq!(answered.len(), 1, "paged by limit");
     let error = sim.truth().normalized_logs[&t.process]
         .iter()
@@ -328,7 +432,10 @@ async fn deny_and_timeout_end_as_vk_ends_them() {
 
     // Unknown ids.
     let unknown = mcp
-        .call("respond_approval", json!({"approval_id": Uuid::new_v4(), "decision": "approve"}))
+        .call(
+            "respond_approval",
+            json!({"approval_id": Uuid::new_v4(), "decision": "approve"}),
+        )
         .await
         .code();
     assert_eq!(unknown, "unknown_approval");
@@ -342,12 +449,31 @@ async fn watch_shows_the_pending_approval_and_its_answer() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = support::daemon(&sim, dir.path()).await;
     let mcp = Mcp::connect(daemon.addr).await;
-    let b = start_asking(&sim, project, "Watch me", asking(Duration::from_secs(3600), Duration::ZERO)).await;
-    let s = status_until(&mcp, b.attempt, "blocked", |s| s["waiting_for"] == "approval").await;
-    let id = s["pending_approvals"][0]["approval_id"].as_str().unwrap().to_string();
+    let b = start_asking(
+        &sim,
+        project,
+        "Watch me",
+        asking(Duration::from_secs(3600), Duration::ZERO),
+    )
+    .await;
+    let s = status_until(&mcp, b.attempt, "blocked", |s| {
+        s["waiting_for"] == "approval"
+    })
+    .await;
+    let id = s["pending_approvals"][0]["approval_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_vk-observer"))
-        .args(["watch", &b.attempt.to_string(), "--daemon", &format!("http://{}/mcp", daemon.addr), "--linger", "1"])
+        .args([
+            "watch",
+            &b.attempt.to_string(),
+            "--daemon",
+            &format!("http://{}/mcp", daemon.addr),
+            "--linger",
+            "1",
+        ])
         .env("COLUMNS", "200")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -365,10 +491,16 @@ async fn watch_shows_the_pending_approval_and_its_answer() {
         seen.push(line);
     }
     let shown = seen.last().unwrap().clone();
-    assert!(shown.contains(COMMAND) && shown.contains(&id) && shown.contains("respond_approval"), "{shown}");
-    mcp.call("respond_approval", json!({"approval_id": id, "decision": "approve"}))
-        .await
-        .ok();
+    assert!(
+        shown.contains(COMMAND) && shown.contains(&id) && shown.contains("respond_approval"),
+        "{shown}"
+    );
+    mcp.call(
+        "respond_approval",
+        json!({"approval_id": id, "decision": "approve"}),
+    )
+    .await
+    .ok();
     let rest = async {
         while let Some(l) = lines.next_line().await.unwrap() {
             seen.push(l);

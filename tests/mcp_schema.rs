@@ -310,7 +310,10 @@ fn follow_up_requires_prompt_for_send_and_queue_without_a_root_combinator() {
 fn approval_tools_carry_their_mode_rules() {
     let tools = tools();
     let get = |n: &str| {
-        let t = tools.iter().find(|t| t.name == n).unwrap_or_else(|| panic!("{n} listed"));
+        let t = tools
+            .iter()
+            .find(|t| t.name == n)
+            .unwrap_or_else(|| panic!("{n} listed"));
         Value::Object(t.input_schema.as_ref().clone())
     };
     let list = get("list_approvals");
@@ -319,7 +322,15 @@ fn approval_tools_carry_their_mode_rules() {
     assert_eq!(list["else"]["required"][0], "project_id");
     assert_eq!(list["properties"]["attempt_ids"]["maxItems"], 100);
     let respond = get("respond_approval");
-    assert_eq!(respond["properties"]["decision"]["enum"], serde_json::json!(["approve", "deny"]));
-    let required: Vec<&str> = respond["required"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(
+        respond["properties"]["decision"]["enum"],
+        serde_json::json!(["approve", "deny"])
+    );
+    let required: Vec<&str> = respond["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     assert_eq!(required, vec!["approval_id", "decision"]);
 }

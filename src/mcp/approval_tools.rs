@@ -69,7 +69,10 @@ impl VkTools {
     ) -> Result<Json<ApprovalAnswered>, CallToolResult> {
         let r = async {
             let a = a.map_err(decision_hint)?;
-            let reason = a.reason.map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+            let reason = a
+                .reason
+                .map(|r| r.trim().to_string())
+                .filter(|r| !r.is_empty());
             let decision = match (a.decision, reason) {
                 (DecisionArg::Approve, Some(_)) => {
                     return Err(ToolError::invalid_field(
@@ -97,7 +100,10 @@ impl VkTools {
 
 /// `decision: yes|allow|reject…` is a common guess: name the field and its two words.
 fn decision_hint(mut e: ToolError) -> ToolError {
-    if e.details.to_string().contains("expected `approve` or `deny`") {
+    if e.details
+        .to_string()
+        .contains("expected `approve` or `deny`")
+    {
         e.hint = "decision must be `approve` or `deny` (with `reason` for deny only).".into();
     }
     e

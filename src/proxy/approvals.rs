@@ -102,7 +102,8 @@ impl Proxy {
             .idem
             .run("respond_approval", request_id, &payload, || async {
                 answerable(&rec)?;
-                let body = json!({"execution_process_id": rec.execution_process_id, "status": asked});
+                let body =
+                    json!({"execution_process_id": rec.execution_process_id, "status": asked});
                 let reply = self
                     .client
                     .respond_approval(&id.to_string(), &body)
@@ -248,15 +249,31 @@ mod tests {
         let rec = pending();
         let approve = Decision::Approve;
         let deny = Decision::Deny(Some("no".into()));
-        assert_eq!(code(check_reply(&rec, &approve, &json!({"status": "approved"}))), "ok");
-        assert_eq!(code(check_reply(&rec, &deny, &json!({"status": "denied", "reason": "x"}))), "ok");
+        assert_eq!(
+            code(check_reply(&rec, &approve, &json!({"status": "approved"}))),
+            "ok"
+        );
+        assert_eq!(
+            code(check_reply(
+                &rec,
+                &deny,
+                &json!({"status": "denied", "reason": "x"})
+            )),
+            "ok"
+        );
         let earlier = check_reply(&rec, &approve, &json!({"status": "denied", "reason": "x"}));
         let e = earlier.unwrap_err();
         assert_eq!(e.code, "approval_already_answered");
         assert_eq!(e.details["status"], "denied");
         assert_eq!(e.details["reason"], "x");
-        assert_eq!(code(check_reply(&rec, &deny, &json!({"status": "timed_out"}))), "approval_timed_out");
-        assert_eq!(code(check_reply(&rec, &deny, &json!({"status": "pending"}))), "upstream_error");
+        assert_eq!(
+            code(check_reply(&rec, &deny, &json!({"status": "timed_out"}))),
+            "approval_timed_out"
+        );
+        assert_eq!(
+            code(check_reply(&rec, &deny, &json!({"status": "pending"}))),
+            "upstream_error"
+        );
     }
 
     #[test]
@@ -267,6 +284,9 @@ mod tests {
         assert_eq!(code(answerable(&rec)), "approval_timed_out");
         rec.state = ApprovalState::Approved;
         let e = answerable(&rec).unwrap_err();
-        assert_eq!((e.code, e.details["status"].as_str()), ("approval_already_answered", Some("approved")));
+        assert_eq!(
+            (e.code, e.details["status"].as_str()),
+            ("approval_already_answered", Some("approved"))
+        );
     }
 }

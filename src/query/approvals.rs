@@ -194,7 +194,10 @@ impl ApprovalScope {
             }
             ApprovalScope::Project(p) => text.push_str(&format!("project:{p}")),
         }
-        Uuid::from_u64_pair(fnv1a(text.as_bytes(), 0xcbf2_9ce4_8422_2325), fnv1a(text.as_bytes(), 7))
+        Uuid::from_u64_pair(
+            fnv1a(text.as_bytes(), 0xcbf2_9ce4_8422_2325),
+            fnv1a(text.as_bytes(), 7),
+        )
     }
 }
 
@@ -214,8 +217,7 @@ fn item(r: &ApprovalRecord, live: &BTreeSet<Uuid>) -> ApprovalItem {
         summary: r.summary.clone(),
         status: r.state.as_str().to_string(),
         reason: r.reason.clone(),
-        agent_waiting: r.state == ApprovalState::Pending
-            && live.contains(&r.execution_process_id),
+        agent_waiting: r.state == ApprovalState::Pending && live.contains(&r.execution_process_id),
         requested_at: r.requested_at.clone(),
         timeout_at: r.timeout_at.clone(),
     }

@@ -96,9 +96,9 @@ fn set_task_status(inner: &Inner, pid: Uuid, from: &str, to: &str) {
     let task = {
         let w = inner.world();
         let session = w.processes.get(&pid).map(|p| p.session_id);
-        session.and_then(|s| w.task_of_session(s)).filter(|t| {
-            w.tasks.get(t).is_some_and(|t| t.status == from)
-        })
+        session
+            .and_then(|s| w.task_of_session(s))
+            .filter(|t| w.tasks.get(t).is_some_and(|t| t.status == from))
     };
     if let Some(task) = task {
         inner.update_task(task, None, None, Some(to));
@@ -115,10 +115,17 @@ fn running(inner: &Inner, pid: Uuid) -> bool {
 
 /// Asks for approval of the `created` tool_use entry at `idx` and waits for the decision (or
 /// `timeout`, or the process being stopped). Marks the entry and the task as VK does.
-pub(crate) async fn ask(inner: &Inner, pid: Uuid, idx: u64, entry: Value, timeout: Duration) -> Decision {
+pub(crate) async fn ask(
+    inner: &Inner,
+    pid: Uuid,
+    idx: u64,
+    entry: Value,
+    timeout: Duration,
+) -> Decision {
     let id = Uuid::new_v4();
     let now = Utc::now();
-    let timeout_at = now + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::hours(1));
+    let timeout_at =
+        now + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::hours(1));
     let (tx, mut rx) = oneshot::channel();
     inner.world().approvals.insert(
         id,
@@ -159,13 +166,19 @@ pub(crate) async fn ask(inner: &Inner, pid: Uuid, idx: u64, entry: Value, timeou
 fn time_out(inner: &Inner, id: Uuid) {
     let replaced = {
         let mut w = inner.world();
-        let Some(a) = w.approvals.get_mut(&id) else { return };
+        let Some(a) = w.approvals.get_mut(&id) else {
+            return;
+        };
         if a.status != SimApprovalStatus::Pending {
             return;
         }
         a.status = SimApprovalStatus::TimedOut;
         a.waiter = None;
-        (a.execution_process_id, a.entry_index, with_status(&a.entry, json!({"status": "timed_out"})))
+        (
+            a.execution_process_id,
+            a.entry_index,
+            with_status(&a.entry, json!({"status": "timed_out"})),
+        )
     };
     let (pid, idx, entry) = replaced;
     inner.replace_log(pid, Channel::Normalized, idx, entry);
@@ -197,8 +210,10 @@ pub(crate) fn record_decision(inner: &Inner, pid: Uuid, entry: &Value, status: &
                 .map(str::trim)
                 .filter(|r| !r.is_empty())
                 .unwrap_or("User denied this tool use request");
-            Some(json!({"timestamp": null, "entry_type": {"type": "user_feedback",
-                        "denied_tool": tool}, "content": text}))
+            Some(
+                json!({"timestamp": null, "entry_type": {"type": "user_feedback",
+                        "denied_tool": tool}, "content": text}),
+            )
         }
         SimApprovalStatus::TimedOut => Some(json!({"timestamp": null,
             "entry_type": {"type": "error_message", "error_type": {"type": "other"}},
@@ -215,7 +230,10 @@ pub(crate) fn record_decision(inner: &Inner, pid: Uuid, entry: &Value, status: &
 }
 
 fn respond_failed() -> Response {
-    fail(StatusCode::INTERNAL_SERVER_ERROR, "Failed to respond to approval")
+    fail(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Failed to respond to approval",
+    )
 }
 
 /// `POST /api/approvals/{id}/respond`.

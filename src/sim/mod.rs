@@ -34,8 +34,8 @@ use uuid::Uuid;
 
 pub use approvals::SimApprovalStatus;
 pub use types::{
-    AgentOutcome, ApprovalScript, AttemptIds, AttemptScript, Channel, Faults, ProcessStatus, RunReason, SimConfig,
-    SimCounters, SimFile, Truth,
+    AgentOutcome, ApprovalScript, AttemptIds, AttemptScript, Channel, Faults, ProcessStatus,
+    RunReason, SimConfig, SimCounters, SimFile, Truth,
 };
 
 use self::core::{Inner, lock, task_prompt};

@@ -280,7 +280,10 @@ mod tests {
 
     #[test]
     fn summaries_prefer_the_command_and_clip_long_ones() {
-        let cmd = entry(json!({}), json!({"action": "command_run", "command": "ls  -la\n/tmp"}));
+        let cmd = entry(
+            json!({}),
+            json!({"action": "command_run", "command": "ls  -la\n/tmp"}),
+        );
         assert_eq!(summarize(&cmd), "ls -la /tmp");
         let long = "x".repeat(500);
         let path = entry(json!({}), json!({"action": "file_edit", "path": long}));
@@ -303,12 +306,23 @@ mod tests {
         );
         let rec = restate(None, at, &pending).expect("a pending record");
         assert_eq!(rec.state, ApprovalState::Pending);
-        assert_eq!((rec.summary.as_str(), rec.tool_name.as_str()), ("make", "Bash"));
+        assert_eq!(
+            (rec.summary.as_str(), rec.tool_name.as_str()),
+            ("make", "Bash")
+        );
         let cases = [
             (json!({"status": "created"}), ApprovalState::Approved, None),
             (json!({"status": "success"}), ApprovalState::Approved, None),
-            (json!({"status": "denied", "reason": "no"}), ApprovalState::Denied, Some("no")),
-            (json!({"status": "timed_out"}), ApprovalState::TimedOut, None),
+            (
+                json!({"status": "denied", "reason": "no"}),
+                ApprovalState::Denied,
+                Some("no"),
+            ),
+            (
+                json!({"status": "timed_out"}),
+                ApprovalState::TimedOut,
+                None,
+            ),
         ];
         for (status, state, reason) in cases {
             let next = restate(Some(rec.clone()), at, &entry(status, action.clone())).unwrap();
@@ -316,6 +330,9 @@ mod tests {
             assert_eq!(next.approval_id, id);
         }
         // A plain created tool_use with no record before is not an approval.
-        assert_eq!(restate(None, at, &entry(json!({"status": "created"}), action)), None);
+        assert_eq!(
+            restate(None, at, &entry(json!({"status": "created"}), action)),
+            None
+        );
     }
 }

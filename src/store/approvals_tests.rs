@@ -32,8 +32,10 @@ fn tool(status: Value) -> String {
 }
 
 fn pending(n: u128) -> String {
-    tool(json!({"status": "pending_approval", "approval_id": approval_id(n).to_string(),
-                "requested_at": "2026-11-24T01:00:00Z", "timeout_at": "2026-11-24T02:00:00Z"}))
+    tool(
+        json!({"status": "pending_approval", "approval_id": approval_id(n).to_string(),
+                "requested_at": "2026-11-24T01:00:00Z", "timeout_at": "2026-11-24T02:00:00Z"}),
+    )
 }
 
 fn put(w: &mut Writer, index: u64, entry: &str) -> Option<u64> {
@@ -62,23 +64,47 @@ fn states(store: &Store) -> Vec<(u64, ApprovalState)> {
 fn a_record_follows_its_entry_and_moves_the_attempt_token() {
     let (store, mut w) = temporary();
     put(&mut w, 0, &tool(json!({"status": "created"})));
-    assert!(states(&store).is_empty(), "a created tool_use is not an approval");
+    assert!(
+        states(&store).is_empty(),
+        "a created tool_use is not an approval"
+    );
     let before = store.read().attempt_token(ATTEMPT).unwrap();
 
     put(&mut w, 0, &pending(1));
     let after_ask = store.read().attempt_token(ATTEMPT).unwrap();
-    assert!(after_ask > before, "the pending replace moves the attempt token");
+    assert!(
+        after_ask > before,
+        "the pending replace moves the attempt token"
+    );
     assert_eq!(states(&store), vec![(0, ApprovalState::Pending)]);
-    let rec = store.read().approval(approval_id(1)).unwrap().expect("by id");
-    assert_eq!((rec.execution_process_id, rec.summary.as_str()), (PROCESS, "rm -rf build"));
+    let rec = store
+        .read()
+        .approval(approval_id(1))
+        .unwrap()
+        .expect("by id");
+    assert_eq!(
+        (rec.execution_process_id, rec.summary.as_str()),
+        (PROCESS, "rm -rf build")
+    );
     assert_eq!(rec.timeout_at.as_deref(), Some("2026-11-24T02:00:00Z"));
 
-    assert_eq!(put(&mut w, 0, &pending(1)), None, "a re-sent entry moves nothing");
+    assert_eq!(
+        put(&mut w, 0, &pending(1)),
+        None,
+        "a re-sent entry moves nothing"
+    );
 
-    put(&mut w, 0, &tool(json!({"status": "denied", "reason": "not now"})));
+    put(
+        &mut w,
+        0,
+        &tool(json!({"status": "denied", "reason": "not now"})),
+    );
     assert!(store.read().attempt_token(ATTEMPT).unwrap() > after_ask);
     let rec = store.read().approval(approval_id(1)).unwrap().unwrap();
-    assert_eq!((rec.state, rec.reason.as_deref()), (ApprovalState::Denied, Some("not now")));
+    assert_eq!(
+        (rec.state, rec.reason.as_deref()),
+        (ApprovalState::Denied, Some("not now"))
+    );
     assert_eq!(rec.requested_at.as_deref(), Some("2026-11-24T01:00:00Z"));
 }
 
@@ -126,7 +152,8 @@ enum Write {
 fn write_strategy() -> impl Strategy<Value = (u64, Write)> {
     let w = prop_oneof![
         (0u128..3).prop_map(Write::Ask),
-        prop::sample::select(vec!["created", "success", "denied", "timed_out"]).prop_map(Write::Answer),
+        prop::sample::select(vec!["created", "success", "denied", "timed_out"])
+            .prop_map(Write::Answer),
         Just(Write::Other),
     ];
     (0u64..4, w)
