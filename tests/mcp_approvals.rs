@@ -516,3 +516,46 @@ async fn watch_shows_the_pending_approval_and_its_answer() {
     assert!(out.contains("final state: completed"), "{out}");
     b.run.await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_approval_survives_a_daemon_restart_and_is_answered_after_it() {
+    let sim = support::sim().await;
+    let project = sim.add_project("Restart", &["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let b = start_asking(
+        &sim,
+        project,
+        "Across a restart",
+        asking(Duration::from_secs(3600), Duration::ZERO),
+    )
+    .await;
+    {
+        let mcp = Mcp::connect(daemon.addr).await;
+        status_until(&mcp, b.attempt, "blocked", |s| s["waiting_for"] == "approval").await;
+    }
+    daemon.shutdown().await;
+
+    // The reopened cache still lists it, and the status still says the agent waits.
+    let daemon = support::daemon_reopen(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let listed = list(&mcp, json!({"project_id": project})).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let id = listed[0]["approval_id"].clone();
+    let s = status_until(&mcp, b.attempt, "blocked again", |s| {
+        s["waiting_for"] == "approval"
+    })
+    .await;
+    assert_eq!(s["pending_approvals"][0]["approval_id"], id);
+    let answered = mcp
+        .call(
+            "respond_approval",
+            json!({"approval_id": id, "decision": "approve"}),
+        )
+        .await
+        .ok();
+    assert_eq!(answered["status"], "approved");
+    b.run.await.unwrap();
+    status_until(&mcp, b.attempt, "completed", |s| s["state"] == "completed").await;
+    daemon.shutdown().await;
+}
