@@ -532,7 +532,10 @@ async fn a_pending_approval_survives_a_daemon_restart_and_is_answered_after_it()
     .await;
     {
         let mcp = Mcp::connect(daemon.addr).await;
-        status_until(&mcp, b.attempt, "blocked", |s| s["waiting_for"] == "approval").await;
+        status_until(&mcp, b.attempt, "blocked", |s| {
+            s["waiting_for"] == "approval"
+        })
+        .await;
     }
     daemon.shutdown().await;
 

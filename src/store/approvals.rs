@@ -13,7 +13,9 @@
 //! record exists restates the record from the entry's new status; removing a process (a snapshot
 //! without it, its attempt or task gone) removes its records. Entries dropped by the per-log cap
 //! keep their record: the approval happened, and its last known status stays true. The tables
-//! are additive: a store made before them simply has no records (no schema bump).
+//! are additive (no schema bump): a store made before them is indexed once when opened
+//! ([`backfill`]: the entries still `pending_approval`; earlier answers are not recoverable
+//! from the log, whose answered entries no longer name their approval).
 
 use memchr::memmem;
 use serde::{Deserialize, Serialize};
@@ -157,6 +159,53 @@ fn restate(
 }
 
 type R<T = ()> = Result<T, StoreError>;
+
+/// `META` entry set once the store's normalized logs have been indexed.
+const INDEXED: &[u8] = b"approvals_indexed";
+
+/// Index the pending approvals of a store written before this index existed, once, in one
+/// batch, before the writer starts. Records keep the token of their entry, so nothing moves.
+pub(super) fn backfill(tree: &sled::Tree) -> R<usize> {
+    let mark = super::keys::meta_key(INDEXED);
+    if tree.contains_key(&mark)? {
+        return Ok(0);
+    }
+    let mut batch = sled::Batch::default();
+    let mut n = 0;
+    for item in tree.scan_prefix([table::LOGS_NORMALIZED]) {
+        let (k, v) = item?;
+        if memmem::find(&v, b"pending_approval").is_none() {
+            continue;
+        }
+        let (Some(pid), Some(index)) = (super::keys::uuid_at(&k, 1), super::keys::trailing_u64(&k))
+        else {
+            continue;
+        };
+        let attempt = tree
+            .get(super::keys::id_key(table::PROCESS_ATTEMPT, pid))?
+            .and_then(|b| Uuid::from_slice(&b).ok());
+        let (Some(attempt), Some((token, json))) = (attempt, decode(&v)) else {
+            continue;
+        };
+        let Ok(entry) = serde_json::from_slice::<Value>(json) else {
+            continue;
+        };
+        let content = entry.get("content").unwrap_or(&Value::Null);
+        let Some(rec) = restate(None, (attempt, pid, index), content) else {
+            continue;
+        };
+        let key = record_key(attempt, pid, index);
+        let bytes = serde_json::to_vec(&rec).map_err(StoreError::Encode)?;
+        batch.insert(key.to_vec(), encode(token, &bytes));
+        if let Ok(id) = Uuid::parse_str(&rec.approval_id) {
+            batch.insert(id_key(id).to_vec(), key.to_vec());
+        }
+        n += 1;
+    }
+    batch.insert(mark, Vec::new());
+    tree.apply_batch(batch)?;
+    Ok(n)
+}
 
 impl Pending<'_, '_> {
     /// Keep the approvals index in step with a normalized entry just written at `index`

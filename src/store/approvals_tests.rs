@@ -141,6 +141,41 @@ fn the_index_survives_a_reopen() {
     assert_eq!(rec.map(|r| r.state), Some(ApprovalState::Pending));
 }
 
+#[test]
+fn a_store_from_before_the_index_is_indexed_once_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut owner = StoreOwner::open(dir.path(), Retention::default()).expect("opens");
+        let mut w = owner.take_writer().unwrap();
+        let process = json!({"id": PROCESS, "session_id": Uuid::from_u128(5), "status": "running"});
+        w.apply(vec![DomainEvent::ProcessUpserted {
+            attempt_id: ATTEMPT,
+            process,
+        }])
+        .unwrap();
+        put(&mut w, 2, &pending(4));
+        // As an older build left it: the entry stored, no index, no mark.
+        let tree = owner.store().tree().clone();
+        for table in [
+            super::keys::table::APPROVALS,
+            super::keys::table::APPROVAL_IDS,
+        ] {
+            for k in tree.scan_prefix([table]).keys() {
+                tree.remove(k.unwrap()).unwrap();
+            }
+        }
+        tree.remove(super::keys::meta_key(b"approvals_indexed"))
+            .unwrap();
+        owner.flush().unwrap();
+    }
+    let owner = StoreOwner::open(dir.path(), Retention::default()).expect("reopens");
+    let rec = owner.store().read().approval(approval_id(4)).unwrap();
+    assert_eq!(
+        rec.map(|r| (r.entry_index, r.state)),
+        Some((2, ApprovalState::Pending))
+    );
+}
+
 /// One write of the property test: what lands at an index.
 #[derive(Debug, Clone)]
 enum Write {

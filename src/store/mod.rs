@@ -156,6 +156,7 @@ impl StoreOwner {
         dir: Option<PathBuf>,
     ) -> Result<StoreOwner, StoreError> {
         let store = Store::from_db(db, retention, dir)?;
+        approvals::backfill(store.tree())?;
         Ok(StoreOwner {
             writer: Some(writer::Writer::new(store.clone())),
             store,
