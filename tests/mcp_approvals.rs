@@ -219,6 +219,38 @@ async fn the_simulator_answers_like_vk() {
     assert_eq!(lines.len(), 1, "one approval_response line: {lines:?}");
 }
 
+/// The status and both list scopes show the one pending approval of `attempt`; its ids.
+async fn shows_it_blocked(sim: &Sim, mcp: &Mcp, attempt: Uuid, project: Uuid) -> (Uuid, Uuid) {
+    let s = status_until(mcp, attempt, "blocked", |s| s["waiting_for"] == "approval").await;
+    assert_eq!(s["state"], "running");
+    let pending = &s["pending_approvals"];
+    assert_eq!(pending.as_array().unwrap().len(), 1, "{s}");
+    let (sim_id, sim_pid, _) = sim.approvals()[0].clone();
+    assert_eq!(pending[0]["approval_id"], sim_id.to_string());
+    assert_eq!(pending[0]["execution_process_id"], sim_pid.to_string());
+    assert_eq!(pending[0]["tool_name"], "Bash");
+    assert_eq!(pending[0]["summary"], COMMAND);
+    assert!(pending[0]["timeout_at"].is_string() && pending[0]["requested_at"].is_string());
+    assert_eq!(s["result"]["recommended_next_action"], "respond_approval");
+    assert_eq!(s["result"]["next_tool"], "respond_approval");
+    // The batch shape carries it too.
+    let batch = mcp
+        .call("get_attempt_status", json!({"attempt_ids": [attempt]}))
+        .await
+        .ok();
+    assert_eq!(batch["attempts"][0]["pending_approvals"], *pending);
+
+    let by_attempt = list(mcp, json!({"attempt_ids": [attempt]})).await;
+    let by_project = list(mcp, json!({"project_id": project})).await;
+    assert_eq!(by_attempt, by_project);
+    assert_eq!(by_attempt.len(), 1);
+    assert_eq!(by_attempt[0]["status"], "pending");
+    assert_eq!(by_attempt[0]["agent_waiting"], true);
+    assert_eq!(by_attempt[0]["attempt_id"], attempt.to_string());
+
+    (sim_id, sim_pid)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_unblocks_the_agent_and_the_attempt_completes() {
     let sim = support::sim().await;
@@ -240,35 +272,7 @@ async fn approve_unblocks_the_agent_and_the_attempt_completes() {
         woke["attempts"][0]["waiting_for"], "approval",
         "woken by the ask: {woke}"
     );
-    let s = status_until(&mcp, b.attempt, "blocked", |s| {
-        s["waiting_for"] == "approval"
-    })
-    .await;
-    assert_eq!(s["state"], "running");
-    let pending = &s["pending_approvals"];
-    assert_eq!(pending.as_array().unwrap().len(), 1, "{s}");
-    let (sim_id, sim_pid, _) = sim.approvals()[0].clone();
-    assert_eq!(pending[0]["approval_id"], sim_id.to_string());
-    assert_eq!(pending[0]["execution_process_id"], sim_pid.to_string());
-    assert_eq!(pending[0]["tool_name"], "Bash");
-    assert_eq!(pending[0]["summary"], COMMAND);
-    assert!(pending[0]["timeout_at"].is_string() && pending[0]["requested_at"].is_string());
-    assert_eq!(s["result"]["recommended_next_action"], "respond_approval");
-    assert_eq!(s["result"]["next_tool"], "respond_approval");
-    // The batch shape carries it too.
-    let batch = mcp
-        .call("get_attempt_status", json!({"attempt_ids": [b.attempt]}))
-        .await
-        .ok();
-    assert_eq!(batch["attempts"][0]["pending_approvals"], *pending);
-
-    let by_attempt = list(&mcp, json!({"attempt_ids": [b.attempt]})).await;
-    let by_project = list(&mcp, json!({"project_id": project})).await;
-    assert_eq!(by_attempt, by_project);
-    assert_eq!(by_attempt.len(), 1);
-    assert_eq!(by_attempt[0]["status"], "pending");
-    assert_eq!(by_attempt[0]["agent_waiting"], true);
-    assert_eq!(by_attempt[0]["attempt_id"], b.attempt.to_string());
+    let (sim_id, sim_pid) = shows_it_blocked(&sim, &mcp, b.attempt, project).await;
 
     // The answer wakes a parked wait, and the agent goes on.
     let since = quiet_token(&mcp, b.attempt).await;
@@ -334,15 +338,39 @@ async fn deny_and_timeout_end_as_vk_ends_them() {
     let daemon = support::daemon(&sim, dir.path()).await;
     let mcp = Mcp::connect(daemon.addr).await;
 
-    // Deny with a reason: the entry is denied, the agent is told and finishes.
+    deny_with_a_reason(&sim, &mcp, project).await;
+    let timed_out_id = time_out(&sim, &mcp, &daemon, project).await;
+    let timed = list(&mcp, json!({"project_id": project, "status": "timed_out"})).await;
+    assert_eq!(timed.len(), 1);
+    assert_eq!(timed[0]["approval_id"], timed_out_id);
+    let answered = list(
+        &mcp,
+        json!({"project_id": project, "status": "answered", "limit": 1}),
+    )
+    .await;
+    assert_eq!(answered.len(), 1, "paged by limit");
+
+    // Unknown ids.
+    let unknown = mcp
+        .call(
+            "respond_approval",
+            json!({"approval_id": Uuid::new_v4(), "decision": "approve"}),
+        )
+        .await
+        .code();
+    assert_eq!(unknown, "unknown_approval");
+}
+
+/// Deny with a reason: the entry is denied, the agent is told and finishes.
+async fn deny_with_a_reason(sim: &Sim, mcp: &Mcp, project: Uuid) {
     let d = start_asking(
-        &sim,
+        sim,
         project,
         "Deny me",
         asking(Duration::from_secs(3600), Duration::ZERO),
     )
     .await;
-    let s = status_until(&mcp, d.attempt, "blocked", |s| {
+    let s = status_until(mcp, d.attempt, "blocked", |s| {
         s["waiting_for"] == "approval"
     })
     .await;
@@ -359,14 +387,14 @@ async fn deny_and_timeout_end_as_vk_ends_them() {
         (json!("denied"), json!("no network access here"))
     );
     d.run.await.unwrap();
-    status_until(&mcp, d.attempt, "completed", |s| s["state"] == "completed").await;
+    status_until(mcp, d.attempt, "completed", |s| s["state"] == "completed").await;
     let feedback = sim.truth().normalized_logs[&d.process].iter().any(|e| {
         e.pointer("/content/entry_type/type") == Some(&json!("user_feedback"))
             && e.pointer("/content/content") == Some(&json!("no network access here"))
     });
     assert!(feedback, "a user_feedback entry with the reason");
     let listed = list(
-        &mcp,
+        mcp,
         json!({"attempt_ids": [d.attempt], "status": "denied"}),
     )
     .await;
@@ -382,21 +410,28 @@ async fn deny_and_timeout_end_as_vk_ends_them() {
         (twice["code"].clone(), twice["details"]["status"].clone()),
         (json!("approval_already_answered"), json!("denied"))
     );
+}
 
-    // A timeout: a parked wait wakes when VK gives up; answering then is approval_timed_out.
+/// A timeout: a parked wait wakes when VK gives up; answering then is approval_timed_out.
+async fn time_out(
+    sim: &Sim,
+    mcp: &Mcp,
+    daemon: &vk_observer::daemon::Daemon,
+    project: Uuid,
+) -> Value {
     let t = start_asking(
-        &sim,
+        sim,
         project,
         "Time out",
         asking(Duration::from_millis(2500), Duration::ZERO),
     )
     .await;
-    let s = status_until(&mcp, t.attempt, "blocked", |s| {
+    let s = status_until(mcp, t.attempt, "blocked", |s| {
         s["waiting_for"] == "approval"
     })
     .await;
     let id = s["pending_approvals"][0]["approval_id"].clone();
-    let since = quiet_token(&mcp, t.attempt).await;
+    let since = quiet_token(mcp, t.attempt).await;
     let (woke, _) = park(Mcp::connect(daemon.addr).await, t.attempt, since)
         .await
         .unwrap();
@@ -407,7 +442,7 @@ async fn deny_and_timeout_end_as_vk_ends_them() {
         "woken by the timeout: {woke}"
     );
     t.run.await.unwrap();
-    status_until(&mcp, t.attempt, "completed", |s| s["state"] == "completed").await;
+    status_until(mcp, t.attempt, "completed", |s| s["state"] == "completed").await;
     let late = mcp
         .call(
             "respond_approval",
@@ -416,29 +451,11 @@ async fn deny_and_timeout_end_as_vk_ends_them() {
         .await
         .err();
     assert_eq!(late["code"], "approval_timed_out", "{late}");
-    let timed = list(&mcp, json!({"project_id": project, "status": "timed_out"})).await;
-    assert_eq!(timed.len(), 1);
-    assert_eq!(timed[0]["approval_id"], id);
-    let answered = list(
-        &mcp,
-        json!({"project_id": project, "status": "answered", "limit": 1}),
-    )
-    .await;
-    assert_eq!(answered.len(), 1, "paged by limit");
     let error = sim.truth().normalized_logs[&t.process]
         .iter()
         .any(|e| e.pointer("/content/content") == Some(&json!("Approval timed out for tool Bash")));
     assert!(error, "an error_message entry for the timeout");
-
-    // Unknown ids.
-    let unknown = mcp
-        .call(
-            "respond_approval",
-            json!({"approval_id": Uuid::new_v4(), "decision": "approve"}),
-        )
-        .await
-        .code();
-    assert_eq!(unknown, "unknown_approval");
+    id
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
