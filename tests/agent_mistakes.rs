@@ -554,6 +554,63 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
             false,
             &["detail must be 0, 1 or 2"],
         ),
+        // Approvals (issue 16): ids, decisions, reasons and scopes.
+        (
+            "attempt id passed as an approval id",
+            "respond_approval",
+            json!({"approval_id": a, "decision": "approve"}),
+            "unknown_approval",
+            false,
+            &["list_approvals", "pending_approvals"],
+        ),
+        (
+            "approval id that is not a UUID",
+            "respond_approval",
+            json!({"approval_id": "approve-the-bash-call", "decision": "approve"}),
+            "invalid_argument",
+            false,
+            &["approval_id", "UUID", "list_approvals"],
+        ),
+        (
+            "a reason with approve",
+            "respond_approval",
+            json!({"approval_id": ghost, "decision": "approve", "reason": "looks fine"}),
+            "invalid_argument",
+            false,
+            &["reason", "deny"],
+        ),
+        (
+            "decision yes instead of approve",
+            "respond_approval",
+            json!({"approval_id": ghost, "decision": "yes"}),
+            "invalid_argument",
+            false,
+            &["decision", "approve"],
+        ),
+        (
+            "list_approvals with both scopes",
+            "list_approvals",
+            json!({"attempt_ids": [a], "project_id": project}),
+            "ambiguous_target",
+            false,
+            &["attempt_ids", "project_id"],
+        ),
+        (
+            "list_approvals with no scope",
+            "list_approvals",
+            json!({"status": "pending"}),
+            "ambiguous_target",
+            false,
+            &["attempt_ids", "project_id"],
+        ),
+        (
+            "list_approvals with a list_tasks cursor",
+            "list_approvals",
+            json!({"project_id": project, "cursor": tasks_cursor}),
+            "invalid_argument",
+            false,
+            &["belongs to list_tasks", "next_cursor"],
+        ),
     ];
     assert!(cases.len() >= 25);
     for (name, tool, args, code, retryable, words) in &cases {

@@ -339,3 +339,32 @@ fn activity_tools_keep_their_pagination_modes_apart_in_the_schema() {
         );
     }
 }
+
+#[test]
+fn approval_tools_carry_their_mode_rules() {
+    let tools = tools();
+    let get = |n: &str| {
+        let t = tools
+            .iter()
+            .find(|t| t.name == n)
+            .unwrap_or_else(|| panic!("{n} listed"));
+        Value::Object(t.input_schema.as_ref().clone())
+    };
+    let list = get("list_approvals");
+    assert_eq!(list["if"]["required"][0], "attempt_ids");
+    assert_eq!(list["then"]["not"]["required"][0], "project_id");
+    assert_eq!(list["else"]["required"][0], "project_id");
+    assert_eq!(list["properties"]["attempt_ids"]["maxItems"], 100);
+    let respond = get("respond_approval");
+    assert_eq!(
+        respond["properties"]["decision"]["enum"],
+        serde_json::json!(["approve", "deny"])
+    );
+    let required: Vec<&str> = respond["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(required, vec!["approval_id", "decision"]);
+}

@@ -6,6 +6,9 @@
 //! earlier process comes in `earlier_process_entries`. A status line on stderr shows the state
 //! and the entries seen; the command ends (exit 0, printing the final state) once the attempt is
 //! completed or failed, its log is complete and nothing more comes for `linger`.
+//! A tool call the agent is blocked on (`pending_approvals` of the status) is printed once as a
+//! `⏸ approval` line naming the tool, its command and the approval id, the status line says
+//! `waiting for approval` until it is answered, and its answer is printed when it goes away.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -77,6 +80,8 @@ struct Output {
     seen: u64,
     drawn: bool,
     last_reported: String,
+    /// Approval ids the agent was blocked on at the last status (printed when they appeared).
+    approvals: Vec<String>,
 }
 
 impl Output {
@@ -92,6 +97,7 @@ impl Output {
             seen: 0,
             drawn: false,
             last_reported: String::new(),
+            approvals: Vec::new(),
         }
     }
 
@@ -99,6 +105,9 @@ impl Output {
         let mut s = format!("attempt {} · {}", self.attempt, self.state);
         if !self.process.is_empty() {
             s.push_str(&format!(" · {}", self.process));
+        }
+        if !self.approvals.is_empty() {
+            s.push_str(" · waiting for approval");
         }
         s.push_str(&format!(" · {} entries seen", self.seen));
         if !self.upstream.is_empty() && self.upstream != "connected" {
@@ -126,7 +135,7 @@ impl Output {
             self.drawn = true;
             self.last_reported = line;
         } else {
-            let key = format!("{} {}", self.state, self.process);
+            let key = format!("{} {} {}", self.state, self.process, self.approvals.len());
             if key != self.last_reported {
                 let _ = writeln!(err, "{line}");
                 self.last_reported = key;
@@ -181,6 +190,30 @@ impl Output {
         if let Some(r) = p["run_reason"].as_str() {
             self.process = format!("{r} {}", p["status"].as_str().unwrap_or_default());
         }
+        self.track_approvals(s);
+    }
+
+    /// Print approvals that appeared and those answered since the last status.
+    fn track_approvals(&mut self, s: &Value) {
+        let pending = s["pending_approvals"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let ids: Vec<String> = pending
+            .iter()
+            .filter_map(|a| a["approval_id"].as_str().map(str::to_string))
+            .collect();
+        for gone in self.approvals.clone().iter().filter(|id| !ids.contains(id)) {
+            self.print(&format!("      ▶ approval {} answered", short_id(gone)));
+        }
+        for a in pending {
+            let id = a["approval_id"].as_str().unwrap_or_default();
+            if !self.approvals.iter().any(|x| x == id) {
+                let line = approval_line(a, self.width);
+                self.print(&line);
+            }
+        }
+        self.approvals = ids;
     }
 
     fn page(&mut self, page: &Value) {
@@ -518,4 +551,17 @@ async fn from_beginning(
     let cut = cursor.unwrap_or(0);
     let all = chunks.into_iter().rev().flatten().collect();
     Ok((all, cut))
+}
+
+/// A pending approval: what the agent wants to run and how to answer.
+fn approval_line(a: &Value, width: usize) -> String {
+    let line = format!(
+        "      ⏸ approval {} · {} `{}` · answer with respond_approval (approval_id {}), times out {}",
+        short_id(a["approval_id"].as_str().unwrap_or_default()),
+        a["tool_name"].as_str().unwrap_or("tool"),
+        a["summary"].as_str().unwrap_or_default(),
+        a["approval_id"].as_str().unwrap_or_default(),
+        a["timeout_at"].as_str().unwrap_or("?"),
+    );
+    truncate(&line, width.max(80) * 2)
 }

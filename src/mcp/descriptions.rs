@@ -66,12 +66,12 @@ Optional: force (list files past the diff guard; never past 5000), include_files
 Next: get_attempt_patch or get_attempt_file for contents of selected paths; follow_up to ask for fixes.
 Avoid: retrying with force after blocked_reason=summary_failed (force does not help); expecting file contents here.";
 
-pub const TAIL_SESSION_MESSAGES: &str = "Replay a session's conversation as turns (prompt and the agent's final message) or, with by=message, message by message; newest page, oldest first.
+pub const TAIL_SESSION_MESSAGES: &str = "A session's conversation as turns (prompt, final answer) or, by=message, message by message; newest page, oldest first.
 Use when: restoring context about what was asked and answered in an attempt.
 Required: exactly one of session_id or attempt_id (the attempt's latest session).
 Optional: by (turn|message), cursor (next_cursor: older items), limit (turns 1-50, messages 1-100), detail (0|1|2).
 Next: follow_up with the same attempt_id, or tail_attempt_logs for the full detail of a turn.
-Avoid: passing both session_id and attempt_id; using this to follow live output (use tail_attempt_logs).";
+Avoid: both session_id and attempt_id; following live output (use tail_attempt_logs).";
 
 pub const GET_CONTEXT: &str = "Get the project, task and attempt of the workspace this client runs in, with its repositories and target branches.
 Use when: you are an agent working inside a VK attempt workspace and need your own ids.
@@ -193,3 +193,16 @@ Required: task_id.
 Optional: since_token (after it, oldest first) OR cursor (older, newest first; neither = newest), limit (1-200), detail (0|1|2, default 0).
 Next: again with since_token = next_since_token; get_attempt_status or tail_attempt_logs with an item's attempt_id.
 Avoid: since_token with cursor; polling in a tight loop (use wait_for_attempt_change).";
+pub const LIST_APPROVALS: &str = "List tool approvals a coding agent asked VK for, oldest first, in pages.
+Use when: finding what blocks an agent (status waiting_for: approval) or reviewing decisions.
+Required: exactly one of attempt_ids (1-100) or project_id.
+Optional: status (pending default | approved | denied | timed_out | answered | all), cursor (next_cursor of the same call), limit (1-200, default 50).
+Next: respond_approval with the approval_id of items with agent_waiting true.
+Avoid: both attempt_ids and project_id; answering items whose agent_waiting is false (nothing waits).";
+
+pub const RESPOND_APPROVAL: &str = "Approve or deny a tool call an agent is blocked on; VK unblocks it and the answer is cached on return.
+Use when: get_attempt_status says waiting_for: approval, or list_approvals shows agent_waiting.
+Required: approval_id (from pending_approvals or list_approvals), decision (approve | deny).
+Optional: reason (deny only: told to the agent), request_id (a retry replays the first answer).
+Next: wait_for_attempt_change with the returned token.
+Avoid: an attempt or process id as approval_id; reason with approve; answering twice or after timeout_at.";

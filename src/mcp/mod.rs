@@ -6,6 +6,8 @@
 
 pub mod activity_requests;
 pub mod activity_tools;
+pub mod approval_requests;
+pub mod approval_tools;
 pub mod args;
 pub mod bridge;
 pub mod control_requests;
@@ -67,7 +69,8 @@ fn shared_router() -> Arc<ToolRouter<VkTools>> {
                 + wait_tool::router()
                 + control_tools::router()
                 + delivery_tools::router()
-                + activity_tools::router();
+                + activity_tools::router()
+                + approval_tools::router();
             // The macro derives output schemas from the result types; only here can they be
             // shaped like the input schemas are (`args::input_schema`).
             for route in router.map.values_mut() {

@@ -4,6 +4,7 @@
 //! (`pending_ingest: false`) — one writer, one truth. Creating calls go through
 //! [`idempotency::Idempotency`].
 
+pub mod approvals;
 pub mod artifacts;
 pub mod attempts;
 pub mod git;

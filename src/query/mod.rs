@@ -4,6 +4,7 @@
 //! guard, pagination) are testable without a transport.
 
 pub mod activity;
+pub mod approvals;
 pub mod branch;
 pub mod catalog;
 pub mod changes;

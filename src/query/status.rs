@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::approvals::{PendingApproval, WaitingFor, waiting_approvals};
 use super::detail::{self, Detail, Rules};
 use super::status_memo::StatusItem;
 pub use super::verdict::{AttemptResult, NextAction, Outcome};
@@ -68,6 +69,12 @@ pub struct AttemptStatus {
     pub result: AttemptResult,
     /// True while a dev server of this attempt runs (it never affects `state`).
     pub dev_server_running: bool,
+    /// Tool calls the agent is blocked on, waiting for a decision (oldest first): answer each
+    /// with respond_approval. Empty when nothing waits.
+    pub pending_approvals: Vec<PendingApproval>,
+    /// `approval` while the agent is blocked on `pending_approvals` (the state stays `running`:
+    /// the process is alive but does nothing until answered); null otherwise.
+    pub waiting_for: Option<WaitingFor>,
     /// Token of the last change to this attempt or anything under it (sessions, processes,
     /// logs, changes). Compare with `since_token` semantics; opaque string.
     pub attempt_token: String,
@@ -360,6 +367,7 @@ pub fn attempt_status(
         .iter()
         .any(|(_, p)| RunReason::DevServer.is(p.reason()) && ProcessStatus::Running.is(p.status()));
     let changes = reader.changes(id)?;
+    let pending_approvals = waiting_approvals(reader, id, &processes)?;
     let result = verdict(
         reader,
         VerdictInput {
@@ -367,6 +375,7 @@ pub fn attempt_status(
             process: process.map(|(pid, p)| (*pid, p)),
             has_session: latest_session.is_some(),
             changes: changes.as_ref().map(|c| &c.value),
+            awaiting_approval: !pending_approvals.is_empty(),
         },
     )?;
     Ok(Some(AttemptStatus {
@@ -383,6 +392,8 @@ pub fn attempt_status(
         latest_process,
         result,
         dev_server_running,
+        waiting_for: (!pending_approvals.is_empty()).then_some(WaitingFor::Approval),
+        pending_approvals,
         attempt_token: crate::store::token::Token {
             epoch,
             seq: attempt_token,

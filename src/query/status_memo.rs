@@ -2,7 +2,8 @@
 //! compact JSON text, keyed by attempt and valid for exactly one attempt token.
 //!
 //! Why it is correct: an attempt's token moves on every commit that touches the attempt or
-//! anything under it (sessions, processes, log entries, changes), and a status is a pure
+//! anything under it (sessions, processes, log entries, changes, the approvals index derived
+//! from those entries in the same batch), and a status is a pure
 //! function of those rows. A memo entry is used only when the store epoch and the attempt's
 //! current token both equal the ones it was computed under, so a hit returns what a fresh
 //! computation would. The token is read before the rows: a commit landing in between makes the

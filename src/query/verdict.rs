@@ -9,6 +9,7 @@
 //! |-----------------------------------|------------------------------------|------------------|---------------------------|
 //! | idle                              | the attempt has a session          | `follow_up`      | `follow_up`               |
 //! | idle                              | no session yet                     | none             | `wait_for_attempt_change` |
+//! | running                           | an approval is pending             | `respond_approval` | `respond_approval`      |
 //! | running                           |                                    | none             | `wait_for_attempt_change` |
 //! | completed                         | VK could not diff (summary_failed) | `mark_inreview`  | `update_task`             |
 //! | completed                         | changes cached, zero files         | `mark_done`      | `update_task`             |
@@ -23,10 +24,11 @@
 //! telling it what failed (`last_error`) is cheaper than starting over. A stopped run may have
 //! left work worth reviewing. A completed run that changed nothing has nothing to review.
 //!
-//! Two words of the seed are never produced yet: `stop`, because whether a running agent is
-//! stuck depends on the clock (compare `last_activity_at` with now), and a status must be a
-//! pure function of the cached rows to be memoized per attempt token (`status_memo`); and
-//! `respond_approval`, because this daemon does not model VK approvals yet.
+//! One word of the seed is never produced: `stop`, because whether a running agent is stuck
+//! depends on the clock (compare `last_activity_at` with now), and a status must be a pure
+//! function of the cached rows to be memoized per attempt token (`status_memo`).
+//! `respond_approval` comes from the approvals index (`store::approvals`), which is under the
+//! attempt token like every other input.
 //!
 //! Every input (the attempt's processes and sessions, its change summary, the failing
 //! process's log entries) is under the attempt token, so the memo stays exact.
@@ -86,7 +88,7 @@ pub enum NextAction {
     FollowUp,
     /// Look at what the run changed.
     ReviewChanges,
-    /// Answer a pending approval (not produced yet: approvals are not modelled).
+    /// Answer a pending approval: the agent is blocked until it is approved or denied.
     RespondApproval,
     /// Stop the running agent (not produced: being stuck depends on the clock).
     Stop,
@@ -103,12 +105,13 @@ pub enum NextAction {
 pub struct AttemptResult {
     /// `not_started`, `in_progress`, `succeeded`, `failed` or `killed`.
     pub outcome: Outcome,
-    /// Seed 003's next step: `follow_up`, `review_changes`, `retry`, `mark_inreview` or
-    /// `mark_done` (`stop` and `respond_approval` are never produced yet); null while running
-    /// or while the attempt is being prepared (wait instead).
+    /// Seed 003's next step: `follow_up`, `review_changes`, `respond_approval` (the agent is
+    /// blocked on `pending_approvals`), `retry`, `mark_inreview` or `mark_done` (`stop` is never
+    /// produced); null while running unblocked or while the attempt is being prepared (wait
+    /// instead).
     pub recommended_next_action: Option<NextAction>,
     /// The MCP tool that carries out the next step: `follow_up`, `get_attempt_changes`,
-    /// `start_task_attempt`, `update_task` (status `inreview` or `done`) or
+    /// `respond_approval`, `start_task_attempt`, `update_task` (status `inreview` or `done`) or
     /// `wait_for_attempt_change`.
     pub next_tool: String,
     /// One sentence saying why.
@@ -130,6 +133,8 @@ pub struct VerdictInput<'a> {
     pub has_session: bool,
     /// The cached change summary of the attempt, if any.
     pub changes: Option<&'a Value>,
+    /// The agent is blocked on a pending approval of a running process.
+    pub awaiting_approval: bool,
 }
 
 /// The verdict of an attempt; reads the failing process's logs for `last_error`.
@@ -173,6 +178,12 @@ fn rule(input: &VerdictInput) -> Rule {
             None,
             "wait_for_attempt_change",
             "The attempt is being prepared; wait for its first process.",
+        ),
+        AttemptState::Running if input.awaiting_approval => (
+            Outcome::InProgress,
+            Some(A::RespondApproval),
+            "respond_approval",
+            "The agent is blocked waiting for a decision on a tool call (pending_approvals); approve or deny it with respond_approval.",
         ),
         AttemptState::Running => (
             Outcome::InProgress,

@@ -3,6 +3,7 @@
 //! driven by world-building calls, scripted scenarios and fault switches, and keeping the
 //! ground truth tests compare the daemon's cache with. See `tests/fixtures/vk-wire/README.md`.
 
+mod approvals;
 mod bus;
 mod core;
 pub mod demo;
@@ -33,9 +34,10 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 
+pub use approvals::SimApprovalStatus;
 pub use types::{
-    AgentOutcome, AttemptIds, AttemptScript, Channel, Faults, ProcessStatus, RunReason, SimConfig,
-    SimCounters, SimFile, Truth,
+    AgentOutcome, ApprovalScript, AttemptIds, AttemptScript, Channel, Faults, ProcessStatus,
+    RunReason, SimConfig, SimCounters, SimFile, Truth,
 };
 
 use self::core::{Inner, lock, task_prompt};
@@ -258,6 +260,11 @@ impl Sim {
 
     pub fn counters(&self) -> SimCounters {
         lock(&self.inner.counters).clone()
+    }
+
+    /// Every tool approval asked so far: (approval id, execution process, status).
+    pub fn approvals(&self) -> Vec<(Uuid, Uuid, SimApprovalStatus)> {
+        approvals::list(&self.inner)
     }
 
     pub fn truth(&self) -> Truth {

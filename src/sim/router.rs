@@ -76,6 +76,10 @@ pub(crate) fn build(state: AppState) -> Router {
             get(logs::normalized_ws),
         )
         .route(&format!("{ep}/raw-logs/v2/ws"), get(logs::raw_ws))
+        .route(
+            "/api/approvals/{id}/respond",
+            post(super::approvals::respond),
+        )
         .layer(from_fn_with_state(state.clone(), http::count))
         .layer(from_fn_with_state(state.clone(), http::auth))
         .with_state(state)

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::approvals;
 use super::core::{Inner, agent_action};
 use super::types::{AgentOutcome, AttemptScript, Channel, ProcessStatus, RunReason};
 use super::world::World;
@@ -57,13 +58,17 @@ fn error_message(text: &str) -> Value {
 /// A Bash tool call: created (with the tool metadata), or completed with its result; the
 /// completed form carries no metadata, as VK's replacement does.
 fn command(step: usize, done: bool) -> Value {
-    let cmd = format!("echo step {step}");
+    bash(&format!("echo step {step}"), &format!("step {step}"), done)
+}
+
+/// A Bash tool_use entry running `cmd`: `created`, or `success` with `output`.
+pub(crate) fn bash(cmd: &str, output: &str, done: bool) -> Value {
     if done {
         let result = json!({"exit_status": {"type": "success", "success": true},
-                            "output": format!("step {step}")});
+                            "output": output});
         return normalized(
             "tool_use",
-            &cmd,
+            cmd,
             json!({"tool_name": "Bash", "action_type": {"action": "command_run", "command": cmd,
                    "result": result}, "status": {"status": "success"}}),
             None,
@@ -75,7 +80,7 @@ fn command(step: usize, done: bool) -> Value {
                       "tool_call_id": call_id});
     normalized(
         "tool_use",
-        &cmd,
+        cmd,
         json!({"tool_name": "Bash", "action_type": {"action": "command_run", "command": cmd,
                "result": null}, "status": {"status": "created"}}),
         Some(meta),
@@ -117,7 +122,15 @@ async fn run_agent(inner: &Inner, ws: Uuid, pid: Uuid, prompt: &str, s: &Attempt
         if !running(inner, pid) {
             return false;
         }
-        if i < s.normalized_entries {
+        if i < s.normalized_entries
+            && i == 3
+            && i + 1 < s.normalized_entries
+            && let Some(a) = &s.approval
+        {
+            if !approvals::tool_call_with_approval(inner, pid, a).await {
+                return false;
+            }
+        } else if i < s.normalized_entries {
             let entry = agent_entry(i, s.normalized_entries, prompt, fail);
             let is_cmd = entry.pointer("/content/entry_type/action_type/action")
                 == Some(&json!("command_run"));

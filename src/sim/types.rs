@@ -128,6 +128,30 @@ pub struct AttemptScript {
     pub cleanup: bool,
     pub files: Vec<SimFile>,
     pub dev_server: bool,
+    /// The agent's first Bash call asks for approval and waits for it (VK's APPROVALS variant).
+    pub approval: Option<ApprovalScript>,
+}
+
+/// A tool call that asks for approval: what it runs and how long VK waits for an answer.
+#[derive(Debug, Clone)]
+pub struct ApprovalScript {
+    /// The Bash command of the tool call.
+    pub command: String,
+    /// VK's `APPROVAL_TIMEOUT_SECONDS` (1 h); scripts use a short one to see a timeout.
+    pub timeout: Duration,
+    /// Time between the `created` tool_use entry and the approval (the CLI's hook callback
+    /// and `can_use_tool`; about 0.5 s on a real VK). None: one `step_delay`.
+    pub ask_after: Option<Duration>,
+}
+
+impl Default for ApprovalScript {
+    fn default() -> Self {
+        Self {
+            command: "rm -rf build && cargo build".to_string(),
+            timeout: Duration::from_secs(3600),
+            ask_after: None,
+        }
+    }
 }
 
 impl Default for AttemptScript {
@@ -142,6 +166,7 @@ impl Default for AttemptScript {
             cleanup: true,
             files: Vec::new(),
             dev_server: false,
+            approval: None,
         }
     }
 }

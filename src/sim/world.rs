@@ -144,6 +144,8 @@ pub(crate) struct World {
     pub queue: HashMap<Uuid, (Value, Option<(String, String)>)>,
     /// Git state of every attempt branch and base branch (`git`).
     pub git: super::git::Git,
+    /// Tool approvals by id (VK's `approvals` table and waiters).
+    pub approvals: HashMap<Uuid, super::approvals::SimApproval>,
     ord: u64,
 }
 

@@ -430,6 +430,7 @@ impl<'t, 'c> Pending<'t, 'c> {
             .remove(&keys::pair_key(table::IDX_ATTEMPT_PROCESSES, attempt, id));
         self.ov.remove(&keys::id_key(table::PROCESS_ATTEMPT, id));
         self.remove_entity(&keys::id_key(table::PROCESSES, id))?;
+        self.forget_approvals(attempt, id)?;
         for ch in [Channel::Normalized, Channel::Raw] {
             for k in self.ov.keys_with_prefix(&keys::id_key(ch.table(), id))? {
                 self.ov.remove(&k);
@@ -489,6 +490,9 @@ impl<'t, 'c> Pending<'t, 'c> {
                 max = Some(idx);
             }
             self.ov.insert(&key, encode(self.next, json));
+            if ch == Channel::Normalized {
+                self.track_approval(attempt, pid, idx, json, is_new)?;
+            }
         }
         self.max_index.insert((pid, ch), max);
         if appended + replaced > 0 {

@@ -43,6 +43,10 @@ pub mod table {
     pub const ACTIVITY_PROJECT: u8 = 0x18;
     /// task ‖ token ‖ seq (u32) -> activity item JSON (`store::feed`). Additive.
     pub const ACTIVITY_TASK: u8 = 0x19;
+    /// attempt ‖ process ‖ entry_index -> approval record (`store::approvals`). Additive.
+    pub const APPROVALS: u8 = 0x16;
+    /// approval id -> its `APPROVALS` key. Additive.
+    pub const APPROVAL_IDS: u8 = 0x17;
 }
 
 /// Names of the `META` entries.

@@ -12,6 +12,9 @@
 //! commit. Nothing outside `store/` can write a projection.
 
 pub mod apply;
+pub mod approvals;
+#[cfg(test)]
+mod approvals_tests;
 pub mod codec;
 pub mod events;
 pub mod feed;
@@ -164,6 +167,7 @@ impl StoreOwner {
         dir: Option<PathBuf>,
     ) -> Result<StoreOwner, StoreError> {
         let store = Store::from_db(db, retention, dir)?;
+        approvals::backfill(store.tree())?;
         Ok(StoreOwner {
             writer: Some(writer::Writer::new(store.clone())),
             store,

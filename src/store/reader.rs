@@ -61,7 +61,7 @@ impl StoreReader {
         StoreReader { tree }
     }
 
-    /// The snapshot's tree, for the store's own read modules (`feed`).
+    /// The snapshot's tree, for the store's own read modules (`feed`, `approvals`).
     pub(super) fn tree(&self) -> &sled::Tree {
         &self.tree
     }

@@ -1,6 +1,7 @@
 //! The VK client side: REST, SSE and WebSocket access plus the serde types of VK's frames.
 //! Nothing here decides anything; ingest drives it.
 
+pub mod approvals;
 pub mod discovery;
 pub mod git;
 pub mod mutations;

@@ -1,0 +1,55 @@
+//! VK's approval answer route, `POST /api/approvals/{id}/respond` (docs/vk-contract.md,
+//! "Approvals"). Unlike every other route it answers the bare `ApprovalStatus`
+//! (`{"status":"approved"}`, `{"status":"denied","reason":…}`), not VK's envelope; its errors
+//! are envelopes (500 "Failed to respond to approval") or 422 text for a malformed body.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use super::rest::{UpstreamError, VkClient};
+use super::wire::Envelope;
+
+impl VkClient {
+    /// Answer approval `approval_id` with VK's `ApprovalResponse` body
+    /// (`{"execution_process_id":…,"status":{"status":"approved"}}`); returns the status VK
+    /// recorded, which is the earlier answer when the approval was already answered.
+    pub async fn respond_approval(
+        &self,
+        approval_id: &str,
+        body: &Value,
+    ) -> Result<Value, UpstreamError> {
+        let path = format!("/api/approvals/{approval_id}/respond");
+        let resp = self
+            .request(Method::POST, &path)
+            .json(body)
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| UpstreamError::Unreachable {
+                url: self.url(&path),
+                reason: e.to_string(),
+            })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| UpstreamError::Unreachable {
+            url: self.url(&path),
+            reason: e.to_string(),
+        })?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes).map_err(|e| UpstreamError::Decode {
+                path: path.clone(),
+                reason: e.to_string(),
+            });
+        }
+        let message = serde_json::from_slice::<Envelope<Value>>(&bytes)
+            .ok()
+            .and_then(|env| env.message)
+            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(500).collect());
+        Err(UpstreamError::Status {
+            status: status.as_u16(),
+            path,
+            message,
+        })
+    }
+}
