@@ -319,6 +319,29 @@ async fn approve_unblocks_the_agent_and_the_attempt_completes() {
     let approved = list(&mcp, json!({"project_id": project, "status": "approved"})).await;
     assert_eq!(approved.len(), 1);
     assert!(list(&mcp, json!({"project_id": project})).await.is_empty());
+    // The project's activity feed tells the ask and the answer, once each, in that order.
+    let feed = mcp
+        .call(
+            "tail_project_activity",
+            json!({"project_id": project, "limit": 200}),
+        )
+        .await
+        .ok();
+    assert_eq!(feed["order"], "newest_first");
+    let approval_items: Vec<&Value> = feed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .filter(|i| i["kind"].as_str().unwrap().starts_with("approval_"))
+        .collect();
+    assert_eq!(approval_items.len(), 2, "{feed}");
+    assert_eq!(approval_items[0]["kind"], "approval_requested");
+    assert_eq!(approval_items[0]["tool"], "Bash");
+    assert_eq!(approval_items[1]["kind"], "approval_answered");
+    assert_eq!(approval_items[1]["status"], "approved");
+    assert_eq!(approval_items[0]["approval_id"], approval_items[1]["approval_id"]);
+    assert_eq!(approval_items[0]["approval_id"], json!(approved[0]["approval_id"]));
     let entry = sim.truth().normalized_logs[&sim_pid]
         .iter()
         .find(|e| e.pointer("/content/content") == Some(&json!(COMMAND)))

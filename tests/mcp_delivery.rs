@@ -173,6 +173,21 @@ async fn behind_is_refused_then_rebase_and_merge_once_with_request_id() {
     );
     let task = w.sim.truth().tasks.values().next().cloned().unwrap();
     assert_eq!(task["status"], "done");
+    // The merge shows in the task's activity once, with its commit.
+    let task_id = task["id"].as_str().unwrap();
+    let feed = w
+        .call("tail_task_activity", json!({"task_id": task_id, "limit": 200}))
+        .await
+        .ok();
+    let merged: Vec<&Value> = feed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "branch_merged")
+        .collect();
+    assert_eq!(merged.len(), 1, "{feed}");
+    assert_eq!(merged[0]["merge_commit"], json!(commit));
+    assert_eq!(merged[0]["repo_id"], json!(w.repo.to_string()));
 
     // A second merge is refused from the cache: merged, nothing ahead.
     let e = w

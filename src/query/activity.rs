@@ -133,7 +133,8 @@ impl ActivityRequest {
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct ActivityItem {
     /// What happened: `task_created`, `task_updated`, `task_deleted`, `attempt_started`,
-    /// `process_started`, `process_ended`, `follow_up_sent` or `change_summary_moved`.
+    /// `process_started`, `process_ended`, `follow_up_sent`, `change_summary_moved`,
+    /// `approval_requested`, `approval_answered` or `branch_merged`.
     pub kind: ActivityKind,
     /// Token of the commit that made this change (opaque); pass the last item's token as
     /// `since_token` to continue after it.
@@ -184,6 +185,18 @@ pub struct ActivityItem {
     /// Full detail: when the daemon committed the change (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
+    /// Approval items: the approval (answer it with respond_approval while pending).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    /// `approval_requested`: the tool the agent wants to run (e.g. `Bash`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// `branch_merged`: the repository (UUID).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo_id: Option<Uuid>,
+    /// `branch_merged`: the merge commit VK recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_commit: Option<String>,
 }
 
 /// Which way a page runs.
@@ -250,6 +263,10 @@ fn item(epoch: Epoch, e: FeedEntry, detail: Detail) -> ActivityItem {
         at: full
             .then(|| chrono::DateTime::from_timestamp_millis(i.at).map(crate::vk::rfc3339))
             .flatten(),
+        approval_id: i.approval_id,
+        tool: i.tool,
+        repo_id: i.repo,
+        merge_commit: i.merge_commit,
     }
 }
 

@@ -144,7 +144,10 @@ impl<'t, 'c> Pending<'t, 'c> {
     /// time always (meta: a re-read of the same status wakes no one).
     fn branch_status_read(&mut self, attempt: Uuid, repos: Vec<Value>, read_at_ms: i64) -> R {
         let key = keys::id_key(table::BRANCH_STATUS, attempt);
-        if self.upsert(key.as_slice(), &Value::Array(repos))? {
+        let old = self.stored_value(key.as_slice())?;
+        let new = Value::Array(repos);
+        if self.upsert(key.as_slice(), &new)? {
+            self.feed_merges(attempt, old.as_ref(), new.as_array().map_or(&[], |v| v))?;
             self.attempts.insert(attempt);
             self.note(format!("branch_status:{attempt}"));
         }

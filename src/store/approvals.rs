@@ -262,7 +262,7 @@ impl Pending<'_, '_> {
         self.ov.insert(&key, encode(self.next, &bytes));
         self.changed = true;
         self.attempts.insert(attempt);
-        Ok(())
+        self.feed_approval(old.as_ref(), &new)
     }
 
     /// Remove the id index entry of `approval_id` if it still points at `key`.

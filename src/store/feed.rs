@@ -47,6 +47,13 @@ pub enum ActivityKind {
     FollowUpSent,
     /// The attempt's change summary changed (`file_count`, `added`, `deleted`).
     ChangeSummaryMoved,
+    /// The coding agent asked for a tool approval (`approval_id`, `tool`).
+    ApprovalRequested,
+    /// A pending approval was answered or timed out (`status`: approved, denied, timed_out).
+    ApprovalAnswered,
+    /// VK recorded a merge of the attempt branch (`repo_id`, `merge_commit`), read from its
+    /// branch status.
+    BranchMerged,
 }
 
 impl ActivityKind {
@@ -60,6 +67,9 @@ impl ActivityKind {
             ActivityKind::ProcessEnded => "process_ended",
             ActivityKind::FollowUpSent => "follow_up_sent",
             ActivityKind::ChangeSummaryMoved => "change_summary_moved",
+            ActivityKind::ApprovalRequested => "approval_requested",
+            ActivityKind::ApprovalAnswered => "approval_answered",
+            ActivityKind::BranchMerged => "branch_merged",
         }
     }
 }
@@ -97,6 +107,14 @@ pub struct FeedItem {
     pub added: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleted: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_commit: Option<String>,
     /// An item of the task feed committed before the task's project was known, copied into the
     /// project feed when the task arrives (never written to the task feed again).
     #[serde(skip)]
@@ -123,6 +141,10 @@ impl FeedItem {
             file_count: None,
             added: None,
             deleted: None,
+            approval_id: None,
+            tool: None,
+            repo: None,
+            merge_commit: None,
             adopted: false,
         }
     }

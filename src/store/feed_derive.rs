@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::apply::Pending;
+use super::approvals::{ApprovalRecord, ApprovalState};
 use super::codec::decode;
 use super::feed::{ActivityKind, FeedItem, FeedScope};
 use super::keys::{self, table};
@@ -228,6 +229,74 @@ impl Pending<'_, '_> {
         item.added = num("added");
         item.deleted = num("deleted");
         self.feed.push(item);
+        Ok(())
+    }
+
+    /// `approval_requested` when an approval appears pending, `approval_answered` when a
+    /// pending one is answered or times out (each state change once: the record is restated
+    /// only when it changed).
+    pub(super) fn feed_approval(
+        &mut self,
+        old: Option<&ApprovalRecord>,
+        new: &ApprovalRecord,
+    ) -> R {
+        let kind = match (old.map(|o| o.state), new.state) {
+            (Some(ApprovalState::Pending), ApprovalState::Pending) => return Ok(()),
+            (_, ApprovalState::Pending) => ActivityKind::ApprovalRequested,
+            (Some(ApprovalState::Pending), _) => ActivityKind::ApprovalAnswered,
+            _ => return Ok(()),
+        };
+        let Some((task, project)) = self.owners_of_attempt(new.attempt_id)? else {
+            return Ok(());
+        };
+        let mut item = FeedItem::new(kind, task, project);
+        item.attempt = Some(new.attempt_id);
+        item.process = Some(new.execution_process_id);
+        item.approval_id = Some(new.approval_id.clone());
+        item.tool = Some(new.tool_name.clone());
+        if kind == ActivityKind::ApprovalAnswered {
+            item.status = Some(new.state.as_str().to_string());
+        }
+        self.feed.push(item);
+        Ok(())
+    }
+
+    /// `branch_merged` for every merge VK's branch status lists that the stored one did not.
+    pub(super) fn feed_merges(&mut self, attempt: Uuid, old: Option<&Value>, new: &[Value]) -> R {
+        let merge_ids = |repos: &[Value]| -> Vec<(Option<Uuid>, Value)> {
+            repos
+                .iter()
+                .flat_map(|r| {
+                    let repo = uuid_of(r, "repo_id");
+                    r.get("merges")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .map(move |m| (repo, m.clone()))
+                })
+                .collect()
+        };
+        let before: Vec<Value> = merge_ids(old.and_then(Value::as_array).map_or(&[], |v| v))
+            .into_iter()
+            .map(|(_, m)| m.get("id").cloned().unwrap_or(Value::Null))
+            .collect();
+        let fresh: Vec<(Option<Uuid>, Value)> = merge_ids(new)
+            .into_iter()
+            .filter(|(_, m)| !before.contains(m.get("id").unwrap_or(&Value::Null)))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let Some((task, project)) = self.owners_of_attempt(attempt)? else {
+            return Ok(());
+        };
+        for (repo, m) in fresh {
+            let mut item = FeedItem::new(ActivityKind::BranchMerged, task, project);
+            item.attempt = Some(attempt);
+            item.repo = repo;
+            item.merge_commit = string_field(&m, "merge_commit");
+            self.feed.push(item);
+        }
         Ok(())
     }
 }
