@@ -9,6 +9,7 @@ pub mod bridge;
 pub mod control_requests;
 pub mod control_tools;
 pub mod descriptions;
+pub mod file_lines_args;
 pub mod guard;
 pub mod park;
 pub mod progress;

@@ -5,6 +5,7 @@
 //! [`idempotency::Idempotency`].
 
 pub mod artifacts;
+pub mod file_lines;
 pub mod attempts;
 pub mod idempotency;
 pub mod stop;
