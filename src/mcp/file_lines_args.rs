@@ -30,7 +30,9 @@ pub fn line_range(a: &FileArgs) -> Result<Option<LineRange>, ToolError> {
     if let Some(end) = a.end_line.filter(|e| *e < start) {
         return Err(ToolError::invalid_field(
             "end_line",
-            format!("end_line ({end}) is before start_line ({start}); the range is inclusive, so one line is start_line = end_line."),
+            format!(
+                "end_line ({end}) is before start_line ({start}); the range is inclusive, so one line is start_line = end_line."
+            ),
         ));
     }
     Ok(Some(LineRange {

@@ -238,7 +238,13 @@ impl Proxy {
                 .map_err(upstream_error)?;
             if v.get("blocked").and_then(Value::as_bool) == Some(true) {
                 let reason = v.get("blockedReason").and_then(Value::as_str);
-                return Ok(self.blocked_file(attempt, &path, at, reason.unwrap_or("blocked"), "VK refused to read this path (e.g. a symlink leaving the workspace)."));
+                return Ok(self.blocked_file(
+                    attempt,
+                    &path,
+                    at,
+                    reason.unwrap_or("blocked"),
+                    "VK refused to read this path (e.g. a symlink leaving the workspace).",
+                ));
             }
             total = v.get("totalBytes").and_then(Value::as_u64).unwrap_or(total);
             let bytes = v.get("bytes").and_then(Value::as_u64).unwrap_or(0);
@@ -329,7 +335,12 @@ mod tests {
         assert!(first.truncated);
         let last = lines(f, 3, Some(3), 1000);
         assert_eq!(
-            (last.content.as_str(), last.start_byte, last.next_line, last.total_lines),
+            (
+                last.content.as_str(),
+                last.start_byte,
+                last.next_line,
+                last.total_lines
+            ),
             ("three\n", 8, None, Some(3))
         );
         assert!(!last.truncated);
@@ -339,7 +350,12 @@ mod tests {
     fn past_the_end_and_empty_file() {
         let past = lines("a\nb\n", 5, None, 1000);
         assert_eq!(
-            (past.content.as_str(), past.start_byte, past.last_line, past.total_lines),
+            (
+                past.content.as_str(),
+                past.start_byte,
+                past.last_line,
+                past.total_lines
+            ),
             ("", 4, None, Some(2))
         );
         assert!(!past.truncated && past.next_line.is_none());

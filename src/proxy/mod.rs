@@ -5,8 +5,8 @@
 //! [`idempotency::Idempotency`].
 
 pub mod artifacts;
-pub mod file_lines;
 pub mod attempts;
+pub mod file_lines;
 pub mod idempotency;
 pub mod stop;
 pub mod tasks;
