@@ -127,7 +127,9 @@ async fn changes_move_during_a_run_without_any_process_ending() {
         );
         as_of = now;
     }
-    // Tool calls that change nothing re-read, and leave the summary and its as_of alone.
+    // Tool calls that change nothing re-read, and leave the summary, its as_of and its token
+    // alone (no waiter is woken for a re-read that found nothing new).
+    let token_before = changes(&l.mcp, l.attempt).await["changes_token"].clone();
     let before = reads(&l.sim, l.attempt);
     l.sim.append_log(l.pid, Channel::Normalized, tool_entry(9));
     let start = Instant::now();
@@ -144,6 +146,7 @@ async fn changes_move_during_a_run_without_any_process_ending() {
         (same["as_of"].as_str(), &same["summary"]["file_count"]),
         (Some(as_of.as_str()), &json!(3))
     );
+    assert_eq!(same["changes_token"], token_before);
     // The agent ends: the summary is no longer live.
     l.sim
         .finish_process(l.pid, vk_observer::sim::ProcessStatus::Completed, Some(0));
