@@ -46,11 +46,25 @@ pub(crate) async fn phase_fresh(r: &mut Report, o: &Opts) -> anyhow::Result<()> 
     let args = json!({"attempt_id": ids.attempt_id});
     let files_now = |v: &serde_json::Value| v["summary"]["file_count"].as_u64();
     let ready = Instant::now();
-    while mcp.call("get_attempt_changes", &args).await.ok().and_then(|v| files_now(&v)) != Some(0) {
-        ensure!(ready.elapsed() < Duration::from_secs(30), "the attempt never reached the cache");
+    while mcp
+        .call("get_attempt_changes", &args)
+        .await
+        .ok()
+        .and_then(|v| files_now(&v))
+        != Some(0)
+    {
+        ensure!(
+            ready.elapsed() < Duration::from_secs(30),
+            "the attempt never reached the cache"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let reads0 = sim.counters().changes_reads.get(&ids.attempt_id).copied().unwrap_or(0);
+    let reads0 = sim
+        .counters()
+        .changes_reads
+        .get(&ids.attempt_id)
+        .copied()
+        .unwrap_or(0);
     let mut lags = Vec::with_capacity(rounds);
     for i in 0..rounds {
         // Rounds apart, so each edit is measured from a quiet start (not inside the previous
@@ -82,7 +96,13 @@ pub(crate) async fn phase_fresh(r: &mut Report, o: &Opts) -> anyhow::Result<()> 
         }
         lags.push(t.elapsed());
     }
-    let reads = sim.counters().changes_reads.get(&ids.attempt_id).copied().unwrap_or(0) - reads0;
+    let reads = sim
+        .counters()
+        .changes_reads
+        .get(&ids.attempt_id)
+        .copied()
+        .unwrap_or(0)
+        - reads0;
     d.stop().await?;
     sim.shutdown().await;
     let s = stats(&lags);
@@ -104,6 +124,9 @@ pub(crate) async fn phase_fresh(r: &mut Report, o: &Opts) -> anyhow::Result<()> 
         "≈ 1",
         None,
     );
-    r.detail("fresh", json!({"rounds": rounds, "lag": s, "changes_reads": reads}));
+    r.detail(
+        "fresh",
+        json!({"rounds": rounds, "lag": s, "changes_reads": reads}),
+    );
     Ok(())
 }
