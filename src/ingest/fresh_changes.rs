@@ -148,7 +148,7 @@ mod tests {
         let tool = r#"{"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,
             "entry_type": {"type": "tool_use", "tool_name": "Write"}, "content": "x"}}"#;
         assert!(is_tool_use(&raw(tool)));
-        assert!(is_tool_use(&raw(&tool.replace(' ', "").replace('\n', ""))));
+        assert!(is_tool_use(&raw(&tool.replace([' ', '\n'], ""))));
         let msg = r#"{"type":"NORMALIZED_ENTRY","content":{"entry_type":{"type":"assistant_message"},
             "content":"I will call \"type\":\"tool_use\""}}"#;
         assert!(!is_tool_use(&raw(msg)));
