@@ -60,7 +60,7 @@ Next: call again with after_entry_index = last entry_index seen.
 Avoid: re-reading the last N entries and de-duplicating; sending cursor and after_entry_index together.";
 
 pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed-file list with repo-prefixed paths, no contents.
-Use when: reviewing the result of a completed run, or watching what a running agent has changed so far (live: true; as_of says since when the summary is unchanged).
+Use when: reviewing a completed run, or what a running agent changed so far (live: true).
 Required: attempt_id.
 Optional: force (true returns the file list even when the diff guard blocks it).
 Next: get_attempt_patch or get_attempt_file for contents of selected paths; follow_up to ask for fixes.
@@ -129,12 +129,12 @@ Optional: force (attempt only: also marks processes VK lost track of as killed; 
 Next: get_attempt_changes, or follow_up to continue differently.
 Avoid: both ids; force with execution_process_id; follow_up cancel or delete_task to stop.";
 
-pub const GET_ATTEMPT_FILE: &str = "Read a slice of one file in an attempt's workspace (bounded; UTF-8), by bytes or by lines.
-Use when: you need the contents of a file the agent changed or created, or the lines around a line number (from a log, a compiler error, a patch hunk).
-Required: attempt_id, path (`<repo>/<path>` as get_attempt_changes lists it).
-Optional: bytes: start (byte offset), max_bytes (default 65536, max 524288); or lines: start_line / end_line (1-based, inclusive; max_bytes then caps the whole lines returned). The answer gives end_line (last line returned), next_line and total_lines.
-Next: while truncated is true, call again with start = start + bytes (bytes) or start_line = next_line (lines); get_attempt_patch for the diff instead.
-Avoid: absolute paths or `..` (blocked: path_outside_workspace); mixing start with start_line/end_line (invalid_argument); reading whole large files at once.";
+pub const GET_ATTEMPT_FILE: &str = "Read part of one file in an attempt's workspace (bounded; UTF-8), by bytes or lines.
+Use when: you need a file the agent changed, or lines around a line number.
+Required: attempt_id, path (`<repo>/<path>` from get_attempt_changes).
+Optional: start (bytes) or start_line/end_line (1-based, inclusive); max_bytes (default 65536, max 524288; caps whole lines).
+Next: while truncated: start = start + bytes, or start_line = next_line; get_attempt_patch for diffs.
+Avoid: absolute paths or `..` (path_outside_workspace); start with start_line/end_line; whole large files.";
 
 pub const GET_ATTEMPT_PATCH: &str = "Get the unified diff of selected changed files of an attempt (bounded).
 Use when: reviewing exactly what changed in some files.
