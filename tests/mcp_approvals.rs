@@ -340,8 +340,14 @@ async fn approve_unblocks_the_agent_and_the_attempt_completes() {
     assert_eq!(approval_items[0]["tool"], "Bash");
     assert_eq!(approval_items[1]["kind"], "approval_answered");
     assert_eq!(approval_items[1]["status"], "approved");
-    assert_eq!(approval_items[0]["approval_id"], approval_items[1]["approval_id"]);
-    assert_eq!(approval_items[0]["approval_id"], json!(approved[0]["approval_id"]));
+    assert_eq!(
+        approval_items[0]["approval_id"],
+        approval_items[1]["approval_id"]
+    );
+    assert_eq!(
+        approval_items[0]["approval_id"],
+        json!(approved[0]["approval_id"])
+    );
     let entry = sim.truth().normalized_logs[&sim_pid]
         .iter()
         .find(|e| e.pointer("/content/content") == Some(&json!(COMMAND)))

@@ -176,7 +176,10 @@ async fn behind_is_refused_then_rebase_and_merge_once_with_request_id() {
     // The merge shows in the task's activity once, with its commit.
     let task_id = task["id"].as_str().unwrap();
     let feed = w
-        .call("tail_task_activity", json!({"task_id": task_id, "limit": 200}))
+        .call(
+            "tail_task_activity",
+            json!({"task_id": task_id, "limit": 200}),
+        )
         .await
         .ok();
     let merged: Vec<&Value> = feed["items"]

@@ -4,7 +4,7 @@
 //!
 //! Run: `cargo bench --bench mcp_load` (all of `cargo bench` also runs the ingest bench).
 //! Knobs (environment): `VK_BENCH_QUICK=1` (small sizes, a smoke run), `VK_BENCH_ONLY=a,b,…`
-//! (phases: status, wake, throughput, waiters, waiters_session, tail, catchup, idle, bytes), `VK_BENCH_TAIL_SIZES=1000,…`,
+//! (phases: status, wake, throughput, waiters, waiters_session, tail, catchup, idle, bytes, fresh), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
 //! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
 //! `VK_BENCH_OUT=dir` (default target/perf), `VK_BENCH_REPLOT=dir/results.json` (only redraw
@@ -24,6 +24,7 @@ mod catchup;
 mod client;
 mod daemon;
 mod data;
+mod fresh;
 mod idle;
 mod opts;
 mod plot;
@@ -75,6 +76,9 @@ async fn run() -> anyhow::Result<()> {
         }
         if o.runs("idle") {
             idle::phase_idle(&mut r, &o).await?;
+        }
+        if o.runs("fresh") {
+            fresh::phase_fresh(&mut r, &o).await?;
         }
         if o.runs("catchup") {
             catch_up(&mut r, &o, false).await?;

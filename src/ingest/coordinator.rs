@@ -1,8 +1,9 @@
 //! The ingest coordinator: one task that decides what to fetch, open and close. It reacts to
 //! signals from the stream followers and jobs, coalesces task hints (VK sends a burst per
 //! change), persists the SSE seq only once every hint before it is handled, keeps a process
-//! stream open per active attempt and a log follower per running, non-dev-server process, and
-//! says when bootstrap is done. It never writes projections itself except the seq.
+//! stream open per active attempt and a log follower per running, non-dev-server process,
+//! schedules change-summary re-reads (after process ends and a running agent's tool calls,
+//! see `fresh_changes`), and says when bootstrap is done. It never writes projections itself except the seq.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -13,12 +14,13 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::Context;
+use super::fresh_changes::ChangeSchedule;
 use super::jobs::Jobs;
 use super::logs::LogFollower;
 use super::objects::{ObjectFollower, ObjectStream};
 use super::signal::Signal;
 use crate::store::events::{Channel, DomainEvent};
-use crate::vk::{ProcessFacts, uuid_of};
+use crate::vk::{ProcessFacts, RunReason, uuid_of};
 
 struct ProcessStream {
     cancel: CancellationToken,
@@ -45,7 +47,8 @@ pub struct Coordinator {
     pending_seq: Option<u64>,
     /// When the seq was last persisted: at most one seq write per `tick`.
     seq_written_at: Instant,
-    changes_due: HashMap<Uuid, Instant>,
+    /// Change-summary re-reads owed (after process ends and agents' tool calls).
+    changes: ChangeSchedule,
 }
 
 /// How often a quiet process stream of a still-active attempt is looked at again.
@@ -78,7 +81,7 @@ impl Coordinator {
             refreshing: 0,
             pending_seq: None,
             seq_written_at: Instant::now(),
-            changes_due: HashMap::new(),
+            changes: ChangeSchedule::default(),
         }
     }
 
@@ -118,7 +121,7 @@ impl Coordinator {
         let bootstrap = (!self.ctx.health.bootstrapped()).then(|| now + tick);
         self.hint_deadline
             .into_iter()
-            .chain(self.changes_due.values().copied())
+            .chain(self.changes.next_wake())
             .chain(streams)
             .chain(seq)
             .chain(bootstrap)
@@ -168,6 +171,15 @@ impl Coordinator {
             }
             Signal::RefreshBranchStatus { attempt_id, done } => {
                 self.jobs.refresh_branch_status(attempt_id, done);
+            }
+            Signal::ToolUseLogged {
+                attempt_id,
+                process_id,
+            } => self.on_tool_use(attempt_id, process_id),
+            Signal::ChangesRefreshed { attempt_id, ok } => {
+                let (min, max) = (self.ctx.cfg.reconnect_min, self.ctx.cfg.reconnect_max);
+                self.changes
+                    .finished(attempt_id, ok, |n| ChangeSchedule::backoff(n, min, max));
             }
             Signal::Nudge {
                 task_id,
@@ -350,8 +362,30 @@ impl Coordinator {
             self.jobs.refresh_sessions(attempt);
         }
         if changes_needed {
-            self.changes_due
-                .insert(attempt, Instant::now() + self.ctx.cfg.changes_debounce);
+            self.changes
+                .after_process_end(attempt, self.ctx.cfg.changes_debounce);
+        }
+    }
+
+    /// A tool call of a running coding agent may have changed files: re-read the attempt's
+    /// change summary soon (`fresh_changes`). Other processes' entries, and entries replayed
+    /// for an agent that has ended, schedule nothing.
+    fn on_tool_use(&mut self, attempt: Uuid, process: Uuid) {
+        if self.changes.is_due(attempt) {
+            return;
+        }
+        let running_agent = self
+            .ctx
+            .store
+            .read()
+            .process(process)
+            .ok()
+            .flatten()
+            .and_then(|p| ProcessFacts::from_value(&p.value))
+            .is_some_and(|f| f.is_running() && f.run_reason == RunReason::CodingAgent);
+        if running_agent {
+            self.changes
+                .on_agent_tool(attempt, self.ctx.cfg.changes_live_every);
         }
     }
 
@@ -397,15 +431,8 @@ impl Coordinator {
                 self.start_refresh(t, true);
             }
         }
-        // Changes summaries after processes ended.
-        let due: Vec<Uuid> = self
-            .changes_due
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(a, _)| *a)
-            .collect();
-        for a in due {
-            self.changes_due.remove(&a);
+        // Change summaries after processes ended and while agents work.
+        for a in self.changes.take_due(now) {
             self.jobs.refresh_changes(a);
             // A process that ended may have committed (VK auto-commits after the agent):
             // re-read the branch status of attempts whose status is cached.

@@ -71,7 +71,7 @@ impl Jobs {
             // A new attempt gets its (usually empty) change summary at once, so
             // get_attempt_changes answers before its first process finishes.
             if self.ctx.store.read().changes(a)?.is_none() {
-                self.changes_inner(a).await;
+                let _ = self.changes_inner(a).await;
             }
         }
         Ok(look)
@@ -138,31 +138,50 @@ impl Jobs {
         });
     }
 
-    /// Refetch VK's change summary of an attempt.
+    /// Refetch VK's change summary of an attempt; reports `ChangesRefreshed` when done (the
+    /// coordinator keeps one re-read per attempt in flight, see `fresh_changes`).
     pub fn refresh_changes(&self, attempt_id: Uuid) {
         let j = self.clone();
         tokio::spawn(async move {
-            let Ok(_permit) = j.limit.acquire().await else {
-                return;
+            let ok = match j.limit.acquire().await {
+                Ok(_permit) => j.changes_inner(attempt_id).await,
+                Err(_) => false,
             };
-            j.changes_inner(attempt_id).await;
+            let _ = j
+                .ctx
+                .signals
+                .send(Signal::ChangesRefreshed { attempt_id, ok });
         });
     }
 
-    async fn changes_inner(&self, attempt_id: Uuid) {
-        match self.ctx.client.changes(attempt_id).await {
-            Ok(changes) => {
-                let _ = self
-                    .ctx
-                    .writer
-                    .write(vec![DomainEvent::ChangesUpdated {
-                        attempt_id,
-                        changes,
-                    }])
-                    .await;
+    /// Read and store VK's change summary, stamped with the read time (`CHANGES_AS_OF`; the
+    /// store keeps the stamp of the first read of an unchanged summary). True when stored.
+    async fn changes_inner(&self, attempt_id: Uuid) -> bool {
+        let mut changes = match self.ctx.client.changes(attempt_id).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(%attempt_id, error = %e, "change summary refresh failed");
+                return false;
             }
-            Err(e) => tracing::warn!(%attempt_id, error = %e, "change summary refresh failed"),
-        }
+        };
+        let Some(obj) = changes.as_object_mut() else {
+            tracing::warn!(%attempt_id, "VK's change summary is not an object; skipped");
+            return false;
+        };
+        obj.insert(
+            crate::store::events::CHANGES_AS_OF.into(),
+            chrono::Utc::now()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                .into(),
+        );
+        self.ctx
+            .writer
+            .write(vec![DomainEvent::ChangesUpdated {
+                attempt_id,
+                changes,
+            }])
+            .await
+            .is_ok()
     }
 
     /// Read an attempt's branch status from VK and store it with its read time; `done` (if any)

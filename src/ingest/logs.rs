@@ -241,6 +241,7 @@ impl LogFollower {
                                     return Step::Backoff(State::Connecting);
                                 }
                             }
+                            self.note_tool_use(&entry);
                             chunk.push((entry_index, entry));
                             if chunk.len() >= self.ctx.cfg.log_chunk
                                 && out.send(&mut chunk).await.is_err()
@@ -316,6 +317,17 @@ impl LogFollower {
             .await
             .map(Some)
             .inspect_err(|e| tracing::error!(error = %e, "cannot store log entries"))
+    }
+
+    /// A live `tool_use` entry may mean changed files: tell the coordinator, which re-reads the
+    /// change summary if this is a running coding agent (`fresh_changes`).
+    fn note_tool_use(&self, entry: &RawValue) {
+        if self.channel == Channel::Normalized && super::fresh_changes::is_tool_use(entry) {
+            let _ = self.ctx.signals.send(Signal::ToolUseLogged {
+                attempt_id: self.attempt_id,
+                process_id: self.process_id,
+            });
+        }
     }
 
     fn still_running(&self) -> bool {

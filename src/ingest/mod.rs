@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod coordinator;
 pub mod driver;
 pub mod error;
+pub mod fresh_changes;
 pub mod jobs;
 pub mod logs;
 pub mod materialize;
@@ -44,6 +45,9 @@ pub struct IngestConfig {
     pub down_after_failures: u32,
     pub hint_debounce: Duration,
     pub changes_debounce: Duration,
+    /// While a coding agent runs, its attempt's change summary is re-read at most this long
+    /// after one of its tool calls is logged (see `fresh_changes`).
+    pub changes_live_every: Duration,
     pub process_stream_linger: Duration,
     pub rest_concurrency: usize,
     pub log_chunk: usize,
@@ -64,6 +68,7 @@ impl Default for IngestConfig {
             down_after_failures: 5,
             hint_debounce: Duration::from_millis(50),
             changes_debounce: Duration::from_millis(300),
+            changes_live_every: Duration::from_millis(500),
             process_stream_linger: Duration::from_secs(5),
             rest_concurrency: 8,
             log_chunk: 512,

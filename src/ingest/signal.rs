@@ -49,6 +49,11 @@ pub enum Signal {
         attempt_id: Uuid,
         done: Option<tokio::sync::oneshot::Sender<super::error::IngestResult<()>>>,
     },
+    /// A `tool_use` entry of a normalized log arrived (the process may be a coding agent whose
+    /// tools change files: its attempt's change summary may be due for a re-read).
+    ToolUseLogged { attempt_id: Uuid, process_id: Uuid },
+    /// A re-read of an attempt's change summary ended (`ok`: VK answered and it was stored).
+    ChangesRefreshed { attempt_id: Uuid, ok: bool },
     /// A mutation went through the proxy: refresh this scope now instead of waiting for SSE.
     Nudge {
         task_id: Option<Uuid>,

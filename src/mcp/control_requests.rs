@@ -202,13 +202,24 @@ pub struct FileArgs {
     /// File path inside the workspace, `<repo>/<path>` as get_attempt_changes lists it. No
     /// absolute paths, no `..`.
     pub path: String,
-    /// Byte offset to start at (default 0).
+    /// Byte offset to start at (default 0). Byte mode only: not with `start_line`/`end_line`.
     #[serde(default)]
     pub start: Option<u64>,
-    /// Bytes to read, 1–524288 (default 65536).
+    /// Most bytes to return, 1–524288 (default 65536). In line mode the cap on the lines
+    /// returned (whole lines only).
     #[serde(default)]
     #[schemars(range(min = 1, max = 524288))]
     pub max_bytes: Option<u64>,
+    /// Line mode: first line to return, 1-based (default 1 when only `end_line` is given).
+    /// Lines end after `\n`; content comes back verbatim (`\r\n` stays). Not with `start`.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub start_line: Option<u64>,
+    /// Line mode: last line to return, inclusive, ≥ `start_line` (default: as many lines as fit
+    /// `max_bytes`). Not with `start`.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub end_line: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

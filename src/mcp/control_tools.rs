@@ -192,9 +192,18 @@ impl VkTools {
         let r = async {
             let a = a?;
             let max = a.max_bytes.unwrap_or(FILE_DEFAULT_BYTES);
-            self.proxy()?
-                .attempt_file(a.attempt_id, a.path, a.start.unwrap_or(0), max)
-                .await
+            match crate::mcp::file_lines_args::line_range(&a)? {
+                Some(range) => {
+                    self.proxy()?
+                        .attempt_file_lines(a.attempt_id, a.path, range, max)
+                        .await
+                }
+                None => {
+                    self.proxy()?
+                        .attempt_file(a.attempt_id, a.path, a.start.unwrap_or(0), max)
+                        .await
+                }
+            }
         };
         respond(r.await)
     }

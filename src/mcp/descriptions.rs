@@ -59,8 +59,8 @@ Optional: channel (normalized|raw), limit (1-500), cursor (older page) OR after_
 Next: call again with after_entry_index = last entry_index seen.
 Avoid: re-reading the last N entries and de-duplicating; sending cursor and after_entry_index together.";
 
-pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed-file list with repo-prefixed paths, no contents.
-Use when: reviewing the result of a completed run.
+pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed files (repo-prefixed paths, no contents).
+Use when: reviewing a completed run, or what a running agent changed so far (live: true).
 Required: attempt_id.
 Optional: force (list files past the diff guard; never past 5000), include_files (false: summary only), detail (0|1|2, default 0).
 Next: get_attempt_patch or get_attempt_file for contents of selected paths; follow_up to ask for fixes.
@@ -129,12 +129,12 @@ Optional: force (attempt only: also marks processes VK lost track of as killed; 
 Next: get_attempt_changes, or follow_up to continue differently.
 Avoid: both ids; force with execution_process_id; follow_up cancel or delete_task to stop.";
 
-pub const GET_ATTEMPT_FILE: &str = "Read a slice of one file in an attempt's workspace (bounded; UTF-8).
-Use when: you need the contents of a file the agent changed or created.
-Required: attempt_id, path (`<repo>/<path>` as get_attempt_changes lists it).
-Optional: start (byte offset), max_bytes (default 65536, max 524288).
-Next: call again with start + bytes while truncated is true; get_attempt_patch for the diff instead.
-Avoid: absolute paths or `..` (blocked: path_outside_workspace); reading whole large files at once.";
+pub const GET_ATTEMPT_FILE: &str = "Read part of one file in an attempt's workspace (bounded; UTF-8), by bytes or lines.
+Use when: you need a file the agent changed, or lines around a line number.
+Required: attempt_id, path (`<repo>/<path>` from get_attempt_changes).
+Optional: start (bytes) or start_line/end_line (1-based, inclusive); max_bytes (default 65536, max 524288; caps whole lines).
+Next: while truncated: start = start + bytes, or start_line = next_line; get_attempt_patch for diffs.
+Avoid: absolute paths or `..` (path_outside_workspace); start with start_line/end_line; whole large files.";
 
 pub const GET_ATTEMPT_PATCH: &str = "Get the unified diff of selected changed files of an attempt (bounded).
 Use when: reviewing exactly what changed in some files.

@@ -15,6 +15,7 @@ pub mod control_tools;
 pub mod delivery_requests;
 pub mod delivery_tools;
 pub mod descriptions;
+pub mod file_lines_args;
 pub mod guard;
 pub mod park;
 pub mod progress;

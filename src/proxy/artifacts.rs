@@ -45,6 +45,17 @@ pub struct FileSlice {
     pub total_bytes: Option<u64>,
     /// The slice, decoded as UTF-8 (invalid bytes replaced); null when blocked.
     pub content: Option<String>,
+    /// Line mode: the first line asked for (1-based); null in byte mode.
+    pub start_line: Option<u64>,
+    /// Line mode: the last line returned whole (inclusive); null in byte mode, past the end of
+    /// the file, or when one line longer than max_bytes was cut (see `hint`).
+    pub end_line: Option<u64>,
+    /// Line mode: the `start_line` to ask for next when more lines follow; null at the end of
+    /// the file and in byte mode.
+    pub next_line: Option<u64>,
+    /// Line mode: lines in the whole file, known when the reads reached its end (always for
+    /// files up to 512 KiB); null otherwise and in byte mode.
+    pub total_lines: Option<u64>,
     /// How current the cache is.
     pub freshness: Freshness,
 }
@@ -138,9 +149,76 @@ fn patch_refusal(
 }
 
 impl Proxy {
-    fn known_attempt(&self, attempt: Uuid) -> Result<(), ToolError> {
+    pub(super) fn known_attempt(&self, attempt: Uuid) -> Result<(), ToolError> {
         crate::query::target::attempt(&self.query.read(), attempt)?;
         Ok(())
+    }
+
+    /// The checks every file read passes before VK is asked: a known attempt and a sane path
+    /// (else an error), a path inside the workspace and `max_bytes` within the hard maximum
+    /// (else the blocked answer to give).
+    pub(super) fn file_precheck(
+        &self,
+        attempt: Uuid,
+        path: &str,
+        start: u64,
+        max_bytes: u64,
+    ) -> Result<Option<FileSlice>, ToolError> {
+        self.known_attempt(attempt)?;
+        if path.trim().is_empty() || path.len() > MAX_PATH_LEN {
+            return Err(ToolError::invalid_field(
+                "path",
+                "path is required and at most 4096 bytes: `<repo>/<path>` as listed by get_attempt_changes.",
+            ));
+        }
+        if escapes_workspace(path) {
+            metrics::counter!(crate::telemetry::ARTIFACT_BLOCKED, crate::telemetry::label::REASON => "path_outside_workspace").increment(1);
+            return Ok(Some(self.blocked_file(
+                attempt,
+                path,
+                start,
+                "path_outside_workspace",
+                "Use a path inside the workspace, `<repo>/<path>` as listed by get_attempt_changes; no absolute paths or `..`.",
+            )));
+        }
+        if max_bytes > FILE_MAX_BYTES {
+            return Ok(Some(self.blocked_file(
+                attempt,
+                path,
+                start,
+                "size_exceeded",
+                "max_bytes is at most 524288; read the file in slices with `start` (or `start_line`).",
+            )));
+        }
+        Ok(None)
+    }
+
+    /// A file answer that read nothing, for `reason`.
+    pub(super) fn blocked_file(
+        &self,
+        attempt: Uuid,
+        path: &str,
+        start: u64,
+        reason: &str,
+        hint: &str,
+    ) -> FileSlice {
+        FileSlice {
+            attempt_id: attempt,
+            path: path.to_string(),
+            blocked: true,
+            blocked_reason: Some(reason.to_string()),
+            hint: Some(hint.to_string()),
+            truncated: false,
+            start,
+            bytes: 0,
+            total_bytes: None,
+            content: None,
+            start_line: None,
+            end_line: None,
+            next_line: None,
+            total_lines: None,
+            freshness: self.query.freshness(),
+        }
     }
 
     pub async fn attempt_file(
@@ -150,38 +228,8 @@ impl Proxy {
         start: u64,
         max_bytes: u64,
     ) -> Result<FileSlice, ToolError> {
-        self.known_attempt(attempt)?;
-        if path.trim().is_empty() || path.len() > MAX_PATH_LEN {
-            return Err(ToolError::invalid_field(
-                "path",
-                "path is required and at most 4096 bytes: `<repo>/<path>` as listed by get_attempt_changes.",
-            ));
-        }
-        let blocked = |reason: &str, hint: &str| FileSlice {
-            attempt_id: attempt,
-            path: path.clone(),
-            blocked: true,
-            blocked_reason: Some(reason.to_string()),
-            hint: Some(hint.to_string()),
-            truncated: false,
-            start,
-            bytes: 0,
-            total_bytes: None,
-            content: None,
-            freshness: self.query.freshness(),
-        };
-        if escapes_workspace(&path) {
-            metrics::counter!(crate::telemetry::ARTIFACT_BLOCKED, crate::telemetry::label::REASON => "path_outside_workspace").increment(1);
-            return Ok(blocked(
-                "path_outside_workspace",
-                "Use a path inside the workspace, `<repo>/<path>` as listed by get_attempt_changes; no absolute paths or `..`.",
-            ));
-        }
-        if max_bytes > FILE_MAX_BYTES {
-            return Ok(blocked(
-                "size_exceeded",
-                "max_bytes is at most 524288; read the file in slices with `start`.",
-            ));
+        if let Some(blocked) = self.file_precheck(attempt, &path, start, max_bytes)? {
+            return Ok(blocked);
         }
         let v = self
             .client
@@ -202,6 +250,10 @@ impl Proxy {
             bytes: num(&v, "bytes").unwrap_or(0),
             total_bytes: num(&v, "totalBytes"),
             content: v.get("content").and_then(Value::as_str).map(str::to_owned),
+            start_line: None,
+            end_line: None,
+            next_line: None,
+            total_lines: None,
             freshness: self.query.freshness(),
         })
     }

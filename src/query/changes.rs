@@ -61,8 +61,17 @@ pub struct ChangesPage {
     /// The guard thresholds applied.
     pub guard: Guard,
     /// Token of the change summary in the cache (opaque); the summary is refreshed when a
-    /// process of the attempt finishes.
+    /// process of the attempt finishes and, while its coding agent runs, shortly after each of
+    /// the agent's tool calls.
     pub changes_token: String,
+    /// When the cache last read a *different* summary from VK (RFC 3339, UTC); re-reads that
+    /// find the same summary keep this time, so it means "unchanged since". Null for a summary
+    /// cached by an older version of the daemon.
+    pub as_of: Option<String>,
+    /// True while a coding agent of the attempt runs: the cache re-reads the summary within
+    /// about a second of each of the agent's tool calls (lag measured in docs/performance.md),
+    /// so the summary follows the work. False: the summary is final until the next run.
+    pub live: bool,
     /// Store token at the time of this read (opaque).
     pub token: String,
     /// How current the cache is.
@@ -187,10 +196,25 @@ impl Query {
                 seq: stored.token,
             }
             .to_string(),
+            as_of: v
+                .get(crate::store::events::CHANGES_AS_OF)
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            live: agent_running(&reader, attempt),
             token,
             freshness,
         })
     }
+}
+
+/// Does a coding agent of the attempt run (the cache then re-reads its changes as it works)?
+fn agent_running(reader: &crate::store::StoreReader, attempt: Uuid) -> bool {
+    reader
+        .processes_of_attempt(attempt)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| crate::vk::ProcessFacts::from_value(&p.value))
+        .any(|f| f.is_running() && f.run_reason == crate::vk::RunReason::CodingAgent)
 }
 
 #[cfg(test)]

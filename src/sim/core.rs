@@ -310,6 +310,23 @@ impl Inner {
         let _ = self.diff_tx.send(attempt);
     }
 
+    /// The agent wrote one file: it joins (or replaces, by path) the attempt's changes, and the
+    /// diff stream re-sends, as VK's worktree watcher would.
+    pub fn edit_file(&self, attempt: Uuid, file: SimFile) {
+        {
+            let mut w = self.world();
+            let files = w.changes.entry(attempt).or_default();
+            match files
+                .iter_mut()
+                .find(|f| f.repo == file.repo && f.path == file.path)
+            {
+                Some(f) => *f = file,
+                None => files.push(file),
+            }
+        }
+        let _ = self.diff_tx.send(attempt);
+    }
+
     /// Like a VK restart: connections dropped, history gone, ids restart, config reloaded,
     /// running processes marked failed (no exit code) and their tasks put in review.
     pub fn restart(&self) {

@@ -162,6 +162,11 @@ impl Sim {
         self.inner.set_changes(attempt_id, files);
     }
 
+    /// One file written in the attempt's workspace (added to or replacing its changes).
+    pub fn edit_file(&self, attempt_id: Uuid, file: SimFile) {
+        self.inner.edit_file(attempt_id, file);
+    }
+
     /// Creates an attempt and runs the script to its end.
     pub async fn run_attempt_script(&self, task_id: Uuid, script: AttemptScript) -> AttemptIds {
         let ids = self.create_attempt(task_id, &script.executor);

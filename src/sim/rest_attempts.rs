@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -77,6 +77,10 @@ pub(crate) async fn changes(
     Path(id): Path<Uuid>,
     Query(q): Query<ChangesQuery>,
 ) -> Response {
+    inner.count(|c| *c.changes_reads.entry(id).or_default() += 1);
+    if inner.faults().garbage_changes {
+        return (StatusCode::OK, "{\"success\": tru").into_response();
+    }
     render::changes_json(&inner.world(), id, q.force).map_or_else(not_found, ok)
 }
 

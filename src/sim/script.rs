@@ -114,9 +114,12 @@ fn raw_entry(i: usize, prompt: &str) -> Value {
 }
 
 /// Writes the agent's logs, then finishes it as scripted. Returns true when it completed.
+/// The k-th tool call writes the k-th scripted file (between the call's entry and its result,
+/// as a real tool does); files left over when the calls run out are written at the end.
 async fn run_agent(inner: &Inner, ws: Uuid, pid: Uuid, prompt: &str, s: &AttemptScript) -> bool {
     let fail = s.agent != AgentOutcome::Succeed;
     let mut replaced = 0;
+    let mut edits = s.files.iter();
     for i in 0..s.normalized_entries.max(s.raw_entries) {
         tokio::time::sleep(delay(inner, prompt)).await;
         if !running(inner, pid) {
@@ -134,7 +137,11 @@ async fn run_agent(inner: &Inner, ws: Uuid, pid: Uuid, prompt: &str, s: &Attempt
             let entry = agent_entry(i, s.normalized_entries, prompt, fail);
             let is_cmd = entry.pointer("/content/entry_type/action_type/action")
                 == Some(&json!("command_run"));
-            if let Some(idx) = inner.append_log(pid, Channel::Normalized, entry)
+            let idx = inner.append_log(pid, Channel::Normalized, entry);
+            if is_cmd && let Some(f) = edits.next() {
+                inner.edit_file(ws, f.clone());
+            }
+            if let Some(idx) = idx
                 && is_cmd
                 && replaced < s.replacements
             {

@@ -193,6 +193,8 @@ pub struct Faults {
     pub refuse_log_ws: bool,
     /// History v2 answers this long after the request, with the page as it was on arrival.
     pub slow_history: Option<Duration>,
+    /// `GET …/changes` answers 200 with a body that is not JSON.
+    pub garbage_changes: bool,
 }
 
 /// How many times each route was called.
@@ -213,6 +215,8 @@ pub struct SimCounters {
     pub ws_connections: u64,
     /// `"METHOD /matched/route"` → calls.
     pub by_route: BTreeMap<String, u64>,
+    /// `GET /api/task-attempts/{id}/changes` calls by attempt id.
+    pub changes_reads: BTreeMap<uuid::Uuid, u64>,
 }
 
 /// The ground truth, as VK's REST would return it now.

@@ -159,12 +159,38 @@ impl<'t, 'c> Pending<'t, 'c> {
     }
 
     fn changes_updated(&mut self, attempt: Uuid, changes: &Value) -> R {
-        if self.upsert(keys::id_key(table::CHANGES, attempt).as_slice(), changes)? {
+        let key = keys::id_key(table::CHANGES, attempt);
+        if self.same_changes_apart_from_read_time(&key, changes)? {
+            return Ok(());
+        }
+        if self.upsert(key.as_slice(), changes)? {
             self.attempts.insert(attempt);
             self.note(format!("changes:{attempt}"));
             self.feed_changes_moved(attempt, changes)?;
         }
         Ok(())
+    }
+
+    /// A re-read that found VK's summary as stored is no change: the stored read time stays
+    /// ("unchanged since"), so re-reads while an agent works move no token and wake no waiter.
+    fn same_changes_apart_from_read_time(&self, key: &[u8], changes: &Value) -> R<bool> {
+        let as_of = super::events::CHANGES_AS_OF;
+        let Some(old) = self.ov.get(key)? else {
+            return Ok(false);
+        };
+        let Some(mut old) = decode(&old).and_then(|(_, j)| serde_json::from_slice::<Value>(j).ok())
+        else {
+            return Ok(false);
+        };
+        let mut new = changes.clone();
+        // A summary stored before read times were kept gets one.
+        let old_stamped = old.get(as_of).is_some();
+        for v in [&mut old, &mut new] {
+            if let Some(o) = v.as_object_mut() {
+                o.remove(as_of);
+            }
+        }
+        Ok(old_stamped && old == new)
     }
 
     fn remove_entity(&mut self, key: &[u8]) -> R<bool> {

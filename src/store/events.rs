@@ -74,7 +74,9 @@ pub enum DomainEvent {
         channel: Channel,
         oldest_available: u64,
     },
-    /// VK's change summary of an attempt (`GET /api/task-attempts/{id}/changes?force=true`).
+    /// VK's change summary of an attempt (`GET /api/task-attempts/{id}/changes?force=true`),
+    /// with the time it was read under [`CHANGES_AS_OF`]. A summary equal to the stored one
+    /// apart from that time changes nothing (the stored time stays: "unchanged since").
     ChangesUpdated {
         attempt_id: Uuid,
         changes: Value,
@@ -106,6 +108,10 @@ pub enum DomainEvent {
         id: String,
     },
 }
+
+/// The key of a stored change summary under which ingest records when it read it from VK (an
+/// RFC 3339 time; VK's answer has no such key).
+pub const CHANGES_AS_OF: &str = "asOf";
 
 impl DomainEvent {
     /// Short name for logs and the event record.
