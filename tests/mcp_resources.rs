@@ -81,12 +81,14 @@ async fn read(c: &Client, uri: &str) -> Result<Value, ServiceError> {
         .peer()
         .read_resource(ReadResourceRequestParams::new(uri))
         .await?;
-    let [ResourceContents::TextResourceContents {
-        uri: got,
-        mime_type,
-        text,
-        ..
-    }] = r.contents.as_slice()
+    let [
+        ResourceContents::TextResourceContents {
+            uri: got,
+            mime_type,
+            text,
+            ..
+        },
+    ] = r.contents.as_slice()
     else {
         panic!("{uri}: expected one text content, got {:?}", r.contents);
     };
@@ -109,7 +111,9 @@ async fn subscribe(c: &Client, uri: &str) -> Result<(), ServiceError> {
 
 #[allow(deprecated)]
 async fn unsubscribe(c: &Client, uri: &str) -> Result<(), ServiceError> {
-    c.peer().unsubscribe(UnsubscribeRequestParams::new(uri)).await
+    c.peer()
+        .unsubscribe(UnsubscribeRequestParams::new(uri))
+        .await
 }
 
 /// Updates received within `window` (drains what came before too).
@@ -166,7 +170,10 @@ async fn templates_are_listed_and_each_resource_reads_its_tool_answer() {
     templates.sort();
     assert_eq!(
         templates,
-        ["vk-observer://attempts/{id}", "vk-observer://attempts/{id}/logs"]
+        [
+            "vk-observer://attempts/{id}",
+            "vk-observer://attempts/{id}/logs"
+        ]
     );
 
     let status = read(&c, &format!("vk-observer://attempts/{attempt}"))
@@ -237,7 +244,10 @@ async fn subscribe_notifies_on_change_until_unsubscribed_and_sessions_release_th
     assert!(at.duration_since(changed) < Duration::from_secs(3));
     let mut seen = vec![uri];
     seen.extend(updates_within(&mut updates, Duration::from_millis(500)).await);
-    assert!(seen.contains(&status_uri) && seen.contains(&logs_uri), "{seen:?}");
+    assert!(
+        seen.contains(&status_uri) && seen.contains(&logs_uri),
+        "{seen:?}"
+    );
     let logs = read(&c, &logs_uri).await.unwrap();
     assert_eq!(logs["entries"].as_array().unwrap().len(), 2, "{logs}");
 
@@ -318,9 +328,15 @@ async fn stateless_mode_reads_resources_but_refuses_subscriptions() {
     let caps = c.peer_info().expect("server info").capabilities.clone();
     assert_eq!(caps.resources.expect("resources").subscribe, None);
     let uri = format!("vk-observer://attempts/{attempt}");
-    assert_eq!(read(&c, &uri).await.unwrap()["attempt_id"], attempt.to_string());
+    assert_eq!(
+        read(&c, &uri).await.unwrap()["attempt_id"],
+        attempt.to_string()
+    );
     let e = mcp_error(subscribe(&c, &uri).await.unwrap_err());
-    assert_eq!(e.data.as_ref().unwrap()["code"], "subscriptions_unavailable");
+    assert_eq!(
+        e.data.as_ref().unwrap()["code"],
+        "subscriptions_unavailable"
+    );
     assert!(e.message.contains("stateless"), "{e:?}");
     c.cancel().await.unwrap();
     daemon.shutdown().await;

@@ -214,7 +214,12 @@ mod tests {
     #[test]
     fn every_template_has_one_id_and_json() {
         for t in templates() {
-            assert_eq!(t.uri_template.matches("{id}").count(), 1, "{}", t.uri_template);
+            assert_eq!(
+                t.uri_template.matches("{id}").count(),
+                1,
+                "{}",
+                t.uri_template
+            );
             assert_eq!(t.mime_type.as_deref(), Some(MIME_JSON));
         }
     }
