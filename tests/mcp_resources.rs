@@ -2,7 +2,9 @@
 //! resource reads what its tool answers (unknown ids and foreign URIs are JSON-RPC errors),
 //! `resources/subscribe` sends `notifications/resources/updated` after a change in the simulator
 //! and `unsubscribe` stops them, a session that ends releases its subscriptions (the count behind
-//! `vk_observer_resource_subscriptions`), and a session's subscriptions are capped.
+//! `vk_observer_resource_subscriptions`), a session's subscriptions are capped, stateless mode
+//! refuses them, and `subscriptions/listen` (2026-07-28) accepts the URIs naming cached attempts
+//! and streams their updates until cancelled.
 
 mod support;
 
@@ -339,5 +341,49 @@ async fn stateless_mode_reads_resources_but_refuses_subscriptions() {
     );
     assert!(e.message.contains("stateless"), "{e:?}");
     c.cancel().await.unwrap();
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriptions_listen_streams_updates_of_the_accepted_uris_until_cancelled() {
+    use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let (attempt, pid) = running_attempt(&sim, &daemon).await;
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
+        "http://{}/mcp",
+        daemon.addr
+    ));
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let c = ().serve_with_lifecycle(transport, lifecycle).await.unwrap();
+    let uri = format!("vk-observer://attempts/{attempt}");
+    let unknown = format!("vk-observer://attempts/{}", Uuid::new_v4());
+    let filter = SubscriptionFilter::builder()
+        .resource_subscriptions([uri.clone(), unknown, "vk-observer://nope".into()])
+        .build();
+    let mut sub = c.peer().listen(filter).await.expect("listen acknowledged");
+    assert_eq!(
+        sub.acknowledged().resource_subscriptions.as_deref(),
+        Some(std::slice::from_ref(&uri)),
+        "only the URI naming a cached attempt is accepted"
+    );
+    until_held(&daemon, 1, "while listening").await;
+    sim.append_log(pid, Channel::Normalized, note("for the listener"));
+    let n = tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("an update within 10 s")
+        .unwrap()
+        .expect("the stream is open");
+    let ServerNotification::ResourceUpdatedNotification(n) = n else {
+        panic!("expected notifications/resources/updated, got {n:?}");
+    };
+    assert_eq!(n.params.uri, uri);
+    sub.cancel().await.unwrap();
+    until_held(&daemon, 0, "after the listen was cancelled").await;
+    let _ = c.cancel().await;
     daemon.shutdown().await;
 }
