@@ -232,45 +232,84 @@ pub(crate) async fn phase_waiters_progress(
         );
     }
     let (lat, errors, unchanged) = collect(handles, t0).await?;
-    let s = stats(&lat);
-    println!(
-        "  parked at once {parked} of {n}; VmRSS {:.1} MB parked, {:.1} MB after {ticks} progress notifications (sessions open, no waits: {:.1} MB); answered early {early}",
-        rss_parked as f64 / 1024.0,
-        rss_ticked as f64 / 1024.0,
-        rss_before as f64 / 1024.0
-    );
-    println!(
-        "  woken {}: p50 {} p99 {}; errors {errors}, unchanged {unchanged}",
-        s.n,
-        ms(s.p50_us),
-        ms(s.p99_us)
-    );
-    let ok = parked as usize == n
-        && ticks >= n
-        && early == 0
-        && errors == 0
-        && unchanged == 0
-        && s.n == n;
-    r.row(
-        &format!("{n} parked waits with progress on, session mode ({sessions} sessions): daemon VmRSS after every wait sent a progress notification"),
-        format!(
-            "{:.1} MB ({:.1} MB before the first tick; sessions open, no waits: {:.1} MB; all held and ticked: {})",
-            rss_ticked as f64 / 1024.0, rss_parked as f64 / 1024.0, rss_before as f64 / 1024.0,
-            if ok { "yes" } else { "NO" }
-        ),
-        "≤ 256 MB",
-        Some(rss_ticked <= 256 * 1024 && ok),
-    );
-    r.detail(
-        "waiters_progress",
-        json!({"n": n, "sessions": sessions, "rss_before_kb": rss_before, "rss_parked_kb": rss_parked,
-               "rss_ticked_kb": rss_ticked, "progress_notifications": ticks, "parked_at_once": parked,
-               "early": early, "errors": errors, "unchanged": unchanged, "wake_stats": s}),
-    );
+    let run = ProgressRun {
+        n,
+        sessions,
+        rss_before_kb: rss_before,
+        rss_parked_kb: rss_parked,
+        rss_ticked_kb: rss_ticked,
+        progress_notifications: ticks,
+        parked_at_once: parked as usize,
+        early,
+        errors,
+        unchanged,
+        wake_stats: stats(&lat),
+    };
+    record_progress(r, &run);
     for c in clients {
         let _ = c.cancel().await;
     }
     d.stop().await
+}
+
+/// What c5 measured.
+#[derive(serde::Serialize)]
+struct ProgressRun {
+    n: usize,
+    sessions: usize,
+    rss_before_kb: u64,
+    rss_parked_kb: u64,
+    rss_ticked_kb: u64,
+    progress_notifications: usize,
+    parked_at_once: usize,
+    early: usize,
+    errors: usize,
+    unchanged: usize,
+    wake_stats: crate::report::Stats,
+}
+
+fn record_progress(r: &mut Report, f: &ProgressRun) {
+    let mb = |kb: u64| kb as f64 / 1024.0;
+    let (n, s) = (f.n, &f.wake_stats);
+    println!(
+        "  parked at once {} of {n}; VmRSS {:.1} MB parked, {:.1} MB after {} progress notifications (sessions open, no waits: {:.1} MB); answered early {}",
+        f.parked_at_once,
+        mb(f.rss_parked_kb),
+        mb(f.rss_ticked_kb),
+        f.progress_notifications,
+        mb(f.rss_before_kb),
+        f.early
+    );
+    println!(
+        "  woken {}: p50 {} p99 {}; errors {}, unchanged {}",
+        s.n,
+        ms(s.p50_us),
+        ms(s.p99_us),
+        f.errors,
+        f.unchanged
+    );
+    let ok = f.parked_at_once == n
+        && f.progress_notifications >= n
+        && f.early == 0
+        && f.errors == 0
+        && f.unchanged == 0
+        && s.n == n;
+    r.row(
+        &format!(
+            "{n} parked waits with progress on, session mode ({} sessions): daemon VmRSS after every wait sent a progress notification",
+            f.sessions
+        ),
+        format!(
+            "{:.1} MB ({:.1} MB before the first tick; sessions open, no waits: {:.1} MB; all held and ticked: {})",
+            mb(f.rss_ticked_kb),
+            mb(f.rss_parked_kb),
+            mb(f.rss_before_kb),
+            if ok { "yes" } else { "NO" }
+        ),
+        "≤ 256 MB",
+        Some(f.rss_ticked_kb <= 256 * 1024 && ok),
+    );
+    r.detail("waiters_progress", f);
 }
 
 type Waits = Vec<
