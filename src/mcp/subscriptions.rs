@@ -179,8 +179,10 @@ impl SessionSubscriptions {
             .task
             .get_or_insert_with(|| spawn_watcher(&self.shared, peer.clone()));
         if task.send(Command::Watch(res.clone())).is_err() {
-            // The watcher ended (daemon shutdown, or the session's stream is gone).
+            // The watcher ended (daemon shutdown, or the session's stream is gone), and with it
+            // every subscription it held.
             state.task = None;
+            state.uris.clear();
             return Err(ErrorData::internal_error(
                 "this session can no longer receive notifications; open a new session",
                 None,
