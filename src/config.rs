@@ -55,6 +55,7 @@ pub struct FileMcp {
     pub stateless: Option<bool>,
     #[serde(default, with = "humantime_serde")]
     pub progress_every: Option<Duration>,
+    pub max_subscriptions_per_session: Option<usize>,
 }
 
 /// Validated `/mcp` exposure settings.
@@ -74,6 +75,9 @@ pub struct McpSettings {
     /// How often a parked wait called with a `progressToken` sends `notifications/progress`
     /// (SSE responses only; see `mcp::progress`). At most `MAX_PROGRESS_EVERY`.
     pub progress_every: Duration,
+    /// Resources one MCP session may be subscribed to at once (`resources/subscribe`; also the
+    /// most URIs one `subscriptions/listen` may name). See `mcp::subscriptions`.
+    pub max_subscriptions_per_session: usize,
 }
 
 pub const DEFAULT_MAX_SESSIONS: usize = 256;
@@ -83,6 +87,8 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
 /// on progress.
 pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(10);
 pub const MAX_PROGRESS_EVERY: Duration = Duration::from_secs(15);
+/// Enough for a client watching every attempt of a busy project; each costs ~200 bytes.
+pub const DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION: usize = 1024;
 
 impl Default for McpSettings {
     fn default() -> Self {
@@ -95,6 +101,7 @@ impl Default for McpSettings {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             stateless: false,
             progress_every: DEFAULT_PROGRESS_EVERY,
+            max_subscriptions_per_session: DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION,
         }
     }
 }
@@ -108,7 +115,11 @@ impl McpSettings {
                  set VK_OBSERVER_MCP_TOKEN (or `[mcp] token` in the config file), or listen on 127.0.0.1"
             );
         }
-        if self.max_sessions == 0 || self.max_waiters == 0 || self.max_body_bytes < 1024 {
+        if self.max_sessions == 0
+            || self.max_waiters == 0
+            || self.max_subscriptions_per_session == 0
+            || self.max_body_bytes < 1024
+        {
             anyhow::bail!("[mcp] limits must be positive (max_body_bytes at least 1024)");
         }
         if self.progress_every.is_zero() || self.progress_every > MAX_PROGRESS_EVERY {
@@ -357,6 +368,9 @@ fn merge_mcp(flags: &SettingsArgs, m: FileMcp) -> McpSettings {
         // A flag can switch stateless mode on, not off: `--mcp-stateless` has no value.
         stateless: flags.mcp_stateless || m.stateless.unwrap_or(d.stateless),
         progress_every: m.progress_every.unwrap_or(d.progress_every),
+        max_subscriptions_per_session: m
+            .max_subscriptions_per_session
+            .unwrap_or(d.max_subscriptions_per_session),
     }
 }
 

@@ -29,6 +29,8 @@ pub struct Health {
     pub log_entries_received: AtomicU64,
     /// Long-polls held in front of the MCP stack (`mcp::park`) so far.
     pub waits_parked: AtomicU64,
+    /// Resource subscriptions held now (`mcp::subscriptions`): sessions' and listen streams'.
+    pub resource_subscriptions: AtomicU64,
 }
 
 impl Health {

@@ -75,6 +75,11 @@ async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
         let age = (chrono::Utc::now().timestamp_millis() - last).max(0) as f64 / 1000.0;
         metrics::gauge!(crate::telemetry::LAST_COMMIT_AGE).set(age);
     }
+    metrics::gauge!(crate::telemetry::RESOURCE_SUBSCRIPTIONS).set(
+        s.health
+            .resource_subscriptions
+            .load(std::sync::atomic::Ordering::Relaxed) as f64,
+    );
     metrics::gauge!(crate::telemetry::BOOTSTRAPPED).set(if s.health.bootstrapped() {
         1.0
     } else {

@@ -139,6 +139,7 @@ pub fn register() {
     for name in [WAITERS, STORE_TOKEN, STORE_DISK_BYTES, BOOTSTRAPPED] {
         metrics::gauge!(name).set(0.0);
     }
+    register_subscriptions();
 }
 
 /// The `# HELP` text and unit of every counter.
@@ -232,4 +233,29 @@ fn describe_gauges() {
         Unit::Seconds,
         "Duration of MCP tool calls, by tool."
     );
+}
+
+// ---- resource subscriptions (`mcp::subscriptions`) ----
+
+/// Resource subscriptions held right now, over all sessions and `subscriptions/listen` streams
+/// (set at each scrape from `health::Health::resource_subscriptions`).
+pub const RESOURCE_SUBSCRIPTIONS: &str = "vk_observer_resource_subscriptions";
+/// `notifications/resources/updated` sent to subscribers.
+pub const RESOURCE_UPDATES: &str = "vk_observer_resource_updates_total";
+
+/// Describe and export the subscription metrics at their starting values; called by
+/// [`register`].
+fn register_subscriptions() {
+    describe_gauge!(
+        RESOURCE_SUBSCRIPTIONS,
+        Unit::Count,
+        "Resource subscriptions held now, over all MCP sessions and subscriptions/listen streams."
+    );
+    describe_counter!(
+        RESOURCE_UPDATES,
+        Unit::Count,
+        "notifications/resources/updated sent to subscribers."
+    );
+    metrics::gauge!(RESOURCE_SUBSCRIPTIONS).set(0.0);
+    metrics::counter!(RESOURCE_UPDATES).increment(0);
 }

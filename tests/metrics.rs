@@ -85,6 +85,7 @@ fn registered_counters() -> Vec<String> {
         t::STORE_BATCH_ERRORS,
         t::WAITS_PARKED,
         t::IDEMPOTENT_REPLAYS,
+        t::RESOURCE_UPDATES,
     ]
     .iter()
     .map(|n| series(n, &[]))
@@ -155,6 +156,7 @@ async fn a_fresh_daemon_describes_every_metric_and_exports_counters_at_zero() {
         t::STORE_TOKEN,
         t::STORE_DISK_BYTES,
         t::BOOTSTRAPPED,
+        t::RESOURCE_SUBSCRIPTIONS,
     ] {
         assert_eq!(
             e.types.get(name).map(String::as_str),
@@ -164,6 +166,11 @@ async fn a_fresh_daemon_describes_every_metric_and_exports_counters_at_zero() {
     }
     assert_eq!(e.samples.get(t::BOOTSTRAPPED), Some(&0.0), "{text}");
     assert_eq!(e.samples.get(t::WAITERS), Some(&0.0), "{text}");
+    assert_eq!(
+        e.samples.get(t::RESOURCE_SUBSCRIPTIONS),
+        Some(&0.0),
+        "{text}"
+    );
 
     for s in registered_counters() {
         let v = e.samples.get(&s);

@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo bench --bench mcp_load` (all of `cargo bench` also runs the ingest bench).
 //! Knobs (environment): `VK_BENCH_QUICK=1` (small sizes, a smoke run), `VK_BENCH_ONLY=a,b,…`
-//! (phases: status, wake, throughput, waiters, waiters_session, tail, catchup, idle, bytes, fresh), `VK_BENCH_TAIL_SIZES=1000,…`,
+//! (phases: status, wake, throughput, waiters, waiters_session, resource_wake, waiters_progress,
+//! tail, catchup, idle, bytes, fresh), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
 //! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
 //! `VK_BENCH_OUT=dir` (default target/perf), `VK_BENCH_REPLOT=dir/results.json` (only redraw
@@ -30,6 +31,7 @@ mod opts;
 mod plot;
 mod proxy;
 mod report;
+mod resources;
 mod scenario;
 mod status;
 mod tail;

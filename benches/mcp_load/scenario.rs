@@ -144,7 +144,15 @@ pub(crate) fn on_client_thread<T: Send>(
 }
 
 pub(crate) async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
-    let wants = ["status", "wake", "throughput", "waiters", "waiters_session"];
+    let wants = [
+        "status",
+        "wake",
+        "throughput",
+        "waiters",
+        "waiters_session",
+        "resource_wake",
+        "waiters_progress",
+    ];
     if !wants.iter().any(|p| o.runs(p)) {
         return Ok(());
     }
@@ -231,6 +239,12 @@ pub(crate) async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     }
     if o.runs("waiters_session") {
         phase_waiters_session(r, o, &a).await?;
+    }
+    if o.runs("resource_wake") {
+        crate::resources::phase_resource_wake(r, o, &a).await?;
+    }
+    if o.runs("waiters_progress") {
+        crate::resources::phase_waiters_progress(r, o, &a).await?;
     }
     // Last: it ends the running agents the phases above wait on.
     if o.runs("wake") {

@@ -53,6 +53,10 @@ pub fn to_toml(s: &Settings, redact: bool) -> String {
     mcp.insert("max_body_bytes".into(), int(m.max_body_bytes as u64));
     mcp.insert("stateless".into(), T::Boolean(m.stateless));
     mcp.insert("progress_every".into(), duration(m.progress_every));
+    mcp.insert(
+        "max_subscriptions_per_session".into(),
+        int(m.max_subscriptions_per_session as u64),
+    );
     root.insert("mcp".into(), T::Table(mcp));
     let mut idem = Table::new();
     idem.insert("completed_ttl".into(), duration(s.idempotency.completed));

@@ -4,6 +4,8 @@
 //! `get_context` works for agents running inside an attempt workspace. A tool call's progress
 //! notifications (the daemon's keep-alives of a long wait, `mcp::progress`) are relayed to the
 //! stdio client under its own token, and a call the client cancels is cancelled at the daemon.
+//! Resource templates and reads are forwarded too; resource subscriptions are not (the
+//! capability is withdrawn here): a stdio client polls with `wait_for_attempt_change`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -12,8 +14,9 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
-    ClientRequest, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ResultType, ServerConfig, ServerResult,
+    ClientRequest, ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
+    ResultType, ServerConfig, ServerResult,
 };
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RequestContext, RunningService, ServiceError,
@@ -87,7 +90,12 @@ impl ServerHandler for Bridge {
         let Some(info) = self.daemon.peer().peer_info() else {
             return ServerConfig::default();
         };
-        let mut config = ServerConfig::new(info.capabilities.clone());
+        let mut capabilities = info.capabilities.clone();
+        // Updates of the daemon leg's session are not relayed to the stdio client.
+        if let Some(r) = capabilities.resources.as_mut() {
+            r.subscribe = None;
+        }
+        let mut config = ServerConfig::new(capabilities);
         if let Some(i) = &info.server_info {
             config = config.with_server_info(i.clone());
         }
@@ -113,6 +121,38 @@ impl ServerHandler for Bridge {
             .map_err(|e| upstream_error(&self.url, e))?;
         tools.result_type = Some(ResultType::COMPLETE);
         Ok(tools)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut templates = self
+            .daemon
+            .peer()
+            .list_resource_templates(request)
+            .await
+            .map_err(|e| upstream_error(&self.url, e))?;
+        templates.result_type = Some(ResultType::COMPLETE);
+        Ok(templates)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let mut read = self
+            .daemon
+            .peer()
+            .read_resource_once(request)
+            .await
+            .map_err(|e| upstream_error(&self.url, e))?;
+        if let ReadResourceResponse::Complete(r) = &mut read {
+            r.result_type = Some(ResultType::COMPLETE);
+        }
+        Ok(read)
     }
 
     async fn call_tool(

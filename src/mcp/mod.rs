@@ -21,8 +21,10 @@ pub mod park;
 pub mod progress;
 pub mod read_tools;
 pub mod requests;
+pub mod resources;
 pub mod respond;
 pub mod shaped;
+pub mod subscriptions;
 pub mod wait_tool;
 
 use std::path::PathBuf;
@@ -30,9 +32,11 @@ use std::sync::Arc;
 
 use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::{
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Implementation, ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
@@ -58,6 +62,9 @@ pub struct VkTools {
     /// The directory the daemon was started in, when that is an attempt workspace.
     pub own_workspace: Option<PathBuf>,
     router: Arc<ToolRouter<VkTools>>,
+    /// This session's resource subscriptions; None where no session can be notified
+    /// (stateless mode, schema tests).
+    subscriptions: Option<Arc<subscriptions::SessionSubscriptions>>,
 }
 
 /// The tool router, built once: in stateless mode a handler is made per request, and building
@@ -95,7 +102,28 @@ impl VkTools {
             proxy,
             own_workspace,
             router: shared_router(),
+            subscriptions: None,
         }
+    }
+
+    /// A handler whose session can subscribe to resources (`subscriptions`).
+    pub fn with_subscriptions(mut self, shared: subscriptions::Subscribing) -> Self {
+        self.subscriptions = Some(Arc::new(subscriptions::SessionSubscriptions::new(shared)));
+        self
+    }
+
+    /// Tools, and resources; resource subscriptions only where a session can be notified.
+    fn capabilities(&self) -> ServerCapabilities {
+        let mut caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
+        if self.subscriptions.is_some()
+            && let Some(r) = caps.resources.as_mut()
+        {
+            r.subscribe = Some(true);
+        }
+        caps
     }
 
     /// The workspace directory this request comes from: the client's header, else the daemon's.
@@ -124,7 +152,7 @@ impl VkTools {
 #[tool_handler(router = self.router)]
 impl ServerHandler for VkTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(self.capabilities())
             .with_server_info(Implementation::new(
                 "vk-observer",
                 env!("CARGO_PKG_VERSION"),
@@ -178,6 +206,66 @@ impl ServerHandler for VkTools {
             tools,
             ..Default::default()
         })
+    }
+
+    /// The resource families (`resources::KINDS`); there is no fixed list of resources.
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let res = resources::Resource::parse(&request.uri)?;
+        res.read(&self.query).map(ReadResourceResponse::from)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match &self.subscriptions {
+            Some(s) => s.subscribe(&request.uri, &context.peer),
+            None => Err(subscriptions::stateless_refusal()),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match &self.subscriptions {
+            Some(s) => s.unsubscribe(&request.uri),
+            None => Err(subscriptions::stateless_refusal()),
+        }
+    }
+
+    /// `subscriptions/listen` (2026-07-28) for resource updates, where a stream can carry them.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let s = self.subscriptions.as_ref()?;
+        Some(s.listen_filter(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        match &self.subscriptions {
+            Some(s) => s.listen(context).await,
+            None => Ok(()),
+        }
     }
 }
 
@@ -239,13 +327,19 @@ pub fn service(
         progress_every: (!settings.stateless).then_some(settings.progress_every),
         cancels: progress::Cancels::default(),
     };
+    // Resource subscriptions need a session's stream; stateless JSON answers have none.
+    let subscribing = (!settings.stateless).then(|| subscriptions::Subscribing {
+        query: query.clone(),
+        cap: settings.max_subscriptions_per_session,
+        shutdown: cancel.clone(),
+    });
     let service = StreamableHttpService::new(
         move || {
-            Ok(VkTools::new(
-                query.clone(),
-                proxy.clone(),
-                own_workspace.clone(),
-            ))
+            let tools = VkTools::new(query.clone(), proxy.clone(), own_workspace.clone());
+            Ok(match &subscribing {
+                Some(s) => tools.with_subscriptions(s.clone()),
+                None => tools,
+            })
         },
         sessions.clone(),
         config,

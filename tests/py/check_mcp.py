@@ -27,6 +27,13 @@ continues from that token after the restart (the restarted demo plays a new simu
 old project's tasks are deleted from the cache) and checks: same store epoch, no item at or
 below the saved token, every saved task then deleted exactly once, and saved + resumed items equal
 a fresh walk of the whole feed (no gap, no duplicate); it also pages newest first by cursor.
+Each mode also reads the attempt resources (`resources/templates/list`, `resources/read`);
+over HTTP it checks that a subscription receives `notifications/resources/updated` after
+a change in the simulator (a `follow_up` on the completed attempt): through
+`subscriptions/listen` in `auto` mode (2026-07-28), through `resources/subscribe` in `legacy` mode.
+The `auto` HTTP mode also holds one `wait_for_attempt_change` for 40 s with a progress callback
+and a 30 s read timeout of its own, and requires at least 3 `notifications/progress` (every 10 s,
+the daemon's default `[mcp] progress_every`) before the answer.
 
 Set CHECK_MCP_BRIDGE_LOG=<file> to send the stdio bridge's stderr there instead of ours.
 
@@ -44,6 +51,7 @@ import os
 import sys
 import time
 import uuid
+import warnings
 from typing import Any
 
 from mcp import Client, StdioServerParameters
@@ -53,7 +61,7 @@ HTTP_MODES = ("auto", "legacy")
 # The stdio bridge marks the results it forwards from its 2025-11-25 daemon leg as
 # `resultType: "complete"`, so a 2026-07-28 client on stdio accepts them.
 STDIO_MODES = ("auto", "legacy")
-OVERALL_TIMEOUT_S = 150  # per mode; the completion wait below is at most 60 s of it
+OVERALL_TIMEOUT_S = 200  # per mode; the completion wait below is at most 60 s of it, the progress wait 40 s
 COMPLETION_WAIT_S = 60
 
 READ_TOOLS = {
@@ -304,6 +312,11 @@ async def run_checks(client: Client) -> tuple[int, int]:
     await s.err("get_task", {"task_id": str(uuid.uuid4())}, "not_found")
     await s.err("list_tasks", {"project_id": "not-a-uuid"}, "invalid_argument")
 
+    await check_resource_reads(client, attempt_id)
+    if CHECK_PUSH[0]:
+        await check_progress_wait(s, attempt_id, client.protocol_version)
+        await check_subscription(s, attempt_id, session_id, client.protocol_version)
+
     return len(tools), s.calls
 
 
@@ -399,6 +412,106 @@ async def activity_resume(client: Client, path: str) -> str:
     seen = [item_key(i) for i in before + after]
     check([item_key(i) for i in full[: len(seen)]] == seen, "saved + resumed items differ from a fresh walk (gap or duplicate)")
     return f"python-mcp activity: {len(after)} items after the restart continue {since} exactly ({s.calls} calls)"
+# Pushed notifications: progress keep-alives and resource subscriptions (HTTP only)
+
+# Set by main(): [checks enabled for this run, the legacy-mode notification queue].
+CHECK_PUSH: list[Any] = [False, None]
+PROGRESS_WAIT_S = 40
+MIN_PROGRESS = 3
+UPDATE_WAIT_S = 20
+
+
+async def check_progress_wait(s: Session, attempt_id: str, protocol: str) -> None:
+    """A 40 s wait on a quiet attempt: progress keeps coming although the client's own read
+    timeout (30 s) is shorter; only in `auto` mode (one 40 s wait per CI run)."""
+    if protocol < "2026-07-28":
+        return
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    started = time.monotonic()
+    r = await s.c.call_tool(
+        "wait_for_attempt_change",
+        {"attempt_ids": [attempt_id], "timeout_ms": PROGRESS_WAIT_S * 1000},
+        read_timeout_seconds=PROGRESS_WAIT_S + 20,
+        progress_callback=on_progress,
+    )
+    s.calls += 1
+    waited = time.monotonic() - started
+    sc = r.structured_content or {}
+    check(r.is_error is False, f"wait_for_attempt_change (40 s) failed: {short(r.content)}")
+    check(sc.get("changed") is False, f"the quiet attempt changed during the 40 s wait: {short(sc)}")
+    check(
+        len(seen) >= MIN_PROGRESS and seen == sorted(seen),
+        f"{len(seen)} progress notifications in a {waited:.0f} s wait (want >= {MIN_PROGRESS}, growing): {seen}",
+    )
+    print(f"python-mcp: {len(seen)} progress notifications during a {waited:.0f} s wait", flush=True)
+
+
+async def check_resource_reads(c: Client, attempt_id: str) -> None:
+    """The resource templates, and each resource read for the completed attempt."""
+    templates = sorted(t.uri_template for t in (await c.list_resource_templates()).resource_templates)
+    check(
+        templates == ["vk-observer://attempts/{id}", "vk-observer://attempts/{id}/logs", "vk-observer://projects/{id}/activity"],
+        f"resources/templates/list: {templates}",
+    )
+    uri = f"vk-observer://attempts/{attempt_id}"
+    status = json.loads((await c.read_resource(uri)).contents[0].text)
+    check(status.get("attempt_id") == attempt_id, f"resources/read {uri}: {short(status)}")
+    logs = json.loads((await c.read_resource(uri + "/logs")).contents[0].text)
+    check(logs.get("entries"), f"resources/read {uri}/logs: no entries: {short(logs)}")
+
+
+async def check_subscription(s: Session, attempt_id: str, session_id: str | None, protocol: str) -> None:
+    """An update after a change in the simulator (a follow-up on the attempt)."""
+    c = s.c
+    uri = f"vk-observer://attempts/{attempt_id}"
+    check(session_id, "the completed attempt has no session to follow up")
+    follow_up = {"action": "send", "attempt_id": attempt_id, "prompt": "One more thing (check_mcp subscription).", "request_id": str(uuid.uuid4())}
+    started = time.monotonic()
+    if protocol >= "2026-07-28":
+        async with c.listen(resource_subscriptions=[uri]) as sub:
+            honored = list(sub.honored.resource_subscriptions or [])
+            check(honored == [uri], f"subscriptions/listen honored {honored}, asked [{uri}]")
+            await s.ok("follow_up", follow_up)
+            with anyio_fail_after(UPDATE_WAIT_S):
+                event = await sub.__anext__()
+            check(getattr(event, "uri", None) == uri, f"subscriptions/listen: unexpected event {event!r}")
+        how = "subscriptions/listen"
+    else:
+        queue = CHECK_PUSH[1]
+        while not queue.empty():
+            queue.get_nowait()
+        with warnings.catch_warnings():
+            # The SDK flags the legacy methods as deprecated; legacy mode is what is checked here.
+            warnings.simplefilter("ignore")
+            await c.subscribe_resource(uri)
+            await s.ok("follow_up", follow_up)
+            with anyio_fail_after(UPDATE_WAIT_S):
+                while await queue.get() != uri:
+                    pass
+            await c.unsubscribe_resource(uri)
+        how = "resources/subscribe"
+    print(f"python-mcp: {how} update {time.monotonic() - started:.2f} s after the follow-up call", flush=True)
+
+
+def anyio_fail_after(seconds: float) -> Any:
+    import anyio
+
+    return anyio.fail_after(seconds)
+
+
+def make_update_handler(queue: asyncio.Queue[str]) -> Any:
+    """A message handler that queues the URIs of `notifications/resources/updated`."""
+
+    async def handler(message: Any) -> None:
+        m = getattr(message, "root", message)
+        if getattr(m, "method", None) == "notifications/resources/updated":
+            queue.put_nowait(m.params.uri)
+
+    return handler
 
 
 class SdkWarnings(logging.Handler):
@@ -438,7 +551,9 @@ def leaf_exceptions(e: BaseException) -> list[BaseException]:
 
 
 async def run_mode(transport: str, target: Any, mode: str) -> str:
-    async with Client(target, mode=mode, read_timeout_seconds=30) as client:
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    CHECK_PUSH[:] = [transport == "http", queue]
+    async with Client(target, mode=mode, read_timeout_seconds=30, message_handler=make_update_handler(queue)) as client:
         n_tools, n_calls = await run_checks(client)
         return f"python-mcp {transport}: {n_tools} tools, {n_calls} calls ok (mode={mode}, protocol {client.protocol_version})"
 
