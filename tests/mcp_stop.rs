@@ -76,15 +76,33 @@ async fn stop_by_attempt_spares_the_dev_server_and_stop_by_process_stops_it() {
         before + 1
     );
 
-    // An agent by process id: the attempt is no longer running.
-    let st = mcp
-        .call("stop_attempt", json!({"execution_process_id": lone}))
-        .await
-        .ok();
+    // An agent by process id, with a request_id: the attempt is no longer running.
+    let keyed = json!({"execution_process_id": lone, "request_id": "stop-lone-1"});
+    let st = mcp.call("stop_attempt", keyed.clone()).await.ok();
     assert_eq!(stopped_ids(&st), vec![lone.to_string()]);
     assert_eq!(st["stopped"][0]["run_reason"], "codingagent");
     assert_eq!(st["status"]["state"], "failed");
     assert_eq!(st["status"]["result"]["outcome"], "killed");
+    assert_eq!(st["replayed"], false);
+    // Its replay answers the same stop (what was stopped, how long VK took) without VK.
+    let calls = route_calls(&sim, "POST /api/execution-processes/{id}/stop");
+    let replay = mcp.call("stop_attempt", keyed).await.ok();
+    assert_eq!(replay["replayed"], true);
+    assert_eq!(stopped_ids(&replay), vec![lone.to_string()]);
+    assert_eq!(replay["vk_ms"], st["vk_ms"]);
+    assert_eq!(replay["was_running"], true);
+    assert_eq!(
+        route_calls(&sim, "POST /api/execution-processes/{id}/stop"),
+        calls
+    );
+    let conflict = mcp
+        .call(
+            "stop_attempt",
+            json!({"attempt_id": a.attempt_id, "request_id": "stop-lone-1"}),
+        )
+        .await
+        .err();
+    assert_eq!(conflict["code"], "idempotency_conflict");
 
     // Stopping it again: nothing running, VK not called.
     let calls = route_calls(&sim, "POST /api/execution-processes/{id}/stop");

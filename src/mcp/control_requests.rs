@@ -188,6 +188,11 @@ pub struct StopArgs {
     /// force variant). Default false.
     #[serde(default)]
     pub force: Option<bool>,
+    /// Idempotency key: a retry with the same key and arguments answers the first stop
+    /// (`replayed: true`) without calling VK again; the same key with other arguments fails
+    /// with `idempotency_conflict`.
+    #[serde(default)]
+    pub request_id: Option<String>,
     /// Detail level of the answer's task or status: 0 (default) the fields needed to decide
     /// the next call; 1 adds timestamps and metadata; 2 every field.
     #[serde(default)]

@@ -178,7 +178,9 @@ impl VkTools {
                     ]));
                 }
             };
-            self.proxy()?.stop(target, a.force.unwrap_or(false)).await
+            self.proxy()?
+                .stop(target, a.force.unwrap_or(false), a.request_id.as_deref())
+                .await
         };
         shaped(r.await, &ATTEMPT_STOPPED_RULES, level)
     }

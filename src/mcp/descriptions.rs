@@ -125,7 +125,7 @@ Avoid: calling before the attempt has a session (no_session_yet: check get_attem
 pub const STOP_ATTEMPT: &str = "Stop an attempt's agent/scripts (not dev servers) or one process (dev servers too). Returns once VK stopped them (interrupt, ~5 s, kill): what was stopped, final status, vk_ms.
 Use when: an agent is stuck or unwanted; a dev server must go.
 Required: exactly one of attempt_id or execution_process_id.
-Optional: force (attempt only: also marks processes VK lost track of as killed; VK's process stop has none), detail (0|1|2, default 0).
+Optional: force (attempt only: also marks processes VK lost track of as killed; VK's process stop has none), request_id, detail (0|1|2).
 Next: get_attempt_changes, or follow_up to continue differently.
 Avoid: both ids; force with execution_process_id; follow_up cancel or delete_task to stop.";
 

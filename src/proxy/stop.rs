@@ -14,7 +14,8 @@
 use std::time::Instant;
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 use uuid::Uuid;
 
 use super::{Proxy, upstream_error};
@@ -64,6 +65,9 @@ pub struct AttemptStopped {
     /// for an agent that ignores the interrupt, then a kill); null when VK was not called
     /// because nothing was running.
     pub vk_ms: Option<u64>,
+    /// True when this answer is a replay of an earlier stop with the same `request_id` (VK was
+    /// not called again; `stopped` shows those processes as cached now).
+    pub replayed: bool,
     /// The attempt's status after the stop (no longer `running` unless `pending_ingest`).
     pub status: Option<AttemptStatus>,
     /// Store token at which the stop is visible (opaque).
@@ -72,6 +76,14 @@ pub struct AttemptStopped {
     pub pending_ingest: bool,
     /// How current the cache is.
     pub freshness: Freshness,
+}
+
+/// What a stop did, as kept in its request_id record.
+#[derive(Deserialize)]
+struct StopDone {
+    attempt_id: Uuid,
+    running: Vec<Uuid>,
+    vk_ms: Option<u64>,
 }
 
 /// What a stop will act on, read from the cache before calling VK.
@@ -83,38 +95,56 @@ struct StopPlan {
 }
 
 impl Proxy {
-    pub async fn stop(&self, target: StopTarget, force: bool) -> Result<AttemptStopped, ToolError> {
-        let plan = self.stop_plan(target, force)?;
+    /// Stop `target`; with `request_id`, a retry with the same key and arguments answers the
+    /// first stop's outcome (`replayed: true`) without calling VK again.
+    pub async fn stop(
+        &self,
+        target: StopTarget,
+        force: bool,
+        request_id: Option<&str>,
+    ) -> Result<AttemptStopped, ToolError> {
         let named = match target {
             StopTarget::Process(p) => Some(p),
             StopTarget::Attempt(_) => None,
         };
-        // An attempt stop with force still goes to VK: it may hold processes as running that
-        // it lost the handle of, which only its force path marks killed.
-        let call_vk = !plan.running.is_empty() || (force && named.is_none());
-        let (vk_ms, settled) = if call_vk {
-            let started = Instant::now();
-            match target {
-                StopTarget::Attempt(a) => self.client.stop_attempt(a, force).await,
-                StopTarget::Process(p) => self.client.stop_process(p).await,
-            }
-            .map_err(upstream_error)?;
-            let vk_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            self.nudge(plan.task_id, Some(plan.attempt_id));
-            let running = plan.running.clone();
-            let attempt = plan.attempt_id;
-            let settled = self.settle(|r| none_running(r, attempt, &running)).await;
-            (Some(vk_ms), settled)
+        let payload = json!({ "attempt_id": match target { StopTarget::Attempt(a) => Some(a), _ => None },
+            "execution_process_id": named, "force": force });
+        let outcome = self
+            .idem
+            .run("stop_attempt", request_id, &payload, || async {
+                let plan = self.stop_plan(target, force)?;
+                // An attempt stop with force still goes to VK: it may hold processes as running
+                // that it lost the handle of, which only its force path marks killed.
+                let call_vk = !plan.running.is_empty() || (force && named.is_none());
+                let mut vk_ms = None;
+                if call_vk {
+                    let started = Instant::now();
+                    match target {
+                        StopTarget::Attempt(a) => self.client.stop_attempt(a, force).await,
+                        StopTarget::Process(p) => self.client.stop_process(p).await,
+                    }
+                    .map_err(upstream_error)?;
+                    vk_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+                    self.nudge(plan.task_id, Some(plan.attempt_id));
+                }
+                Ok(json!({ "attempt_id": plan.attempt_id, "running": plan.running, "vk_ms": vk_ms }))
+            })
+            .await?;
+        let done: StopDone = serde_json::from_value(outcome.result).map_err(ToolError::internal)?;
+        let settled = if done.vk_ms.is_some() && !outcome.replayed {
+            let (attempt, running) = (done.attempt_id, done.running.clone());
+            self.settle(|r| none_running(r, attempt, &running)).await
         } else {
-            (None, self.unsettled())
+            self.unsettled()
         };
         Ok(AttemptStopped {
-            attempt_id: plan.attempt_id,
+            attempt_id: done.attempt_id,
             execution_process_id: named,
-            was_running: !plan.running.is_empty(),
-            stopped: self.stopped_rows(plan.attempt_id, &plan.running)?,
-            vk_ms,
-            status: self.status_of(plan.attempt_id)?,
+            was_running: !done.running.is_empty(),
+            stopped: self.stopped_rows(done.attempt_id, &done.running)?,
+            vk_ms: done.vk_ms,
+            replayed: outcome.replayed,
+            status: self.status_of(done.attempt_id)?,
             token: settled.token,
             pending_ingest: settled.pending_ingest,
             freshness: self.query.freshness(),
