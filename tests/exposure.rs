@@ -104,7 +104,7 @@ async fn a_public_address_without_a_token_is_refused() {
         ..support::settings(&sim.base_url(), dir.path(), McpSettings::default())
     }
     .validate();
-    let err = r.err().expect("must refuse").to_string();
+    let err = r.expect_err("must refuse").to_string();
     assert!(err.contains("VK_OBSERVER_MCP_TOKEN"), "{err}");
 }
 

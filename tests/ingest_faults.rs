@@ -157,7 +157,7 @@ async fn run_schedule(seed: u64) {
         &format!("seed {seed}"),
     )
     .await;
-    if seed % 10 == 0 {
+    if seed.is_multiple_of(10) {
         quiet_stretch(&daemon, &sim, seed).await;
     }
     if garbage_used {

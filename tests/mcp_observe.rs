@@ -375,10 +375,10 @@ fn note(text: &str) -> Value {
 async fn tail_until(mcp: &Mcp, args: Value, pred: impl Fn(&Value) -> bool) -> Value {
     for _ in 0..200 {
         // Before ingest saw the attempt the answer is `not_found`; keep polling.
-        if let support::mcp::Reply::Ok(r) = mcp.call("tail_attempt_logs", args.clone()).await {
-            if pred(&r) {
-                return r;
-            }
+        if let support::mcp::Reply::Ok(r) = mcp.call("tail_attempt_logs", args.clone()).await
+            && pred(&r)
+        {
+            return r;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

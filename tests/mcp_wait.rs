@@ -197,11 +197,10 @@ async fn many_waiters_share_one_channel_and_a_gone_client_leaks_nothing() {
         if let support::mcp::Reply::Ok(r) = mcp
             .call("get_attempt_status", json!({"attempt_id": a.attempt_id}))
             .await
+            && r["state"] == "running"
         {
-            if r["state"] == "running" {
-                running = true;
-                break;
-            }
+            running = true;
+            break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -30,10 +30,10 @@ fn free_addr() -> String {
 async fn scrape(addr: &str) -> String {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(30) {
-        if let Ok(r) = reqwest::get(format!("http://{addr}/metrics")).await {
-            if r.status().is_success() {
-                return r.text().await.unwrap();
-            }
+        if let Ok(r) = reqwest::get(format!("http://{addr}/metrics")).await
+            && r.status().is_success()
+        {
+            return r.text().await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

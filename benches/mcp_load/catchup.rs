@@ -60,12 +60,11 @@ pub(crate) async fn restart_until_cached(
         if ready.is_none() && d.get_status("/readyz").await == Some(200) {
             ready = Some(spawned.elapsed());
         }
-        if let Ok(v) = mcp.call("tail_attempt_logs", &tail).await {
-            if v["latest_entry_index"] == json!(last)
-                && (!finished || v["log_complete"] == json!(true))
-            {
-                break spawned.elapsed();
-            }
+        if let Ok(v) = mcp.call("tail_attempt_logs", &tail).await
+            && v["latest_entry_index"] == json!(last)
+            && (!finished || v["log_complete"] == json!(true))
+        {
+            break spawned.elapsed();
         }
         ensure!(
             spawned.elapsed() < Duration::from_secs(900),

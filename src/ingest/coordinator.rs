@@ -412,15 +412,15 @@ impl Coordinator {
         if running {
             return true;
         }
-        let task_in_progress = reader
+
+        reader
             .attempt(attempt)
             .ok()
             .flatten()
             .and_then(|a| uuid_of(&a.value, "task_id"))
             .and_then(|t| reader.task(t).ok().flatten())
             .and_then(|t| t.value.get("has_in_progress_attempt")?.as_bool())
-            .unwrap_or(false);
-        task_in_progress
+            .unwrap_or(false)
     }
 
     async fn on_tick(&mut self) {
@@ -473,18 +473,19 @@ impl Coordinator {
             }
         }
         let quiet_hints = self.hinted.is_empty() && self.refreshing == 0;
-        if quiet_hints && self.seq_written_at + self.ctx.cfg.tick <= now {
-            if let Some(seq) = self.pending_seq.take() {
-                self.seq_written_at = now;
-                if let Err(e) = self
-                    .ctx
-                    .writer
-                    .write(vec![DomainEvent::UpstreamSeq { seq }])
-                    .await
-                {
-                    tracing::warn!(error = %e, "cannot persist the SSE seq");
-                    self.pending_seq = Some(seq);
-                }
+        if quiet_hints
+            && self.seq_written_at + self.ctx.cfg.tick <= now
+            && let Some(seq) = self.pending_seq.take()
+        {
+            self.seq_written_at = now;
+            if let Err(e) = self
+                .ctx
+                .writer
+                .write(vec![DomainEvent::UpstreamSeq { seq }])
+                .await
+            {
+                tracing::warn!(error = %e, "cannot persist the SSE seq");
+                self.pending_seq = Some(seq);
             }
         }
         if !self.ctx.health.bootstrapped()

@@ -176,12 +176,12 @@ impl ObjectFollower {
                 return FrameOutcome::Resync("patch_failed");
             }
         };
-        if let Some(h) = frame.invalidate {
-            if !h.task_ids.is_empty() {
-                let _ = self.ctx.signals.send(Signal::TaskHints {
-                    task_ids: h.task_ids,
-                });
-            }
+        if let Some(h) = frame.invalidate
+            && !h.task_ids.is_empty()
+        {
+            let _ = self.ctx.signals.send(Signal::TaskHints {
+                task_ids: h.task_ids,
+            });
         }
         if changes.is_empty() {
             return FrameOutcome::Ok;

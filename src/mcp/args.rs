@@ -122,12 +122,12 @@ fn portable(v: &mut Value) {
                     .filter(|b| b.get("type") != Some(&json!("null")))
                     .cloned()
                     .collect();
-                if non_null.len() == 1 {
-                    if let Value::Object(inner) = &non_null[0] {
-                        o.remove("anyOf");
-                        for (k, val) in inner {
-                            o.entry(k.clone()).or_insert(val.clone());
-                        }
+                if non_null.len() == 1
+                    && let Value::Object(inner) = &non_null[0]
+                {
+                    o.remove("anyOf");
+                    for (k, val) in inner {
+                        o.entry(k.clone()).or_insert(val.clone());
                     }
                 }
             }

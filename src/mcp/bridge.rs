@@ -201,10 +201,10 @@ pub async fn run(
     token: Option<String>,
 ) -> anyhow::Result<()> {
     let mut headers = HashMap::new();
-    if let Some(dir) = workspace.and_then(|d| d.to_str().map(str::to_owned)) {
-        if let Ok(v) = dir.parse() {
-            headers.insert(WORKSPACE_HEADER.parse()?, v);
-        }
+    if let Some(dir) = workspace.and_then(|d| d.to_str().map(str::to_owned))
+        && let Ok(v) = dir.parse()
+    {
+        headers.insert(WORKSPACE_HEADER.parse()?, v);
     }
     let mut config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);

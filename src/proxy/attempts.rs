@@ -212,10 +212,10 @@ impl Proxy {
     ) -> Result<AttemptStarted, ToolError> {
         let reader = self.query.read();
         let task = target::task(&reader, s.task_id)?;
-        if s.reuse_running_attempt {
-            if let Some(running) = self.running_attempt(&reader, s.task_id)? {
-                return Ok(running);
-            }
+        if s.reuse_running_attempt
+            && let Some(running) = self.running_attempt(&reader, s.task_id)?
+        {
+            return Ok(running);
         }
         self.check_executor(&s.executor, s.variant.as_deref())?;
         check_repos(&reader, &task, &s.repos)?;

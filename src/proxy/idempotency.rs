@@ -167,14 +167,14 @@ impl Idempotency {
                 )
                 .with_details(json!({ "request_id": rid })));
             }
-            if rec.state == "completed" {
-                if let Some(result) = rec.result.clone() {
-                    metrics::counter!(crate::telemetry::IDEMPOTENT_REPLAYS).increment(1);
-                    return Ok(Outcome {
-                        result,
-                        replayed: true,
-                    });
-                }
+            if rec.state == "completed"
+                && let Some(result) = rec.result.clone()
+            {
+                metrics::counter!(crate::telemetry::IDEMPOTENT_REPLAYS).increment(1);
+                return Ok(Outcome {
+                    result,
+                    replayed: true,
+                });
             }
             // `in_progress` left by a crash: run again; VK dedupes by the same key.
         }

@@ -170,10 +170,10 @@ impl Proxy {
             return Err(ToolError::unknown_attempt(attempt_id));
         };
         let processes = reader.processes_of_attempt_as::<ProcessRow>(attempt_id)?;
-        if let Some(p) = only {
-            if !processes.iter().any(|(id, _)| *id == p) {
-                return Err(unknown_process(p));
-            }
+        if let Some(p) = only
+            && !processes.iter().any(|(id, _)| *id == p)
+        {
+            return Err(unknown_process(p));
         }
         let running = processes
             .iter()

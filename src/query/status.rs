@@ -312,11 +312,11 @@ impl Query {
                 continue;
             }
             let attempt_token = reader.attempt_token(id)?;
-            if let Since::After(t) = since {
-                if attempt_token <= t {
-                    unchanged += 1;
-                    continue;
-                }
+            if let Since::After(t) = since
+                && attempt_token <= t
+            {
+                unchanged += 1;
+                continue;
             }
             match self.status_memo.status(&reader, id, attempt_token, epoch)? {
                 Some(s) => attempts.push(s),

@@ -125,10 +125,11 @@ impl StatusMemo {
         attempt_token: u64,
         epoch: Epoch,
     ) -> Result<Option<StatusItem>, ToolError> {
-        if let Some(hit) = self.entries.get(&id) {
-            if hit.epoch == epoch && hit.attempt_token == attempt_token {
-                return Ok(Some(StatusItem(hit.clone())));
-            }
+        if let Some(hit) = self.entries.get(&id)
+            && hit.epoch == epoch
+            && hit.attempt_token == attempt_token
+        {
+            return Ok(Some(StatusItem(hit.clone())));
         }
         let Some(status) = attempt_status(reader, id, attempt_token, epoch)? else {
             self.entries.remove(&id);

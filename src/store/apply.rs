@@ -128,12 +128,11 @@ impl<'t, 'c> Pending<'t, 'c> {
     /// Write `value` under `key` unless the stored JSON already means the same. True if changed.
     fn upsert(&mut self, key: &[u8], value: &Value) -> R<bool> {
         let json = serde_json::to_vec(value).map_err(StoreError::Encode)?;
-        if let Some(old) = self.ov.get(key)? {
-            if let Some((_, old_json)) = decode(&old) {
-                if same_json(old_json, &json) {
-                    return Ok(false);
-                }
-            }
+        if let Some(old) = self.ov.get(key)?
+            && let Some((_, old_json)) = decode(&old)
+            && same_json(old_json, &json)
+        {
+            return Ok(false);
         }
         self.ov.insert(key, encode(self.next, &json));
         self.changed = true;

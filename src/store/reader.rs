@@ -82,10 +82,10 @@ impl StoreReader {
         let mut out = Vec::new();
         for item in self.tree.scan_prefix(keys::id_key(idx, parent)) {
             let (k, _) = item?;
-            if let Some(id) = keys::uuid_at(&k, 17) {
-                if let Some(s) = self.entity(&keys::id_key(table, id), id)? {
-                    out.push(s);
-                }
+            if let Some(id) = keys::uuid_at(&k, 17)
+                && let Some(s) = self.entity(&keys::id_key(table, id), id)?
+            {
+                out.push(s);
             }
         }
         Ok(out)
@@ -105,12 +105,11 @@ impl StoreReader {
             let Some(id) = keys::uuid_at(&k, 17) else {
                 continue;
             };
-            if let Some(v) = self.tree.get(keys::id_key(table, id))? {
-                if let Some((_, json)) = decode(&v) {
-                    if let Ok(t) = serde_json::from_slice(json) {
-                        out.push((id, t));
-                    }
-                }
+            if let Some(v) = self.tree.get(keys::id_key(table, id))?
+                && let Some((_, json)) = decode(&v)
+                && let Ok(t) = serde_json::from_slice(json)
+            {
+                out.push((id, t));
             }
         }
         Ok(out)
@@ -147,10 +146,10 @@ impl StoreReader {
             let Some(id) = keys::uuid_at(&k, 1) else {
                 continue;
             };
-            if let Some((token, json)) = decode(&v) {
-                if let Ok(value) = serde_json::from_slice(json) {
-                    out.push(Stored { id, token, value });
-                }
+            if let Some((token, json)) = decode(&v)
+                && let Ok(value) = serde_json::from_slice(json)
+            {
+                out.push(Stored { id, token, value });
             }
         }
         Ok(out)
@@ -176,10 +175,10 @@ impl StoreReader {
             let Some(id) = keys::uuid_at(&k, 17) else {
                 continue;
             };
-            if let Some((token, json)) = decode(&v) {
-                if let Ok(value) = serde_json::from_slice(json) {
-                    out.push(Stored { id, token, value });
-                }
+            if let Some((token, json)) = decode(&v)
+                && let Ok(value) = serde_json::from_slice(json)
+            {
+                out.push(Stored { id, token, value });
             }
         }
         Ok(out)

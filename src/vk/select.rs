@@ -63,10 +63,10 @@ fn newest_of_reason<'a, P: VkProcess>(processes: &'a [P], reason: &RunReason) ->
 pub fn status_process<P: VkProcess>(processes: &[P]) -> Option<&P> {
     let mut best: Option<&P> = None;
     for reason in &RELEVANT_REASONS {
-        if let Some(p) = newest_of_reason(processes, reason) {
-            if best.is_none_or(|b| p.created_at() > b.created_at()) {
-                best = Some(p);
-            }
+        if let Some(p) = newest_of_reason(processes, reason)
+            && best.is_none_or(|b| p.created_at() > b.created_at())
+        {
+            best = Some(p);
         }
     }
     best
