@@ -11,7 +11,7 @@ fn an_incompatible_schema_is_refused_with_the_recovery() {
     owner.flush().unwrap();
     drop(owner);
     {
-        let db = sled::open(dir.path()).unwrap();
+        let db = sled_open(dir.path());
         let tree = db.open_tree("projections").unwrap();
         let mut key = vec![0u8];
         key.extend_from_slice(b"schema");
@@ -54,6 +54,21 @@ fn garbage_files_are_an_error_not_a_panic() {
         }
         Ok(Ok(())) => panic!("a data dir of garbage opened as if it were fine"),
         Err(_) => panic!("opening a garbage data dir panicked"),
+    }
+}
+
+/// sled's own open, waiting for the dropped store's flusher thread to release the lock.
+fn sled_open(dir: &std::path::Path) -> sled::Db {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match sled::open(dir) {
+            Ok(db) => return db,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("sled::open: {e}; retrying");
+                std::thread::sleep(std::time::Duration::from_millis(25));
+            }
+            Err(e) => panic!("sled::open: {e}"),
+        }
     }
 }
 

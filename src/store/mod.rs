@@ -71,6 +71,9 @@ pub enum StoreError {
     WriterGone,
 }
 
+/// How long `StoreOwner::open` waits for a data dir's lock to be released.
+pub const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Retention settings.
 #[derive(Debug, Clone)]
 pub struct Retention {
@@ -126,8 +129,22 @@ struct Inner {
 }
 
 impl StoreOwner {
-    /// Open (or create) the store in `dir`.
+    /// Open (or create) the store in `dir`. A lock still held is waited for up to
+    /// [`LOCK_GRACE`]: a store just dropped releases its file lock only once sled's flusher
+    /// thread lets go of it, and a restarted daemon may start while the old one is exiting.
     pub fn open(dir: &Path, retention: Retention) -> Result<StoreOwner, StoreError> {
+        let deadline = std::time::Instant::now() + LOCK_GRACE;
+        loop {
+            match Self::open_once(dir, retention.clone()) {
+                Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(25));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(dir: &Path, retention: Retention) -> Result<StoreOwner, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
         let db = sled::Config::new()
             .path(dir)
