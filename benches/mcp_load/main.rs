@@ -33,6 +33,7 @@ mod proxy;
 mod report;
 mod resources;
 mod scenario;
+mod session_waits;
 mod status;
 mod tail;
 mod throughput;

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, ensure};
-use rmcp::model::{CallToolRequestParams, SubscribeRequestParams};
+use anyhow::Context as _;
+use rmcp::model::SubscribeRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::daemon::DaemonProc;
@@ -23,6 +23,7 @@ use crate::data::{note, out_dir};
 use crate::opts::Opts;
 use crate::report::{Report, ms, stats};
 use crate::scenario::ScenarioA;
+use crate::session_waits::{collect, park_waits, running_token};
 
 /// What the clients of these phases hear: resource updates (with their arrival time) and the
 /// number of progress notifications.
@@ -76,43 +77,6 @@ async fn connect(d: &DaemonProc, ears: Ears, in_flight: usize) -> anyhow::Result
     ears.serve(StreamableHttpClientTransport::from_config(cfg))
         .await
         .context("rmcp client connects")
-}
-
-fn args(v: Value) -> serde_json::Map<String, Value> {
-    match v {
-        Value::Object(m) => m,
-        _ => unreachable!("arguments are an object"),
-    }
-}
-
-/// Until the daemon's cache shows every running attempt running; returns the answer's token.
-async fn running_token(c: &Client, a: &ScenarioA) -> anyhow::Result<String> {
-    let ids: Vec<uuid::Uuid> = a.running.iter().map(|x| x.0).collect();
-    let t = Instant::now();
-    loop {
-        let res = c
-            .peer()
-            .call_tool(
-                CallToolRequestParams::new("get_attempt_status")
-                    .with_arguments(args(json!({ "attempt_ids": ids }))),
-            )
-            .await?;
-        let v = res.structured_content.unwrap_or_default();
-        let running = v["attempts"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|s| s["state"] == json!("running"))
-            .count();
-        if running == ids.len() {
-            return Ok(v["token"].as_str().unwrap_or_default().to_string());
-        }
-        ensure!(
-            t.elapsed() < Duration::from_secs(60),
-            "running attempts not cached: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// c4: `append_log` → `notifications/resources/updated` of the attempt's log resource.
@@ -213,7 +177,7 @@ pub(crate) async fn phase_waiters_progress(
     let rss_before = d.rss_kb();
     let answered = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
-    let handles = park_waits(&clients, a, &token, n, &answered).await;
+    let handles = park_waits(&clients, a, &token, n, 60_000, &answered).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (rss_parked, parked) = (d.rss_kb(), d.waiters_gauge().await.unwrap_or(0));
     // The daemon's default `[mcp] progress_every` is 10 s: wait until each wait sent one.
@@ -310,61 +274,4 @@ fn record_progress(r: &mut Report, f: &ProgressRun) {
         Some(f.rss_ticked_kb <= 256 * 1024 && ok),
     );
     r.detail("waiters_progress", f);
-}
-
-type Waits = Vec<
-    tokio::task::JoinHandle<(
-        Instant,
-        Result<rmcp::model::CallToolResult, rmcp::service::ServiceError>,
-    )>,
->;
-
-/// `n` waits spread over the clients and the running attempts, 500 at a time.
-async fn park_waits(
-    clients: &[Client],
-    a: &ScenarioA,
-    token: &str,
-    n: usize,
-    answered: &Arc<AtomicUsize>,
-) -> Waits {
-    let mut handles = Vec::with_capacity(n);
-    for i in 0..n {
-        let peer = clients[i % clients.len()].peer().clone();
-        let attempt = a.running[i % a.running.len()].0;
-        let params = CallToolRequestParams::new("wait_for_attempt_change").with_arguments(args(
-            json!({"attempt_ids": [attempt], "since_token": token, "timeout_ms": 60_000}),
-        ));
-        let answered = answered.clone();
-        handles.push(tokio::spawn(async move {
-            let res = peer.call_tool(params).await;
-            answered.fetch_add(1, Ordering::Relaxed);
-            (Instant::now(), res)
-        }));
-        if i % 500 == 499 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-    handles
-}
-
-/// Wake latencies from `t0`, errors, and answers that reported no change.
-async fn collect(handles: Waits, t0: Instant) -> anyhow::Result<(Vec<Duration>, usize, usize)> {
-    let (mut lat, mut errors, mut unchanged) = (Vec::with_capacity(handles.len()), 0, 0);
-    for h in handles {
-        let (t, res) = h.await?;
-        match res {
-            Ok(v) if v.structured_content.as_ref().map(|s| &s["changed"]) == Some(&json!(true)) => {
-                lat.push(t.saturating_duration_since(t0))
-            }
-            Ok(_) => unchanged += 1,
-            Err(e) => {
-                if errors < 3 {
-                    eprintln!("  waiter error: {e}");
-                }
-                errors += 1;
-            }
-        }
-    }
-    ensure!(!lat.is_empty(), "no waiter woke ({errors} errors)");
-    Ok((lat, errors, unchanged))
 }

@@ -5,8 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use serde_json::{Value, json};
-use uuid::Uuid;
+use serde_json::json;
 
 use crate::client::{Mcp, call_body};
 use crate::daemon::DaemonProc;
@@ -14,6 +13,7 @@ use crate::data::{note, out_dir};
 use crate::opts::Opts;
 use crate::report::{Report, ms, stats};
 use crate::scenario::ScenarioA;
+use crate::session_waits::{collect, park_waits, running_token};
 
 pub(crate) async fn phase_waiters(
     r: &mut Report,
@@ -145,7 +145,6 @@ pub(crate) async fn phase_waiters_session(
     a: &ScenarioA,
 ) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    use rmcp::model::CallToolRequestParams;
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let n = o.waiters;
@@ -175,58 +174,12 @@ pub(crate) async fn phase_waiters_session(
                 .context("rmcp client connects")?,
         );
     }
-    let args = |v: Value| match v {
-        Value::Object(m) => m,
-        _ => unreachable!(),
-    };
     // The cache holds the running attempts before we wait on them.
-    let ids: Vec<Uuid> = a.running.iter().map(|x| x.0).collect();
-    let t = Instant::now();
-    let token = loop {
-        let res = clients[0]
-            .peer()
-            .call_tool(
-                CallToolRequestParams::new("get_attempt_status")
-                    .with_arguments(args(json!({ "attempt_ids": ids }))),
-            )
-            .await?;
-        let v = res.structured_content.unwrap_or_default();
-        let running = v["attempts"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|s| s["state"] == json!("running"))
-            .count();
-        if running == ids.len() {
-            break v["token"].as_str().unwrap_or_default().to_string();
-        }
-        ensure!(
-            t.elapsed() < Duration::from_secs(60),
-            "running attempts not cached: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let token = running_token(&clients[0], a).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_before = d.rss_kb();
     let answered = Arc::new(AtomicUsize::new(0));
-    let mut handles = Vec::with_capacity(n);
-    for i in 0..n {
-        let peer = clients[i % sessions].peer().clone();
-        let attempt = a.running[i % a.running.len()].0;
-        let params = CallToolRequestParams::new("wait_for_attempt_change").with_arguments(args(
-            json!({"attempt_ids": [attempt], "since_token": token, "timeout_ms": 50_000}),
-        ));
-        let answered = answered.clone();
-        handles.push(tokio::spawn(async move {
-            let res = peer.call_tool(params).await;
-            let t = Instant::now();
-            answered.fetch_add(1, Ordering::Relaxed);
-            (t, res)
-        }));
-        if i % 500 == 499 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+    let handles = park_waits(&clients, a, &token, n, 50_000, &answered).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let early = answered.load(Ordering::Relaxed);
     let rss_held = d.rss_kb();
@@ -246,23 +199,7 @@ pub(crate) async fn phase_waiters_session(
             note(2_000_000 + k as u64),
         );
     }
-    let (mut lat, mut errors, mut unchanged) = (Vec::with_capacity(n), 0usize, 0usize);
-    for h in handles {
-        let (t, res) = h.await?;
-        match res {
-            Ok(v) if v.structured_content.as_ref().map(|s| &s["changed"]) == Some(&json!(true)) => {
-                lat.push(t.saturating_duration_since(t0))
-            }
-            Ok(_) => unchanged += 1,
-            Err(e) => {
-                if errors < 3 {
-                    eprintln!("  waiter error: {e}");
-                }
-                errors += 1;
-            }
-        }
-    }
-    ensure!(!lat.is_empty(), "no waiter woke ({errors} errors)");
+    let (lat, errors, unchanged) = collect(handles, t0).await?;
     let s = stats(&lat);
     println!(
         "  woken {}: p50 {} p99 {} max {}; errors {errors}, unchanged {unchanged}",
