@@ -85,17 +85,18 @@ pub fn page(
         d => d,
     };
     let below = cursor.unwrap_or(u64::MAX);
-    let last_turn = (agent_runs.len() as u64).min((below >> 32) + 1);
+    let (cursor_turn, cursor_place) = (below >> 32, below & 0xFFFF_FFFF);
+    let last_turn = (agent_runs.len() as u64).min(cursor_turn + 1);
     // Newest first; one extra message tells whether older ones exist.
     let mut out: Vec<Message> = Vec::with_capacity(limit + 1);
     for turn in (0..last_turn).rev() {
         let run = &agent_runs[turn as usize];
-        let mut before = match below >> 32 == turn {
-            true => Some(below & 0xFFFF_FFFF).filter(|&p| p > 0).map(|p| p - 1),
-            false => None,
-        };
-        if below >> 32 == turn && below & 0xFFFF_FFFF == 0 {
-            continue; // the cursor is this turn's prompt: nothing of the turn lies below it
+        let mut before = None;
+        if turn == cursor_turn {
+            if cursor_place == 0 {
+                continue; // the cursor is this turn's prompt: nothing of the turn lies below it
+            }
+            before = Some(cursor_place - 1); // the cursor's entry index: read below it
         }
         while out.len() <= limit {
             let chunk = reader.log_tail(run.id, Channel::Normalized, before, WALK_CHUNK)?;

@@ -208,10 +208,7 @@ impl Git {
                     .filter_map(|c| c.conflict.clone())
                     .collect::<Vec<_>>(),
             ),
-            None => {
-                let m = format!("Branch '{new_base}' does not exist in the repository");
-                return GitOutcome::BadRequest(m);
-            }
+            None => return unknown_branch(new_base),
         };
         let b = self.branch(ws, repo, new_base);
         if !conflicts.is_empty() && !b.commits.is_empty() {
@@ -307,6 +304,11 @@ fn dirty(branch: &str, files: &[String]) -> String {
         "GitServiceError: {branch} has uncommitted changes: {}",
         files.join(", ")
     )
+}
+
+/// VK's 400 for a base branch the repository does not have.
+pub(crate) fn unknown_branch(name: &str) -> GitOutcome {
+    GitOutcome::BadRequest(format!("Branch '{name}' does not exist in the repository"))
 }
 
 #[cfg(test)]

@@ -126,8 +126,7 @@ pub(crate) async fn rebase(
     // VK's `old_base_branch` only picks the rebase's upstream; the model has one history.
     let _ = body.old_base_branch;
     if !w.git.branch_exists(body.repo_id, &new_base) {
-        let m = format!("Branch '{new_base}' does not exist in the repository");
-        return render(GitOutcome::BadRequest(m), &new_base);
+        return render(super::git::unknown_branch(&new_base), &new_base);
     }
     if let Some(ws) = w.workspaces.get_mut(&id)
         && let Some(slot) = ws.repos.iter_mut().find(|(r, _)| *r == body.repo_id)
