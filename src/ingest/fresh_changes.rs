@@ -31,8 +31,12 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 /// True for a normalized log entry of kind `tool_use` (`content.entry_type.type`), read without
-/// building the entry: the log follower asks this of every normalized frame it streams.
+/// building the entry: the log follower asks this of every normalized frame it streams, so an
+/// entry whose text cannot hold the tag (most of them) costs one byte scan, not a parse.
 pub fn is_tool_use(entry: &RawValue) -> bool {
+    if memchr::memmem::find(entry.get().as_bytes(), b"tool_use").is_none() {
+        return false;
+    }
     #[derive(Deserialize)]
     struct Entry<'a> {
         #[serde(borrow)]
