@@ -2,6 +2,7 @@
 //! pagination modes, refused together at run time (`mixed_pagination`) and in the schema (a
 //! root `if/then`, never a root `oneOf`).
 
+use crate::query::detail::Detail;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use uuid::Uuid;
@@ -32,8 +33,7 @@ pub struct ProjectActivityArgs {
     /// title, changed fields, change counts, commit time); 2 = the same as 1 (activity items
     /// hold no VK objects).
     #[serde(default)]
-    #[schemars(range(min = 0, max = 2))]
-    pub detail: Option<u8>,
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -62,6 +62,5 @@ pub struct TaskActivityArgs {
     /// title, changed fields, change counts, commit time); 2 = the same as 1 (activity items
     /// hold no VK objects).
     #[serde(default)]
-    #[schemars(range(min = 0, max = 2))]
-    pub detail: Option<u8>,
+    pub detail: Option<Detail>,
 }

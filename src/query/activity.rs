@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::detail::Detail;
 use super::paging::{self, ListId, PAGE_DEFAULT, PAGE_MAX, Part};
 use super::{Freshness, Query, Since};
 use crate::store::StoreReader;
@@ -63,16 +64,6 @@ pub enum Position {
     Before(String),
 }
 
-/// How much each item says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Detail {
-    /// Kind, token, ids and the status facts only.
-    Compact,
-    /// Also titles, changed fields, commit time and change counts.
-    #[default]
-    Full,
-}
-
 /// A validated feed request.
 #[derive(Debug, Clone)]
 pub struct ActivityRequest {
@@ -84,13 +75,15 @@ pub struct ActivityRequest {
 
 impl ActivityRequest {
     /// From a tool's (or resource's) arguments: at most one of `since_token` and `cursor`;
-    /// `limit` is capped at 200 (default 50); `detail` 0 = compact (default), 1 or 2 = full.
+    /// `limit` is capped at 200 (default 50); `detail` 0 (the default) is compact items: kind,
+    /// token, ids and status facts; 1 and 2 add titles, changed fields, commit time and change
+    /// counts (items hold no VK objects, so 2 says no more than 1).
     pub fn new(
         scope: ActivityScope,
         since_token: Option<String>,
         cursor: Option<String>,
         limit: Option<u32>,
-        detail: Option<u8>,
+        detail: Option<Detail>,
     ) -> Result<ActivityRequest, ToolError> {
         let position = match (since_token, cursor) {
             (Some(_), Some(_)) => {
@@ -110,16 +103,7 @@ impl ActivityRequest {
             Some(n) => (n as usize).min(PAGE_MAX),
             None => PAGE_DEFAULT,
         };
-        let detail = match detail {
-            None | Some(0) => Detail::Compact,
-            Some(1) | Some(2) => Detail::Full,
-            Some(_) => {
-                return Err(ToolError::invalid_field(
-                    "detail",
-                    "detail must be 0, 1 or 2 (0 compact, the default; 1 and 2 full: activity items hold no VK objects).",
-                ));
-            }
-        };
+        let detail = detail.unwrap_or_default();
         Ok(ActivityRequest {
             scope,
             position,
@@ -237,7 +221,7 @@ pub struct ActivityPage {
 
 fn item(epoch: Epoch, e: FeedEntry, detail: Detail) -> ActivityItem {
     let i = e.item;
-    let full = detail == Detail::Full;
+    let full = detail != Detail::Compact;
     let keep = |v| if full { v } else { None };
     ActivityItem {
         kind: i.kind,
@@ -292,7 +276,7 @@ impl Query {
             scope,
             position: Position::After(String::new()),
             limit,
-            detail: Detail::Full,
+            detail: Detail::Standard,
         };
         self.activity_page(&req, Some(since))
     }

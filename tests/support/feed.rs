@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use vk_observer::query::detail::Detail;
 
 use vk_observer::query::Query;
 
@@ -30,8 +31,14 @@ pub fn follow_feed(
                 let q = Query::new(store, health.clone());
                 let since_now = since.get_or_insert_with(|| q.token()).clone();
                 let scope = ActivityScope::Project(project);
-                let req =
-                    ActivityRequest::new(scope, Some(since_now), None, Some(7), Some(0)).unwrap();
+                let req = ActivityRequest::new(
+                    scope,
+                    Some(since_now),
+                    None,
+                    Some(7),
+                    Some(Detail::Compact),
+                )
+                .unwrap();
                 if let Ok(page) = q.activity(&req) {
                     assert!(!page.token_reset, "the feed follower was reset: {page:?}");
                     for i in &page.items {
@@ -89,7 +96,7 @@ pub async fn check_feed(
         Some(format!("{}.0", q.store.epoch())),
         None,
         Some(200),
-        Some(0),
+        Some(Detail::Compact),
     )
     .unwrap();
     let mut all: FeedSeen = Vec::new();
@@ -108,7 +115,7 @@ pub async fn check_feed(
             Some(page.next_since_token.clone()),
             None,
             Some(200),
-            Some(0),
+            Some(Detail::Compact),
         )
         .unwrap();
         page = q.activity(&next).unwrap();
