@@ -233,6 +233,12 @@ async fn shows_it_blocked(sim: &Sim, mcp: &Mcp, attempt: Uuid, project: Uuid) ->
     assert!(pending[0]["timeout_at"].is_string() && pending[0]["requested_at"].is_string());
     assert_eq!(s["result"]["recommended_next_action"], "respond_approval");
     assert_eq!(s["result"]["next_tool"], "respond_approval");
+    // At the default detail the running attempt's `result` shows too: it routes somewhere.
+    let cheap = mcp
+        .call_as_is("get_attempt_status", json!({"attempt_id": attempt}))
+        .await
+        .ok();
+    assert_eq!(cheap["result"]["next_tool"], "respond_approval", "{cheap}");
     // The batch shape carries it too.
     let batch = mcp
         .call("get_attempt_status", json!({"attempt_ids": [attempt]}))

@@ -77,7 +77,11 @@ async fn every_read_tool_answers_at_three_levels() {
 
     let [p0, p1, p2] = levels(&mcp, "list_projects", json!({})).await;
     assert!(has(&p0["projects"][0], "name") && !has(&p0["projects"][0], "repo_count"));
-    assert_eq!(p0["freshness"], json!({"upstream": "connected"}));
+    assert!(
+        !has(&p0, "freshness"),
+        "level 0 leaves freshness out while the cache is current: {p0}"
+    );
+    assert_eq!(p1["freshness"]["upstream"], "connected");
     assert!(has(&p1["projects"][0], "repo_count") && has(&p2["freshness"], "bootstrapped"));
 
     let [r0, r1, _] = levels(&mcp, "list_repos", json!({"project_id": w.project})).await;
@@ -161,7 +165,7 @@ async fn every_read_tool_answers_at_three_levels() {
     for k in ["attempt_token", "latest_execution_process_id"] {
         assert!(!has(&s0, k) && has(&s1, k), "{k} is a detail-1 field");
     }
-    let [b0, _, b2] = levels(
+    let [b0, b1, b2] = levels(
         &mcp,
         "get_attempt_status",
         json!({"attempt_ids": [w.ok_attempt, w.failed_attempt, w.bare_attempt]}),
@@ -172,6 +176,14 @@ async fn every_read_tool_answers_at_three_levels() {
     let failed = &b0["attempts"][1];
     assert_eq!(failed["state"], "failed");
     assert!(has(failed, "failure_summary") && has(&failed["result"], "last_error"));
+    // Level 0 leaves out a `result` that only says "wait" (the bare attempt has no session
+    // yet); levels 1 and 2 keep it.
+    assert_eq!(
+        b2["attempts"][2]["result"]["next_tool"],
+        "wait_for_attempt_change"
+    );
+    assert!(!has(&b0["attempts"][2], "result"), "{}", b0["attempts"][2]);
+    assert!(has(&b1["attempts"][2], "result"));
     let no_result = mcp
         .call(
             "get_attempt_status",
@@ -455,10 +467,41 @@ async fn compact_log_entries_follow_the_work() {
         next["entries"],
         json!([{"entry_index": 4, "kind": "assistant_message", "text": "Done."}])
     );
+    // The call kept its command: at level 0 the replacement carries the outcome alone (the
+    // client holds the call at index 2); at level 1 it is whole.
     assert_eq!(
         next["replaced"][0],
-        json!({"entry_index": 2, "kind": "tool_use", "tool": {"name": "Bash", "action": "command_run",
-               "command": "rm -rf build", "status": "success", "exit_code": 0}})
+        json!({"entry_index": 2, "kind": "tool_use", "tool": {"name": "Bash", "status": "success",
+               "exit_code": 0}})
+    );
+    let whole = until(
+        &mcp,
+        json!({"attempt_id": ids.attempt_id, "after_entry_index": 3, "since_token": t,
+               "detail": 1}),
+        |r| r["replaced"].as_array().is_some_and(|a| a.len() == 1),
+    )
+    .await;
+    assert_eq!(
+        whole["replaced"][0]["tool"],
+        json!({"name": "Bash", "action": "command_run", "command": "rm -rf build",
+               "status": "success", "exit_code": 0, "output": "removed"})
+    );
+    // A rewrite that changes the call itself (an ACP tool-call update can) is sent whole.
+    let t2 = next["token"].clone();
+    let mut changed = bash(json!({"status": "failed"}), json!(null));
+    changed["content"]["entry_type"]["action_type"]["command"] = json!("rm -rf build dist");
+    changed["content"]["content"] = json!("rm -rf build dist");
+    sim.replace_log(p, Channel::Normalized, 2, changed);
+    let rewritten = until(
+        &mcp,
+        json!({"attempt_id": ids.attempt_id, "after_entry_index": 4, "since_token": t2}),
+        |r| r["replaced"][0]["tool"]["status"] == "failed",
+    )
+    .await;
+    assert_eq!(
+        rewritten["replaced"][0],
+        json!({"entry_index": 2, "kind": "tool_use", "tool": {"name": "Bash",
+               "action": "command_run", "command": "rm -rf build dist", "status": "failed"}})
     );
     // Level 2 is VK's entries verbatim, index for index.
     let verbatim = mcp

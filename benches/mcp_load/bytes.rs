@@ -13,10 +13,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use anyhow::{Context as _, anyhow, ensure};
+use anyhow::{anyhow, ensure};
 use serde_json::{Value, json};
 use vk_observer::sim::{Channel, ProcessStatus, RunReason, Sim, SimFile};
 
+use crate::bytes_run::{Cycle, Op, Pace, tool_status};
 use crate::client::{Mcp, call_body};
 use crate::daemon::DaemonProc;
 use crate::data::{out_dir, sim_config};
@@ -68,6 +69,9 @@ impl Follower {
             .ok_or_else(|| anyhow!("{tool}: no text in {v}"))?;
         let e = self.bytes.entry(tool).or_default();
         e.0 += text.len() as u64;
+        if std::env::var("VK_BYTES_DUMP").is_ok() && self.detail == 0 && (e.1 == 50 || e.1 == 51) {
+            eprintln!("DUMP {tool}: {text}");
+        }
         e.1 += 1;
         Mcp::parse(&raw)
     }
@@ -133,38 +137,27 @@ impl Follower {
     }
 }
 
-/// The recorded VK entries (tests/fixtures/vk-wire) the run cycles through.
-fn recorded_entries() -> anyhow::Result<Vec<Value>> {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vk-wire/samples");
-    let mut out = Vec::new();
-    for f in [
-        "rest_normalized_history_page2.json",
-        "rest_normalized_history_page1.json",
-    ] {
-        let v: Value = serde_json::from_slice(&std::fs::read(dir.join(f)).context(f)?)?;
-        for e in v["response"]["data"]["entries"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            out.push(e["entry"].clone());
-        }
-    }
-    ensure!(!out.is_empty(), "no recorded entries");
-    Ok(out)
-}
-
-/// A tool call's entry with another status (VK replaces a created call with its result).
-fn with_status(e: &Value, status: &str) -> Value {
-    let mut e = e.clone();
-    e["content"]["entry_type"]["status"] = json!({"status": status});
-    e
-}
-
 pub(crate) async fn phase_bytes(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     let total = if o.quick { 400 } else { ENTRIES };
-    println!("\n== agent loop bytes: one attempt of {total} normalized entries, detail 0 vs 2");
+    let cycle = Cycle::load()?;
+    for pace in [Pace::Recorded, Pace::PerTick(PER_TICK)] {
+        println!(
+            "\n== agent loop bytes: one attempt of {total} normalized entries at {}, detail 0 vs 2",
+            pace.label()
+        );
+        let schedule = cycle.schedule(total, pace);
+        let (agents, final_tools) = follow(&schedule, pace).await?;
+        judge(r, &agents, total, &final_tools, pace)?;
+    }
+    Ok(())
+}
+
+/// Run the schedule against a simulator and a daemon with two agents following it in
+/// lockstep; answers the agents and each tool call's final status as VK left it.
+async fn follow(
+    schedule: &[Vec<Op<'_>>],
+    pace: Pace,
+) -> anyhow::Result<([Follower; 2], BTreeMap<u64, String>)> {
     let sim = Sim::start(sim_config(100_000)).await?;
     let project = sim.add_project("Bytes", &["demo"]);
     let task = sim.add_task(
@@ -174,47 +167,45 @@ pub(crate) async fn phase_bytes(r: &mut Report, o: &Opts) -> anyhow::Result<()> 
     );
     let ids = sim.create_attempt(task, "CLAUDE_CODE");
     let dir = tempfile::tempdir()?;
+    let log = format!("daemon-bytes-{}.log", pace.label().replace([' ', '/'], "-"));
     let mut d = DaemonProc::spawn(
         &sim.base_url(),
         dir.path(),
         true,
         None,
-        &out_dir().join("daemon-bytes.log"),
+        &out_dir().join(log),
     )?;
     d.wait_ready(Duration::from_secs(60)).await?;
     let mcp = d.mcp();
     let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
-    let shapes = recorded_entries()?;
     let mut agents = [Follower::new(0), Follower::new(2)];
-    let mut pending_tools: Vec<(u64, Value)> = Vec::new();
-    let mut written = 0usize;
-    while written < total {
-        // VK finishes the previous tick's tool calls in place, then writes new entries.
-        for (i, e) in pending_tools.drain(..) {
-            sim.replace_log(pid, Channel::Normalized, i, with_status(&e, "success"));
-        }
-        for _ in 0..PER_TICK.min(total - written) {
-            let e = &shapes[written % shapes.len()];
-            let is_tool = e["content"]["entry_type"]["type"] == "tool_use";
-            let e = if is_tool {
-                with_status(e, "created")
-            } else {
-                e.clone()
+    let mut final_tools: BTreeMap<u64, String> = BTreeMap::new();
+    let mut last_appended: Option<u64> = None;
+    for ops in schedule {
+        let mut replaced = Vec::new();
+        for op in ops {
+            let (index, entry) = match op {
+                Op::Append { index, entry } => {
+                    let i = sim.append_log(pid, Channel::Normalized, (*entry).clone());
+                    ensure!(i == *index, "the simulator numbered entry {index} as {i}");
+                    last_appended = Some(i);
+                    (i, *entry)
+                }
+                Op::Replace { index, entry } => {
+                    sim.replace_log(pid, Channel::Normalized, *index, (*entry).clone());
+                    replaced.push((*index, tool_status(entry)));
+                    (*index, *entry)
+                }
             };
-            let i = sim.append_log(pid, Channel::Normalized, e.clone());
-            if is_tool {
-                pending_tools.push((i, e));
+            if let Some(s) = tool_status(entry) {
+                final_tools.insert(index, s);
             }
-            written += 1;
         }
-        settle(&mcp, ids.attempt_id, written as u64 - 1).await?;
+        settle(&mcp, ids.attempt_id, last_appended, &replaced).await?;
         for a in &mut agents {
             a.status(&mcp, ids.attempt_id).await?;
             a.tail(&mcp, ids.attempt_id).await?;
         }
-    }
-    for (i, e) in pending_tools.drain(..) {
-        sim.replace_log(pid, Channel::Normalized, i, with_status(&e, "success"));
     }
     let readme = SimFile {
         repo: "demo".into(),
@@ -244,11 +235,17 @@ pub(crate) async fn phase_bytes(r: &mut Report, o: &Opts) -> anyhow::Result<()> 
         .await?;
     }
     d.stop().await?;
-    judge(r, &agents, total)
+    Ok((agents, final_tools))
 }
 
 /// Assert the cheap loop lost nothing, then report.
-fn judge(r: &mut Report, agents: &[Follower; 2], total: usize) -> anyhow::Result<()> {
+fn judge(
+    r: &mut Report,
+    agents: &[Follower; 2],
+    total: usize,
+    final_tools: &BTreeMap<u64, String>,
+    pace: Pace,
+) -> anyhow::Result<()> {
     let [cheap, full] = agents;
     let all: BTreeSet<u64> = (0..total as u64).collect();
     ensure!(cheap.indices == all, "detail 0 missed entry indices");
@@ -258,8 +255,8 @@ fn judge(r: &mut Report, agents: &[Follower; 2], total: usize) -> anyhow::Result
         "tool calls differ between detail 0 and 2"
     );
     ensure!(
-        cheap.tools.values().all(|s| s == "success"),
-        "a tool call's result was not seen at detail 0"
+        &cheap.tools == final_tools,
+        "a tool call's final status was not seen at detail 0"
     );
     ensure!(
         cheap.states == full.states,
@@ -286,7 +283,10 @@ fn judge(r: &mut Report, agents: &[Follower; 2], total: usize) -> anyhow::Result
         cheap.states
     );
     r.row(
-        &format!("agent loop bytes, {total} entries: detail 0 / detail 2"),
+        &format!(
+            "agent loop bytes, {total} entries at {}: detail 0 / detail 2",
+            pace.label()
+        ),
         format!(
             "{} B / {} B = {:.1} %",
             cheap.total(),
@@ -301,16 +301,25 @@ fn judge(r: &mut Report, agents: &[Follower; 2], total: usize) -> anyhow::Result
         .iter()
         .map(|(t, (b2, n))| (*t, json!({"calls": n, "detail0": cheap.bytes.get(t).map_or(0, |x| x.0), "detail2": b2})))
         .collect();
+    let key = match pace {
+        Pace::Recorded => "agent_loop_bytes_recorded_pace".to_string(),
+        Pace::PerTick(n) => format!("agent_loop_bytes_{n}_per_tick"),
+    };
     r.detail(
-        "agent_loop_bytes",
-        json!({"entries": total, "per_tool": per_tool, "ratio": ratio}),
+        &key,
+        json!({"entries": total, "pace": pace.label(), "per_tool": per_tool, "ratio": ratio}),
     );
     Ok(())
 }
 
-/// Until the cache holds entry `last` (and so this tick's replacements, which VK's stream sent
-/// before it): both followers then read the same state.
-async fn settle(mcp: &Mcp, attempt: uuid::Uuid, last: u64) -> anyhow::Result<()> {
+/// Until the cache holds entry `last` and this tick's replacements (each read back with the
+/// status VK gave it): both followers then read the same state.
+async fn settle(
+    mcp: &Mcp,
+    attempt: uuid::Uuid,
+    last: Option<u64>,
+    replaced: &[(u64, Option<String>)],
+) -> anyhow::Result<()> {
     for _ in 0..2_000 {
         let page = mcp
             .call(
@@ -318,12 +327,27 @@ async fn settle(mcp: &Mcp, attempt: uuid::Uuid, last: u64) -> anyhow::Result<()>
                 &json!({"attempt_id": attempt, "limit": 1, "detail": 0}),
             )
             .await?;
-        if page["latest_entry_index"].as_u64() == Some(last) {
+        let mut ready = page["latest_entry_index"].as_u64() == last;
+        for (i, status) in replaced {
+            if !ready {
+                break;
+            }
+            let at = mcp
+                .call(
+                    "tail_attempt_logs",
+                    &json!({"attempt_id": attempt, "limit": 1, "cursor": i + 1, "detail": 0}),
+                )
+                .await?;
+            ready = at["entries"][0]["tool"]["status"].as_str() == status.as_deref();
+        }
+        if ready {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    Err(anyhow!("the cache never reached entry {last}"))
+    Err(anyhow!(
+        "the cache never reached entry {last:?} and its replacements"
+    ))
 }
 
 /// Until the attempt is completed and its change summary is cached.

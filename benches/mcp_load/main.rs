@@ -21,6 +21,7 @@
 //! sending the request to the last byte of the answer (parsing happens after the clock stops).
 
 mod bytes;
+mod bytes_run;
 mod catchup;
 mod client;
 mod daemon;

@@ -39,6 +39,7 @@ impl VkTools {
 
 /// What each detail level shows of create_task / update_task: the task as get_task shows it.
 const TASK_CHANGE_RULES: Rules = Rules {
+    finish: None,
     standard: &[],
     verbatim: &[],
     nested: &[("task", &TASK_DETAIL_TASK_RULES)],
@@ -46,6 +47,7 @@ const TASK_CHANGE_RULES: Rules = Rules {
 
 /// start_task_attempt: the new attempt's status as get_attempt_status shows it.
 const ATTEMPT_STARTED_RULES: Rules = Rules {
+    finish: None,
     standard: &[],
     verbatim: &[],
     nested: &[("status", &STATUS_RULES)],
@@ -54,6 +56,7 @@ const ATTEMPT_STARTED_RULES: Rules = Rules {
 /// stop_attempt: the status after the stop as get_attempt_status shows it; VK's answer time
 /// from 1.
 const ATTEMPT_STOPPED_RULES: Rules = Rules {
+    finish: None,
     standard: &["vk_ms"],
     verbatim: &[],
     nested: &[("status", &STATUS_RULES)],

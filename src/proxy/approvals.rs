@@ -74,7 +74,7 @@ pub struct ApprovalAnswered {
     pub token: String,
     /// True when the cache still showed the approval pending 5 s after VK's answer.
     pub pending_ingest: bool,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 

@@ -56,7 +56,7 @@ pub struct FileSlice {
     /// Line mode: lines in the whole file, known when the reads reached its end (always for
     /// files up to 512 KiB); null otherwise and in byte mode.
     pub total_lines: Option<u64>,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -81,7 +81,7 @@ pub struct PatchText {
     pub bytes: u64,
     /// Unified diff of the selected paths (empty when they did not change); null when blocked.
     pub patch: Option<String>,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 

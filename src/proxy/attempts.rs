@@ -34,7 +34,7 @@ pub struct AttemptStarted {
     pub token: String,
     /// True when VK started the attempt but the cache had not shown it within 5 s.
     pub pending_ingest: bool,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -57,7 +57,7 @@ pub struct FollowUpDone {
     pub token: String,
     /// True when VK accepted it but the cache had not shown the new process within 5 s.
     pub pending_ingest: bool,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 

@@ -51,7 +51,7 @@ pub struct AttemptBranchStatus {
     /// Store token at which this answer was read (opaque; a `since_token` for
     /// wait_for_attempt_change).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -108,7 +108,7 @@ pub struct GitActionDone {
     pub replayed: bool,
     /// Store token at which the re-read branch status is visible (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 

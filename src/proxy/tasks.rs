@@ -31,7 +31,7 @@ pub struct TaskChange {
     /// True when VK accepted the change but the cache had not applied it within 5 s; reads
     /// may still show the old state for a moment.
     pub pending_ingest: bool,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -50,7 +50,7 @@ pub struct TaskDeleted {
     pub token: String,
     /// True when VK deleted it but the cache still listed it after 5 s.
     pub pending_ingest: bool,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 

@@ -215,7 +215,7 @@ pub struct ActivityPage {
     pub token_reset: bool,
     /// Store token of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 

@@ -172,7 +172,7 @@ pub struct ApprovalList {
     pub not_found: Vec<Uuid>,
     /// Store token of this read (pass to wait_for_attempt_change as since_token).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 

@@ -41,7 +41,7 @@ pub struct ProjectList {
     pub total: usize,
     /// Store token at the time of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -79,7 +79,7 @@ pub struct RepoList {
     pub total: usize,
     /// Store token at the time of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -108,7 +108,7 @@ pub struct ExecutorList {
     pub executors: Vec<ExecutorInfo>,
     /// Store token at the time of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -287,11 +287,13 @@ impl Query {
 
 /// What each detail level shows of `list_projects` (`query::detail`).
 pub const PROJECT_LIST_RULES: Rules = Rules {
+    finish: None,
     standard: &[],
     verbatim: &[],
     nested: &[(
         "projects",
         &Rules {
+            finish: None,
             standard: &["repo_count"],
             verbatim: &[],
             nested: &[],
@@ -301,11 +303,13 @@ pub const PROJECT_LIST_RULES: Rules = Rules {
 
 /// What each detail level shows of `list_repos`: ids and folder names at 0.
 pub const REPO_LIST_RULES: Rules = Rules {
+    finish: None,
     standard: &[],
     verbatim: &[],
     nested: &[(
         "repos",
         &Rules {
+            finish: None,
             standard: &["display_name", "path", "created_at"],
             verbatim: &[],
             nested: &[],
@@ -316,11 +320,13 @@ pub const REPO_LIST_RULES: Rules = Rules {
 /// What each detail level shows of `list_executors`: name, variants and the default at 0,
 /// MCP support and capability flags from 1.
 pub const EXECUTOR_LIST_RULES: Rules = Rules {
+    finish: None,
     standard: &[],
     verbatim: &[],
     nested: &[(
         "executors",
         &Rules {
+            finish: None,
             standard: &["supports_mcp", "capabilities"],
             verbatim: &[],
             nested: &[],

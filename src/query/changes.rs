@@ -74,7 +74,7 @@ pub struct ChangesPage {
     pub live: bool,
     /// Store token at the time of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -104,6 +104,7 @@ pub const FORCED_FILES_MAX: u64 = 5_000;
 /// What each detail level shows of `get_attempt_changes`: totals, block and files at 0; the
 /// guard's thresholds and the summary's token from 1.
 pub const CHANGES_RULES: Rules = Rules {
+    finish: None,
     standard: &["guard", "changes_token"],
     verbatim: &[],
     nested: &[],

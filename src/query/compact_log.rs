@@ -78,7 +78,10 @@ pub struct ToolCall {
     /// The tool's name as the agent called it (e.g. `Bash`, `Edit`, `Read`).
     pub name: String,
     /// VK's action: `command_run`, `file_read`, `file_edit`, `search`, `web_fetch`, `tool`,
-    /// `task_create`, `plan_presentation`, `todo_management` or `other`.
+    /// `task_create`, `plan_presentation`, `todo_management` or `other`. Absent (with the
+    /// command, path and target) in a detail-0 `replaced` entry whose call only got its
+    /// outcome: you hold the call at that index already.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub action: String,
     /// `command_run`: the command line (clipped at 300 characters).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -95,7 +98,8 @@ pub struct ToolCall {
     /// `command_run` with a result: the exit code, when VK recorded one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
-    /// `command_run` with a result: VK's success flag, when it recorded one instead of a code.
+    /// `command_run` with a result: VK's success flag, when it recorded one instead of a code
+    /// and `status` does not already say it (left out with `success` + true, `failed` + false).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub success: Option<bool>,
     /// `pending_approval`: the approval's id (answer it to let the agent go on).
@@ -110,6 +114,19 @@ pub struct ToolCall {
     /// Detail 1, `command_run`: the command's output (clipped at 500 characters).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+}
+
+/// A rewrite of a tool call the client already holds, when the rewrite kept the call (the
+/// store's `replaced_since` says so): at detail 0 just the entry's kind and `tool` {name,
+/// status, exit code / success, approval, denial}, without the action, command / path / target
+/// and text the client has at that index. Other entries are returned whole.
+pub fn outcome_only(mut e: CompactEntry) -> CompactEntry {
+    if let Some(t) = &mut e.tool {
+        t.action.clear();
+        (t.command, t.path, t.target) = (None, None, None);
+        (e.text, e.clipped) = (None, false);
+    }
+    e
 }
 
 /// `raw` (VK's entry bytes) as `detail` shows it: `Err(raw)` at detail 2 (verbatim), else the
@@ -285,7 +302,8 @@ fn tool_call(et: &Value, detail: Detail) -> ToolCall {
             .and_then(|x| x["code"].as_i64()),
         success: exit
             .filter(|x| x["type"] == "success")
-            .and_then(|x| x["success"].as_bool()),
+            .and_then(|x| x["success"].as_bool())
+            .filter(|ok| !says_the_same(status, *ok)),
         approval_id: text(st.get("approval_id")),
         approval_timeout_at: text(st.get("timeout_at")),
         denied_reason: (status == "denied")
@@ -299,6 +317,11 @@ fn tool_call(et: &Value, detail: Detail) -> ToolCall {
             })
             .flatten(),
     }
+}
+
+/// A success flag `status` already states (`success` with true, `failed` with false).
+fn says_the_same(status: &str, ok: bool) -> bool {
+    matches!((status, ok), ("success", true) | ("failed", false))
 }
 
 #[cfg(test)]
@@ -385,9 +408,27 @@ mod tests {
                 "action": "command_run", "command": "ls", "result": {
                     "exit_status": {"type": "success", "success": true}, "output": "demo"}},
                 "status": {"status": "success"}}, "content": "ls"}});
+        let brief = at(&ls, Channel::Normalized, Detail::Compact);
+        assert_eq!(brief["tool"]["status"], "success");
+        assert!(
+            brief["tool"].get("success").is_none(),
+            "the flag status already states is left out: {brief}"
+        );
+        let mut odd = ls.clone();
+        odd["content"]["entry_type"]["action_type"]["result"]["exit_status"]["success"] =
+            json!(false);
         assert_eq!(
-            at(&ls, Channel::Normalized, Detail::Compact)["tool"]["success"],
-            true
+            at(&odd, Channel::Normalized, Detail::Compact)["tool"]["success"],
+            false,
+            "a flag that says something status does not is kept"
+        );
+        let outcome = serde_json::to_value(outcome_only(
+            compact(raw(&ls), Channel::Normalized, Detail::Compact).unwrap(),
+        ))
+        .unwrap();
+        assert_eq!(
+            outcome,
+            json!({"kind": "tool_use", "tool": {"name": "Bash", "status": "success"}})
         );
         let standard = at(&ls, Channel::Normalized, Detail::Standard);
         assert_eq!(standard["tool"]["output"], "demo");

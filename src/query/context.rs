@@ -47,13 +47,14 @@ pub struct WorkspaceContext {
     pub workspace_repos: Vec<WorkspaceRepo>,
     /// Store token at the time of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
 /// What each detail level shows of `get_context`: ids, names and branches at 0; the
 /// workspace folder on the VK host from 1.
 pub const CONTEXT_RULES: Rules = Rules {
+    finish: None,
     standard: &["workspace_path"],
     verbatim: &[],
     nested: &[],

@@ -8,8 +8,9 @@
 //!
 //! - **0** (the default): the fields an agent needs to decide its next call. Fields listed as
 //!   `standard` or `verbatim` are left out, and so is every field whose value is null, false or
-//!   an empty list (absent means null / false / none). `freshness` is reduced to `{upstream}`
-//!   while the daemon is connected and bootstrapped (in full otherwise: then it matters).
+//!   an empty list (absent means null / false / none). `freshness` is left out while the
+//!   daemon is connected and bootstrapped (absent means "current"), and shown in full
+//!   otherwise: then it matters.
 //! - **1**: level 0 plus the `standard` fields (timestamps, metadata, per-item stats); nulls
 //!   and empty lists are still left out.
 //! - **2**: the full answer, untouched.
@@ -79,10 +80,14 @@ pub struct Rules {
     pub verbatim: &'static [&'static str],
     /// Fields holding an object or a list of objects, with the rules of those objects.
     pub nested: &'static [(&'static str, &'static Rules)],
+    /// A last step for this object below level 2, after the fields above (for a rule that
+    /// depends on values, e.g. a status's `result` that only says "wait").
+    pub finish: Option<fn(&mut Map<String, Value>, Detail)>,
 }
 
 impl Rules {
     pub const NONE: Rules = Rules {
+        finish: None,
         standard: &[],
         verbatim: &[],
         nested: &[],
@@ -127,6 +132,9 @@ pub fn shape_object(m: &mut Map<String, Value>, rules: &Rules, detail: Detail) {
         }
     }
     m.retain(|_, v| !is_empty(v, detail));
+    if let Some(finish) = rules.finish {
+        finish(m, detail);
+    }
 }
 
 /// Left out below level 2: null and the empty list; at level 0 also false.
@@ -139,15 +147,16 @@ fn is_empty(v: &Value, detail: Detail) -> bool {
     }
 }
 
-/// Level 0's freshness: just `{upstream}` while all is well, in full when it is not.
+/// Level 0's freshness: left out while all is well (connected and bootstrapped: absent means
+/// the cache is current), in full when it is not.
 pub fn compact_freshness(answer: &mut Map<String, Value>) {
-    let Some(Value::Object(f)) = answer.get_mut("freshness") else {
+    let Some(Value::Object(f)) = answer.get("freshness") else {
         return;
     };
     let healthy = f.get("upstream").and_then(Value::as_str) == Some("connected")
         && f.get("bootstrapped").and_then(Value::as_bool) == Some(true);
     if healthy {
-        f.retain(|k, _| k == "upstream");
+        answer.remove("freshness");
     }
 }
 
@@ -165,11 +174,13 @@ mod tests {
     use serde_json::json;
 
     const ITEM: Rules = Rules {
+        finish: None,
         standard: &["created_at"],
         verbatim: &["description"],
         nested: &[],
     };
     const PAGE: Rules = Rules {
+        finish: None,
         standard: &["total"],
         verbatim: &[],
         nested: &[("items", &ITEM)],
@@ -188,7 +199,7 @@ mod tests {
         );
         assert_eq!(
             shape(full, &PAGE, Detail::Compact),
-            json!({"items": [{"id": 1}], "freshness": {"upstream": "connected"}})
+            json!({"items": [{"id": 1}]})
         );
         let down = json!({"freshness": {"upstream": "down", "bootstrapped": true}});
         assert_eq!(shape(down.clone(), &Rules::NONE, Detail::Compact), down);

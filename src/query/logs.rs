@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use super::compact_log::{CompactEntry, compact};
+use super::compact_log::{CompactEntry, compact, outcome_only};
 use super::detail::{Detail, Rules};
 use super::target;
 use super::{Freshness, Query, Since, View};
@@ -110,7 +110,9 @@ pub struct LogPage {
     /// Pass as `cursor` to page older history; null when there is none (or in after mode).
     pub next_cursor: Option<u64>,
     /// With `since_token`: entries of this process at or below the page that were rewritten in
-    /// place since that token (e.g. a tool call that got its result). Replace your copies.
+    /// place since that token (e.g. a tool call that got its result). Replace your copies; at
+    /// detail 0 a tool call that only got its outcome carries `tool` {name, status, exit…}
+    /// alone (update those fields of the call you hold at that index).
     pub replaced: Vec<LogEntry>,
     /// With `since_token`: entries earlier processes of the attempt wrote after that token
     /// (oldest first), so switching to a follow-up's process never loses the end of the last one.
@@ -133,7 +135,7 @@ pub struct LogPage {
     /// True when `since_token` was from another store generation or the future; `replaced`
     /// and `earlier_process_entries` are then empty and the client should re-read from scratch.
     pub token_reset: bool,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -141,6 +143,7 @@ pub struct LogPage {
 /// `compact_log`): the echoes of the request (attempt, channel), the process's id and run
 /// reason from 1 (`process_changed` says when a follow-up switched processes).
 pub const LOG_PAGE_RULES: Rules = Rules {
+    finish: None,
     standard: &[
         "attempt_id",
         "channel",
@@ -284,7 +287,7 @@ fn replaced_entries(
         _ => None,
     };
     let mut replaced = Vec::new();
-    for idx in reader.replaced_since(pid, req.channel, since)? {
+    for (idx, kept_call) in reader.replaced_since(pid, req.channel, since)? {
         if replaced.len() >= limit {
             break;
         }
@@ -292,7 +295,11 @@ fn replaced_entries(
             continue;
         }
         if let Some(e) = reader.log_entry(pid, req.channel, idx)? {
-            replaced.push(log_entry(e, req.channel, req.detail));
+            let mut entry = log_entry(e, req.channel, req.detail);
+            if kept_call && req.detail == Detail::Compact {
+                entry.compact = entry.compact.map(outcome_only);
+            }
+            replaced.push(entry);
         }
     }
     Ok(replaced)

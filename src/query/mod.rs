@@ -45,7 +45,8 @@ pub struct Query {
     pub status_memo: Arc<status_memo::StatusMemo>,
 }
 
-/// How current the cache is; part of every tool response.
+/// How current the cache is; part of every tool response at detail 1 and 2, and at detail 0
+/// only when the cache is not current (upstream not `connected`, or not bootstrapped yet).
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct Freshness {
     /// State of the daemon's connection to Vibe Kanban: `connected`, `reconnecting` or `down`.

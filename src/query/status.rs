@@ -65,7 +65,8 @@ pub struct AttemptStatus {
     /// The latest relevant process in brief; null if none.
     pub latest_process: Option<ProcessSummary>,
     /// Verdict and next step (seed 003): outcome, recommended_next_action, next_tool, reason,
-    /// finalized_at, exit_code, last_error.
+    /// finalized_at, exit_code, last_error. Detail 0 leaves it out while it only says "wait"
+    /// (next_tool `wait_for_attempt_change`, no next action).
     pub result: AttemptResult,
     /// True while a dev server of this attempt runs (it never affects `state`).
     pub dev_server_running: bool,
@@ -117,22 +118,25 @@ pub struct StatusAnswer {
     attempts: Option<Vec<AttemptStatus>>,
     /// Requested ids the cache does not know (never created, deleted, or not yet ingested).
     not_found: Vec<Uuid>,
-    /// Number of requested attempts left out because nothing changed since `since_token`.
+    /// Number of requested attempts left out because nothing changed since `since_token`
+    /// (detail 0 leaves out a 0).
     unchanged: usize,
     /// Store token at the time of this read; pass it as `since_token` to later calls.
     token: String,
     /// True when `since_token` was from another store generation or the future: the answer is
     /// complete, as if no token had been given.
     token_reset: bool,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     freshness: Freshness,
 }
 
 /// The status fields each detail level shows (`query::detail`): level 0 keeps the attempt,
 /// its state, its session, `result`'s routing fields, failure text and activity time — every
 /// attempt tool takes the attempt id, so the process id is from 1, like `attempt_token` (the
-/// page's `token` is the `since_token`).
+/// page's `token` is the `since_token`). `result` shows at level 0 once it routes somewhere
+/// other than "wait" (`drop_waiting_result`).
 pub const STATUS_RULES: Rules = Rules {
+    finish: Some(drop_waiting_result),
     standard: &[
         "attempt_token",
         "latest_execution_process_id",
@@ -149,6 +153,7 @@ pub const STATUS_RULES: Rules = Rules {
 /// `result` below detail 2: the routing fields (`outcome`, `recommended_next_action`,
 /// `next_tool`, `exit_code`, `last_error`) at 0, the sentence and the end time from 1.
 pub const RESULT_RULES: Rules = Rules {
+    finish: None,
     standard: &["reason", "finalized_at"],
     verbatim: &[],
     nested: &[],
@@ -197,9 +202,31 @@ impl StatusView {
             return Ok((value, text));
         }
         let value = serde_json::to_value(tail).map_err(ToolError::internal)?;
-        let value = detail::shape(value, &Rules::NONE, self.detail);
+        let mut value = detail::shape(value, &Rules::NONE, self.detail);
+        if self.detail == Detail::Compact
+            && let serde_json::Value::Object(m) = &mut value
+            && m.get("unchanged").and_then(serde_json::Value::as_u64) == Some(0)
+        {
+            // Absent means none left out.
+            m.remove("unchanged");
+        }
         let text = value.to_string();
         Ok((value, text))
+    }
+}
+
+/// Level 0 leaves a status's `result` out while it only says "wait" (no next action, next
+/// tool `wait_for_attempt_change`): `state` already says the attempt is working or being
+/// prepared, and `result` appears once there is something to route on (finished, stopped,
+/// blocked on an approval).
+fn drop_waiting_result(status: &mut serde_json::Map<String, serde_json::Value>, level: Detail) {
+    let waiting = status.get("result").is_some_and(|r| {
+        r.get("recommended_next_action").is_none()
+            && r.get("next_tool").and_then(serde_json::Value::as_str)
+                == Some("wait_for_attempt_change")
+    });
+    if level == Detail::Compact && waiting {
+        status.remove("result");
     }
 }
 

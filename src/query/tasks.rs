@@ -93,7 +93,7 @@ pub struct TaskPage {
     pub total: usize,
     /// Store token at the time of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -139,7 +139,7 @@ pub struct AttemptList {
     pub latest_session_id: Option<Uuid>,
     /// Store token at the time of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -163,7 +163,7 @@ pub struct TaskDetail {
     pub attempts_total: Option<usize>,
     /// Store token at the time of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
@@ -381,6 +381,7 @@ fn attempt_page(
 /// A task below detail 2 in a listing: the description only at 2 (get_task has it at every
 /// level), creation time and the latest attempt's branch and executor from 1.
 pub const TASK_RULES: Rules = Rules {
+    finish: None,
     standard: &[
         "project_id",
         "created_at",
@@ -394,6 +395,7 @@ pub const TASK_RULES: Rules = Rules {
 /// The task of `get_task` (and of create_task / update_task answers): its description at
 /// every level.
 pub const TASK_DETAIL_TASK_RULES: Rules = Rules {
+    finish: None,
     standard: TASK_RULES.standard,
     verbatim: &[],
     nested: &[],
@@ -401,6 +403,7 @@ pub const TASK_DETAIL_TASK_RULES: Rules = Rules {
 
 /// An attempt in a listing: id, state and session at 0; branch, times and executor from 1.
 pub const ATTEMPT_RULES: Rules = Rules {
+    finish: None,
     standard: &[
         "workspace_branch",
         "created_at",
@@ -413,6 +416,7 @@ pub const ATTEMPT_RULES: Rules = Rules {
 
 /// `list_tasks`.
 pub const TASK_PAGE_RULES: Rules = Rules {
+    finish: None,
     standard: &[],
     verbatim: &[],
     nested: &[("tasks", &TASK_RULES)],
@@ -420,6 +424,7 @@ pub const TASK_PAGE_RULES: Rules = Rules {
 
 /// `list_task_attempts`.
 pub const ATTEMPT_LIST_RULES: Rules = Rules {
+    finish: None,
     standard: &[],
     verbatim: &[],
     nested: &[("attempts", &ATTEMPT_RULES)],
@@ -427,6 +432,7 @@ pub const ATTEMPT_LIST_RULES: Rules = Rules {
 
 /// `get_task`.
 pub const TASK_DETAIL_RULES: Rules = Rules {
+    finish: None,
     standard: &[],
     verbatim: &[],
     nested: &[

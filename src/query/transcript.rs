@@ -65,18 +65,20 @@ pub struct TranscriptPage {
     pub next_cursor: Option<u64>,
     /// Store token at the time of this read (opaque).
     pub token: String,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
 }
 
 /// What each detail level shows of `tail_session_messages`: turns with prompt, answer and
 /// status at 0; the executor and the turns' times from 1.
 pub const TRANSCRIPT_RULES: Rules = Rules {
+    finish: None,
     standard: &["executor"],
     verbatim: &[],
     nested: &[(
         "turns",
         &Rules {
+            finish: None,
             standard: &["created_at", "completed_at"],
             verbatim: &[],
             nested: &[],

@@ -88,7 +88,7 @@ pub struct WaitResult {
     pub token_reset: bool,
     /// How long the call waited, in milliseconds.
     pub waited_ms: u64,
-    /// How current the cache is.
+    /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
     /// With `include_activity`: the project's activity after `since_token` (or after the
     /// wait's start), oldest first, at most 50 items; continue with tail_project_activity and
@@ -100,6 +100,7 @@ pub struct WaitResult {
 /// What each detail level shows of a wait's answer: the statuses as get_attempt_status shows
 /// them, the time waited from 1.
 pub const WAIT_RULES: Rules = Rules {
+    finish: None,
     standard: &["waited_ms"],
     verbatim: &[],
     nested: &[("attempts", &STATUS_RULES)],

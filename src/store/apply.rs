@@ -504,11 +504,16 @@ impl<'t, 'c> Pending<'t, 'c> {
             let is_new = max.is_none_or(|m| idx > m);
             if !is_new {
                 if let Some(old) = self.ov.get(&key)? {
-                    if decode(&old).is_some_and(|(_, j)| same_json(j, json)) {
+                    let old_json = decode(&old).map(|(_, j)| j);
+                    if old_json.is_some_and(|j| same_json(j, json)) {
                         continue;
                     }
-                    self.ov
-                        .insert(&keys::replaced_key(ch, pid, self.next, idx), Vec::new());
+                    let same_call = ch == Channel::Normalized
+                        && old_json.is_some_and(|j| crate::vk::entry::same_tool_call(j, json));
+                    self.ov.insert(
+                        &keys::replaced_key(ch, pid, self.next, idx),
+                        keys::replaced_value(same_call),
+                    );
                     replaced += 1;
                 } else {
                     appended += 1; // filling a hole below the max

@@ -132,6 +132,18 @@ pub fn replaced_key(channel: Channel, process: Uuid, token: u64, index: u64) -> 
     k
 }
 
+/// The value of a `REPLACED` record: `[1]` when the replacement kept the tool call it rewrote
+/// (`vk::entry::same_tool_call`: only the call's outcome changed), empty otherwise (and in
+/// stores written before this mark existed, which read as "the entry may have changed").
+pub fn replaced_value(same_call: bool) -> Vec<u8> {
+    if same_call { vec![1] } else { Vec::new() }
+}
+
+/// Whether a `REPLACED` record's value says the tool call was kept.
+pub fn replaced_kept_call(value: &[u8]) -> bool {
+    value == [1]
+}
+
 pub fn complete_key(channel: Channel, process: Uuid) -> [u8; 18] {
     let mut k = [0u8; 18];
     k[0] = table::LOGS_COMPLETE;

@@ -363,23 +363,24 @@ impl StoreReader {
             .count()
     }
 
-    /// Indices of entries replaced in place by batches with token > `since`.
-    pub fn replaced_since(&self, process: Uuid, ch: Channel, since: u64) -> R<Vec<u64>> {
+    /// Entries replaced in place by batches with token > `since`, by index, each with whether
+    /// every one of those replacements kept the tool call (`keys::replaced_value`): then only
+    /// the call's outcome changed since `since`.
+    pub fn replaced_since(&self, process: Uuid, ch: Channel, since: u64) -> R<Vec<(u64, bool)>> {
         let prefix = keys::replaced_prefix(ch, process);
         let start = keys::replaced_key(ch, process, since.saturating_add(1), 0);
-        let mut out = Vec::new();
+        let mut out = std::collections::BTreeMap::new();
         for item in self.tree.range(start..) {
-            let (k, _) = item?;
+            let (k, v) = item?;
             if !k.starts_with(&prefix) {
                 break;
             }
             if let Some(i) = keys::trailing_u64(&k) {
-                out.push(i);
+                let kept = keys::replaced_kept_call(&v);
+                out.entry(i).and_modify(|all| *all &= kept).or_insert(kept);
             }
         }
-        out.sort_unstable();
-        out.dedup();
-        Ok(out)
+        Ok(out.into_iter().collect())
     }
 
     pub fn log_entry(&self, process: Uuid, ch: Channel, index: u64) -> R<Option<StoredEntry>> {

@@ -265,8 +265,8 @@ fn a_replaced_log_entry_is_found_by_replaced_since() {
     let replace = apply(&mut w, vec![logs(a, p, &[(1, r#""new""#)])]);
     assert_eq!(replace.token, Some(2));
     let read = store.read();
-    assert_eq!(read.replaced_since(p, ch, 0).unwrap(), vec![1]);
-    assert_eq!(read.replaced_since(p, ch, 1).unwrap(), vec![1]);
+    assert_eq!(read.replaced_since(p, ch, 0).unwrap(), vec![(1, false)]);
+    assert_eq!(read.replaced_since(p, ch, 1).unwrap(), vec![(1, false)]);
     assert!(
         read.replaced_since(p, ch, 2).unwrap().is_empty(),
         "a client at the replacing token has already seen it"
@@ -284,8 +284,44 @@ fn a_replaced_log_entry_is_found_by_replaced_since() {
         apply(&mut w, vec![logs(a, p, &[(1, r#""newer""#)])]).token,
         Some(3)
     );
-    assert_eq!(store.read().replaced_since(p, ch, 2).unwrap(), vec![1]);
+    assert_eq!(
+        store.read().replaced_since(p, ch, 2).unwrap(),
+        vec![(1, false)]
+    );
     assert!(store.read().replaced_since(p, ch, 3).unwrap().is_empty());
+}
+
+/// A tool call that only got its outcome is marked as kept; once any replacement since the
+/// client's token changed the call itself, the mark is gone for that client.
+#[test]
+fn replaced_since_says_whether_the_tool_call_was_kept() {
+    let (store, mut w) = temporary();
+    let (a, p, ch) = (id(1), id(2), Channel::Normalized);
+    let call = |cmd: &str, status: &str| {
+        serde_json::json!({"type": "NORMALIZED_ENTRY", "content": {"entry_type": {
+            "type": "tool_use", "tool_name": "Bash", "action_type": {"action": "command_run",
+            "command": cmd}, "status": {"status": status}}, "content": cmd}})
+        .to_string()
+    };
+    apply(&mut w, vec![logs(a, p, &[(0, &call("ls", "created"))])]);
+    apply(&mut w, vec![logs(a, p, &[(0, &call("ls", "success"))])]);
+    assert_eq!(
+        store.read().replaced_since(p, ch, 1).unwrap(),
+        vec![(0, true)]
+    );
+    apply(&mut w, vec![logs(a, p, &[(0, &call("ls -la", "success"))])]);
+    let read = store.read();
+    assert_eq!(read.replaced_since(p, ch, 1).unwrap(), vec![(0, false)]);
+    assert_eq!(read.replaced_since(p, ch, 2).unwrap(), vec![(0, false)]);
+    apply(&mut w, vec![logs(a, p, &[(0, &call("ls -la", "failed"))])]);
+    assert_eq!(
+        store.read().replaced_since(p, ch, 3).unwrap(),
+        vec![(0, true)]
+    );
+    assert_eq!(
+        store.read().replaced_since(p, ch, 1).unwrap(),
+        vec![(0, false)]
+    );
 }
 
 /// VK's `history_truncated` is kept only when the cache really misses something below VK's

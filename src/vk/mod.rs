@@ -8,8 +8,10 @@
 //! - [`process`]: run reasons, process statuses, [`ProcessFacts`].
 //! - [`select`]: VK's selection rules (latest attempt/session, the status and log process).
 //! - [`channel`]: the two logs of a process.
+//! - [`entry`]: whether a rewrite of a log entry kept its tool call.
 
 pub mod channel;
+pub mod entry;
 pub mod fields;
 pub mod process;
 pub mod select;

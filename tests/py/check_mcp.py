@@ -155,12 +155,15 @@ class Session:
         check(r.is_error is False, f"{name}({short(args)}) returned is_error={r.is_error}: {short(text)}")
         sc = r.structured_content
         check(isinstance(sc, dict), f"{name}({short(args)}): structured_content is not a dict: {short(sc)}")
+        # Detail 0 (the default) leaves freshness out while the cache is current; levels 1
+        # and 2 always carry it.
         fr = sc.get("freshness")
-        check(isinstance(fr, dict), f"{name}({short(args)}): no freshness object: {short(sc)}")
-        check(
-            fr.get("upstream") in UPSTREAM_STATES,
-            f"{name}({short(args)}): freshness.upstream={fr.get('upstream')!r} not in {sorted(UPSTREAM_STATES)}",
-        )
+        if fr is not None or args.get("detail", 0) != 0:
+            check(isinstance(fr, dict), f"{name}({short(args)}): no freshness object: {short(sc)}")
+            check(
+                fr.get("upstream") in UPSTREAM_STATES,
+                f"{name}({short(args)}): freshness.upstream={fr.get('upstream')!r} not in {sorted(UPSTREAM_STATES)}",
+            )
         return sc
 
     async def err(self, name: str, args: dict[str, Any], code: str) -> dict[str, Any]:
