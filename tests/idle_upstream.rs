@@ -40,9 +40,16 @@ async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
     Daemon::start(valid, None).await.expect("daemon starts")
 }
 
+/// The board's project, added before the daemon starts: adding a project reloads VK's config,
+/// which moves `loaded_at_unix_ms`, the only run identity VK offers (docs/vk-contract.md), so a
+/// project added after the daemon's first connection makes its next reconnect resync (safe,
+/// but not what these tests measure).
+fn board_project(sim: &Sim) -> uuid::Uuid {
+    sim.add_project("Idle", &["demo"])
+}
+
 /// A board with a few tasks and one finished attempt, fully cached.
-async fn settled_board(sim: &Sim, daemon: &Daemon) {
-    let project = sim.add_project("Idle", &["demo"]);
+async fn settled_board(sim: &Sim, daemon: &Daemon, project: uuid::Uuid) {
     for i in 0..5 {
         sim.add_task(project, &format!("task {i}"), None);
     }
@@ -92,9 +99,10 @@ fn counts(daemon: &Daemon, sim: &Sim) -> Counts {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_alives_alone_keep_an_idle_vk_connected() {
     let sim = quiet_sim().await;
+    let project = board_project(&sim);
     let dir = tempfile::tempdir().unwrap();
     let daemon = daemon(&sim, dir.path()).await;
-    settled_board(&sim, &daemon).await;
+    settled_board(&sim, &daemon, project).await;
     let before = counts(&daemon, &sim);
     let query = Query::new(daemon.store.clone(), daemon.health.clone());
 
@@ -131,9 +139,10 @@ async fn keep_alives_alone_keep_an_idle_vk_connected() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_stream_reconnects_and_resumes_without_a_resync() {
     let sim = quiet_sim().await;
+    let project = board_project(&sim);
     let dir = tempfile::tempdir().unwrap();
     let daemon = daemon(&sim, dir.path()).await;
-    settled_board(&sim, &daemon).await;
+    settled_board(&sim, &daemon, project).await;
     let before = counts(&daemon, &sim);
     let stored_seq = daemon.store.read().upstream_seq().unwrap();
     assert!(

@@ -49,8 +49,8 @@ pub const GET_ATTEMPT_STATUS: &str = "State of attempts (idle | running | comple
 Use when: checking if an agent run is going, done or failed.
 Required: exactly one of attempt_id or attempt_ids (max 100).
 Optional: since_token (changed since only), include_result, detail (0|1|2).
-Next: result.next_tool.
-Avoid: passing both attempt_id and attempt_ids; polling one attempt at a time (batch, or wait_for_attempt_change).";
+Next: result.next_tool (none at detail 0: wait).
+Avoid: passing both ids; polling one attempt at a time (batch, or wait_for_attempt_change).";
 
 pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log (latest coding agent, else its setup/cleanup script) in oldest-first pages.
 Use when: seeing what the agent did or why it failed, or following new output.

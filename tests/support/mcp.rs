@@ -91,9 +91,13 @@ impl Mcp {
         let Value::Object(map) = args else {
             panic!("arguments must be an object")
         };
-        // Detail 0 leaves `freshness` out while the cache is current.
-        let level0 =
-            DETAIL_TOOLS.contains(&name) && map.get("detail").is_none_or(|d| d.as_u64() == Some(0));
+        // Detail 0 (asked for, or the default: `detail` absent or null) leaves `freshness` out
+        // while the cache is current.
+        let level0 = DETAIL_TOOLS.contains(&name)
+            && map
+                .get("detail")
+                .and_then(Value::as_u64)
+                .is_none_or(|d| d == 0);
         let r = self
             .client
             .peer()
