@@ -1,14 +1,15 @@
 //! Phase bytes (issue 17, "agent loop bytes"): what following one attempt costs an agent's
 //! context at the default detail (0) and at detail 2 (VK's objects verbatim). The simulator
-//! writes one coding-agent run of 2,000 normalized entries (VK's recorded entry shapes: tool
-//! calls created then replaced with their result, assistant, system and error messages), ten
-//! per tick, a tick standing for 2 s. Two agents follow it in lockstep as docs/agent-guide.md's
-//! loop does: each tick `get_attempt_status` (with `since_token`) and `tail_attempt_logs` with
-//! `after_entry_index` (+ `since_token`, paging while `has_more`); at the end the last status,
+//! writes one coding-agent run of 2,000 normalized entries replayed from VK's recorded live
+//! frames (`bytes_run`), at two paces: the recording's own and ten entries per 2-s tick. Two
+//! agents follow it in lockstep as docs/agent-guide.md's loop does: each tick
+//! `get_attempt_status` (with `since_token`) and `tail_attempt_logs` with `after_entry_index`
+//! (+ `since_token`, paging while `has_more`); at the end the last status,
 //! `get_attempt_changes` and `tail_session_messages` once. Counted: the bytes of every answer's
 //! document (the JSON text an agent reads). Asserted, not just reported: at detail 0 the agent
-//! saw every entry index, every tool call (with its final status, through `replaced`) and every
-//! state the detail-2 agent saw.
+//! saw every entry index, every tool call with the final status VK left it in (through
+//! `replaced` when VK finished it after the agent first saw it) and every state the detail-2
+//! agent saw.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
