@@ -202,6 +202,16 @@ async fn every_read_tool_answers_at_three_levels() {
     assert_eq!(c0["files"].as_array().unwrap().len(), 3);
     assert!(has(&c0, "summary") && !has(&c0, "guard") && !has(&c0, "hint"));
     assert!(has(&c1, "guard") && c2["hint"].is_null());
+    // Per-file counts from 1 on, read from VK's patch (the world's files are created files of
+    // 3, 3 and 1 lines).
+    assert!(!has(&c0, "file_stats"));
+    assert_eq!(
+        c1["file_stats"],
+        json!([{"path": "demo/src/f0.rs", "added": 3, "deleted": 0},
+               {"path": "demo/src/f1.rs", "added": 3, "deleted": 0},
+               {"path": "docs/src/f0.rs", "added": 1, "deleted": 0}])
+    );
+    assert_eq!(c2["file_stats"], c1["file_stats"]);
     let summary_only = mcp
         .call(
             "get_attempt_changes",
@@ -350,6 +360,72 @@ async fn forced_file_lists_have_an_absolute_ceiling() {
     assert_eq!(forced["blocked_reason"], "too_many_files");
     assert_eq!(forced["summary"]["file_count"], 5_001);
     assert!(!has(&forced, "files") && forced["hint"].as_str().unwrap().contains("5000"));
+}
+
+/// Per-file counts come from VK's patch (its created file's empty old side counts as nothing)
+/// and only within the patch's limits: over 100 files there are none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_file_counts_come_from_vks_patch_within_its_limits() {
+    use vk_observer::sim::{AttemptScript, SimFile};
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let project = sim.add_project("Counts", &["demo"]);
+    let file = |path: &str, change: &str, additions: u64, deletions: u64| SimFile {
+        repo: "demo".into(),
+        path: path.into(),
+        change: change.into(),
+        additions,
+        deletions,
+        content: "one\ntwo\nthree\n".into(),
+    };
+    let mixed = sim
+        .run_attempt_script(
+            sim.add_task(project, "Mixed change", None),
+            AttemptScript {
+                files: vec![
+                    file("new.rs", "added", 3, 0),
+                    file("lib.rs", "modified", 2, 5),
+                    file("gone.rs", "deleted", 0, 4),
+                ],
+                ..Default::default()
+            },
+        )
+        .await;
+    let wide = sim
+        .run_attempt_script(
+            sim.add_task(project, "Wide change", None),
+            AttemptScript {
+                files: files("demo", 101, 1),
+                ..Default::default()
+            },
+        )
+        .await;
+    support::converge(&daemon.store, &sim, Duration::from_secs(30), "counts").await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let counted = mcp
+        .call(
+            "get_attempt_changes",
+            json!({"attempt_id": mixed.attempt_id, "detail": 1}),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        counted["file_stats"],
+        json!([{"path": "demo/gone.rs", "added": 0, "deleted": 4},
+               {"path": "demo/lib.rs", "added": 2, "deleted": 5},
+               {"path": "demo/new.rs", "added": 3, "deleted": 0}]),
+        "{counted}"
+    );
+    let wide = mcp
+        .call(
+            "get_attempt_changes",
+            json!({"attempt_id": wide.attempt_id, "detail": 1}),
+        )
+        .await
+        .ok();
+    assert_eq!(wide["files"].as_array().unwrap().len(), 101);
+    assert!(!has(&wide, "file_stats"), "over /patch's 100 paths: none");
 }
 
 /// A normalized entry as VK writes it.

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::Context;
 use super::error::IngestResult;
+use super::file_stats;
 use super::signal::Signal;
 use crate::store::events::DomainEvent;
 use crate::upstream::UpstreamError;
@@ -168,6 +169,9 @@ impl Jobs {
             tracing::warn!(%attempt_id, "VK's change summary is not an object; skipped");
             return false;
         };
+        if let Some(stats) = self.file_stats(attempt_id, obj).await {
+            obj.insert(crate::store::events::CHANGES_FILE_STATS.into(), stats);
+        }
         obj.insert(
             crate::store::events::CHANGES_AS_OF.into(),
             chrono::Utc::now()
@@ -182,6 +186,35 @@ impl Jobs {
             }])
             .await
             .is_ok()
+    }
+
+    /// The per-file counts to store with `changes`: the cached ones when VK's summary is the
+    /// one cached, else read from VK's `/patch` when `file_stats::eligible` (None otherwise, or
+    /// when VK does not give them).
+    async fn file_stats(
+        &self,
+        attempt_id: Uuid,
+        changes: &serde_json::Map<String, serde_json::Value>,
+    ) -> Option<serde_json::Value> {
+        let key = crate::store::events::CHANGES_FILE_STATS;
+        let cached = self.ctx.store.read().changes(attempt_id).ok().flatten();
+        if let Some(c) = cached
+            && ["summary", "files", "blocked", "blockedReason"]
+                .iter()
+                .all(|k| c.value.get(*k) == changes.get(*k))
+            && let Some(stats) = c.value.get(key)
+        {
+            return Some(stats.clone());
+        }
+        let files = file_stats::eligible(changes)?;
+        let body = file_stats::patch_request(&files);
+        match self.ctx.client.attempt_patch(attempt_id, &body).await {
+            Ok(answer) => file_stats::from_patch_answer(&answer),
+            Err(e) => {
+                tracing::debug!(%attempt_id, error = %e, "per-file change counts not read");
+                None
+            }
+        }
     }
 
     /// Read an attempt's branch status from VK and store it with its read time; `done` (if any)

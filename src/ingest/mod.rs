@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod coordinator;
 pub mod driver;
 pub mod error;
+pub mod file_stats;
 pub mod fresh_changes;
 pub mod jobs;
 pub mod logs;

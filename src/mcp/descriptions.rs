@@ -59,10 +59,10 @@ Optional: channel (normalized|raw), limit (1-500), cursor (older page) OR after_
 Next: call again with after_entry_index = last entry_index seen.
 Avoid: re-reading the last N entries and de-duplicating; sending cursor and after_entry_index together.";
 
-pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed files (repo-prefixed paths, no contents).
+pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed files (repo-prefixed paths).
 Use when: reviewing a completed run, or what a running agent changed so far (live: true).
 Required: attempt_id.
-Optional: force (list files past the diff guard; never past 5000), include_files (false: summary only), detail (0|1|2, default 0).
+Optional: force (list files past the diff guard; never past 5000), include_files (false: summary only), detail (0|1|2; 1 adds per-file counts).
 Next: get_attempt_patch or get_attempt_file for contents of selected paths; follow_up to ask for fixes.
 Avoid: retrying with force after blocked_reason=summary_failed (force does not help); expecting file contents here.";
 

@@ -24,6 +24,17 @@ pub struct ChangeSummary {
     pub total_bytes: u64,
 }
 
+/// Lines added and deleted in one changed file.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct FileStat {
+    /// The file, as in `files` (`<repo>/<path>`).
+    pub path: String,
+    /// Lines added.
+    pub added: u64,
+    /// Lines deleted.
+    pub deleted: u64,
+}
+
 /// The thresholds in force (VK's `diff_preview_guard` preset).
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct Guard {
@@ -58,6 +69,10 @@ pub struct ChangesPage {
     /// Changed paths, prefixed with the repository name (`<repo>/<path>`), sorted; empty when
     /// blocked. No contents: use get_attempt_patch or get_attempt_file for those.
     pub files: Vec<String>,
+    /// Detail 1 and 2: lines added and deleted per file of `files`, read from VK's patch with
+    /// the summary. Empty when `files` is, when the change is over 100 files or 20,000 lines
+    /// (read get_attempt_patch for those), or when VK gave no patch.
+    pub file_stats: Vec<FileStat>,
     /// The guard thresholds applied.
     pub guard: Guard,
     /// Token of the change summary in the cache (opaque); the summary is refreshed when a
@@ -102,10 +117,10 @@ pub fn guard(preset: &str) -> Guard {
 pub const FORCED_FILES_MAX: u64 = 5_000;
 
 /// What each detail level shows of `get_attempt_changes`: totals, block and files at 0; the
-/// guard's thresholds and the summary's token from 1.
+/// per-file counts, the guard's thresholds and the summary's token from 1.
 pub const CHANGES_RULES: Rules = Rules {
     finish: None,
-    standard: &["guard", "changes_token"],
+    standard: &["guard", "changes_token", "file_stats"],
     verbatim: &[],
     nested: &[],
 };
@@ -178,6 +193,7 @@ impl Query {
             f.dedup();
             f
         };
+        let file_stats = file_stats(v, &files);
         let hint = blocked_reason.map(|r| match r {
             "threshold_exceeded" => "The change is over the diff guard's thresholds: call get_attempt_changes again with force: true, or get_attempt_patch with a few paths.".to_string(),
             "too_many_files" => format!("The change touches more than {FORCED_FILES_MAX} files, too many to list even when forced: use the summary, or get_attempt_patch with the paths you care about."),
@@ -191,6 +207,7 @@ impl Query {
             blocked_reason: blocked_reason.map(str::to_owned),
             forced: force && over && blocked_reason.is_none(),
             files,
+            file_stats,
             guard,
             changes_token: crate::store::token::Token {
                 epoch: self.store.epoch(),
@@ -206,6 +223,29 @@ impl Query {
             freshness,
         })
     }
+}
+
+/// The cached per-file counts (`CHANGES_FILE_STATS`) of `files`, in their order; empty
+/// unless every listed file has its counts (a partial set would read as a smaller change).
+fn file_stats(stored: &Value, files: &[String]) -> Vec<FileStat> {
+    let Some(all) = stored
+        .get(crate::store::events::CHANGES_FILE_STATS)
+        .and_then(Value::as_object)
+    else {
+        return Vec::new();
+    };
+    let stats: Option<Vec<FileStat>> = files
+        .iter()
+        .map(|path| {
+            let s = all.get(path)?;
+            Some(FileStat {
+                path: path.clone(),
+                added: s.get("added")?.as_u64()?,
+                deleted: s.get("deleted")?.as_u64()?,
+            })
+        })
+        .collect();
+    stats.unwrap_or_default()
 }
 
 /// Does a coding agent of the attempt run (the cache then re-reads its changes as it works)?

@@ -82,8 +82,11 @@ pub struct Rules {
     pub nested: &'static [(&'static str, &'static Rules)],
     /// A last step for this object below level 2, after the fields above (for a rule that
     /// depends on values, e.g. a status's `result` that only says "wait").
-    pub finish: Option<fn(&mut Map<String, Value>, Detail)>,
+    pub finish: Option<Finish>,
 }
+
+/// A value-dependent last step of [`Rules`]: edits one object at a level below 2.
+pub type Finish = fn(&mut Map<String, Value>, Detail);
 
 impl Rules {
     pub const NONE: Rules = Rules {

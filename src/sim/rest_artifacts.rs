@@ -125,16 +125,7 @@ pub(crate) async fn patch(
         if !b.paths.contains(&full) {
             continue;
         }
-        let lines: Vec<&str> = f.content.lines().collect();
-        text.push_str(&format!(
-            "diff --git a/{full} b/{full}\n--- /dev/null\n+++ b/{full}\n@@ -0,0 +1,{} @@\n",
-            lines.len()
-        ));
-        for l in lines {
-            text.push('+');
-            text.push_str(l);
-            text.push('\n');
-        }
+        text.push_str(&vk_file_diff(&full, f));
     }
     let mut cut = text.len().min(max as usize);
     while !text.is_char_boundary(cut) {
@@ -146,4 +137,39 @@ pub(crate) async fn patch(
         json!({"blocked": false, "blockedReason": null, "truncated": truncated,
               "bytes": text.len(), "paths": b.paths, "patch": text}),
     )
+}
+
+/// One file of VK's patch text (`concatenate_diff_hunks`: `--- a/` / `+++ b/` headers, then the
+/// hunk), with as many `+` and `-` lines as the file's counts. VK diffs a missing side as one
+/// empty line, so a created file's hunk also deletes an empty line and a deleted one's adds one.
+fn vk_file_diff(full: &str, f: &super::types::SimFile) -> String {
+    let mut added: Vec<String> = f.content.lines().map(str::to_owned).collect();
+    added.resize(f.additions as usize, "more".to_string());
+    let mut removed: Vec<String> = (1..=f.deletions).map(|i| format!("old line {i}")).collect();
+    match f.change.as_str() {
+        "added" => removed = vec![String::new()],
+        "deleted" => added = vec![String::new()],
+        _ => {}
+    }
+    let range = |n: usize| match n {
+        0 => "0,0".to_string(),
+        1 => "1".to_string(),
+        _ => format!("1,{n}"),
+    };
+    let mut out = format!(
+        "--- a/{full}\n+++ b/{full}\n@@ -{} +{} @@\n",
+        range(removed.len()),
+        range(added.len())
+    );
+    for l in &removed {
+        out.push('-');
+        out.push_str(l);
+        out.push('\n');
+    }
+    for l in &added {
+        out.push('+');
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
 }

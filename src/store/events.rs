@@ -113,6 +113,11 @@ pub enum DomainEvent {
 /// RFC 3339 time; VK's answer has no such key).
 pub const CHANGES_AS_OF: &str = "asOf";
 
+/// The key of a stored change summary under which ingest keeps the per-file line counts it
+/// read from VK's `/patch` (`{"<repo>/<path>": {"added": n, "deleted": n}}`; absent when they
+/// could not be read, see `ingest::file_stats`).
+pub const CHANGES_FILE_STATS: &str = "fileStats";
+
 impl DomainEvent {
     /// Short name for logs and the event record.
     pub fn kind(&self) -> &'static str {

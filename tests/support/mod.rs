@@ -129,9 +129,11 @@ pub fn cache_diff(store: &Store, truth: &Truth) -> Vec<String> {
         .keys()
         .filter_map(|a| r.changes(*a).unwrap().map(|s| (*a, s.value)))
         .map(|(a, mut v)| {
-            // The cache stamps its read time on VK's summary; VK's own answer has none.
+            // The cache stamps its read time and the per-file counts (from VK's patch) on VK's
+            // summary; VK's own answer has neither.
             if let Some(o) = v.as_object_mut() {
                 o.remove(vk_observer::store::events::CHANGES_AS_OF);
+                o.remove(vk_observer::store::events::CHANGES_FILE_STATS);
             }
             (a, v)
         })
