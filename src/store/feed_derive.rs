@@ -151,7 +151,7 @@ impl Pending<'_, '_> {
 
     /// `process_started` for a new process (and `follow_up_sent` for a coding agent in a
     /// session that already ran one), `process_ended` when it leaves `running` (or arrives
-    /// ended), each exactly once per process.
+    /// ended), each exactly once per run of the process: an end is always after a start.
     pub(super) fn feed_process_upserted(
         &mut self,
         attempt: Uuid,
@@ -180,6 +180,11 @@ impl Pending<'_, '_> {
             }
         }
         let was_running = old.as_ref().is_none_or(|o| !has_ended(vk::status(o)));
+        // VK never runs an ended process again; if its data says so, the feed shows a new start
+        // rather than a second end without one.
+        if !was_running && !has_ended(status) {
+            self.feed.push(base(ActivityKind::ProcessStarted));
+        }
         if was_running && has_ended(status) {
             let mut item = base(ActivityKind::ProcessEnded);
             item.exit_code = new.get("exit_code").and_then(Value::as_i64);
