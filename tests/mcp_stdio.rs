@@ -1,6 +1,6 @@
 //! `vk-observer mcp`: the stdio bridge spawned as a child process by a real MCP client (rmcp's),
-//! forwarding to a daemon (progress notifications and cancellation included); and its clear
-//! failure when no daemon answers.
+//! forwarding to a daemon (progress notifications, cancellation and resource subscriptions
+//! included); and its clear failure when no daemon answers.
 
 mod support;
 
@@ -201,6 +201,76 @@ async fn stdio_bridge_relays_progress_and_cancels() {
         0,
         "the daemon's wait ended with the cancel"
     );
+    client.cancel().await.ok();
+    daemon.shutdown().await;
+}
+
+/// A client that passes on the URIs of the resource updates it receives.
+struct UpdateSink(tokio::sync::mpsc::UnboundedSender<String>);
+
+impl rmcp::ClientHandler for UpdateSink {
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.0.send(params.uri);
+    }
+}
+
+/// URIs updated within `d` (after draining what came before).
+async fn updates_within(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    d: Duration,
+) -> Vec<String> {
+    let end = tokio::time::Instant::now() + d;
+    let mut got = Vec::new();
+    while let Ok(Some(uri)) = tokio::time::timeout_at(end, rx.recv()).await {
+        got.push(uri);
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(deprecated)] // resources/subscribe is the 2025-11-25 way the bridge offers
+async fn stdio_bridge_relays_resource_subscriptions() {
+    use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let project = sim.add_project("Subscribed", &["demo"]);
+    sim.add_task(project, "First", None);
+    support::converge(&daemon.store, &sim, Duration::from_secs(20), "subscribed").await;
+    let url = format!("http://{}/mcp", daemon.addr);
+    let child = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|c| {
+        c.args(["mcp", "--daemon", &url]);
+    }))
+    .unwrap();
+    let (tx, mut updates) = tokio::sync::mpsc::unbounded_channel();
+    let client = UpdateSink(tx).serve(child).await.expect("bridge handshake");
+    let caps = client.peer().peer_info().unwrap().capabilities.clone();
+    assert_eq!(caps.resources.and_then(|r| r.subscribe), Some(true));
+
+    let uri = format!("vk-observer://projects/{project}/activity");
+    client
+        .peer()
+        .subscribe(SubscribeRequestParams::new(&uri))
+        .await
+        .unwrap();
+    let _ = updates_within(&mut updates, Duration::from_millis(300)).await;
+    sim.add_task(project, "Second", None);
+    let got = updates_within(&mut updates, Duration::from_secs(5)).await;
+    assert!(got.contains(&uri), "relayed updates: {got:?}");
+
+    client
+        .peer()
+        .unsubscribe(UnsubscribeRequestParams::new(&uri))
+        .await
+        .unwrap();
+    let _ = updates_within(&mut updates, Duration::from_millis(300)).await;
+    sim.add_task(project, "Third", None);
+    let after = updates_within(&mut updates, Duration::from_secs(1)).await;
+    assert!(after.is_empty(), "updates after unsubscribe: {after:?}");
     client.cancel().await.ok();
     daemon.shutdown().await;
 }

@@ -4,8 +4,10 @@
 //! `get_context` works for agents running inside an attempt workspace. A tool call's progress
 //! notifications (the daemon's keep-alives of a long wait, `mcp::progress`) are relayed to the
 //! stdio client under its own token, and a call the client cancels is cancelled at the daemon.
-//! Resource templates and reads are forwarded too; resource subscriptions are not (the
-//! capability is withdrawn here): a stdio client polls with `wait_for_attempt_change`.
+//! Resource templates and reads are forwarded too, and so are `resources/subscribe` and
+//! `unsubscribe`: the daemon leg's session holds the subscriptions and its
+//! `notifications/resources/updated` are relayed to the stdio client. `subscriptions/listen`
+//! (protocol 2026-07-28) is not offered here.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,7 +18,8 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
     ClientRequest, ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
-    ResultType, ServerConfig, ServerResult,
+    ResourceUpdatedNotificationParam, ResultType, ServerConfig, ServerResult,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RequestContext, RunningService, ServiceError,
@@ -35,9 +38,13 @@ pub struct Bridge {
 type Routes = HashMap<ProgressToken, (ProgressToken, Peer<RoleServer>)>;
 
 /// The daemon leg's client: rmcp gives each call to the daemon its own progress token, so
-/// progress is routed back by it to the stdio client's token and peer.
+/// progress is routed back by it to the stdio client's token and peer; resource updates go to
+/// the stdio peer that subscribed (one stdio client per bridge).
 #[derive(Clone, Default)]
-struct Relay(Arc<Mutex<Routes>>);
+struct Relay {
+    routes: Arc<Mutex<Routes>>,
+    updates: Arc<Mutex<Option<Peer<RoleServer>>>>,
+}
 
 /// Removes a call's route when the call ends, however it ends.
 struct Route(Relay, ProgressToken);
@@ -51,7 +58,11 @@ impl Drop for Route {
 impl Relay {
     fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
         // Single inserts and removes: a panic elsewhere cannot leave the map half-changed.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.routes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn updates(&self) -> std::sync::MutexGuard<'_, Option<Peer<RoleServer>>> {
+        self.updates.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn route(&self, daemon: ProgressToken, client: ProgressToken, peer: Peer<RoleServer>) -> Route {
@@ -73,6 +84,18 @@ impl ClientHandler for Relay {
             let _ = peer.notify_progress(params).await;
         }
     }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let peer = self.updates().clone();
+        if let Some(peer) = peer {
+            // The client gone: the bridge ends with it.
+            let _ = peer.notify_resource_updated(params).await;
+        }
+    }
 }
 
 fn upstream_error(url: &str, e: ServiceError) -> ErrorData {
@@ -90,11 +113,7 @@ impl ServerHandler for Bridge {
         let Some(info) = self.daemon.peer().peer_info() else {
             return ServerConfig::default();
         };
-        let mut capabilities = info.capabilities.clone();
-        // Updates of the daemon leg's session are not relayed to the stdio client.
-        if let Some(r) = capabilities.resources.as_mut() {
-            r.subscribe = None;
-        }
+        let capabilities = info.capabilities.clone();
         let mut config = ServerConfig::new(capabilities);
         if let Some(i) = &info.server_info {
             config = config.with_server_info(i.clone());
@@ -153,6 +172,33 @@ impl ServerHandler for Bridge {
             r.result_type = Some(ResultType::COMPLETE);
         }
         Ok(read)
+    }
+
+    #[allow(deprecated)] // the 2025-11-25 way; listen is not offered through the bridge
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *self.daemon.service().updates() = Some(context.peer.clone());
+        self.daemon
+            .peer()
+            .subscribe(request)
+            .await
+            .map_err(|e| upstream_error(&self.url, e))
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.daemon
+            .peer()
+            .unsubscribe(request)
+            .await
+            .map_err(|e| upstream_error(&self.url, e))
     }
 
     async fn call_tool(
