@@ -4,82 +4,18 @@
 //! attempts and per project), a parked `wait_for_attempt_change` wakes when it appears, is
 //! answered or times out, approve lets the agent finish, deny and timeout end as VK ends them,
 //! answering twice is a stable error and a `request_id` retry replays the first answer. The
-//! simulator's own route is checked against VK's recorded answers first.
+//! simulator's own route is checked against VK's recorded answers first. `watch` and a daemon
+//! restart with an approval pending are in `mcp_approvals_watch.rs`.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::approvals::{COMMAND, asking, list, start_asking, status_until};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::{ApprovalScript, AttemptIds, AttemptScript, Sim, SimApprovalStatus};
-
-const COMMAND: &str = "rm -rf build && cargo build";
-
-/// A script whose agent asks before its first Bash call, `ask_after` after showing it.
-fn asking(timeout: Duration, ask_after: Duration) -> AttemptScript {
-    AttemptScript {
-        approval: Some(ApprovalScript {
-            command: COMMAND.into(),
-            timeout,
-            ask_after: Some(ask_after),
-        }),
-        ..AttemptScript::default()
-    }
-}
-
-struct Blocked {
-    attempt: Uuid,
-    process: Uuid,
-    run: tokio::task::JoinHandle<AttemptIds>,
-}
-
-/// Starts the script on a new task and returns once the agent showed its tool call (created).
-async fn start_asking(sim: &Sim, project: Uuid, title: &str, script: AttemptScript) -> Blocked {
-    let task = sim.add_task(project, title, None);
-    let run = {
-        let sim = sim.clone();
-        tokio::spawn(async move { sim.run_attempt_script(task, script).await })
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "the agent never showed its tool call"
-        );
-        let truth = sim.truth();
-        let attempt = truth
-            .attempts
-            .iter()
-            .find(|(_, a)| a["task_id"] == json!(task.to_string()))
-            .map(|(id, _)| *id);
-        let of_attempt = |pid: &Uuid| {
-            let session = truth.processes[pid]["session_id"]
-                .as_str()
-                .unwrap_or_default();
-            let ws = session
-                .parse()
-                .ok()
-                .and_then(|s: Uuid| truth.sessions.get(&s));
-            attempt.is_some_and(|a| ws.is_some_and(|w| w["workspace_id"] == json!(a.to_string())))
-        };
-        let process = truth.normalized_logs.iter().find_map(|(pid, entries)| {
-            let shown = entries
-                .iter()
-                .any(|e| e.pointer("/content/content") == Some(&json!(COMMAND)));
-            (shown && of_attempt(pid)).then_some(*pid)
-        });
-        if let (Some(attempt), Some(process)) = (attempt, process) {
-            return Blocked {
-                attempt,
-                process,
-                run,
-            };
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use vk_observer::sim::{Sim, SimApprovalStatus};
 
 /// A token after which the attempt stayed unchanged for 300 ms.
 async fn quiet_token(mcp: &Mcp, attempt: Uuid) -> Value {
@@ -113,36 +49,6 @@ fn park(mcp: Mcp, attempt: Uuid, since: Value) -> tokio::task::JoinHandle<(Value
         let r = mcp.call("wait_for_attempt_change", args).await.ok();
         (r, Instant::now())
     })
-}
-
-/// Polls the status until `pred` holds.
-async fn status_until(
-    mcp: &Mcp,
-    attempt: Uuid,
-    what: &str,
-    pred: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        // The attempt may not be in the cache yet.
-        let s = match mcp
-            .call("get_attempt_status", json!({"attempt_id": attempt}))
-            .await
-        {
-            support::mcp::Reply::Ok(s) => s,
-            support::mcp::Reply::Err(e) => e,
-        };
-        if pred(&s) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "never {what}: {s}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn list(mcp: &Mcp, args: Value) -> Vec<Value> {
-    let r = mcp.call("list_approvals", args).await.ok();
-    r["approvals"].as_array().unwrap().clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -487,126 +393,4 @@ async fn time_out(
         .any(|e| e.pointer("/content/content") == Some(&json!("Approval timed out for tool Bash")));
     assert!(error, "an error_message entry for the timeout");
     id
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watch_shows_the_pending_approval_and_its_answer() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let sim = support::sim().await;
-    let project = sim.add_project("Watch approvals", &["demo"]);
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = support::daemon(&sim, dir.path()).await;
-    let mcp = Mcp::connect(daemon.addr).await;
-    let b = start_asking(
-        &sim,
-        project,
-        "Watch me",
-        asking(Duration::from_secs(3600), Duration::ZERO),
-    )
-    .await;
-    let s = status_until(&mcp, b.attempt, "blocked", |s| {
-        s["waiting_for"] == "approval"
-    })
-    .await;
-    let id = s["pending_approvals"][0]["approval_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_vk-observer"))
-        .args([
-            "watch",
-            &b.attempt.to_string(),
-            "--daemon",
-            &format!("http://{}/mcp", daemon.addr),
-            "--linger",
-            "1",
-        ])
-        .env("COLUMNS", "200")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    while !seen.iter().any(|l: &String| l.contains("⏸ approval")) {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("the pending approval is printed")
-            .unwrap()
-            .expect("watch is still running");
-        seen.push(line);
-    }
-    let shown = seen.last().unwrap().clone();
-    assert!(
-        shown.contains(COMMAND) && shown.contains(&id) && shown.contains("respond_approval"),
-        "{shown}"
-    );
-    mcp.call(
-        "respond_approval",
-        json!({"approval_id": id, "decision": "approve"}),
-    )
-    .await
-    .ok();
-    let rest = async {
-        while let Some(l) = lines.next_line().await.unwrap() {
-            seen.push(l);
-        }
-        child.wait().await.unwrap()
-    };
-    let code = tokio::time::timeout(Duration::from_secs(60), rest)
-        .await
-        .expect("watch ends with the attempt");
-    let out = seen.join("\n");
-    assert_eq!(code.code(), Some(0), "{out}");
-    assert!(out.contains("answered"), "{out}");
-    assert!(out.contains("final state: completed"), "{out}");
-    b.run.await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pending_approval_survives_a_daemon_restart_and_is_answered_after_it() {
-    let sim = support::sim().await;
-    let project = sim.add_project("Restart", &["demo"]);
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = support::daemon(&sim, dir.path()).await;
-    let b = start_asking(
-        &sim,
-        project,
-        "Across a restart",
-        asking(Duration::from_secs(3600), Duration::ZERO),
-    )
-    .await;
-    {
-        let mcp = Mcp::connect(daemon.addr).await;
-        status_until(&mcp, b.attempt, "blocked", |s| {
-            s["waiting_for"] == "approval"
-        })
-        .await;
-    }
-    daemon.shutdown().await;
-
-    // The reopened cache still lists it, and the status still says the agent waits.
-    let daemon = support::daemon_reopen(&sim, dir.path()).await;
-    let mcp = Mcp::connect(daemon.addr).await;
-    let listed = list(&mcp, json!({"project_id": project})).await;
-    assert_eq!(listed.len(), 1, "{listed:?}");
-    let id = listed[0]["approval_id"].clone();
-    let s = status_until(&mcp, b.attempt, "blocked again", |s| {
-        s["waiting_for"] == "approval"
-    })
-    .await;
-    assert_eq!(s["pending_approvals"][0]["approval_id"], id);
-    let answered = mcp
-        .call(
-            "respond_approval",
-            json!({"approval_id": id, "decision": "approve"}),
-        )
-        .await
-        .ok();
-    assert_eq!(answered["status"], "approved");
-    b.run.await.unwrap();
-    status_until(&mcp, b.attempt, "completed", |s| s["state"] == "completed").await;
-    daemon.shutdown().await;
 }

@@ -5,8 +5,11 @@
 //! silenced for the whole tree here rather than per item.
 #![allow(dead_code)]
 
+pub mod approvals;
 pub mod feed;
 pub mod mcp;
+pub mod mistakes;
+pub mod mistakes_workflow;
 pub mod sim_common;
 pub mod world;
 

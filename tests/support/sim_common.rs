@@ -1,14 +1,16 @@
-//! Helpers for the simulator's own tests (`sim_wire.rs`, `sim_faults.rs`, through
-//! `support::sim_common`): HTTP/SSE/WS clients over real sockets, fixture loading and the shape
-//! comparison.
+//! Helpers for the simulator's own tests (`sim_wire.rs`, `sim_wire_sequencing.rs`,
+//! `sim_faults.rs`, `sim_git_wire.rs`, through `support::sim_common`): HTTP/SSE/WS clients over
+//! real sockets, fixture loading, the shape comparison, and a project, task and attempt created
+//! over REST.
 
 use std::time::Duration;
 
 use futures::StreamExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 use sse_stream::{Sse, SseByteStream};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
+use uuid::Uuid;
 use vk_observer::sim::{Sim, SimConfig};
 
 pub async fn start() -> Sim {
@@ -245,4 +247,37 @@ pub async fn wait_attempt_done(sim: &Sim, attempt: &str) -> Value {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("attempt {attempt} did not finish");
+}
+
+/// A project with one repo "demo"; its id and the repo's id.
+pub async fn project_with_repo(sim: &Sim) -> (Uuid, String) {
+    let p = sim.add_project("Demo", &["demo"]);
+    let repos = get(sim, &format!("/api/projects/{p}/repositories")).await;
+    (p, repos["data"][0]["id"].as_str().unwrap_or("").to_string())
+}
+
+/// A task titled `title` and a CLAUDE_CODE attempt on `repo`; both creation envelopes.
+pub async fn create_task_and_attempt(
+    sim: &Sim,
+    p: Uuid,
+    repo: &str,
+    title: &str,
+) -> (Value, Value) {
+    let task = post(
+        sim,
+        "/api/tasks",
+        json!({"project_id": p, "title": title,
+                                              "description": "Please do it."}),
+    )
+    .await;
+    let tid = task["data"]["id"].as_str().unwrap_or("").to_string();
+    let attempt = post(
+        sim,
+        "/api/task-attempts",
+        json!({"task_id": tid,
+        "executor_profile_id": {"executor": "CLAUDE_CODE", "variant": null},
+        "repos": [{"repo_id": repo, "target_branch": "main"}]}),
+    )
+    .await;
+    (task, attempt)
 }
