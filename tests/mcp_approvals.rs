@@ -368,11 +368,22 @@ async fn time_out(
     })
     .await;
     let id = s["pending_approvals"][0]["approval_id"].clone();
-    let since = quiet_token(mcp, t.attempt).await;
-    let (woke, _) = park(Mcp::connect(daemon.addr).await, t.attempt, since)
-        .await
-        .unwrap();
-    assert_eq!(woke["changed"], true, "{woke}");
+    let mut since = quiet_token(mcp, t.attempt).await;
+    // Another change to the attempt may wake the wait first (it still waits for the approval
+    // then): wait again from that answer's token, until the timeout's wake.
+    let mut wakes = 0;
+    let woke = loop {
+        let (woke, _) = park(Mcp::connect(daemon.addr).await, t.attempt, since)
+            .await
+            .unwrap();
+        assert_eq!(woke["changed"], true, "{woke}");
+        if woke["attempts"][0]["waiting_for"].is_null() {
+            break woke;
+        }
+        wakes += 1;
+        assert!(wakes < 5, "never woken by the timeout: {woke}");
+        since = woke["token"].clone();
+    };
     assert_eq!(
         woke["attempts"][0]["waiting_for"],
         Value::Null,
