@@ -369,8 +369,9 @@ async fn time_out(
     .await;
     let id = s["pending_approvals"][0]["approval_id"].clone();
     let mut since = quiet_token(mcp, t.attempt).await;
-    // Another change to the attempt may wake the wait first (it still waits for the approval
-    // then): wait again from that answer's token, until the timeout's wake.
+    // At the timeout VK (and the simulator) moves the task back to `inprogress` and rewrites
+    // the entry; the two come over different streams, so the task's change may wake the wait
+    // first, the approval still pending: wait again from that answer's token.
     let mut wakes = 0;
     let woke = loop {
         let (woke, _) = park(Mcp::connect(daemon.addr).await, t.attempt, since)
