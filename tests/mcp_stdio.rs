@@ -274,3 +274,75 @@ async fn stdio_bridge_relays_resource_subscriptions() {
     client.cancel().await.ok();
     daemon.shutdown().await;
 }
+
+/// `subscriptions/listen` (2026-07-28) through the bridge: the daemon leg is subscribed while the
+/// listen runs, its updates reach the listen, and its end unsubscribes the daemon leg.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_bridge_serves_subscriptions_listen() {
+    use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let project = sim.add_project("Listened", &["demo"]);
+    sim.add_task(project, "First", None);
+    support::converge(&daemon.store, &sim, Duration::from_secs(20), "listened").await;
+    let url = format!("http://{}/mcp", daemon.addr);
+    let child = TokioChildProcess::new(tokio::process::Command::new(BIN).configure(|c| {
+        c.args(["mcp", "--daemon", &url]);
+    }))
+    .unwrap();
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let client = ().serve_with_lifecycle(child, lifecycle).await.unwrap();
+    let held = || {
+        daemon
+            .health
+            .resource_subscriptions
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let uri = format!("vk-observer://projects/{project}/activity");
+    let filter = SubscriptionFilter::builder()
+        .resource_subscriptions([uri.clone(), "vk-observer://nope".into()])
+        .build();
+    let mut sub = client
+        .peer()
+        .listen(filter)
+        .await
+        .expect("listen acknowledged");
+    assert_eq!(
+        sub.acknowledged().resource_subscriptions.as_deref(),
+        Some(std::slice::from_ref(&uri)),
+        "a URI that names no resource family is not accepted"
+    );
+    let start = std::time::Instant::now();
+    while held() != 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the daemon leg never subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sim.add_task(project, "Second", None);
+    let n = tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("an update within 10 s")
+        .unwrap()
+        .expect("the stream is open");
+    let ServerNotification::ResourceUpdatedNotification(n) = n else {
+        panic!("expected notifications/resources/updated, got {n:?}");
+    };
+    assert_eq!(n.params.uri, uri);
+    sub.cancel().await.unwrap();
+    let start = std::time::Instant::now();
+    while held() != 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the daemon leg stayed subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = client.cancel().await;
+    daemon.shutdown().await;
+}

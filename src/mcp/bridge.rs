@@ -4,10 +4,10 @@
 //! `get_context` works for agents running inside an attempt workspace. A tool call's progress
 //! notifications (the daemon's keep-alives of a long wait, `mcp::progress`) are relayed to the
 //! stdio client under its own token, and a call the client cancels is cancelled at the daemon.
-//! Resource templates and reads are forwarded too, and so are `resources/subscribe` and
-//! `unsubscribe`: the daemon leg's session holds the subscriptions and its
-//! `notifications/resources/updated` are relayed to the stdio client. `subscriptions/listen`
-//! (protocol 2026-07-28) is not offered here.
+//! Resource templates and reads are forwarded too, and resource updates are followed both ways
+//! a client asks for them, `resources/subscribe` (2025-11-25) and `subscriptions/listen`
+//! (2026-07-28): the daemon leg's session is subscribed while anyone follows a URI
+//! (`bridge_followers`), and its `notifications/resources/updated` reach those followers.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -19,31 +19,36 @@ use rmcp::model::{
     ClientRequest, ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, ReadResourceResponse,
     ResourceUpdatedNotificationParam, ResultType, ServerConfig, ServerResult,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RequestContext, RunningService, ServiceError,
+    SubscriptionContext,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 
 use super::WORKSPACE_HEADER;
+use super::bridge_followers::Followers;
 
 pub struct Bridge {
     daemon: RunningService<RoleClient, Relay>,
     url: String,
+    /// Serializes following changes with their daemon calls, so a subscribe and an unsubscribe
+    /// of one URI reach the daemon in the order the followers changed.
+    gate: tokio::sync::Mutex<()>,
 }
 
 type Routes = HashMap<ProgressToken, (ProgressToken, Peer<RoleServer>)>;
 
 /// The daemon leg's client: rmcp gives each call to the daemon its own progress token, so
 /// progress is routed back by it to the stdio client's token and peer; resource updates go to
-/// the stdio peer that subscribed (one stdio client per bridge).
+/// the followers of their URI.
 #[derive(Clone, Default)]
 struct Relay {
     routes: Arc<Mutex<Routes>>,
-    updates: Arc<Mutex<Option<Peer<RoleServer>>>>,
+    followers: Arc<Mutex<Followers>>,
 }
 
 /// Removes a call's route when the call ends, however it ends.
@@ -61,8 +66,8 @@ impl Relay {
         self.routes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn updates(&self) -> std::sync::MutexGuard<'_, Option<Peer<RoleServer>>> {
-        self.updates.lock().unwrap_or_else(|e| e.into_inner())
+    fn followers(&self) -> std::sync::MutexGuard<'_, Followers> {
+        self.followers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn route(&self, daemon: ProgressToken, client: ProgressToken, peer: Peer<RoleServer>) -> Route {
@@ -90,8 +95,11 @@ impl ClientHandler for Relay {
         params: ResourceUpdatedNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        let peer = self.updates().clone();
-        if let Some(peer) = peer {
+        let targets = self.followers().targets(&params.uri);
+        for listen in targets.listens {
+            let _ = listen.send(params.uri.clone());
+        }
+        if let Some(peer) = targets.peer {
             // The client gone: the bridge ends with it.
             let _ = peer.notify_resource_updated(params).await;
         }
@@ -174,18 +182,23 @@ impl ServerHandler for Bridge {
         Ok(read)
     }
 
-    #[allow(deprecated)] // the 2025-11-25 way; listen is not offered through the bridge
+    #[allow(deprecated)] // the 2025-11-25 way, still what some clients use
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        *self.daemon.service().updates() = Some(context.peer.clone());
-        self.daemon
-            .peer()
-            .subscribe(request)
-            .await
-            .map_err(|e| upstream_error(&self.url, e))
+        let _gate = self.gate.lock().await;
+        let relay = self.daemon.service();
+        let uri = request.uri.clone();
+        if relay.followers().subscribe(&uri, context.peer.clone()) != Some(true) {
+            return Ok(());
+        }
+        let r = self.daemon_subscribe(&uri).await;
+        if r.is_err() {
+            relay.followers().unsubscribe(&uri);
+        }
+        r
     }
 
     #[allow(deprecated)]
@@ -194,11 +207,71 @@ impl ServerHandler for Bridge {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.daemon
-            .peer()
-            .unsubscribe(request)
-            .await
-            .map_err(|e| upstream_error(&self.url, e))
+        let _gate = self.gate.lock().await;
+        if self.daemon.service().followers().unsubscribe(&request.uri) {
+            self.daemon_unsubscribe(&request.uri).await;
+        }
+        Ok(())
+    }
+
+    /// `subscriptions/listen`: every resource URI asked for (the daemon checks that it names a
+    /// cached resource when the listen starts; one it refuses just never updates).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let uris: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|u| super::resources::Resource::parse(u).is_ok())
+            .cloned()
+            .collect();
+        Some(
+            SubscriptionFilter::builder()
+                .resource_subscriptions(uris)
+                .build(),
+        )
+    }
+
+    async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
+        let relay = self.daemon.service();
+        let uris = ctx
+            .accepted()
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
+        let (id, mut updates) = {
+            let _gate = self.gate.lock().await;
+            let (id, updates, firsts) = relay.followers().listen(uris);
+            for uri in firsts {
+                if self.daemon_subscribe(&uri).await.is_err()
+                    && relay.followers().drop_from_listen(id, &uri)
+                {
+                    self.daemon_unsubscribe(&uri).await;
+                }
+            }
+            (id, updates)
+        };
+        loop {
+            tokio::select! {
+                _ = ctx.cancelled() => break,
+                uri = updates.recv() => {
+                    let Some(uri) = uri else { break };
+                    if ctx.sink().notify_resource_updated(uri).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _gate = self.gate.lock().await;
+        let lasts = relay.followers().end_listen(id);
+        for uri in lasts {
+            self.daemon_unsubscribe(&uri).await;
+        }
+        Ok(())
     }
 
     async fn call_tool(
@@ -240,6 +313,31 @@ impl ServerHandler for Bridge {
     }
 }
 
+impl Bridge {
+    #[allow(deprecated)] // the daemon leg speaks 2025-11-25
+    async fn daemon_subscribe(&self, uri: &str) -> Result<(), ErrorData> {
+        self.daemon
+            .peer()
+            .subscribe(SubscribeRequestParams::new(uri))
+            .await
+            .map_err(|e| upstream_error(&self.url, e))
+    }
+
+    /// Unsubscribe the daemon leg; a failure is only logged (the daemon ends the session's
+    /// subscriptions with the session anyway).
+    #[allow(deprecated)]
+    async fn daemon_unsubscribe(&self, uri: &str) {
+        let r = self
+            .daemon
+            .peer()
+            .unsubscribe(UnsubscribeRequestParams::new(uri))
+            .await;
+        if let Err(e) = r {
+            tracing::debug!(uri, error = %e, "the daemon leg's unsubscribe failed");
+        }
+    }
+}
+
 /// Connect to the daemon at `url` and serve stdio until the client closes it.
 pub async fn run(
     url: &str,
@@ -266,6 +364,7 @@ pub async fn run(
     let bridge = Bridge {
         daemon,
         url: url.to_string(),
+        gate: tokio::sync::Mutex::new(()),
     };
     let server = bridge
         .serve(rmcp::transport::stdio())

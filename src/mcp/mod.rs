@@ -10,6 +10,7 @@ pub mod approval_requests;
 pub mod approval_tools;
 pub mod args;
 pub mod bridge;
+mod bridge_followers;
 pub mod control_requests;
 pub mod control_tools;
 pub mod delivery_requests;

@@ -28,10 +28,10 @@ old project's tasks are deleted from the cache) and checks: same store epoch, no
 below the saved token, every saved task then deleted exactly once, and saved + resumed items equal
 a fresh walk of the whole feed (no gap, no duplicate); it also pages newest first by cursor.
 Each mode also reads the attempt resources (`resources/templates/list`, `resources/read`);
-over HTTP it checks that a subscription receives `notifications/resources/updated` after
+it checks that a subscription receives `notifications/resources/updated` after
 a change in the simulator (a `follow_up` on the completed attempt): through
-`subscriptions/listen` in `auto` mode (2026-07-28), through `resources/subscribe` in `legacy` mode;
-over stdio through `resources/subscribe` in `legacy` mode (the bridge relays it, not `listen`).
+`subscriptions/listen` in `auto` mode (2026-07-28), through `resources/subscribe` in `legacy` mode,
+over HTTP and over stdio (the bridge follows resources through its daemon session).
 The `auto` HTTP mode also holds one `wait_for_attempt_change` for 40 s with a progress callback
 and a 30 s read timeout of its own, and requires at least 3 `notifications/progress` (every 10 s,
 the daemon's default `[mcp] progress_every`) before the answer.
@@ -319,10 +319,8 @@ async def run_checks(client: Client) -> tuple[int, int]:
     await check_resource_reads(client, attempt_id)
     if CHECK_PUSH[0]:
         await check_progress_wait(s, attempt_id, client.protocol_version)
-        await check_subscription(s, attempt_id, session_id, client.protocol_version)
-    elif client.protocol_version < "2026-07-28":
-        # The stdio bridge relays resources/subscribe and its updates (not subscriptions/listen).
-        await check_subscription(s, attempt_id, session_id, client.protocol_version)
+    # Over stdio the bridge serves both ways of following a resource from its daemon session.
+    await check_subscription(s, attempt_id, session_id, client.protocol_version)
 
     return len(tools), s.calls
 

@@ -1,0 +1,149 @@
+//! Who follows which resource through the stdio bridge: its one stdio client's
+//! `resources/subscribe` URIs (protocol 2025-11-25) and its running `subscriptions/listen`
+//! requests (2026-07-28), and how many of those hold each URI. The bridge's daemon leg is one
+//! daemon session: it is subscribed to a URI while anyone here follows it (first follower in →
+//! subscribe, last out → unsubscribe), and each update the daemon sends reaches exactly the
+//! followers of its URI. Pure bookkeeping; the bridge makes the daemon calls.
+
+use std::collections::{HashMap, HashSet};
+
+use rmcp::{Peer, RoleServer};
+use tokio::sync::mpsc;
+
+/// One running `subscriptions/listen`.
+struct Listen {
+    uris: HashSet<String>,
+    updates: mpsc::UnboundedSender<String>,
+}
+
+#[derive(Default)]
+pub(super) struct Followers {
+    /// The stdio peer that used `resources/subscribe`, and its URIs.
+    peer: Option<Peer<RoleServer>>,
+    subscribed: HashSet<String>,
+    listens: HashMap<u64, Listen>,
+    next_listen: u64,
+    /// Followers per URI (subscribed + listens).
+    held: HashMap<String, usize>,
+}
+
+/// Where one update goes.
+pub(super) struct Targets {
+    pub peer: Option<Peer<RoleServer>>,
+    pub listens: Vec<mpsc::UnboundedSender<String>>,
+}
+
+impl Followers {
+    /// One more follower of `uri`: true when it is the first (subscribe the daemon leg).
+    fn hold(&mut self, uri: &str) -> bool {
+        let n = self.held.entry(uri.to_string()).or_default();
+        *n += 1;
+        *n == 1
+    }
+
+    /// One fewer: true when it was the last (unsubscribe the daemon leg).
+    fn release(&mut self, uri: &str) -> bool {
+        match self.held.get_mut(uri) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            Some(_) => {
+                self.held.remove(uri);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `resources/subscribe` of `uri` by `peer`: None when already subscribed (subscribing
+    /// twice is one subscription), else whether the daemon leg must subscribe.
+    pub fn subscribe(&mut self, uri: &str, peer: Peer<RoleServer>) -> Option<bool> {
+        self.peer = Some(peer);
+        self.subscribed
+            .insert(uri.to_string())
+            .then(|| self.hold(uri))
+    }
+
+    /// `resources/unsubscribe` of `uri`: whether the daemon leg must unsubscribe.
+    pub fn unsubscribe(&mut self, uri: &str) -> bool {
+        self.subscribed.remove(uri) && self.release(uri)
+    }
+
+    /// A new listen on `uris`: its id, its updates, and the URIs the daemon leg must subscribe.
+    pub fn listen(
+        &mut self,
+        uris: HashSet<String>,
+    ) -> (u64, mpsc::UnboundedReceiver<String>, Vec<String>) {
+        let firsts = uris.iter().filter(|u| self.hold(u)).cloned().collect();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let id = self.next_listen;
+        self.next_listen += 1;
+        self.listens.insert(id, Listen { uris, updates: tx });
+        (id, rx, firsts)
+    }
+
+    /// Stop following `uri` in listen `id` (its daemon subscription failed): whether the daemon
+    /// leg must unsubscribe.
+    pub fn drop_from_listen(&mut self, id: u64, uri: &str) -> bool {
+        let removed = self
+            .listens
+            .get_mut(&id)
+            .is_some_and(|l| l.uris.remove(uri));
+        removed && self.release(uri)
+    }
+
+    /// The end of listen `id`: the URIs the daemon leg must unsubscribe.
+    pub fn end_listen(&mut self, id: u64) -> Vec<String> {
+        let Some(l) = self.listens.remove(&id) else {
+            return Vec::new();
+        };
+        l.uris.iter().filter(|u| self.release(u)).cloned().collect()
+    }
+
+    /// Who gets an update of `uri`.
+    pub fn targets(&self, uri: &str) -> Targets {
+        Targets {
+            peer: self
+                .subscribed
+                .contains(uri)
+                .then(|| self.peer.clone())
+                .flatten(),
+            listens: self
+                .listens
+                .values()
+                .filter(|l| l.uris.contains(uri))
+                .map(|l| l.updates.clone())
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(uris: &[&str]) -> HashSet<String> {
+        uris.iter().map(|u| u.to_string()).collect()
+    }
+
+    #[test]
+    fn the_daemon_leg_is_subscribed_from_the_first_follower_to_the_last() {
+        let mut f = Followers::default();
+        let (a, mut rx_a, firsts) = f.listen(set(&["x", "y"]));
+        assert_eq!(firsts.len(), 2);
+        let (b, _rx_b, firsts) = f.listen(set(&["y", "z"]));
+        assert_eq!(firsts, vec!["z".to_string()]);
+        assert_eq!(f.targets("y").listens.len(), 2);
+        assert!(f.targets("x").peer.is_none());
+        f.targets("x").listens[0].send("x".into()).unwrap();
+        assert_eq!(rx_a.try_recv().unwrap(), "x");
+        let mut lasts = f.end_listen(a);
+        lasts.sort();
+        assert_eq!(lasts, vec!["x".to_string()], "y is still held by b");
+        assert!(f.drop_from_listen(b, "z"));
+        assert_eq!(f.end_listen(b), vec!["y".to_string()]);
+        assert!(f.held.is_empty());
+        assert!(f.end_listen(b).is_empty(), "ending twice releases nothing");
+    }
+}
