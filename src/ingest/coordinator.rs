@@ -425,13 +425,28 @@ impl Coordinator {
 
     async fn on_tick(&mut self) {
         let now = Instant::now();
+        self.flush_hints(now);
+        self.refresh_due_changes(now);
+        self.close_quiet_process_streams(now);
+        let quiet_hints = self.hinted.is_empty() && self.refreshing == 0;
+        if quiet_hints {
+            self.persist_seq(now).await;
+        }
+        self.check_bootstrap(quiet_hints);
+    }
+
+    /// Hinted tasks whose coalescing window closed are refreshed.
+    fn flush_hints(&mut self, now: Instant) {
         if self.hint_deadline.is_some_and(|d| d <= now) {
             self.hint_deadline = None;
             for t in std::mem::take(&mut self.hinted) {
                 self.start_refresh(t, true);
             }
         }
-        // Change summaries after processes ended and while agents work.
+    }
+
+    /// Change summaries after processes ended and while agents work.
+    fn refresh_due_changes(&mut self, now: Instant) {
         for a in self.changes.take_due(now) {
             self.jobs.refresh_changes(a);
             // A process that ended may have committed (VK auto-commits after the agent):
@@ -448,7 +463,10 @@ impl Coordinator {
                 self.jobs.refresh_branch_status(a, None);
             }
         }
-        // Close process streams of attempts that went quiet.
+    }
+
+    /// Close process streams of attempts that went quiet (after `process_stream_linger`).
+    fn close_quiet_process_streams(&mut self, now: Instant) {
         let quiet: Vec<Uuid> = self
             .process_streams
             .iter()
@@ -472,9 +490,12 @@ impl Coordinator {
                 s.idle_since = None;
             }
         }
-        let quiet_hints = self.hinted.is_empty() && self.refreshing == 0;
-        if quiet_hints
-            && self.seq_written_at + self.ctx.cfg.tick <= now
+    }
+
+    /// Persist the SSE seq (called only once every hint before it was handled), at most once
+    /// per tick period.
+    async fn persist_seq(&mut self, now: Instant) {
+        if self.seq_written_at + self.ctx.cfg.tick <= now
             && let Some(seq) = self.pending_seq.take()
         {
             self.seq_written_at = now;
@@ -488,6 +509,10 @@ impl Coordinator {
                 self.pending_seq = Some(seq);
             }
         }
+    }
+
+    /// Bootstrap is done once every snapshot asked for has arrived and no hint is pending.
+    fn check_bootstrap(&mut self, quiet_hints: bool) {
         if !self.ctx.health.bootstrapped()
             && self.projects_seen
             && quiet_hints

@@ -152,53 +152,21 @@ impl Query {
             .with_details(serde_json::json!({ "attempt_id": attempt })));
         };
         let v = &stored.value;
-        let s = v.get("summary").cloned().unwrap_or_default();
-        let summary = ChangeSummary {
-            file_count: num(&s, "fileCount"),
-            added: num(&s, "added"),
-            deleted: num(&s, "deleted"),
-            total_bytes: num(&s, "totalBytes"),
-        };
+        let summary = summary_of(v);
         let preset = reader
             .server_info()?
             .and_then(|i| i.get("diff_preview_guard")?.as_str().map(str::to_owned))
             .unwrap_or_else(|| "BALANCED".to_string());
         let guard = guard(&preset);
-        // VK reports `summary_failed` even when forced (no workspace to diff); keep that.
-        let upstream_failed = v.get("blocked").and_then(Value::as_bool) == Some(true)
-            && v.get("blockedReason").and_then(Value::as_str) == Some("summary_failed");
         let over = exceeded(&summary, &guard);
-        let blocked_reason = if upstream_failed {
-            Some("summary_failed")
-        } else if !force && over {
-            Some("threshold_exceeded")
-        } else if summary.file_count > FORCED_FILES_MAX {
-            Some("too_many_files")
-        } else {
-            None
-        };
+        let blocked_reason = blocked_reason(v, &summary, over, force);
         let files = if blocked_reason.is_some() {
             Vec::new()
         } else {
-            let mut f: Vec<String> = v
-                .get("files")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            f.sort();
-            f.dedup();
-            f
+            listed_files(v)
         };
         let file_stats = file_stats(v, &files);
-        let hint = blocked_reason.map(|r| match r {
-            "threshold_exceeded" => "The change is over the diff guard's thresholds: call get_attempt_changes again with force: true, or get_attempt_patch with a few paths.".to_string(),
-            "too_many_files" => format!("The change touches more than {FORCED_FILES_MAX} files, too many to list even when forced: use the summary, or get_attempt_patch with the paths you care about."),
-            _ => "VK could not diff this workspace (e.g. its worktree is gone); force does not help. Check get_attempt_status.".to_string(),
-        });
+        let hint = blocked_reason.map(hint_for);
         Ok(ChangesPage {
             attempt_id: attempt,
             summary,
@@ -222,6 +190,63 @@ impl Query {
             token,
             freshness,
         })
+    }
+}
+
+/// VK's totals in a stored summary (camelCase, as VK sends them).
+fn summary_of(v: &Value) -> ChangeSummary {
+    let s = v.get("summary").cloned().unwrap_or_default();
+    ChangeSummary {
+        file_count: num(&s, "fileCount"),
+        added: num(&s, "added"),
+        deleted: num(&s, "deleted"),
+        total_bytes: num(&s, "totalBytes"),
+    }
+}
+
+/// Why the file list is withheld, if it is: VK's `summary_failed` (kept even when forced: no
+/// workspace to diff), the guard's thresholds unless forced, or the absolute ceiling.
+fn blocked_reason(
+    v: &Value,
+    summary: &ChangeSummary,
+    over: bool,
+    force: bool,
+) -> Option<&'static str> {
+    let upstream_failed = v.get("blocked").and_then(Value::as_bool) == Some(true)
+        && v.get("blockedReason").and_then(Value::as_str) == Some("summary_failed");
+    if upstream_failed {
+        Some("summary_failed")
+    } else if !force && over {
+        Some("threshold_exceeded")
+    } else if summary.file_count > FORCED_FILES_MAX {
+        Some("too_many_files")
+    } else {
+        None
+    }
+}
+
+/// The stored summary's paths, sorted and without repeats.
+fn listed_files(v: &Value) -> Vec<String> {
+    let mut f: Vec<String> = v
+        .get("files")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    f.sort();
+    f.dedup();
+    f
+}
+
+/// What to do about a withheld list.
+fn hint_for(reason: &str) -> String {
+    match reason {
+        "threshold_exceeded" => "The change is over the diff guard's thresholds: call get_attempt_changes again with force: true, or get_attempt_patch with a few paths.".to_string(),
+        "too_many_files" => format!("The change touches more than {FORCED_FILES_MAX} files, too many to list even when forced: use the summary, or get_attempt_patch with the paths you care about."),
+        _ => "VK could not diff this workspace (e.g. its worktree is gone); force does not help. Check get_attempt_status.".to_string(),
     }
 }
 
