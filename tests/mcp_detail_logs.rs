@@ -122,7 +122,11 @@ async fn compact_log_entries_follow_the_work() {
     let next = until(
         &mcp,
         json!({"attempt_id": ids.attempt_id, "after_entry_index": 3, "since_token": t}),
-        |r| r["replaced"].as_array().is_some_and(|a| a.len() == 1),
+        // The rewrite and the new entry may land in different commits: wait for both.
+        |r| {
+            r["replaced"].as_array().is_some_and(|a| a.len() == 1)
+                && r["entries"].as_array().is_some_and(|a| a.len() == 1)
+        },
     )
     .await;
     assert_eq!(

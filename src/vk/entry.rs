@@ -11,6 +11,11 @@ use serde_json::Value;
 /// with the same tool name, the same action once its `result` is set aside, and the same text.
 /// Anything else (another kind, unparsable JSON, a changed command or path) is false.
 pub fn same_tool_call(old: &[u8], new: &[u8]) -> bool {
+    // Most rewrites are of streamed messages (their text grows): not parsed at all.
+    let tag = br#""tool_use""#;
+    if memchr::memmem::find(new, tag).is_none() || memchr::memmem::find(old, tag).is_none() {
+        return false;
+    }
     let (Ok(old), Ok(new)) = (
         serde_json::from_slice::<Value>(old),
         serde_json::from_slice::<Value>(new),
