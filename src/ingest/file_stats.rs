@@ -34,12 +34,7 @@ pub fn eligible(changes: &Map<String, Value>) -> Option<Vec<String>> {
     if n("added") + n("deleted") > MAX_LINES {
         return None;
     }
-    let files: Vec<String> = changes
-        .get("files")?
-        .as_array()?
-        .iter()
-        .filter_map(|f| f.as_str().map(str::to_owned))
-        .collect();
+    let files = crate::vk::strings(changes.get("files"));
     (!files.is_empty() && files.len() <= MAX_FILES).then_some(files)
 }
 

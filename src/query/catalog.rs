@@ -255,16 +255,8 @@ impl Query {
                         .any(|v| v == "DEFAULT")
                         .then(|| "DEFAULT".to_string())
                 });
-                let capabilities = info
-                    .get("capabilities")
-                    .and_then(|c| c.get(name))
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|x| x.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let capabilities =
+                    crate::vk::strings(info.get("capabilities").and_then(|c| c.get(name)));
                 executors.push(ExecutorInfo {
                     executor: name.clone(),
                     variants: vs,

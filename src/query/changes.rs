@@ -227,15 +227,7 @@ fn blocked_reason(
 
 /// The stored summary's paths, sorted and without repeats.
 fn listed_files(v: &Value) -> Vec<String> {
-    let mut f: Vec<String> = v
-        .get("files")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut f = crate::vk::strings(v.get("files"));
     f.sort();
     f.dedup();
     f

@@ -14,6 +14,18 @@ pub fn string_of(v: &Value, field: &str) -> Option<String> {
     str_of(v, field).map(str::to_owned)
 }
 
+/// The strings of a list (`v` itself, not a field of it); anything else in it is skipped, and a
+/// `v` that is not a list reads as empty.
+pub fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn ts_of(v: &Value, field: &str) -> Option<DateTime<Utc>> {
     str_of(v, field)?.parse().ok()
 }

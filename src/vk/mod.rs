@@ -18,8 +18,8 @@ pub mod select;
 
 pub use channel::Channel;
 pub use fields::{
-    executor_of_process, object_id, prompt_of, rfc3339, str_of, string_of, ts_of, ts_string,
-    uuid_of,
+    executor_of_process, object_id, prompt_of, rfc3339, str_of, string_of, strings, ts_of,
+    ts_string, uuid_of,
 };
 pub use process::{
     ProcessFacts, ProcessStatus, RELEVANT_REASONS, RunReason, is_dropped, is_relevant,
