@@ -313,6 +313,28 @@ fn follow_up_requires_prompt_for_send_and_queue_without_a_root_combinator() {
     assert_eq!(destructive("merge_attempt"), Some(false));
 }
 
+/// `vk_observer::mcp::DETAIL_TOOLS` (what the CLI and the tests ask for detail 2) names
+/// exactly the tools whose input schema takes `detail`.
+#[test]
+fn the_detail_tools_list_matches_the_schemas() {
+    let mut with_detail: Vec<String> = tools()
+        .iter()
+        .filter(|t| {
+            Value::Object(t.input_schema.as_ref().clone())["properties"]
+                .get("detail")
+                .is_some()
+        })
+        .map(|t| t.name.to_string())
+        .collect();
+    with_detail.sort();
+    let mut listed: Vec<String> = vk_observer::mcp::DETAIL_TOOLS
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, with_detail);
+}
+
 #[test]
 fn activity_tools_keep_their_pagination_modes_apart_in_the_schema() {
     let tools = tools();

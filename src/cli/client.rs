@@ -146,7 +146,7 @@ impl DaemonClient {
             Value::Object(m) => m,
             _ => serde_json::Map::new(),
         };
-        if READ_TOOLS.contains(&tool) && !map.contains_key("detail") {
+        if crate::mcp::DETAIL_TOOLS.contains(&tool) && !map.contains_key("detail") {
             map.insert("detail".into(), Value::from(2));
         }
         let r = self
@@ -201,19 +201,3 @@ impl DaemonClient {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.service.cancel()).await;
     }
 }
-
-/// The daemon's tools that answer at a detail level (`detail` 0 | 1 | 2).
-const READ_TOOLS: [&str; 12] = [
-    "list_projects",
-    "list_repos",
-    "list_executors",
-    "list_tasks",
-    "get_task",
-    "list_task_attempts",
-    "get_attempt_status",
-    "tail_attempt_logs",
-    "get_attempt_changes",
-    "tail_session_messages",
-    "get_context",
-    "wait_for_attempt_change",
-];

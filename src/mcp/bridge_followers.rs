@@ -1,9 +1,9 @@
 //! Who follows which resource through the stdio bridge: its one stdio client's
 //! `resources/subscribe` URIs (protocol 2025-11-25) and its running `subscriptions/listen`
-//! requests (2026-07-28), and how many of those hold each URI. The bridge's daemon leg is one
-//! daemon session: it is subscribed to a URI while anyone here follows it (first follower in →
-//! subscribe, last out → unsubscribe), and each update the daemon sends reaches exactly the
-//! followers of its URI. Pure bookkeeping; the bridge makes the daemon calls.
+//! requests (2026-07-28). The bridge's daemon leg is one daemon session: it is subscribed to a
+//! URI while anyone here follows it (first follower in → subscribe, last out → unsubscribe),
+//! and each update the daemon sends reaches exactly the followers of its URI. Pure
+//! bookkeeping; the bridge makes the daemon calls.
 
 use std::collections::{HashMap, HashSet};
 
@@ -23,8 +23,6 @@ pub(super) struct Followers {
     subscribed: HashSet<String>,
     listens: HashMap<u64, Listen>,
     next_listen: u64,
-    /// Followers per URI (subscribed + listens).
-    held: HashMap<String, usize>,
 }
 
 /// Where one update goes.
@@ -34,40 +32,22 @@ pub(super) struct Targets {
 }
 
 impl Followers {
-    /// One more follower of `uri`: true when it is the first (subscribe the daemon leg).
-    fn hold(&mut self, uri: &str) -> bool {
-        let n = self.held.entry(uri.to_string()).or_default();
-        *n += 1;
-        *n == 1
-    }
-
-    /// One fewer: true when it was the last (unsubscribe the daemon leg).
-    fn release(&mut self, uri: &str) -> bool {
-        match self.held.get_mut(uri) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            Some(_) => {
-                self.held.remove(uri);
-                true
-            }
-            None => false,
-        }
+    /// Whether anyone here follows `uri` (the daemon leg is subscribed to it then).
+    fn followed(&self, uri: &str) -> bool {
+        self.subscribed.contains(uri) || self.listens.values().any(|l| l.uris.contains(uri))
     }
 
     /// `resources/subscribe` of `uri` by `peer`: None when already subscribed (subscribing
     /// twice is one subscription), else whether the daemon leg must subscribe.
     pub fn subscribe(&mut self, uri: &str, peer: Peer<RoleServer>) -> Option<bool> {
         self.peer = Some(peer);
-        self.subscribed
-            .insert(uri.to_string())
-            .then(|| self.hold(uri))
+        let first = !self.followed(uri);
+        self.subscribed.insert(uri.to_string()).then_some(first)
     }
 
     /// `resources/unsubscribe` of `uri`: whether the daemon leg must unsubscribe.
     pub fn unsubscribe(&mut self, uri: &str) -> bool {
-        self.subscribed.remove(uri) && self.release(uri)
+        self.subscribed.remove(uri) && !self.followed(uri)
     }
 
     /// A new listen on `uris`: its id, its updates, and the URIs the daemon leg must subscribe.
@@ -75,7 +55,7 @@ impl Followers {
         &mut self,
         uris: HashSet<String>,
     ) -> (u64, mpsc::UnboundedReceiver<String>, Vec<String>) {
-        let firsts = uris.iter().filter(|u| self.hold(u)).cloned().collect();
+        let firsts = uris.iter().filter(|u| !self.followed(u)).cloned().collect();
         let (tx, rx) = mpsc::unbounded_channel();
         let id = self.next_listen;
         self.next_listen += 1;
@@ -90,7 +70,7 @@ impl Followers {
             .listens
             .get_mut(&id)
             .is_some_and(|l| l.uris.remove(uri));
-        removed && self.release(uri)
+        removed && !self.followed(uri)
     }
 
     /// The end of listen `id`: the URIs the daemon leg must unsubscribe.
@@ -98,7 +78,7 @@ impl Followers {
         let Some(l) = self.listens.remove(&id) else {
             return Vec::new();
         };
-        l.uris.iter().filter(|u| self.release(u)).cloned().collect()
+        l.uris.into_iter().filter(|u| !self.followed(u)).collect()
     }
 
     /// Who gets an update of `uri`.
@@ -143,7 +123,7 @@ mod tests {
         assert_eq!(lasts, vec!["x".to_string()], "y is still held by b");
         assert!(f.drop_from_listen(b, "z"));
         assert_eq!(f.end_listen(b), vec!["y".to_string()]);
-        assert!(f.held.is_empty());
+        assert!(!f.followed("x") && !f.followed("y") && !f.followed("z"));
         assert!(f.end_listen(b).is_empty(), "ending twice releases nothing");
     }
 }

@@ -12,6 +12,7 @@ use super::delivery_requests::*;
 use super::descriptions as d;
 use super::respond::respond;
 use crate::proxy::git::{AttemptBranchStatus, GitActionDone};
+use crate::tool_error::ToolError;
 use crate::upstream::git::GitAction;
 
 #[tool_router(router = delivery_router, vis = "pub(crate)")]
@@ -56,18 +57,7 @@ impl VkTools {
         &self,
         Args(a): Args<RepoActionArgs>,
     ) -> Result<Json<GitActionDone>, CallToolResult> {
-        let r = async {
-            let a = a?;
-            self.proxy()?
-                .git_action(
-                    a.attempt_id,
-                    a.repo_id,
-                    GitAction::AbortConflicts,
-                    a.request_id.as_deref(),
-                )
-                .await
-        };
-        respond(r.await)
+        self.repo_action(a, GitAction::AbortConflicts).await
     }
 
     #[tool(description = d::MERGE_ATTEMPT, input_schema = input_schema::<RepoActionArgs>(),
@@ -76,18 +66,7 @@ impl VkTools {
         &self,
         Args(a): Args<RepoActionArgs>,
     ) -> Result<Json<GitActionDone>, CallToolResult> {
-        let r = async {
-            let a = a?;
-            self.proxy()?
-                .git_action(
-                    a.attempt_id,
-                    a.repo_id,
-                    GitAction::Merge,
-                    a.request_id.as_deref(),
-                )
-                .await
-        };
-        respond(r.await)
+        self.repo_action(a, GitAction::Merge).await
     }
 
     #[tool(description = d::PUSH_ATTEMPT, input_schema = input_schema::<PushArgs>(),
@@ -101,6 +80,23 @@ impl VkTools {
             let action = GitAction::Push {
                 force: a.force.unwrap_or(false),
             };
+            self.proxy()?
+                .git_action(a.attempt_id, a.repo_id, action, a.request_id.as_deref())
+                .await
+        };
+        respond(r.await)
+    }
+}
+
+impl VkTools {
+    /// A git action that takes nothing but the attempt, its repo and the request id.
+    async fn repo_action(
+        &self,
+        a: Result<RepoActionArgs, ToolError>,
+        action: GitAction,
+    ) -> Result<Json<GitActionDone>, CallToolResult> {
+        let r = async {
+            let a = a?;
             self.proxy()?
                 .git_action(a.attempt_id, a.repo_id, action, a.request_id.as_deref())
                 .await

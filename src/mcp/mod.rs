@@ -49,6 +49,30 @@ use crate::telemetry::{self, label};
 /// Header a client (the stdio bridge) uses to say which directory it runs in.
 pub const WORKSPACE_HEADER: &str = "x-vk-workspace";
 
+/// The tools whose answers come at a detail level (their input schemas take `detail` 0 | 1 | 2;
+/// `tests/mcp_schema.rs` checks this list against them). Clients that want the full answers
+/// (the CLI, the tests written before levels) ask these for `detail: 2`.
+pub const DETAIL_TOOLS: [&str; 18] = [
+    "tail_project_activity",
+    "tail_task_activity",
+    "create_task",
+    "update_task",
+    "start_task_attempt",
+    "stop_attempt",
+    "list_projects",
+    "list_repos",
+    "list_executors",
+    "list_tasks",
+    "get_task",
+    "list_task_attempts",
+    "get_attempt_status",
+    "tail_attempt_logs",
+    "get_attempt_changes",
+    "tail_session_messages",
+    "get_context",
+    "wait_for_attempt_change",
+];
+
 pub const INSTRUCTIONS: &str = "vk-observer answers Vibe Kanban task tools from a local cache of VK's streams. \
 Reads are cheap: batch get_attempt_status over many attempts, tail logs with after_entry_index, and pass the \
 `token` of one answer as `since_token` to the next to get only what changed. Every answer carries `freshness` \

@@ -202,16 +202,26 @@ impl StatusView {
             return Ok((value, text));
         }
         let value = serde_json::to_value(tail).map_err(ToolError::internal)?;
-        let mut value = detail::shape(value, &Rules::NONE, self.detail);
-        if self.detail == Detail::Compact
-            && let serde_json::Value::Object(m) = &mut value
-            && m.get("unchanged").and_then(serde_json::Value::as_u64) == Some(0)
-        {
-            // Absent means none left out.
-            m.remove("unchanged");
-        }
+        let value = detail::shape(value, &PAGE_RULES, self.detail);
         let text = value.to_string();
         Ok((value, text))
+    }
+}
+
+/// A status page's own fields below level 2: a zero `unchanged` is left out at level 0 (absent
+/// means none was left out).
+const PAGE_RULES: Rules = Rules {
+    finish: Some(drop_zero_unchanged),
+    standard: &[],
+    verbatim: &[],
+    nested: &[],
+};
+
+fn drop_zero_unchanged(page: &mut serde_json::Map<String, serde_json::Value>, level: Detail) {
+    if level == Detail::Compact
+        && page.get("unchanged").and_then(serde_json::Value::as_u64) == Some(0)
+    {
+        page.remove("unchanged");
     }
 }
 

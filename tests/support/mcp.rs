@@ -9,6 +9,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
+use vk_observer::mcp::DETAIL_TOOLS;
 
 pub struct Mcp {
     pub client: RunningService<RoleClient, ()>,
@@ -129,25 +130,3 @@ impl Mcp {
         Reply::Ok(v)
     }
 }
-
-/// The tools that answer at a detail level (`detail` 0 | 1 | 2).
-pub const DETAIL_TOOLS: [&str; 18] = [
-    "tail_project_activity",
-    "tail_task_activity",
-    "create_task",
-    "update_task",
-    "start_task_attempt",
-    "stop_attempt",
-    "list_projects",
-    "list_repos",
-    "list_executors",
-    "list_tasks",
-    "get_task",
-    "list_task_attempts",
-    "get_attempt_status",
-    "tail_attempt_logs",
-    "get_attempt_changes",
-    "tail_session_messages",
-    "get_context",
-    "wait_for_attempt_change",
-];
