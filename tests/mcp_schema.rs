@@ -390,3 +390,21 @@ fn approval_tools_carry_their_mode_rules() {
         .collect();
     assert_eq!(required, vec!["approval_id", "decision"]);
 }
+
+/// `tools/list` as clients see it (names, titles, descriptions, input and output schemas,
+/// annotations), byte for byte against `tests/fixtures/tools-list.json`: the MCP API changes
+/// only on purpose. After a deliberate change, rewrite the file with
+/// `VK_OBSERVER_BLESS=1 cargo test --test mcp_schema tools_list` and review its diff.
+#[test]
+fn tools_list_matches_the_golden_file() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tools-list.json");
+    let now = serde_json::to_string_pretty(&tools()).unwrap() + "\n";
+    if std::env::var_os("VK_OBSERVER_BLESS").is_some() {
+        std::fs::write(path, &now).unwrap();
+    }
+    let golden = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        now == golden,
+        "tools/list differs from {path}; if on purpose, bless it (see this test's doc)"
+    );
+}
