@@ -27,7 +27,7 @@ pub fn router(
     mcp: crate::mcp::McpEndpoint,
     settings: &crate::config::McpSettings,
 ) -> Router {
-    let guard = crate::mcp::guard::GuardState {
+    let guard = crate::mcp::transport::guard::GuardState {
         token: settings.token.as_deref().map(Into::into),
         sessions: mcp.sessions,
         max_sessions: settings.max_sessions,
@@ -36,7 +36,7 @@ pub fn router(
     };
     // The guard checks the token and session cap, then parks long-polls (`mcp::park`).
     let mcp_routes = Router::new().nest_service("/mcp", mcp.service).layer(
-        axum::middleware::from_fn_with_state(guard, crate::mcp::guard::guard),
+        axum::middleware::from_fn_with_state(guard, crate::mcp::transport::guard::guard),
     );
     Router::new()
         .merge(mcp_routes)

@@ -157,7 +157,9 @@ async fn main() -> anyhow::Result<()> {
             token,
         } => {
             let workspace = workspace.or_else(|| std::env::current_dir().ok());
-            if let Err(e) = vk_observer::mcp::bridge::run(&daemon, workspace, token).await {
+            if let Err(e) =
+                vk_observer::mcp::transport::bridge::run(&daemon, workspace, token).await
+            {
                 eprintln!("vk-observer mcp: {e:#}");
                 std::process::exit(1);
             }

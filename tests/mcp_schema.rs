@@ -313,7 +313,7 @@ fn follow_up_requires_prompt_for_send_and_queue_without_a_root_combinator() {
     assert_eq!(destructive("merge_attempt"), Some(false));
 }
 
-/// `vk_observer::mcp::DETAIL_TOOLS` (what the CLI and the tests ask for detail 2) names
+/// `vk_observer::mcp::detail_tools()` (what the CLI and the tests ask for detail 2) names
 /// exactly the tools whose input schema takes `detail`.
 #[test]
 fn the_detail_tools_list_matches_the_schemas() {
@@ -327,7 +327,7 @@ fn the_detail_tools_list_matches_the_schemas() {
         .map(|t| t.name.to_string())
         .collect();
     with_detail.sort();
-    let mut listed: Vec<String> = vk_observer::mcp::DETAIL_TOOLS
+    let mut listed: Vec<String> = vk_observer::mcp::detail_tools()
         .iter()
         .map(|t| t.to_string())
         .collect();
@@ -397,7 +397,10 @@ fn approval_tools_carry_their_mode_rules() {
 /// `VK_OBSERVER_BLESS=1 cargo test --test mcp_schema tools_list` and review its diff.
 #[test]
 fn tools_list_matches_the_golden_file() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tools-list.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tools-list.json"
+    );
     let now = serde_json::to_string_pretty(&tools()).unwrap() + "\n";
     if std::env::var_os("VK_OBSERVER_BLESS").is_some() {
         std::fs::write(path, &now).unwrap();

@@ -146,7 +146,7 @@ impl DaemonClient {
             Value::Object(m) => m,
             _ => serde_json::Map::new(),
         };
-        if crate::mcp::DETAIL_TOOLS.contains(&tool) && !map.contains_key("detail") {
+        if crate::mcp::takes_detail(tool) && !map.contains_key("detail") {
             map.insert("detail".into(), Value::from(2));
         }
         let r = self

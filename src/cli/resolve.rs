@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::client::DaemonClient;
+use crate::mcp::tools::{discovery, tasks};
 
 /// A task with an attempt, as the status table lists it.
 #[derive(Debug, Clone)]
@@ -22,7 +23,7 @@ pub async fn projects(
     client: &DaemonClient,
     only: Option<Uuid>,
 ) -> anyhow::Result<Vec<(String, String)>> {
-    let list = all_pages(client, "list_projects", json!({}), "projects").await?;
+    let list = all_pages(client, discovery::LIST_PROJECTS, json!({}), "projects").await?;
     let mut out: Vec<(String, String)> = list
         .iter()
         .filter_map(|p| {
@@ -45,7 +46,7 @@ pub async fn projects(
 /// Every task of the project (all pages), as `list_tasks` returns them.
 pub async fn tasks_of(client: &DaemonClient, project_id: &str) -> anyhow::Result<Vec<Value>> {
     let args = json!({"project_id": project_id});
-    all_pages(client, "list_tasks", args, "tasks").await
+    all_pages(client, tasks::LIST_TASKS, args, "tasks").await
 }
 
 /// Every item of a paged list tool (`cursor` / `next_cursor`, largest pages), in its order.
@@ -119,7 +120,7 @@ pub async fn attempt_id(client: &DaemonClient, given: &str) -> anyhow::Result<Uu
                     continue;
                 };
                 let args = json!({"task_id": task});
-                for a in all_pages(client, "list_task_attempts", args, "attempts").await? {
+                for a in all_pages(client, tasks::LIST_TASK_ATTEMPTS, args, "attempts").await? {
                     if let Some(id) = a["attempt_id"]
                         .as_str()
                         .and_then(|s| s.parse::<Uuid>().ok())

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::client::{CallError, DaemonClient};
 use super::render::{entry_line, freshness_line, relative, short_id, table, term_width, truncate};
 use super::resolve;
+use crate::mcp::tools::{discovery, observe, tasks};
 
 /// Attempt ids per `get_attempt_status` call (the tool's maximum).
 const BATCH: usize = 100;
@@ -81,7 +82,7 @@ async fn fetch_statuses(
     let ids: Vec<String> = rows.iter().map(|r| r.attempt_id.to_string()).collect();
     for chunk in ids.chunks(BATCH) {
         let page = client
-            .call_retrying("get_attempt_status", json!({ "attempt_ids": chunk }))
+            .call_retrying(observe::GET_ATTEMPT_STATUS, json!({ "attempt_ids": chunk }))
             .await?;
         for a in page["attempts"]
             .as_array()
@@ -100,7 +101,11 @@ async fn fetch_statuses(
     // Nothing to ask about: still report how current the cache is.
     let last_page = match last_page {
         Some(p) => p,
-        None => client.call_retrying("list_projects", json!({})).await?,
+        None => {
+            client
+                .call_retrying(discovery::LIST_PROJECTS, json!({}))
+                .await?
+        }
     };
     Ok(Statuses {
         by_id,
@@ -173,7 +178,7 @@ async fn one(client: &DaemonClient, given: &str, as_json: bool) -> anyhow::Resul
     let (page, status) = fetch_one(client, id).await?;
     let logs = client
         .call_retrying(
-            "tail_attempt_logs",
+            observe::TAIL_ATTEMPT_LOGS,
             json!({ "attempt_id": id, "limit": LOG_LINES }),
         )
         .await?;
@@ -184,7 +189,7 @@ async fn one(client: &DaemonClient, given: &str, as_json: bool) -> anyhow::Resul
     }
     let task = match status["task_id"].as_str() {
         Some(t) => client
-            .call("get_task", json!({ "task_id": t }))
+            .call(tasks::GET_TASK, json!({ "task_id": t }))
             .await
             .ok()
             .map(|v| v["task"].clone()),
@@ -208,7 +213,7 @@ async fn fetch_one(client: &DaemonClient, id: Uuid) -> anyhow::Result<(Value, Va
         )
     };
     let page = match client
-        .call_retrying("get_attempt_status", json!({ "attempt_id": id }))
+        .call_retrying(observe::GET_ATTEMPT_STATUS, json!({ "attempt_id": id }))
         .await
     {
         Ok(p) => p,

@@ -19,6 +19,7 @@ use uuid::Uuid;
 use super::client::{CallError, DaemonClient};
 use super::render::{entry_line, short_id, term_width, truncate};
 use super::resolve;
+use crate::mcp::tools::observe;
 
 /// Entries shown when the watch starts.
 const INITIAL_TAIL: u32 = 20;
@@ -311,7 +312,7 @@ async fn follow(
 /// The attempt's status and the token it is as of.
 async fn first_status(client: &DaemonClient, id: Uuid) -> anyhow::Result<(Value, Option<String>)> {
     match client
-        .call_retrying("get_attempt_status", json!({ "attempt_id": id }))
+        .call_retrying(observe::GET_ATTEMPT_STATUS, json!({ "attempt_id": id }))
         .await
     {
         // A single call answers the status fields at the top level (seed 002).
@@ -332,7 +333,7 @@ async fn first_status(client: &DaemonClient, id: Uuid) -> anyhow::Result<(Value,
 async fn initial_tail(client: &DaemonClient, id: Uuid, out: &mut Output) -> anyhow::Result<Cursor> {
     let first = client
         .call_retrying(
-            "tail_attempt_logs",
+            observe::TAIL_ATTEMPT_LOGS,
             json!({ "attempt_id": id, "limit": INITIAL_TAIL }),
         )
         .await?;
@@ -379,7 +380,7 @@ async fn wait_change(
         args["since_token"] = json!(t);
     }
     let w = client
-        .call_retrying("wait_for_attempt_change", args)
+        .call_retrying(observe::WAIT_FOR_ATTEMPT_CHANGE, args)
         .await?;
     if w["removed"]
         .as_array()
@@ -413,7 +414,9 @@ async fn read_logs(
     if let Some(l) = cur.last {
         args["after_entry_index"] = json!(l);
     }
-    let page = client.call_retrying("tail_attempt_logs", args).await?;
+    let page = client
+        .call_retrying(observe::TAIL_ATTEMPT_LOGS, args)
+        .await?;
     out.page(&page);
     let page_pid = page["execution_process_id"].as_str().map(str::to_string);
     if page["token_reset"].as_bool() == Some(true) {
@@ -535,7 +538,9 @@ async fn from_beginning(
             args["cursor"] = json!(c);
         }
         first = false;
-        let page = client.call_retrying("tail_attempt_logs", args).await?;
+        let page = client
+            .call_retrying(observe::TAIL_ATTEMPT_LOGS, args)
+            .await?;
         let entries = page["entries"].as_array().cloned().unwrap_or_default();
         got += entries.len();
         chunks.push(entries);

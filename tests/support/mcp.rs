@@ -9,7 +9,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
-use vk_observer::mcp::DETAIL_TOOLS;
+use vk_observer::mcp::takes_detail;
 
 pub struct Mcp {
     pub client: RunningService<RoleClient, ()>,
@@ -81,7 +81,7 @@ impl Mcp {
         let Value::Object(mut map) = args else {
             panic!("arguments must be an object")
         };
-        if DETAIL_TOOLS.contains(&name) && !map.contains_key("detail") {
+        if takes_detail(name) && !map.contains_key("detail") {
             map.insert("detail".into(), Value::from(2));
         }
         self.call_as_is(name, Value::Object(map)).await
@@ -94,7 +94,7 @@ impl Mcp {
         };
         // Detail 0 (asked for, or the default: `detail` absent or null) leaves `freshness` out
         // while the cache is current.
-        let level0 = DETAIL_TOOLS.contains(&name)
+        let level0 = takes_detail(name)
             && map
                 .get("detail")
                 .and_then(Value::as_u64)

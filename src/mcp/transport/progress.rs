@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use super::wait_tool::Parked;
+use crate::mcp::tools::observe::Parked;
 
 /// Bound on a non-SSE answer from rmcp that is re-sent as one SSE event (an error JSON body).
 const MAX_PLAIN_ANSWER: usize = 64 * 1024;

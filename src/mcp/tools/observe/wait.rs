@@ -1,22 +1,21 @@
-//! The long-poll tool: parse → `Query::wait_for_change` → respond, ending early if the client
-//! cancels the request. Timeouts are capped at `WAIT_MAX_MS` (50 s, below common client request
-//! timeouts), or at `WAIT_MAX_PROGRESS_MS` (600 s) for a wait `mcp::park` keeps alive with
-//! progress notifications (a `progressToken` on an SSE-answering endpoint: `mcp::progress`).
+//! The long-poll tool `wait_for_attempt_change`: parse → `Query::wait_for_change` → answer,
+//! ending early if the client cancels the request. Timeouts are capped at `WAIT_MAX_MS` (50 s,
+//! below common client request timeouts), or at `WAIT_MAX_PROGRESS_MS` (600 s) for a wait
+//! `transport::park` keeps alive with progress notifications (a `progressToken` on an
+//! SSE-answering endpoint: `transport::progress`).
 
 use std::time::Duration;
 
-use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 
-use super::VkTools;
-use super::args::{Args, input_schema};
-use super::descriptions as d;
-use super::read_tools::MAX_BATCH;
-use super::read_tools::level_of;
-use super::requests::WaitArgs;
-use super::shaped::{detail_output_schema, shaped};
+use super::WaitArgs;
+use super::describe;
+use crate::mcp::VkTools;
+use crate::mcp::tools::answer::{detail_output_schema, level_of, shaped};
+use crate::mcp::tools::args::{Args, input_schema};
+use crate::mcp::tools::paging::MAX_BATCH;
 use crate::query::Since;
 use crate::query::wait::{
     WAIT_DEFAULT_MS, WAIT_MAX_MS, WAIT_MAX_PROGRESS_MS, WAIT_RULES, WaitClock, WaitResult,
@@ -26,7 +25,7 @@ use crate::tool_error::ToolError;
 
 #[tool_router(router = wait_router, vis = "pub(crate)")]
 impl VkTools {
-    #[tool(description = d::WAIT_FOR_ATTEMPT_CHANGE, input_schema = input_schema::<WaitArgs>(),
+    #[tool(description = describe::WAIT_FOR_ATTEMPT_CHANGE, input_schema = input_schema::<WaitArgs>(),
            output_schema = detail_output_schema::<WaitResult>(),
            annotations(title = "Wait for attempt change", read_only_hint = true, open_world_hint = false))]
     async fn wait_for_attempt_change(
@@ -35,12 +34,12 @@ impl VkTools {
         Args(a): Args<WaitArgs>,
     ) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
-        // Not parked (a wait `mcp::park` let through): no progress is sent, so the short cap.
+        // Not parked (a wait `transport::park` let through): no progress is sent, so the short cap.
         let (scope, since, timeout) = match a.and_then(|a| plan(&self.query, a, false)) {
             Ok(p) => p,
             Err(e) => return shaped(Err::<WaitResult, _>(e), &WAIT_RULES, level),
         };
-        // Parked in front of rmcp already (see `mcp::park`): keep its clock and baseline.
+        // Parked in front of rmcp already (see `transport::park`): keep its clock and baseline.
         let parked = ctx
             .extensions
             .get::<axum::http::request::Parts>()
@@ -62,7 +61,7 @@ impl VkTools {
     }
 }
 
-/// What a validated wait call asks for: scope, baseline and timeout (shared with `mcp::park`);
+/// What a validated wait call asks for: scope, baseline and timeout (shared with `transport::park`);
 /// `with_progress`: progress notifications keep the client alive, so the longer cap applies.
 pub fn plan(
     query: &crate::query::Query,
@@ -105,17 +104,13 @@ pub fn plan(
     Ok((scope, since, Duration::from_millis(timeout)))
 }
 
-/// Set on a request's extensions by `mcp::park` once it has held the wait: the wait's clock
-/// (so the timeout is not served twice) and the token it compared against (the baseline of a
-/// wait without `since_token`).
+/// Set on a request's extensions by `transport::park` once it has held the wait: the wait's
+/// clock (so the timeout is not served twice) and the token it compared against (the baseline
+/// of a wait without `since_token`).
 #[derive(Debug, Clone, Copy)]
 pub struct Parked {
     pub clock: WaitClock,
     pub since: u64,
-}
-
-pub(crate) fn router() -> ToolRouter<VkTools> {
-    VkTools::wait_router()
 }
 
 #[cfg(test)]

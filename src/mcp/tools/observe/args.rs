@@ -1,133 +1,13 @@
-//! Typed arguments of the read tools. Every field carries a description (format, allowed values,
-//! defaults); modes that need "exactly one of" are written as root-level `if/then/else` (never a
-//! root `oneOf`, which Claude clients reject) and checked again at run time in `checks`.
+//! Typed arguments of the observe tools. Every field carries a description (format, allowed
+//! values, defaults); modes that need "exactly one of" are written as root-level
+//! `if/then/else` (never a root `oneOf`, which Claude clients reject) and checked again at run
+//! time by the handlers.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::query::detail::Detail;
-use crate::query::tasks::TaskStatus;
-
-/// No arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoArgs {}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListProjectsArgs {
-    /// Opaque `next_cursor` from the previous list_projects page; omit for the first page.
-    #[serde(default)]
-    pub cursor: Option<String>,
-    /// Page size, 1–200 (default 50); larger values are capped at 200.
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub limit: Option<u32>,
-    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
-    /// with VK's objects verbatim.
-    #[serde(default)]
-    pub detail: Option<Detail>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListReposArgs {
-    /// Project id (UUID string) from list_projects.
-    pub project_id: Uuid,
-    /// Opaque `next_cursor` from the previous list_repos page of the same project; omit for
-    /// the first page.
-    #[serde(default)]
-    pub cursor: Option<String>,
-    /// Page size, 1–200 (default 50); larger values are capped at 200.
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub limit: Option<u32>,
-    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
-    /// with VK's objects verbatim.
-    #[serde(default)]
-    pub detail: Option<Detail>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListTasksArgs {
-    /// Project id (UUID string) from list_projects.
-    pub project_id: Uuid,
-    /// Only tasks in this status: `todo`, `inprogress`, `inreview`, `done` or `cancelled`.
-    #[serde(default)]
-    pub status: Option<TaskStatus>,
-    /// Case-insensitive text that must appear in the title or description.
-    #[serde(default)]
-    pub q: Option<String>,
-    /// Only tasks updated at or after this instant (RFC 3339, e.g. `2026-11-22T10:00:00Z`).
-    #[serde(default)]
-    pub updated_since: Option<String>,
-    /// Opaque `next_cursor` from the previous list_tasks page with the same filters; omit for
-    /// the first page.
-    #[serde(default)]
-    pub cursor: Option<String>,
-    /// Page size, 1–200 (default 50); larger values are capped at 200.
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub limit: Option<u32>,
-    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
-    /// with VK's objects verbatim.
-    #[serde(default)]
-    pub detail: Option<Detail>,
-    /// Include each task's attempt summary (`latest_attempt_id`, `latest_session_id`,
-    /// `has_in_progress_attempt`, `last_attempt_failed`; branch and executor from detail 1).
-    /// Default true; false lists the tasks alone.
-    #[serde(default)]
-    pub include_attempt_summary: Option<bool>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GetTaskArgs {
-    /// Task id (UUID string) from list_tasks.
-    pub task_id: Uuid,
-    /// Also return a page of the task's attempts, newest first (default false).
-    #[serde(default)]
-    pub include_attempts: Option<bool>,
-    /// With `include_attempts`: opaque `attempts_next_cursor` from the previous get_task
-    /// answer for this task; omit for the first page.
-    #[serde(default)]
-    pub attempts_cursor: Option<String>,
-    /// With `include_attempts`: attempts per page, 1–200 (default 50); larger values are capped
-    /// at 200.
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub attempts_limit: Option<u32>,
-    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
-    /// with VK's objects verbatim.
-    #[serde(default)]
-    pub detail: Option<Detail>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListAttemptsArgs {
-    /// Task id (UUID string) from list_tasks.
-    pub task_id: Uuid,
-    /// Opaque `next_cursor` from the previous list_task_attempts page of the same task; omit
-    /// for the first page.
-    #[serde(default)]
-    pub cursor: Option<String>,
-    /// Page size, 1–200 (default 50); larger values are capped at 200.
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub limit: Option<u32>,
-    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
-    /// with VK's objects verbatim.
-    #[serde(default)]
-    pub detail: Option<Detail>,
-}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -263,6 +143,16 @@ pub struct MessagesArgs {
     pub detail: Option<Detail>,
 }
 
+/// How tail_session_messages splits the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessagesBy {
+    /// One item per coding-agent run: the prompt and the agent's last message.
+    Turn,
+    /// One item per message: prompts, agent messages, tool uses, errors, feedback.
+    Message,
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(extend(
@@ -300,41 +190,4 @@ pub struct WaitArgs {
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExecutorsArgs {
-    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
-    /// with VK's objects verbatim.
-    #[serde(default)]
-    pub detail: Option<Detail>,
-    /// Include each executor's `variants` (default true); false lists the names alone.
-    #[serde(default)]
-    pub include_variants: Option<bool>,
-    /// Only executors having every one of these: `supports_mcp`, or a VK capability flag
-    /// such as `SESSION_FORK` or `SETUP_HELPER`. Omit for all executors.
-    #[serde(default)]
-    pub capabilities_filter: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ContextArgs {
-    /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
-    /// with VK's objects verbatim.
-    #[serde(default)]
-    pub detail: Option<Detail>,
-}
-
-/// How tail_session_messages splits the conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum MessagesBy {
-    /// One item per coding-agent run: the prompt and the agent's last message.
-    Turn,
-    /// One item per message: prompts, agent messages, tool uses, errors, feedback.
-    Message,
 }

@@ -29,8 +29,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 
-use super::WORKSPACE_HEADER;
 use super::bridge_followers::Followers;
+use crate::mcp::WORKSPACE_HEADER;
 
 pub struct Bridge {
     daemon: RunningService<RoleClient, Relay>,

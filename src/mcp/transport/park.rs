@@ -26,8 +26,7 @@ use axum::response::Response;
 use serde::Deserialize;
 
 use super::progress::{Cancels, ProgressCall};
-use super::requests::WaitArgs;
-use super::wait_tool::{Parked, plan};
+use crate::mcp::tools::observe::{Parked, WaitArgs, plan};
 use crate::query::wait::WaitClock;
 use crate::query::{Query, Since};
 

@@ -19,8 +19,8 @@ use crate::query::detail::{self, Detail};
 use crate::query::logs::{LOG_PAGE_DEFAULT, LOG_PAGE_RULES, LogMode, LogRequest};
 use crate::query::status::{Shape, StatusView};
 use crate::query::{Query, Since};
-use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
+use crate::vk::Channel;
 
 /// Every resource answers JSON, the same document the matching tool returns.
 const MIME_JSON: &str = "application/json";

@@ -1,0 +1,234 @@
+//! The MCP server handler `VkTools`: tools from the families' router (`tools`), resources
+//! (`transport::resources`, subscriptions in `transport::subscriptions`), every call counted
+//! and timed. `get_context` is listed only to clients that run inside an attempt workspace
+//! (they say where with the `x-vk-workspace` header, or the daemon itself was started inside
+//! one).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rmcp::handler::server::tool::ToolRouter;
+use rmcp::model::{
+    Implementation, ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
+
+use super::tools;
+use super::transport::{resources, subscriptions};
+use crate::query::Query;
+use crate::telemetry::{self, label};
+use crate::tool_error::ToolError;
+
+/// Header a client (the stdio bridge) uses to say which directory it runs in.
+pub const WORKSPACE_HEADER: &str = "x-vk-workspace";
+
+pub const INSTRUCTIONS: &str = "vk-observer answers Vibe Kanban task tools from a local cache of VK's streams. \
+Reads are cheap: batch get_attempt_status over many attempts, tail logs with after_entry_index, and pass the \
+`token` of one answer as `since_token` to the next to get only what changed. Every answer carries `freshness` \
+(upstream connected|reconnecting|down and the age of the last applied change). Errors are JSON \
+{code, retryable, hint, details}; follow the hint.";
+
+#[derive(Clone)]
+pub struct VkTools {
+    pub query: Query,
+    /// Forwards mutations to VK; None in servers built without an upstream (schema tests).
+    pub proxy: Option<crate::proxy::Proxy>,
+    /// The directory the daemon was started in, when that is an attempt workspace.
+    pub own_workspace: Option<PathBuf>,
+    router: Arc<ToolRouter<VkTools>>,
+    /// This session's resource subscriptions; None where no session can be notified
+    /// (stateless mode, schema tests).
+    subscriptions: Option<Arc<subscriptions::SessionSubscriptions>>,
+}
+
+impl VkTools {
+    pub fn new(
+        query: Query,
+        proxy: Option<crate::proxy::Proxy>,
+        own_workspace: Option<PathBuf>,
+    ) -> Self {
+        VkTools {
+            query,
+            proxy,
+            own_workspace,
+            router: tools::router(),
+            subscriptions: None,
+        }
+    }
+
+    /// A handler whose session can subscribe to resources (`subscriptions`).
+    pub fn with_subscriptions(mut self, shared: subscriptions::Subscribing) -> Self {
+        self.subscriptions = Some(Arc::new(subscriptions::SessionSubscriptions::new(shared)));
+        self
+    }
+
+    /// Tools, and resources; resource subscriptions only where a session can be notified.
+    fn capabilities(&self) -> ServerCapabilities {
+        let mut caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
+        if self.subscriptions.is_some()
+            && let Some(r) = caps.resources.as_mut()
+        {
+            r.subscribe = Some(true);
+        }
+        caps
+    }
+
+    /// The workspace directory this request comes from: the client's header, else the daemon's.
+    pub fn workspace_of(&self, ctx: &RequestContext<RoleServer>) -> Option<PathBuf> {
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get(WORKSPACE_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| self.own_workspace.clone())
+    }
+
+    fn in_workspace(&self, ctx: &RequestContext<RoleServer>) -> bool {
+        self.workspace_of(ctx)
+            .and_then(|d| self.query.attempt_at(&d).ok().flatten())
+            .is_some()
+    }
+
+    /// Every tool, `get_context` included (for schema tests and documentation).
+    pub fn all_tools(&self) -> Vec<rmcp::model::Tool> {
+        self.router.list_all()
+    }
+
+    /// The upstream client of the mutating tools, or `not_configured` without one.
+    pub(crate) fn proxy(&self) -> Result<&crate::proxy::Proxy, ToolError> {
+        self.proxy.as_ref().ok_or_else(|| {
+            ToolError::new(
+                "not_configured",
+                false,
+                "This server has no VK connection for mutations.",
+            )
+        })
+    }
+}
+
+#[tool_handler(router = self.router)]
+impl ServerHandler for VkTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(self.capabilities())
+            .with_server_info(Implementation::new(
+                "vk-observer",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS.to_string())
+    }
+
+    /// Every call is counted and timed per tool (`vk_observer_tool_calls_total`,
+    /// `vk_observer_tool_call_seconds`), errors labelled by outcome.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let started = std::time::Instant::now();
+        // Only known names become labels: arbitrary names must not grow the metric set.
+        let tool = if self.router.has_route(&request.name) {
+            request.name.to_string()
+        } else {
+            "unknown".to_string()
+        };
+        let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        let result = self.router.call(tcc).await;
+        let outcome = match &result {
+            Ok(rmcp::model::CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
+                "tool_error"
+            }
+            Ok(_) => "ok",
+            Err(_) => "protocol_error",
+        };
+        metrics::counter!(telemetry::TOOL_CALLS, label::TOOL => tool.clone(), label::OUTCOME => outcome)
+            .increment(1);
+        metrics::histogram!(telemetry::TOOL_CALL_SECONDS, label::TOOL => tool)
+            .record(started.elapsed().as_secs_f64());
+        result
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let with_context = self.in_workspace(&context);
+        let tools = self
+            .router
+            .list_all()
+            .into_iter()
+            .filter(|t| with_context || t.name != tools::context::GET_CONTEXT)
+            .collect();
+        Ok(ListToolsResult {
+            tools,
+            ..Default::default()
+        })
+    }
+
+    /// The resource families (`resources::KINDS`); there is no fixed list of resources.
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let res = resources::Resource::parse(&request.uri)?;
+        res.read(&self.query).map(ReadResourceResponse::from)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match &self.subscriptions {
+            Some(s) => s.subscribe(&request.uri, &context.peer),
+            None => Err(subscriptions::stateless_refusal()),
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match &self.subscriptions {
+            Some(s) => s.unsubscribe(&request.uri),
+            None => Err(subscriptions::stateless_refusal()),
+        }
+    }
+
+    /// `subscriptions/listen` (2026-07-28) for resource updates, where a stream can carry them.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let s = self.subscriptions.as_ref()?;
+        Some(s.listen_filter(requested))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        match &self.subscriptions {
+            Some(s) => s.listen(context).await,
+            None => Ok(()),
+        }
+    }
+}
