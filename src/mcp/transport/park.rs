@@ -4,7 +4,7 @@
 //! middleware recognises a well-formed wait call, parks it on the store's notify channels with
 //! nothing but the request held, and hands it to rmcp only once a watched attempt changed or
 //! the wait's time is up; the tool then answers at once from the same store, with the clock
-//! and baseline this layer used (`wait_tool::Parked`).
+//! and baseline this layer used (`tools::observe::Parked`).
 //!
 //! Anything else — other methods, malformed or invalid arguments, a browser `Origin` (left to
 //! rmcp's Origin/Host validation before any waiting), large or chunked bodies, stale tokens, a
