@@ -85,7 +85,7 @@ impl VkTools {
             };
             let proxy = self.proxy.as_ref().ok_or_else(|| {
                 ToolError::new(
-                    "not_configured",
+                    crate::tool_error::ErrorCode::NotConfigured,
                     false,
                     "This server has no VK connection for mutations.",
                 )

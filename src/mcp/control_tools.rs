@@ -29,7 +29,7 @@ impl VkTools {
     pub(crate) fn proxy(&self) -> Result<&Proxy, ToolError> {
         self.proxy.as_ref().ok_or_else(|| {
             ToolError::new(
-                "not_configured",
+                crate::tool_error::ErrorCode::NotConfigured,
                 false,
                 "This server has no VK connection for mutations.",
             )

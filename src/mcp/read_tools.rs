@@ -199,7 +199,7 @@ impl VkTools {
             let mode = match (a.cursor, a.after_entry_index) {
                 (Some(_), Some(_)) => {
                     return Err(ToolError::new(
-                        "mixed_pagination",
+                        crate::tool_error::ErrorCode::MixedPagination,
                         false,
                         "Use only one pagination mode: `cursor` pages older history, `after_entry_index` returns only newer entries.",
                     )
@@ -292,7 +292,7 @@ impl VkTools {
         let answer = a.and_then(|_| {
             let dir = self.workspace_of(&ctx).ok_or_else(|| {
                 ToolError::new(
-                    "no_workspace_context",
+                    crate::tool_error::ErrorCode::NoWorkspaceContext,
                     false,
                     "This client is not running inside a VK attempt workspace. Use list_projects → list_tasks → list_task_attempts instead.",
                 )

@@ -10,7 +10,7 @@ use crate::tool_error::ToolError;
 pub type ToolResult<T> = Result<Json<T>, CallToolResult>;
 
 pub fn error_result(e: &ToolError) -> CallToolResult {
-    metrics::counter!(crate::telemetry::TOOL_ERRORS, crate::telemetry::label::CODE => e.code)
+    metrics::counter!(crate::telemetry::TOOL_ERRORS, crate::telemetry::label::CODE => e.code.as_str())
         .increment(1);
     CallToolResult::error(vec![ContentBlock::text(e.to_json_string())])
 }

@@ -19,7 +19,7 @@ use super::{Proxy, upstream_error};
 use crate::query::Freshness;
 use crate::query::status::AttemptStatus;
 use crate::store::approvals::{ApprovalRecord, ApprovalState};
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 use crate::upstream::UpstreamError;
 
 /// The decision to send.
@@ -163,7 +163,7 @@ fn check_reply(rec: &ApprovalRecord, decision: &Decision, reply: &Value) -> Resu
         "timed_out" => Err(timed_out(rec)),
         "approved" | "denied" => Err(already_answered(rec, &word, text(reply, "reason"))),
         _ => Err(ToolError::new(
-            "upstream_error",
+            ErrorCode::UpstreamError,
             true,
             "VK answered the approval with a status the daemon does not know; re-read list_approvals.",
         )
@@ -173,7 +173,7 @@ fn check_reply(rec: &ApprovalRecord, decision: &Decision, reply: &Value) -> Resu
 
 fn unknown_approval(id: Uuid) -> ToolError {
     ToolError::new(
-        "unknown_approval",
+        ErrorCode::UnknownApproval,
         false,
         "No approval with this id in the cache. Take approval_id from get_attempt_status pending_approvals or list_approvals (attempt_ids or project_id); an attempt id or execution process id is not an approval id.",
     )
@@ -182,7 +182,7 @@ fn unknown_approval(id: Uuid) -> ToolError {
 
 fn already_answered(rec: &ApprovalRecord, status: &str, reason: Option<String>) -> ToolError {
     ToolError::new(
-        "approval_already_answered",
+        ErrorCode::ApprovalAlreadyAnswered,
         false,
         format!(
             "This approval was already answered ({status}); VK keeps the first answer. Nothing to do: call get_attempt_status or wait_for_attempt_change to follow the agent."
@@ -194,7 +194,7 @@ fn already_answered(rec: &ApprovalRecord, status: &str, reason: Option<String>) 
 
 fn timed_out(rec: &ApprovalRecord) -> ToolError {
     ToolError::new(
-        "approval_timed_out",
+        ErrorCode::ApprovalTimedOut,
         false,
         "VK stopped waiting for this approval (timeout_at passed) and denied the tool; the agent went on without it. If the tool is still needed, ask for it again with follow_up.",
     )
@@ -210,7 +210,7 @@ fn respond_error(e: UpstreamError, id: Uuid) -> ToolError {
             if message.contains("Failed to respond to approval") =>
         {
             ToolError::new(
-                "approval_rejected",
+                ErrorCode::ApprovalRejected,
                 false,
                 "VK refused the answer: it holds no such approval for this execution process (VK restarted or lost it). Re-read list_approvals; an approval whose agent_waiting is false no longer blocks anything.",
             )
@@ -241,7 +241,7 @@ mod tests {
     }
 
     fn code(r: Result<(), ToolError>) -> &'static str {
-        r.err().map_or("ok", |e| e.code)
+        r.err().map_or("ok", |e| e.code.as_str())
     }
 
     #[test]
@@ -285,7 +285,7 @@ mod tests {
         rec.state = ApprovalState::Approved;
         let e = answerable(&rec).unwrap_err();
         assert_eq!(
-            (e.code, e.details["status"].as_str()),
+            (e.code.as_str(), e.details["status"].as_str()),
             ("approval_already_answered", Some("approved"))
         );
     }

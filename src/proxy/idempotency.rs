@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::store::records::IdempotencyRecords;
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Record {
@@ -161,7 +161,7 @@ impl Idempotency {
         if let Some(rec) = &existing {
             if rec.payload != payload_text {
                 return Err(ToolError::new(
-                    "idempotency_conflict",
+                    ErrorCode::IdempotencyConflict,
                     false,
                     "This request_id was already used with different arguments. Generate a new request_id (e.g. a fresh UUID) for a different request.",
                 )
