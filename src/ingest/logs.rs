@@ -33,6 +33,7 @@ use super::signal::Signal;
 use crate::store::StoreError;
 use crate::store::events::{Channel, DomainEvent};
 use crate::store::writer::Queued;
+use crate::telemetry::UpstreamStream;
 use crate::upstream::wire::LogFrame;
 use crate::upstream::ws::{self, WsEnd};
 use crate::vk::ProcessFacts;
@@ -255,7 +256,10 @@ impl LogFollower {
                             }
                             return Step::End(Done { complete: true });
                         }
-                        Err(e) => self.ctx.health.garbage("log_ws", &format!("{e}: {text}")),
+                        Err(e) => self
+                            .ctx
+                            .health
+                            .garbage(UpstreamStream::Logs, &format!("{e}: {text}")),
                     }
                 }
                 Err(end) => {
@@ -273,7 +277,7 @@ impl LogFollower {
         }
         tracing::debug!(pid = %self.process_id, ?end, "log socket dropped");
         if self.still_running() {
-            self.ctx.health.reconnected("logs_ws");
+            self.ctx.health.reconnected(UpstreamStream::Logs);
             Step::Backoff(State::Connecting)
         } else {
             Step::Next(State::Backfill)

@@ -20,6 +20,7 @@ use super::materialize::{Change, Materializer};
 use super::pulse::Pulse;
 use super::signal::Signal;
 use crate::store::events::DomainEvent;
+use crate::telemetry::{ResyncCause, ResyncScope, UpstreamStream};
 use crate::upstream::wire::PatchFrame;
 use crate::upstream::ws::{self, WsEnd};
 use crate::vk::ProcessFacts;
@@ -52,11 +53,21 @@ impl ObjectStream {
         }
     }
 
-    fn label(&self) -> &'static str {
+    /// The stream in the reconnect and garbage metrics.
+    fn telemetry(&self) -> UpstreamStream {
         match self {
-            ObjectStream::Projects => "projects_ws",
-            ObjectStream::Tasks { .. } => "tasks_ws",
-            ObjectStream::Processes { .. } => "processes_ws",
+            ObjectStream::Projects => UpstreamStream::Projects,
+            ObjectStream::Tasks { .. } => UpstreamStream::Tasks,
+            ObjectStream::Processes { .. } => UpstreamStream::Processes,
+        }
+    }
+
+    /// The scope a resync of this stream has in the resync metric.
+    fn scope(&self) -> ResyncScope {
+        match self {
+            ObjectStream::Projects => ResyncScope::Projects,
+            ObjectStream::Tasks { .. } => ResyncScope::Tasks,
+            ObjectStream::Processes { .. } => ResyncScope::Processes,
         }
     }
 }
@@ -123,7 +134,7 @@ impl Follower for ObjectFollower {
                         }
                         FrameOutcome::Garbage => Step::Next(State::Live { ws, doc, pulse }),
                         FrameOutcome::Resync(cause) => {
-                            self.ctx.health.resynced(self.stream.label(), cause);
+                            self.ctx.health.resynced(self.stream.scope(), cause);
                             Step::Backoff(State::Connecting)
                         }
                     },
@@ -155,7 +166,7 @@ impl ObjectFollower {
     /// The socket is gone: count it and reconnect after the next backoff delay (reset once a
     /// snapshot arrives, so a socket that keeps ending at once is not reopened in a tight loop).
     fn lost(&self) -> Step<State, Gone> {
-        self.ctx.health.reconnected(self.stream.label());
+        self.ctx.health.reconnected(self.stream.telemetry());
         Step::Backoff(State::Connecting)
     }
 
@@ -165,7 +176,7 @@ impl ObjectFollower {
             Err(e) => {
                 self.ctx
                     .health
-                    .garbage(self.stream.label(), &format!("{e}: {text}"));
+                    .garbage(self.stream.telemetry(), &format!("{e}: {text}"));
                 return FrameOutcome::Garbage;
             }
         };
@@ -173,7 +184,7 @@ impl ObjectFollower {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(stream = ?self.stream, error = %e, "object stream frame does not apply: resyncing");
-                return FrameOutcome::Resync("patch_failed");
+                return FrameOutcome::Resync(ResyncCause::PatchFailed);
             }
         };
         if let Some(h) = frame.invalidate
@@ -189,7 +200,7 @@ impl ObjectFollower {
         let (events, signal) = self.to_events(&changes, doc);
         if let Err(e) = self.ctx.writer.write(events).await {
             tracing::error!(error = %e, "cannot store an object-stream change: resyncing");
-            return FrameOutcome::Resync("store_error");
+            return FrameOutcome::Resync(ResyncCause::StoreError);
         }
         if let Some(s) = signal {
             let _ = self.ctx.signals.send(s);
@@ -310,6 +321,6 @@ fn process_events(
 enum FrameOutcome {
     Ok,
     Garbage,
-    /// Reconnect for a fresh snapshot, for this cause (a `resync_cause` label).
-    Resync(&'static str),
+    /// Reconnect for a fresh snapshot, for this cause.
+    Resync(ResyncCause),
 }
