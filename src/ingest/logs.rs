@@ -111,8 +111,7 @@ impl<'a> Outbox<'a> {
 
 impl LogFollower {
     fn path(&self) -> String {
-        let kind = crate::upstream::wire::log_route(self.channel);
-        format!("/api/execution-processes/{}/{kind}/v2/ws", self.process_id)
+        crate::upstream::routes::log_ws(self.process_id, self.channel)
     }
 }
 

@@ -21,6 +21,7 @@ use super::pulse::Pulse;
 use super::signal::Signal;
 use crate::store::events::DomainEvent;
 use crate::telemetry::{ResyncCause, ResyncScope, UpstreamStream};
+use crate::upstream::routes;
 use crate::upstream::wire::PatchFrame;
 use crate::upstream::ws::{self, WsEnd};
 use crate::vk::ProcessFacts;
@@ -35,13 +36,9 @@ pub enum ObjectStream {
 impl ObjectStream {
     fn path(&self) -> String {
         match self {
-            ObjectStream::Projects => "/api/projects/stream/ws".into(),
-            ObjectStream::Tasks { project_id } => {
-                format!("/api/tasks/stream/ws?project_id={project_id}")
-            }
-            ObjectStream::Processes { attempt_id } => {
-                format!("/api/execution-processes/stream/ws?workspace_id={attempt_id}")
-            }
+            ObjectStream::Projects => routes::PROJECTS_WS.into(),
+            ObjectStream::Tasks { project_id } => routes::tasks_ws(*project_id),
+            ObjectStream::Processes { attempt_id } => routes::processes_ws(*attempt_id),
         }
     }
 

@@ -21,6 +21,7 @@ use crate::query::status::AttemptStatus;
 use crate::store::approvals::{ApprovalRecord, ApprovalState};
 use crate::tool_error::{ErrorCode, ToolError};
 use crate::upstream::UpstreamError;
+use crate::upstream::refusal::ApprovalRefusal;
 
 /// The decision to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,13 +203,11 @@ fn timed_out(rec: &ApprovalRecord) -> ToolError {
                          "attempt_id": rec.attempt_id}))
 }
 
-/// VK's 500 "Failed to respond to approval" means it has no such approval for that process
-/// (its DB lost it, or the cache holds one of another VK); other failures as usual.
+/// VK has no such approval for that process (its DB lost it, or the cache holds one of another
+/// VK: `ApprovalRefusal::NoSuchApproval`); other failures as usual.
 fn respond_error(e: UpstreamError, id: Uuid) -> ToolError {
-    match &e {
-        UpstreamError::Status { status: 500, message, .. }
-            if message.contains("Failed to respond to approval") =>
-        {
+    match (ApprovalRefusal::of(&e), &e) {
+        (Some(ApprovalRefusal::NoSuchApproval), UpstreamError::Status { message, .. }) => {
             ToolError::new(
                 ErrorCode::ApprovalRejected,
                 false,

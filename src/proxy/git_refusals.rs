@@ -1,8 +1,8 @@
 //! The delivery tools' stable error codes: refusals made before VK is called (from the branch
 //! status just re-read and the cached processes) and VK's own refusals of a git action mapped to
 //! the same codes, each with a hint naming the next call. VK's git refusals carry no error kind
-//! (500/400 with a message), so `vk_refusal` is the one place that reads VK's message texts, as
-//! recorded in docs/vk-contract.md §9.8.
+//! (500/400 with a message); `upstream::refusal::GitRefusal` recognizes their texts (recorded in
+//! docs/vk-contract.md §9.8) and `vk_refusal` maps what it recognized to codes and hints.
 
 use serde_json::json;
 use uuid::Uuid;
@@ -11,6 +11,7 @@ use super::upstream_error;
 use crate::query::branch::RepoBranchStatus;
 use crate::tool_error::{ErrorCode, ToolError, clip};
 use crate::upstream::UpstreamError;
+use crate::upstream::refusal::GitRefusal;
 
 /// A coding agent or script of the attempt is running (dev servers do not count).
 pub fn process_running(attempt: Uuid, action: &str) -> ToolError {
@@ -129,50 +130,45 @@ pub fn no_repos(attempt: Uuid) -> ToolError {
 }
 
 /// VK's own refusal of a git action, as the same codes as the pre-checks where VK's message
-/// says which (recorded texts), else VK's answer as any upstream error.
+/// says which (recognized by `upstream::refusal::GitRefusal`), else VK's answer as any upstream
+/// error.
 pub fn vk_refusal(e: UpstreamError, repo_id: Uuid) -> ToolError {
-    let UpstreamError::Status {
-        status, message, ..
-    } = &e
+    let (
+        Some(refusal),
+        UpstreamError::Status {
+            status, message, ..
+        },
+    ) = (GitRefusal::of(&e), &e)
     else {
         return upstream_error(e);
     };
     let details = json!({ "repo_id": repo_id, "status": status, "vk_message": clip(message, 300) });
-    if message.contains("Branches diverged") {
-        return ToolError::new(
+    match refusal {
+        GitRefusal::BranchesDiverged => ToolError::new(
             ErrorCode::BranchBehind,
             false,
             "VK refused the merge: the target branch moved since the branch was based on it. Call rebase_attempt with this attempt_id and repo_id, then merge.",
         )
-        .with_details(details);
-    }
-    if message.contains("has uncommitted changes") {
-        return uncommitted_changes(repo_id, None, Some(message));
-    }
-    if message.contains("nothing to commit") {
-        return ToolError::new(
+        .with_details(details),
+        GitRefusal::UncommittedChanges => uncommitted_changes(repo_id, None, Some(message)),
+        GitRefusal::NothingToCommit => ToolError::new(
             ErrorCode::NothingToMerge,
             false,
             "VK found nothing to merge: the target branch already has this branch's changes (merged before?). Check get_attempt_branch_status (merged, merge_commit).",
         )
-        .with_details(details);
-    }
-    if *status == 400 && message.contains("does not exist") {
-        return ToolError::new(
+        .with_details(details),
+        GitRefusal::UnknownBranch => ToolError::new(
             ErrorCode::UnknownBranch,
             false,
             "VK does not know that branch in this repository. Pass an existing branch as new_base_branch/old_base_branch, or omit them to use the attempt's target branch.",
         )
-        .with_details(details);
-    }
-    if *status == 404 && message.contains("Repository not found") {
-        return ToolError::not_found(
+        .with_details(details),
+        GitRefusal::RepoNotFound => ToolError::not_found(
             "repo",
             repo_id,
             "VK does not know this repository for the attempt. Call get_attempt_branch_status with refresh=true and use one of its repos[].repo_id.",
-        );
+        ),
     }
-    upstream_error(e)
 }
 
 #[cfg(test)]

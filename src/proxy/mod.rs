@@ -25,6 +25,7 @@ use crate::query::Query;
 use crate::store::StoreReader;
 use crate::tool_error::{ErrorCode, ToolError, clip};
 use crate::upstream::UpstreamError;
+use crate::upstream::refusal::KeyConflict;
 use crate::upstream::rest::VkClient;
 use idempotency::Idempotency;
 
@@ -108,17 +109,23 @@ pub fn upstream_error(e: UpstreamError) -> ToolError {
                     format!("VK rejected the request: {message}"),
                 ),
                 404 => ToolError::new(ErrorCode::NotFound, false, format!("VK: {message}")),
-                409 if message.to_lowercase().contains("in progress") => ToolError::new(
-                    ErrorCode::InProgress,
-                    true,
-                    "VK is still executing an earlier request with this key; retry shortly with the same request_id.",
-                ),
-                409 if message.to_lowercase().contains("idempotency") => ToolError::new(
-                    ErrorCode::IdempotencyConflict,
-                    false,
-                    "VK has seen this request_id with different arguments; use a new request_id.",
-                ),
-                409 => ToolError::new(ErrorCode::Conflict, false, format!("VK refused in the current state: {message}")),
+                409 => match KeyConflict::of_message(&message) {
+                    Some(KeyConflict::InProgress) => ToolError::new(
+                        ErrorCode::InProgress,
+                        true,
+                        "VK is still executing an earlier request with this key; retry shortly with the same request_id.",
+                    ),
+                    Some(KeyConflict::Reused) => ToolError::new(
+                        ErrorCode::IdempotencyConflict,
+                        false,
+                        "VK has seen this request_id with different arguments; use a new request_id.",
+                    ),
+                    None => ToolError::new(
+                        ErrorCode::Conflict,
+                        false,
+                        format!("VK refused in the current state: {message}"),
+                    ),
+                },
                 s if s >= 500 => ToolError::new(
                     ErrorCode::UpstreamError,
                     true,
