@@ -271,7 +271,7 @@ impl LogFollower {
 
     /// Where a follower goes once its socket ended without `finished`.
     fn after_drop(&self, end: WsEnd) -> Step<State, Done> {
-        if let WsEnd::Closed { code: 4404, .. } = end {
+        if end.is_gone() {
             return Step::Next(State::Backfill);
         }
         tracing::debug!(pid = %self.process_id, ?end, "log socket dropped");

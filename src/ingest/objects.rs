@@ -23,7 +23,7 @@ use crate::store::events::DomainEvent;
 use crate::telemetry::{ResyncCause, ResyncScope, UpstreamStream};
 use crate::upstream::routes;
 use crate::upstream::wire::PatchFrame;
-use crate::upstream::ws::{self, WsEnd};
+use crate::upstream::ws;
 use crate::vk::ProcessFacts;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -135,7 +135,7 @@ impl Follower for ObjectFollower {
                             Step::Backoff(State::Connecting)
                         }
                     },
-                    Ok(Err(WsEnd::Closed { code: 4404, .. })) => Step::End(Gone),
+                    Ok(Err(end)) if end.is_gone() => Step::End(Gone),
                     Ok(Err(end)) => {
                         tracing::debug!(stream = ?self.stream, ?end, "object stream ended; reconnecting");
                         self.lost()
