@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
 
-use crate::telemetry::{self, label};
+use crate::telemetry::{self, ResyncCause, ResyncScope, UpstreamStream, label};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -77,34 +77,25 @@ impl Health {
         self.last_upstream_byte_ms.load(Ordering::Relaxed)
     }
 
-    /// A stream connection to VK was lost and will be reopened. `stream` is one of
-    /// `sse`, `projects_ws`, `tasks_ws`, `processes_ws`, `logs_ws`.
-    pub fn reconnected(&self, stream: &'static str) {
+    /// A stream connection to VK was lost and will be reopened.
+    pub fn reconnected(&self, stream: UpstreamStream) {
         self.reconnects.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(telemetry::UPSTREAM_RECONNECTS, label::STREAM => stream).increment(1);
-    }
-
-    /// A resync began: `scope` is `all` or one object stream, `cause` says why (see
-    /// [`resync_cause`]).
-    pub fn resynced(&self, scope: &'static str, cause: &str) {
-        self.resyncs.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(telemetry::RESYNCS, label::SCOPE => scope, label::CAUSE => resync_cause(cause))
+        metrics::counter!(telemetry::UPSTREAM_RECONNECTS, label::STREAM => stream.reconnect_label())
             .increment(1);
     }
 
-    pub fn garbage(&self, stream: &'static str, detail: &str) {
+    /// A resync began: `scope` is everything or one object stream, `cause` says why.
+    pub fn resynced(&self, scope: ResyncScope, cause: ResyncCause) {
+        self.resyncs.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(telemetry::RESYNCS, label::SCOPE => scope.as_str(), label::CAUSE => cause.as_str())
+            .increment(1);
+    }
+
+    /// A frame of `stream` did not parse and was skipped.
+    pub fn garbage(&self, stream: UpstreamStream, detail: &str) {
+        let stream = stream.garbage_label();
         self.garbage_frames.fetch_add(1, Ordering::Relaxed);
         metrics::counter!(telemetry::GARBAGE_FRAMES, label::STREAM => stream).increment(1);
         tracing::warn!(stream, detail = %detail.chars().take(200).collect::<String>(), "skipped a frame VK sent that does not parse");
     }
-}
-
-/// The metric label for a resync reason. Reasons from VK's `invalidate_all` are VK's words;
-/// unknown ones are folded into `other` so the label set stays bounded.
-pub fn resync_cause(reason: &str) -> &'static str {
-    telemetry::RESYNC_CAUSES
-        .iter()
-        .copied()
-        .find(|k| *k == reason)
-        .unwrap_or("other")
 }

@@ -63,32 +63,246 @@ pub const BOOTSTRAPPED: &str = "vk_observer_bootstrapped";
 pub const TOOL_CALL_SECONDS: &str = "vk_observer_tool_call_seconds";
 
 // ---- label values known at build time ----
+//
+// Each closed label set is an enum whose `as_str` is the exported value; call sites pass the
+// enum, and the slices below (what `register` exports at 0, and what tests/metrics.rs checks)
+// are built from the same `as_str`, so a value is spelled once.
+
+/// A stream the daemon holds open to VK, as the `stream` label of [`UPSTREAM_RECONNECTS`] and
+/// [`GARBAGE_FRAMES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamStream {
+    /// `GET /api/events`.
+    Sse,
+    /// The projects object WebSocket.
+    Projects,
+    /// A project's tasks object WebSocket.
+    Tasks,
+    /// An attempt's execution processes object WebSocket.
+    Processes,
+    /// A process's log WebSocket (normalized or raw).
+    Logs,
+}
+
+impl UpstreamStream {
+    /// The `stream` label on [`UPSTREAM_RECONNECTS`]. An object stream is spelled as its resync
+    /// scope.
+    pub const fn reconnect_label(self) -> &'static str {
+        match self {
+            UpstreamStream::Sse => "sse",
+            UpstreamStream::Projects => ResyncScope::Projects.as_str(),
+            UpstreamStream::Tasks => ResyncScope::Tasks.as_str(),
+            UpstreamStream::Processes => ResyncScope::Processes.as_str(),
+            UpstreamStream::Logs => "logs_ws",
+        }
+    }
+
+    /// The `stream` label on [`GARBAGE_FRAMES`]: as [`reconnect_label`](Self::reconnect_label)
+    /// except that the log follower has always reported its garbage as `log_ws` (one letter from
+    /// `logs_ws`). Both spellings are exported today, each for its own metric, so both are kept
+    /// rather than renaming a series under existing dashboards.
+    pub const fn garbage_label(self) -> &'static str {
+        match self {
+            UpstreamStream::Logs => "log_ws",
+            other => other.reconnect_label(),
+        }
+    }
+}
+
+/// What a resync refreshes, the `scope` label of [`RESYNCS`]: everything, or one object stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResyncScope {
+    All,
+    Projects,
+    Tasks,
+    Processes,
+}
+
+impl ResyncScope {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ResyncScope::All => "all",
+            ResyncScope::Projects => "projects_ws",
+            ResyncScope::Tasks => "tasks_ws",
+            ResyncScope::Processes => "processes_ws",
+        }
+    }
+}
+
+/// Why a resync happened, the `cause` label of [`RESYNCS`]. Some are VK's words (the `reason` of
+/// its `invalidate_all`); [`ResyncCause::of`] folds any other reason into `Other`, so the label
+/// set stays bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResyncCause {
+    /// The daemon started.
+    Startup,
+    /// The first full load from VK.
+    Bootstrap,
+    /// VK's `invalidate_all {reason: resume}`.
+    Resume,
+    /// VK's run identity changed: VK restarted (or reloaded its config).
+    VkRestarted,
+    /// A reconnect with no stored SSE seq to resume from.
+    NoResumePoint,
+    /// VK's SSE ids went backwards.
+    IdsRestarted,
+    /// VK's `invalidate_all {reason: resume_unavailable}`.
+    ResumeUnavailable,
+    /// VK's `invalidate_all {reason: lagged}`.
+    Lagged,
+    /// A JSON Patch of an object stream did not apply.
+    PatchFailed,
+    /// The store failed to take an object stream's batch.
+    StoreError,
+    /// Any other reason.
+    Other,
+}
+
+impl ResyncCause {
+    pub const ALL: [ResyncCause; 11] = [
+        ResyncCause::Startup,
+        ResyncCause::Bootstrap,
+        ResyncCause::Resume,
+        ResyncCause::VkRestarted,
+        ResyncCause::NoResumePoint,
+        ResyncCause::IdsRestarted,
+        ResyncCause::ResumeUnavailable,
+        ResyncCause::Lagged,
+        ResyncCause::PatchFailed,
+        ResyncCause::StoreError,
+        ResyncCause::Other,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ResyncCause::Startup => "startup",
+            ResyncCause::Bootstrap => "bootstrap",
+            ResyncCause::Resume => "resume",
+            ResyncCause::VkRestarted => "vk_restarted",
+            ResyncCause::NoResumePoint => "no_resume_point",
+            ResyncCause::IdsRestarted => "ids_restarted",
+            ResyncCause::ResumeUnavailable => "resume_unavailable",
+            ResyncCause::Lagged => "lagged",
+            ResyncCause::PatchFailed => "patch_failed",
+            ResyncCause::StoreError => "store_error",
+            ResyncCause::Other => "other",
+        }
+    }
+
+    /// The cause a resync reason names (the daemon's own or VK's word); unknown ones are `Other`.
+    pub fn of(reason: &str) -> ResyncCause {
+        ResyncCause::ALL
+            .into_iter()
+            .find(|c| c.as_str() == reason)
+            .unwrap_or(ResyncCause::Other)
+    }
+}
+
+/// How a tool call ended, the `outcome` label of [`TOOL_CALLS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolOutcome {
+    Ok,
+    /// Answered with an error envelope (`isError: true`).
+    ToolError,
+    /// Failed at the protocol level (a JSON-RPC error).
+    ProtocolError,
+}
+
+impl ToolOutcome {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ToolOutcome::Ok => "ok",
+            ToolOutcome::ToolError => "tool_error",
+            ToolOutcome::ProtocolError => "protocol_error",
+        }
+    }
+}
+
+/// Why an artifact read was refused, the `reason` label of [`ARTIFACT_BLOCKED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArtifactBlockReason {
+    /// The path leaves the attempt's workspace.
+    PathOutsideWorkspace,
+}
+
+impl ArtifactBlockReason {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ArtifactBlockReason::PathOutsideWorkspace => "path_outside_workspace",
+        }
+    }
+}
+
+/// Why an HTTP request to `/mcp` was refused, the `reason` label of [`HTTP_REFUSED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpRefusal {
+    /// No or a wrong bearer token.
+    Unauthorized,
+    /// The session cap is reached.
+    TooManySessions,
+}
+
+impl HttpRefusal {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HttpRefusal::Unauthorized => "unauthorized",
+            HttpRefusal::TooManySessions => "too_many_sessions",
+        }
+    }
+}
+
+/// The `tool` label of a call to a tool the router does not know (arbitrary names must not grow
+/// the metric set).
+pub const UNKNOWN_TOOL: &str = "unknown";
 
 /// Streams that reconnect to VK: the SSE hint stream and the WS streams.
-pub const UPSTREAM_STREAMS: &[&str] =
-    &["sse", "projects_ws", "tasks_ws", "processes_ws", "logs_ws"];
+pub const UPSTREAM_STREAMS: &[&str] = &[
+    UpstreamStream::Sse.reconnect_label(),
+    UpstreamStream::Projects.reconnect_label(),
+    UpstreamStream::Tasks.reconnect_label(),
+    UpstreamStream::Processes.reconnect_label(),
+    UpstreamStream::Logs.reconnect_label(),
+];
 /// Streams whose unparsable frames are counted (the log follower reports as `log_ws`).
-pub const GARBAGE_STREAMS: &[&str] = &["sse", "projects_ws", "tasks_ws", "processes_ws", "log_ws"];
+pub const GARBAGE_STREAMS: &[&str] = &[
+    UpstreamStream::Sse.garbage_label(),
+    UpstreamStream::Projects.garbage_label(),
+    UpstreamStream::Tasks.garbage_label(),
+    UpstreamStream::Processes.garbage_label(),
+    UpstreamStream::Logs.garbage_label(),
+];
 /// What a resync refreshes: everything, or one object stream.
-pub const RESYNC_SCOPES: &[&str] = &["all", "projects_ws", "tasks_ws", "processes_ws"];
+pub const RESYNC_SCOPES: &[&str] = &[
+    ResyncScope::All.as_str(),
+    ResyncScope::Projects.as_str(),
+    ResyncScope::Tasks.as_str(),
+    ResyncScope::Processes.as_str(),
+];
 /// Why a resync happened.
 pub const RESYNC_CAUSES: &[&str] = &[
-    "startup",
-    "bootstrap",
-    "resume",
-    "vk_restarted",
-    "no_resume_point",
-    "ids_restarted",
-    "resume_unavailable",
-    "lagged",
-    "patch_failed",
-    "store_error",
-    "other",
+    ResyncCause::Startup.as_str(),
+    ResyncCause::Bootstrap.as_str(),
+    ResyncCause::Resume.as_str(),
+    ResyncCause::VkRestarted.as_str(),
+    ResyncCause::NoResumePoint.as_str(),
+    ResyncCause::IdsRestarted.as_str(),
+    ResyncCause::ResumeUnavailable.as_str(),
+    ResyncCause::Lagged.as_str(),
+    ResyncCause::PatchFailed.as_str(),
+    ResyncCause::StoreError.as_str(),
+    ResyncCause::Other.as_str(),
 ];
 /// How a tool call ended.
-pub const TOOL_OUTCOMES: &[&str] = &["ok", "tool_error", "protocol_error"];
-pub const ARTIFACT_BLOCK_REASONS: &[&str] = &["path_outside_workspace"];
-pub const HTTP_REFUSAL_REASONS: &[&str] = &["unauthorized", "too_many_sessions"];
+pub const TOOL_OUTCOMES: &[&str] = &[
+    ToolOutcome::Ok.as_str(),
+    ToolOutcome::ToolError.as_str(),
+    ToolOutcome::ProtocolError.as_str(),
+];
+pub const ARTIFACT_BLOCK_REASONS: &[&str] = &[ArtifactBlockReason::PathOutsideWorkspace.as_str()];
+pub const HTTP_REFUSAL_REASONS: &[&str] = &[
+    HttpRefusal::Unauthorized.as_str(),
+    HttpRefusal::TooManySessions.as_str(),
+];
 
 /// Label names, so call sites and registration agree.
 pub mod label {
@@ -258,4 +472,49 @@ fn register_subscriptions() {
     );
     metrics::gauge!(RESOURCE_SUBSCRIPTIONS).set(0.0);
     metrics::counter!(RESOURCE_UPDATES).increment(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exported label values, as dashboards know them: unchanged by the enums.
+    #[test]
+    fn label_values_are_the_exported_ones() {
+        assert_eq!(
+            UPSTREAM_STREAMS,
+            ["sse", "projects_ws", "tasks_ws", "processes_ws", "logs_ws"]
+        );
+        assert_eq!(
+            GARBAGE_STREAMS,
+            ["sse", "projects_ws", "tasks_ws", "processes_ws", "log_ws"]
+        );
+        assert_eq!(
+            RESYNC_SCOPES,
+            ["all", "projects_ws", "tasks_ws", "processes_ws"]
+        );
+        let causes: Vec<&str> = ResyncCause::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(RESYNC_CAUSES, causes);
+        assert_eq!(
+            RESYNC_CAUSES,
+            [
+                "startup",
+                "bootstrap",
+                "resume",
+                "vk_restarted",
+                "no_resume_point",
+                "ids_restarted",
+                "resume_unavailable",
+                "lagged",
+                "patch_failed",
+                "store_error",
+                "other",
+            ]
+        );
+        assert_eq!(TOOL_OUTCOMES, ["ok", "tool_error", "protocol_error"]);
+        assert_eq!(ARTIFACT_BLOCK_REASONS, ["path_outside_workspace"]);
+        assert_eq!(HTTP_REFUSAL_REASONS, ["unauthorized", "too_many_sessions"]);
+        assert_eq!(ResyncCause::of("lagged"), ResyncCause::Lagged);
+        assert_eq!(ResyncCause::of("something new"), ResyncCause::Other);
+    }
 }

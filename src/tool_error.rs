@@ -1,6 +1,11 @@
 //! The one error shape every tool returns: `{code, retryable, hint, details}`. Codes are stable
 //! strings agents can branch on; hints name the next tool and field to use. Built by the query,
-//! proxy and MCP layers; turned into an `isError: true` tool result by `mcp::respond`.
+//! proxy and MCP layers; turned into an `isError: true` tool result by `mcp::respond`. The codes
+//! are a closed set, [`ErrorCode`] (`tool_error::code`).
+
+mod code;
+
+pub use code::ErrorCode;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -11,7 +16,9 @@ use crate::store::StoreError;
 #[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct ToolError {
     /// Stable machine-readable code, e.g. `not_found`, `invalid_argument`, `mixed_pagination`.
-    pub code: &'static str,
+    /// A plain string in the schema, as it always was (the set is [`ErrorCode`]).
+    #[schemars(with = "String")]
+    pub code: ErrorCode,
     /// True when the same call may succeed later without changes (e.g. VK was down).
     pub retryable: bool,
     /// The next step to take, naming a tool and field where one applies.
@@ -21,7 +28,7 @@ pub struct ToolError {
 }
 
 impl ToolError {
-    pub fn new(code: &'static str, retryable: bool, hint: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, retryable: bool, hint: impl Into<String>) -> Self {
         ToolError {
             code,
             retryable,
@@ -36,7 +43,7 @@ impl ToolError {
     }
 
     pub fn invalid_argument(hint: impl Into<String>) -> Self {
-        ToolError::new("invalid_argument", false, hint)
+        ToolError::new(ErrorCode::InvalidArgument, false, hint)
     }
 
     /// A bad value in `field`; the hint says what a good one looks like.
@@ -45,7 +52,7 @@ impl ToolError {
     }
 
     pub fn not_found(what: &str, id: impl std::fmt::Display, hint: impl Into<String>) -> Self {
-        ToolError::new("not_found", false, hint)
+        ToolError::new(ErrorCode::NotFound, false, hint)
             .with_details(json!({ "kind": what, "id": id.to_string() }))
     }
 
@@ -89,7 +96,7 @@ impl ToolError {
     /// The attempt exists but VK has not created its first session yet (retryable: it will).
     pub fn no_session_yet(attempt: Uuid) -> Self {
         ToolError::new(
-            "no_session_yet",
+            ErrorCode::NoSessionYet,
             true,
             "The attempt has no session yet. Call get_attempt_status with this `attempt_id` (or wait_for_attempt_change) and retry once `latest_session_id` is non-null.",
         )
@@ -98,7 +105,7 @@ impl ToolError {
 
     pub fn ambiguous_target(fields: &[&str]) -> Self {
         ToolError::new(
-            "ambiguous_target",
+            ErrorCode::AmbiguousTarget,
             false,
             format!("Pass exactly one of {}.", fields.join(" / ")),
         )
@@ -107,7 +114,7 @@ impl ToolError {
 
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         ToolError::new(
-            "internal",
+            ErrorCode::Internal,
             true,
             "The daemon's cache could not be read; retry, and check `vk-observer doctor` if it persists.",
         )
@@ -119,7 +126,7 @@ impl ToolError {
         serde_json::to_string(self).unwrap_or_else(|_| {
             format!(
                 r#"{{"code":"{}","retryable":false,"hint":"","details":{{}}}}"#,
-                self.code
+                self.code.as_str()
             )
         })
     }

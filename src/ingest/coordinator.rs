@@ -20,6 +20,7 @@ use super::logs::LogFollower;
 use super::objects::{ObjectFollower, ObjectStream};
 use super::signal::Signal;
 use crate::store::events::{Channel, DomainEvent};
+use crate::telemetry::{ResyncCause, ResyncScope};
 use crate::vk::{ProcessFacts, RunReason, uuid_of};
 
 struct ProcessStream {
@@ -201,8 +202,10 @@ impl Coordinator {
 
     fn resync_all(&mut self, reason: &str, watermark: Option<u64>) {
         tracing::info!(reason, "resyncing with VK");
-        self.ctx.health.resynced("all", reason);
-        self.deep_on_snapshot = reason != "resume";
+        self.ctx
+            .health
+            .resynced(ResyncScope::All, ResyncCause::of(reason));
+        self.deep_on_snapshot = reason != ResyncCause::Resume.as_str();
         if watermark.is_some() {
             self.pending_seq = watermark;
         }

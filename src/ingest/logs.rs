@@ -33,6 +33,7 @@ use super::signal::Signal;
 use crate::store::StoreError;
 use crate::store::events::{Channel, DomainEvent};
 use crate::store::writer::Queued;
+use crate::telemetry::UpstreamStream;
 use crate::upstream::wire::LogFrame;
 use crate::upstream::ws::{self, WsEnd};
 use crate::vk::ProcessFacts;
@@ -110,8 +111,7 @@ impl<'a> Outbox<'a> {
 
 impl LogFollower {
     fn path(&self) -> String {
-        let kind = crate::upstream::wire::log_route(self.channel);
-        format!("/api/execution-processes/{}/{kind}/v2/ws", self.process_id)
+        crate::upstream::routes::log_ws(self.process_id, self.channel)
     }
 }
 
@@ -255,7 +255,10 @@ impl LogFollower {
                             }
                             return Step::End(Done { complete: true });
                         }
-                        Err(e) => self.ctx.health.garbage("log_ws", &format!("{e}: {text}")),
+                        Err(e) => self
+                            .ctx
+                            .health
+                            .garbage(UpstreamStream::Logs, &format!("{e}: {text}")),
                     }
                 }
                 Err(end) => {
@@ -268,12 +271,12 @@ impl LogFollower {
 
     /// Where a follower goes once its socket ended without `finished`.
     fn after_drop(&self, end: WsEnd) -> Step<State, Done> {
-        if let WsEnd::Closed { code: 4404, .. } = end {
+        if end.is_gone() {
             return Step::Next(State::Backfill);
         }
         tracing::debug!(pid = %self.process_id, ?end, "log socket dropped");
         if self.still_running() {
-            self.ctx.health.reconnected("logs_ws");
+            self.ctx.health.reconnected(UpstreamStream::Logs);
             Step::Backoff(State::Connecting)
         } else {
             Step::Next(State::Backfill)

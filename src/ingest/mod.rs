@@ -132,7 +132,7 @@ impl Ingest {
         // its first keep-alive (up to 15 s), and the object streams and REST do not need them.
         // The SSE connect then resyncs again (only real differences move tokens).
         let _ = tx.send(signal::Signal::ResyncAll {
-            reason: "startup".into(),
+            reason: crate::telemetry::ResyncCause::Startup.as_str().into(),
             watermark: None,
         });
         tokio::spawn(driver::drive(sse::SseFollower { ctx }, cancel.clone()));

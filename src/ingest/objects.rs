@@ -20,8 +20,10 @@ use super::materialize::{Change, Materializer};
 use super::pulse::Pulse;
 use super::signal::Signal;
 use crate::store::events::DomainEvent;
+use crate::telemetry::{ResyncCause, ResyncScope, UpstreamStream};
+use crate::upstream::routes;
 use crate::upstream::wire::PatchFrame;
-use crate::upstream::ws::{self, WsEnd};
+use crate::upstream::ws;
 use crate::vk::ProcessFacts;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,13 +36,9 @@ pub enum ObjectStream {
 impl ObjectStream {
     fn path(&self) -> String {
         match self {
-            ObjectStream::Projects => "/api/projects/stream/ws".into(),
-            ObjectStream::Tasks { project_id } => {
-                format!("/api/tasks/stream/ws?project_id={project_id}")
-            }
-            ObjectStream::Processes { attempt_id } => {
-                format!("/api/execution-processes/stream/ws?workspace_id={attempt_id}")
-            }
+            ObjectStream::Projects => routes::PROJECTS_WS.into(),
+            ObjectStream::Tasks { project_id } => routes::tasks_ws(*project_id),
+            ObjectStream::Processes { attempt_id } => routes::processes_ws(*attempt_id),
         }
     }
 
@@ -52,11 +50,21 @@ impl ObjectStream {
         }
     }
 
-    fn label(&self) -> &'static str {
+    /// The stream in the reconnect and garbage metrics.
+    fn telemetry(&self) -> UpstreamStream {
         match self {
-            ObjectStream::Projects => "projects_ws",
-            ObjectStream::Tasks { .. } => "tasks_ws",
-            ObjectStream::Processes { .. } => "processes_ws",
+            ObjectStream::Projects => UpstreamStream::Projects,
+            ObjectStream::Tasks { .. } => UpstreamStream::Tasks,
+            ObjectStream::Processes { .. } => UpstreamStream::Processes,
+        }
+    }
+
+    /// The scope a resync of this stream has in the resync metric.
+    fn scope(&self) -> ResyncScope {
+        match self {
+            ObjectStream::Projects => ResyncScope::Projects,
+            ObjectStream::Tasks { .. } => ResyncScope::Tasks,
+            ObjectStream::Processes { .. } => ResyncScope::Processes,
         }
     }
 }
@@ -123,11 +131,11 @@ impl Follower for ObjectFollower {
                         }
                         FrameOutcome::Garbage => Step::Next(State::Live { ws, doc, pulse }),
                         FrameOutcome::Resync(cause) => {
-                            self.ctx.health.resynced(self.stream.label(), cause);
+                            self.ctx.health.resynced(self.stream.scope(), cause);
                             Step::Backoff(State::Connecting)
                         }
                     },
-                    Ok(Err(WsEnd::Closed { code: 4404, .. })) => Step::End(Gone),
+                    Ok(Err(end)) if end.is_gone() => Step::End(Gone),
                     Ok(Err(end)) => {
                         tracing::debug!(stream = ?self.stream, ?end, "object stream ended; reconnecting");
                         self.lost()
@@ -155,7 +163,7 @@ impl ObjectFollower {
     /// The socket is gone: count it and reconnect after the next backoff delay (reset once a
     /// snapshot arrives, so a socket that keeps ending at once is not reopened in a tight loop).
     fn lost(&self) -> Step<State, Gone> {
-        self.ctx.health.reconnected(self.stream.label());
+        self.ctx.health.reconnected(self.stream.telemetry());
         Step::Backoff(State::Connecting)
     }
 
@@ -165,7 +173,7 @@ impl ObjectFollower {
             Err(e) => {
                 self.ctx
                     .health
-                    .garbage(self.stream.label(), &format!("{e}: {text}"));
+                    .garbage(self.stream.telemetry(), &format!("{e}: {text}"));
                 return FrameOutcome::Garbage;
             }
         };
@@ -173,7 +181,7 @@ impl ObjectFollower {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(stream = ?self.stream, error = %e, "object stream frame does not apply: resyncing");
-                return FrameOutcome::Resync("patch_failed");
+                return FrameOutcome::Resync(ResyncCause::PatchFailed);
             }
         };
         if let Some(h) = frame.invalidate
@@ -189,7 +197,7 @@ impl ObjectFollower {
         let (events, signal) = self.to_events(&changes, doc);
         if let Err(e) = self.ctx.writer.write(events).await {
             tracing::error!(error = %e, "cannot store an object-stream change: resyncing");
-            return FrameOutcome::Resync("store_error");
+            return FrameOutcome::Resync(ResyncCause::StoreError);
         }
         if let Some(s) = signal {
             let _ = self.ctx.signals.send(s);
@@ -310,6 +318,6 @@ fn process_events(
 enum FrameOutcome {
     Ok,
     Garbage,
-    /// Reconnect for a fresh snapshot, for this cause (a `resync_cause` label).
-    Resync(&'static str),
+    /// Reconnect for a fresh snapshot, for this cause.
+    Resync(ResyncCause),
 }

@@ -25,6 +25,7 @@ use super::pulse::Pulse;
 use super::signal::Signal;
 use crate::health::UpstreamState;
 use crate::store::events::DomainEvent;
+use crate::telemetry::{ResyncCause, UpstreamStream};
 use crate::upstream::sse;
 use crate::upstream::sse::SseEvents;
 use crate::upstream::wire::{InvalidateAll, InvalidateHints};
@@ -124,7 +125,7 @@ impl Follower for SseFollower {
 
 impl SseFollower {
     fn lost(&self) -> Step<State, std::convert::Infallible> {
-        self.ctx.health.reconnected("sse");
+        self.ctx.health.reconnected(UpstreamStream::Sse);
         self.ctx.health.set_state(UpstreamState::Reconnecting);
         Step::After(
             self.ctx.cfg.reconnect_min,
@@ -169,19 +170,19 @@ impl SseFollower {
                     .await;
             }
             let reason = match (first, same_vk) {
-                (true, _) => "bootstrap",
-                (false, false) => "vk_restarted",
-                (false, true) => "no_resume_point",
+                (true, _) => ResyncCause::Bootstrap,
+                (false, false) => ResyncCause::VkRestarted,
+                (false, true) => ResyncCause::NoResumePoint,
             };
             let _ = self.ctx.signals.send(Signal::ResyncAll {
-                reason: reason.into(),
+                reason: reason.as_str().into(),
                 watermark: None,
             });
         } else if first {
             // Resuming after a daemon restart: the coordinator still verifies the object streams
             // by snapshot (shallow: only attempts that changed are looked at more closely).
             let _ = self.ctx.signals.send(Signal::ResyncAll {
-                reason: "resume".into(),
+                reason: ResyncCause::Resume.as_str().into(),
                 watermark: None,
             });
         }
@@ -202,7 +203,10 @@ impl SseFollower {
                         });
                     }
                 }
-                Err(e) => self.ctx.health.garbage("sse", &format!("{e}: {data}")),
+                Err(e) => self
+                    .ctx
+                    .health
+                    .garbage(UpstreamStream::Sse, &format!("{e}: {data}")),
             },
             "invalidate_all" => match serde_json::from_str::<InvalidateAll>(data) {
                 Ok(all) if all.requested_after_seq == Some(sse::WATERMARK_PROBE) => {
@@ -222,18 +226,22 @@ impl SseFollower {
                     *last_id = all.watermark.or(id);
                     return;
                 }
-                Err(e) => self.ctx.health.garbage("sse", &format!("{e}: {data}")),
+                Err(e) => self
+                    .ctx
+                    .health
+                    .garbage(UpstreamStream::Sse, &format!("{e}: {data}")),
             },
             "json_patch" => {
                 if serde_json::from_str::<json_patch::Patch>(data).is_err() {
-                    self.ctx.health.garbage("sse", data);
+                    self.ctx.health.garbage(UpstreamStream::Sse, data);
                 }
             }
             _ => {
                 if !(ev.event.is_none() && ev.data.is_none()) {
-                    self.ctx
-                        .health
-                        .garbage("sse", &format!("unknown event {name}: {data}"));
+                    self.ctx.health.garbage(
+                        UpstreamStream::Sse,
+                        &format!("unknown event {name}: {data}"),
+                    );
                 }
             }
         }
@@ -242,7 +250,7 @@ impl SseFollower {
                 // Ids restart when VK restarts.
                 tracing::warn!(id, prev = ?last_id, "VK's event ids went backwards: resyncing");
                 let _ = self.ctx.signals.send(Signal::ResyncAll {
-                    reason: "ids_restarted".into(),
+                    reason: ResyncCause::IdsRestarted.as_str().into(),
                     watermark: Some(id),
                 });
             } else {

@@ -105,7 +105,7 @@ impl VkTools {
     pub(crate) fn proxy(&self) -> Result<&crate::proxy::Proxy, ToolError> {
         self.proxy.as_ref().ok_or_else(|| {
             ToolError::new(
-                "not_configured",
+                crate::tool_error::ErrorCode::NotConfigured,
                 false,
                 "This server has no VK connection for mutations.",
             )
@@ -136,18 +136,18 @@ impl ServerHandler for VkTools {
         let tool = if self.router.has_route(&request.name) {
             request.name.to_string()
         } else {
-            "unknown".to_string()
+            telemetry::UNKNOWN_TOOL.to_string()
         };
         let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
         let result = self.router.call(tcc).await;
         let outcome = match &result {
             Ok(rmcp::model::CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
-                "tool_error"
+                telemetry::ToolOutcome::ToolError
             }
-            Ok(_) => "ok",
-            Err(_) => "protocol_error",
+            Ok(_) => telemetry::ToolOutcome::Ok,
+            Err(_) => telemetry::ToolOutcome::ProtocolError,
         };
-        metrics::counter!(telemetry::TOOL_CALLS, label::TOOL => tool.clone(), label::OUTCOME => outcome)
+        metrics::counter!(telemetry::TOOL_CALLS, label::TOOL => tool.clone(), label::OUTCOME => outcome.as_str())
             .increment(1);
         metrics::histogram!(telemetry::TOOL_CALL_SECONDS, label::TOOL => tool)
             .record(started.elapsed().as_secs_f64());

@@ -19,8 +19,9 @@ use super::{Proxy, upstream_error};
 use crate::query::Freshness;
 use crate::query::status::AttemptStatus;
 use crate::store::approvals::{ApprovalRecord, ApprovalState};
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 use crate::upstream::UpstreamError;
+use crate::upstream::refusal::ApprovalRefusal;
 
 /// The decision to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,7 +164,7 @@ fn check_reply(rec: &ApprovalRecord, decision: &Decision, reply: &Value) -> Resu
         "timed_out" => Err(timed_out(rec)),
         "approved" | "denied" => Err(already_answered(rec, &word, text(reply, "reason"))),
         _ => Err(ToolError::new(
-            "upstream_error",
+            ErrorCode::UpstreamError,
             true,
             "VK answered the approval with a status the daemon does not know; re-read list_approvals.",
         )
@@ -173,7 +174,7 @@ fn check_reply(rec: &ApprovalRecord, decision: &Decision, reply: &Value) -> Resu
 
 fn unknown_approval(id: Uuid) -> ToolError {
     ToolError::new(
-        "unknown_approval",
+        ErrorCode::UnknownApproval,
         false,
         "No approval with this id in the cache. Take approval_id from get_attempt_status pending_approvals or list_approvals (attempt_ids or project_id); an attempt id or execution process id is not an approval id.",
     )
@@ -182,7 +183,7 @@ fn unknown_approval(id: Uuid) -> ToolError {
 
 fn already_answered(rec: &ApprovalRecord, status: &str, reason: Option<String>) -> ToolError {
     ToolError::new(
-        "approval_already_answered",
+        ErrorCode::ApprovalAlreadyAnswered,
         false,
         format!(
             "This approval was already answered ({status}); VK keeps the first answer. Nothing to do: call get_attempt_status or wait_for_attempt_change to follow the agent."
@@ -194,7 +195,7 @@ fn already_answered(rec: &ApprovalRecord, status: &str, reason: Option<String>) 
 
 fn timed_out(rec: &ApprovalRecord) -> ToolError {
     ToolError::new(
-        "approval_timed_out",
+        ErrorCode::ApprovalTimedOut,
         false,
         "VK stopped waiting for this approval (timeout_at passed) and denied the tool; the agent went on without it. If the tool is still needed, ask for it again with follow_up.",
     )
@@ -202,15 +203,13 @@ fn timed_out(rec: &ApprovalRecord) -> ToolError {
                          "attempt_id": rec.attempt_id}))
 }
 
-/// VK's 500 "Failed to respond to approval" means it has no such approval for that process
-/// (its DB lost it, or the cache holds one of another VK); other failures as usual.
+/// VK has no such approval for that process (its DB lost it, or the cache holds one of another
+/// VK: `ApprovalRefusal::NoSuchApproval`); other failures as usual.
 fn respond_error(e: UpstreamError, id: Uuid) -> ToolError {
-    match &e {
-        UpstreamError::Status { status: 500, message, .. }
-            if message.contains("Failed to respond to approval") =>
-        {
+    match (ApprovalRefusal::of(&e), &e) {
+        (Some(ApprovalRefusal::NoSuchApproval), UpstreamError::Status { message, .. }) => {
             ToolError::new(
-                "approval_rejected",
+                ErrorCode::ApprovalRejected,
                 false,
                 "VK refused the answer: it holds no such approval for this execution process (VK restarted or lost it). Re-read list_approvals; an approval whose agent_waiting is false no longer blocks anything.",
             )
@@ -241,7 +240,7 @@ mod tests {
     }
 
     fn code(r: Result<(), ToolError>) -> &'static str {
-        r.err().map_or("ok", |e| e.code)
+        r.err().map_or("ok", |e| e.code.as_str())
     }
 
     #[test]
@@ -285,7 +284,7 @@ mod tests {
         rec.state = ApprovalState::Approved;
         let e = answerable(&rec).unwrap_err();
         assert_eq!(
-            (e.code, e.details["status"].as_str()),
+            (e.code.as_str(), e.details["status"].as_str()),
             ("approval_already_answered", Some("approved"))
         );
     }

@@ -139,7 +139,7 @@ fn patch_refusal(
         .iter()
         .any(|p| escapes_workspace(p) || !p.contains('/'))
     {
-        metrics::counter!(crate::telemetry::ARTIFACT_BLOCKED, crate::telemetry::label::REASON => "path_outside_workspace").increment(1);
+        metrics::counter!(crate::telemetry::ARTIFACT_BLOCKED, crate::telemetry::label::REASON => crate::telemetry::ArtifactBlockReason::PathOutsideWorkspace.as_str()).increment(1);
         return Ok(Some((
             "path_outside_workspace",
             "Paths must be `<repo>/<path>` inside the workspace, as listed by get_attempt_changes; no absolute paths or `..`.",
@@ -172,7 +172,7 @@ impl Proxy {
             ));
         }
         if escapes_workspace(path) {
-            metrics::counter!(crate::telemetry::ARTIFACT_BLOCKED, crate::telemetry::label::REASON => "path_outside_workspace").increment(1);
+            metrics::counter!(crate::telemetry::ARTIFACT_BLOCKED, crate::telemetry::label::REASON => crate::telemetry::ArtifactBlockReason::PathOutsideWorkspace.as_str()).increment(1);
             return Ok(Some(self.blocked_file(
                 attempt,
                 path,

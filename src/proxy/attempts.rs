@@ -13,7 +13,7 @@ use crate::query::status::{AttemptState, AttemptStatus, attempt_status};
 use crate::query::target::{self, SessionTarget};
 use crate::store::StoreReader;
 use crate::store::reader::Stored;
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 use crate::vk;
 
 /// Answer of `start_task_attempt`.
@@ -234,8 +234,12 @@ impl Proxy {
             })
             .await?;
         let attempt_id = vk::uuid_of(&outcome.result, "id").ok_or_else(|| {
-            ToolError::new("upstream_error", true, "VK's reply has no attempt id")
-                .with_details(outcome.result.clone())
+            ToolError::new(
+                ErrorCode::UpstreamError,
+                true,
+                "VK's reply has no attempt id",
+            )
+            .with_details(outcome.result.clone())
         })?;
         self.nudge(Some(s.task_id), Some(attempt_id));
         let settled = self

@@ -27,7 +27,7 @@ use crate::query::Freshness;
 use crate::query::branch::{self, CachedBranchStatus, RepoBranchStatus};
 use crate::query::rows::ProcessRow;
 use crate::query::target;
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 /// The git actions VK offers, as the delivery tools name them (re-exported so the tools reach
 /// VK only through the proxy).
 pub use crate::upstream::git::GitAction;
@@ -160,7 +160,7 @@ impl Proxy {
         }
         match tokio::time::timeout(BRANCH_READ_TIMEOUT, reply).await {
             Err(_) => Err(ToolError::new(
-                "upstream_timeout",
+                ErrorCode::UpstreamTimeout,
                 true,
                 "VK did not answer the branch status within 30 s; retry shortly (with the same request_id for an action).",
             )),
@@ -393,7 +393,7 @@ fn outcome_of(
         }
         (_, other) => {
             return Err(ToolError::new(
-                "upstream_error",
+                ErrorCode::UpstreamError,
                 false,
                 "VK answered this git action in a way the daemon does not expect; check get_attempt_branch_status with refresh=true.",
             )
@@ -405,7 +405,7 @@ fn outcome_of(
 
 fn ingest_stopped() -> ToolError {
     ToolError::new(
-        "not_configured",
+        ErrorCode::NotConfigured,
         true,
         "The daemon's ingest is not running (shutting down?); retry once it is up.",
     )

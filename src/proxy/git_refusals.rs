@@ -1,21 +1,22 @@
 //! The delivery tools' stable error codes: refusals made before VK is called (from the branch
 //! status just re-read and the cached processes) and VK's own refusals of a git action mapped to
 //! the same codes, each with a hint naming the next call. VK's git refusals carry no error kind
-//! (500/400 with a message), so `vk_refusal` is the one place that reads VK's message texts, as
-//! recorded in docs/vk-contract.md §9.8.
+//! (500/400 with a message); `upstream::refusal::GitRefusal` recognizes their texts (recorded in
+//! docs/vk-contract.md §9.8) and `vk_refusal` maps what it recognized to codes and hints.
 
 use serde_json::json;
 use uuid::Uuid;
 
 use super::upstream_error;
 use crate::query::branch::RepoBranchStatus;
-use crate::tool_error::{ToolError, clip};
+use crate::tool_error::{ErrorCode, ToolError, clip};
 use crate::upstream::UpstreamError;
+use crate::upstream::refusal::GitRefusal;
 
 /// A coding agent or script of the attempt is running (dev servers do not count).
 pub fn process_running(attempt: Uuid, action: &str) -> ToolError {
     ToolError::new(
-        "process_running",
+        ErrorCode::ProcessRunning,
         true,
         format!("A process of this attempt is still running; {action} only once it ended. Call wait_for_attempt_change with this attempt_id until state is no longer `running` (or stop_attempt), then retry."),
     )
@@ -25,7 +26,7 @@ pub fn process_running(attempt: Uuid, action: &str) -> ToolError {
 /// The target branch has commits the attempt branch lacks.
 pub fn branch_behind(repo: &RepoBranchStatus) -> ToolError {
     ToolError::new(
-        "branch_behind",
+        ErrorCode::BranchBehind,
         false,
         format!(
             "The attempt branch is {} commit(s) behind `{}`. Call rebase_attempt with this attempt_id and repo_id first, then merge.",
@@ -39,7 +40,7 @@ pub fn branch_behind(repo: &RepoBranchStatus) -> ToolError {
 /// Conflicts or a stopped rebase hold the worktree.
 pub fn conflicts_present(repo: &RepoBranchStatus) -> ToolError {
     ToolError::new(
-        "conflicts_present",
+        ErrorCode::ConflictsPresent,
         false,
         "The worktree holds unresolved conflicts (a rebase stopped on them). Call abort_attempt_conflicts with this attempt_id and repo_id to go back, or ask the agent to resolve them with follow_up, then retry.",
     )
@@ -49,7 +50,7 @@ pub fn conflicts_present(repo: &RepoBranchStatus) -> ToolError {
 /// A rebase is already stopped in the worktree.
 pub fn rebase_in_progress(repo_id: Uuid, files: &[String]) -> ToolError {
     ToolError::new(
-        "rebase_in_progress",
+        ErrorCode::RebaseInProgress,
         false,
         "A rebase is already in progress in this worktree. Call abort_attempt_conflicts with this attempt_id and repo_id (or have the agent resolve the conflicts with follow_up) before rebasing again.",
     )
@@ -63,7 +64,7 @@ pub fn uncommitted_changes(
     vk_message: Option<&str>,
 ) -> ToolError {
     ToolError::new(
-        "uncommitted_changes",
+        ErrorCode::UncommittedChanges,
         false,
         "The attempt's worktree has uncommitted changes to tracked files. Ask the agent to commit them (follow_up), or check them with get_attempt_changes, then retry.",
     )
@@ -74,14 +75,14 @@ pub fn uncommitted_changes(
 pub fn nothing_to_merge(repo: &RepoBranchStatus) -> ToolError {
     if repo.merged {
         return ToolError::new(
-            "already_merged",
+            ErrorCode::AlreadyMerged,
             false,
             "This repo of the attempt is already merged and has no commits since. Nothing to do; push_attempt publishes the branch if needed.",
         )
         .with_details(json!({ "repo_id": repo.repo_id, "merge_commit": repo.merge_commit }));
     }
     ToolError::new(
-        "nothing_to_merge",
+        ErrorCode::NothingToMerge,
         false,
         "The attempt branch has no commits ahead of its target branch. Check get_attempt_changes; ask the agent to commit its work with follow_up.",
     )
@@ -91,7 +92,7 @@ pub fn nothing_to_merge(repo: &RepoBranchStatus) -> ToolError {
 /// VK's 409 `force_push_required`: never forced automatically.
 pub fn force_push_required(repo_id: Uuid, remote_branch: &str) -> ToolError {
     ToolError::new(
-        "force_push_required",
+        ErrorCode::ForcePushRequired,
         false,
         "VK's push was rejected: the remote branch has commits the local branch does not contain (after a merge or rebase the branch was rewritten). Call push_attempt again with force=true only if overwriting the remote branch is intended.",
     )
@@ -111,7 +112,7 @@ pub fn unknown_repo(attempt: Uuid, repo_id: Uuid, known: &[Uuid]) -> ToolError {
 /// The attempt has several repositories and none was named.
 pub fn repo_id_required(attempt: Uuid, known: &[Uuid]) -> ToolError {
     ToolError::new(
-        "repo_id_required",
+        ErrorCode::RepoIdRequired,
         false,
         "This attempt has several repositories: pass repo_id (one of details.repo_ids, also listed by get_attempt_branch_status).",
     )
@@ -121,7 +122,7 @@ pub fn repo_id_required(attempt: Uuid, known: &[Uuid]) -> ToolError {
 /// VK answered the branch status with no repository for the attempt.
 pub fn no_repos(attempt: Uuid) -> ToolError {
     ToolError::new(
-        "no_repos",
+        ErrorCode::NoRepos,
         true,
         "VK lists no repository for this attempt (its worktree may not exist yet, or was removed). Retry get_attempt_branch_status with refresh=true shortly.",
     )
@@ -129,50 +130,45 @@ pub fn no_repos(attempt: Uuid) -> ToolError {
 }
 
 /// VK's own refusal of a git action, as the same codes as the pre-checks where VK's message
-/// says which (recorded texts), else VK's answer as any upstream error.
+/// says which (recognized by `upstream::refusal::GitRefusal`), else VK's answer as any upstream
+/// error.
 pub fn vk_refusal(e: UpstreamError, repo_id: Uuid) -> ToolError {
-    let UpstreamError::Status {
-        status, message, ..
-    } = &e
+    let (
+        Some(refusal),
+        UpstreamError::Status {
+            status, message, ..
+        },
+    ) = (GitRefusal::of(&e), &e)
     else {
         return upstream_error(e);
     };
     let details = json!({ "repo_id": repo_id, "status": status, "vk_message": clip(message, 300) });
-    if message.contains("Branches diverged") {
-        return ToolError::new(
-            "branch_behind",
+    match refusal {
+        GitRefusal::BranchesDiverged => ToolError::new(
+            ErrorCode::BranchBehind,
             false,
             "VK refused the merge: the target branch moved since the branch was based on it. Call rebase_attempt with this attempt_id and repo_id, then merge.",
         )
-        .with_details(details);
-    }
-    if message.contains("has uncommitted changes") {
-        return uncommitted_changes(repo_id, None, Some(message));
-    }
-    if message.contains("nothing to commit") {
-        return ToolError::new(
-            "nothing_to_merge",
+        .with_details(details),
+        GitRefusal::UncommittedChanges => uncommitted_changes(repo_id, None, Some(message)),
+        GitRefusal::NothingToCommit => ToolError::new(
+            ErrorCode::NothingToMerge,
             false,
             "VK found nothing to merge: the target branch already has this branch's changes (merged before?). Check get_attempt_branch_status (merged, merge_commit).",
         )
-        .with_details(details);
-    }
-    if *status == 400 && message.contains("does not exist") {
-        return ToolError::new(
-            "unknown_branch",
+        .with_details(details),
+        GitRefusal::UnknownBranch => ToolError::new(
+            ErrorCode::UnknownBranch,
             false,
             "VK does not know that branch in this repository. Pass an existing branch as new_base_branch/old_base_branch, or omit them to use the attempt's target branch.",
         )
-        .with_details(details);
-    }
-    if *status == 404 && message.contains("Repository not found") {
-        return ToolError::not_found(
+        .with_details(details),
+        GitRefusal::RepoNotFound => ToolError::not_found(
             "repo",
             repo_id,
             "VK does not know this repository for the attempt. Call get_attempt_branch_status with refresh=true and use one of its repos[].repo_id.",
-        );
+        ),
     }
-    upstream_error(e)
 }
 
 #[cfg(test)]

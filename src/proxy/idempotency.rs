@@ -1,6 +1,7 @@
 //! `request_id` idempotency for creating tools, kept in sled (its own tree) so it survives
-//! restarts. One record per (tool, request_id): the effective payload (canonical JSON), the state
-//! (`in_progress` while the call runs, `completed` with its result) and timestamps.
+//! restarts. One record per (tool, request_id), a `store::records::IdempotencyRecord`: the
+//! effective payload (canonical JSON), the state (`in_progress` while the call runs, `completed`
+//! with its result; `RecordState`) and timestamps.
 //!
 //! - Same key, same payload, completed → the stored result, no second call to VK.
 //! - Same key while the first call runs in this process → the second waits for the first.
@@ -15,20 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::store::records::IdempotencyRecords;
-use crate::tool_error::ToolError;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Record {
-    payload: String,
-    state: String,
-    result: Option<Value>,
-    created_ms: i64,
-    updated_ms: i64,
-}
+use crate::store::records::{IdempotencyRecord as Record, IdempotencyRecords, RecordState};
+use crate::tool_error::{ErrorCode, ToolError};
 
 /// How long records live; set from `config::Settings` (file `[idempotency]`, or VK's
 /// `VK_IDEMPOTENCY_*_TTL_SECS`).
@@ -83,25 +74,22 @@ impl Idempotency {
         k
     }
 
+    /// The record under `key`; one that does not parse is treated as absent (and overwritten).
     fn load(&self, key: &[u8]) -> Result<Option<Record>, ToolError> {
-        let Some(raw) = self.records.get(key).map_err(ToolError::internal)? else {
-            return Ok(None);
-        };
-        // A record that does not parse is treated as absent (and overwritten).
-        Ok(serde_json::from_slice(&raw).ok())
+        self.records.get(key).map_err(ToolError::internal)
     }
 
     fn save(&self, key: &[u8], rec: &Record) -> Result<(), ToolError> {
-        let bytes = serde_json::to_vec(rec).map_err(ToolError::internal)?;
-        self.records.put(key, bytes).map_err(ToolError::internal)?;
-        Ok(())
+        self.records.put(key, rec).map_err(ToolError::internal)
     }
 
     fn stale(&self, rec: &Record, now: i64) -> bool {
         let age = Duration::from_millis((now - rec.updated_ms).max(0) as u64);
-        match rec.state.as_str() {
-            "completed" => !self.ttl.completed.is_zero() && age > self.ttl.completed,
-            _ => !self.ttl.in_progress.is_zero() && age > self.ttl.in_progress,
+        match rec.state {
+            RecordState::Completed => !self.ttl.completed.is_zero() && age > self.ttl.completed,
+            RecordState::InProgress => {
+                !self.ttl.in_progress.is_zero() && age > self.ttl.in_progress
+            }
         }
     }
 
@@ -161,13 +149,13 @@ impl Idempotency {
         if let Some(rec) = &existing {
             if rec.payload != payload_text {
                 return Err(ToolError::new(
-                    "idempotency_conflict",
+                    ErrorCode::IdempotencyConflict,
                     false,
                     "This request_id was already used with different arguments. Generate a new request_id (e.g. a fresh UUID) for a different request.",
                 )
                 .with_details(json!({ "request_id": rid })));
             }
-            if rec.state == "completed"
+            if rec.state == RecordState::Completed
                 && let Some(result) = rec.result.clone()
             {
                 metrics::counter!(crate::telemetry::IDEMPOTENT_REPLAYS).increment(1);
@@ -181,7 +169,7 @@ impl Idempotency {
         let created_ms = existing.as_ref().map(|r| r.created_ms).unwrap_or(now);
         let mut rec = Record {
             payload: payload_text.to_string(),
-            state: "in_progress".into(),
+            state: RecordState::InProgress,
             result: None,
             created_ms,
             updated_ms: now,
@@ -191,7 +179,7 @@ impl Idempotency {
         self.records.flush().await.map_err(ToolError::internal)?;
         match call().await {
             Ok(result) => {
-                rec.state = "completed".into();
+                rec.state = RecordState::Completed;
                 rec.result = Some(result.clone());
                 rec.updated_ms = now_ms();
                 self.save(key, &rec)?;
@@ -212,11 +200,8 @@ impl Idempotency {
     pub fn prune(&self) -> usize {
         let now = now_ms();
         let mut removed = 0;
-        for (k, v) in self.records.entries() {
-            let expired = match serde_json::from_slice::<Record>(&v) {
-                Ok(rec) => self.stale(&rec, now),
-                Err(_) => true,
-            };
+        for (k, rec) in self.records.entries() {
+            let expired = rec.is_none_or(|rec| self.stale(&rec, now));
             if expired && self.records.remove(&k).is_ok() {
                 removed += 1;
             }

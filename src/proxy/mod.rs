@@ -23,8 +23,9 @@ use uuid::Uuid;
 use crate::ingest::signal::Signal;
 use crate::query::Query;
 use crate::store::StoreReader;
-use crate::tool_error::{ToolError, clip};
+use crate::tool_error::{ErrorCode, ToolError, clip};
 use crate::upstream::UpstreamError;
+use crate::upstream::refusal::KeyConflict;
 use crate::upstream::rest::VkClient;
 use idempotency::Idempotency;
 
@@ -87,13 +88,13 @@ impl Proxy {
 pub fn upstream_error(e: UpstreamError) -> ToolError {
     match e {
         UpstreamError::Unreachable { url, reason } => ToolError::new(
-            "upstream_unavailable",
+            ErrorCode::UpstreamUnavailable,
             true,
             "Vibe Kanban is not reachable; retry later (reads still work from the cache). With request_id the retry is safe.",
         )
         .with_details(json!({ "url": clip(&url, 200), "reason": clip(&reason, 300) })),
         UpstreamError::NotFound { path } => ToolError::new(
-            "not_found",
+            ErrorCode::NotFound,
             false,
             "VK does not know this id. Re-list (list_tasks / list_task_attempts) to get current ids.",
         )
@@ -103,33 +104,39 @@ pub fn upstream_error(e: UpstreamError) -> ToolError {
             let details = json!({ "status": status, "path": path, "message": message });
             match status {
                 400 | 422 => ToolError::new(
-                    "invalid_argument",
+                    ErrorCode::InvalidArgument,
                     false,
                     format!("VK rejected the request: {message}"),
                 ),
-                404 => ToolError::new("not_found", false, format!("VK: {message}")),
-                409 if message.to_lowercase().contains("in progress") => ToolError::new(
-                    "in_progress",
-                    true,
-                    "VK is still executing an earlier request with this key; retry shortly with the same request_id.",
-                ),
-                409 if message.to_lowercase().contains("idempotency") => ToolError::new(
-                    "idempotency_conflict",
-                    false,
-                    "VK has seen this request_id with different arguments; use a new request_id.",
-                ),
-                409 => ToolError::new("conflict", false, format!("VK refused in the current state: {message}")),
+                404 => ToolError::new(ErrorCode::NotFound, false, format!("VK: {message}")),
+                409 => match KeyConflict::of_message(&message) {
+                    Some(KeyConflict::InProgress) => ToolError::new(
+                        ErrorCode::InProgress,
+                        true,
+                        "VK is still executing an earlier request with this key; retry shortly with the same request_id.",
+                    ),
+                    Some(KeyConflict::Reused) => ToolError::new(
+                        ErrorCode::IdempotencyConflict,
+                        false,
+                        "VK has seen this request_id with different arguments; use a new request_id.",
+                    ),
+                    None => ToolError::new(
+                        ErrorCode::Conflict,
+                        false,
+                        format!("VK refused in the current state: {message}"),
+                    ),
+                },
                 s if s >= 500 => ToolError::new(
-                    "upstream_error",
+                    ErrorCode::UpstreamError,
                     true,
                     format!("VK failed ({s}): {message}. Retry later; with request_id the retry is safe."),
                 ),
-                _ => ToolError::new("upstream_error", false, format!("VK answered {status}: {message}")),
+                _ => ToolError::new(ErrorCode::UpstreamError, false, format!("VK answered {status}: {message}")),
             }
             .with_details(details)
         }
         UpstreamError::Decode { path, reason } => ToolError::new(
-            "upstream_error",
+            ErrorCode::UpstreamError,
             true,
             "VK sent a reply the daemon cannot read; the change may still have happened: check with a read tool before retrying without request_id.",
         )

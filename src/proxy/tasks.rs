@@ -14,7 +14,7 @@ use super::{Proxy, upstream_error};
 use crate::query::Freshness;
 use crate::query::target;
 use crate::query::tasks::{TaskStatus, TaskSummary, task_summary};
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 use crate::vk;
 
 /// Answer of `create_task` and `update_task`.
@@ -98,7 +98,7 @@ impl Proxy {
             })
             .await?;
         let task_id = vk::uuid_of(&outcome.result, "id").ok_or_else(|| {
-            ToolError::new("upstream_error", true, "VK's reply has no task id")
+            ToolError::new(ErrorCode::UpstreamError, true, "VK's reply has no task id")
                 .with_details(outcome.result.clone())
         })?;
         self.nudge(Some(task_id), None);
@@ -165,7 +165,7 @@ impl Proxy {
                 target::task(&self.query.read(), task_id)?;
                 self.client.delete_task(task_id).await.map_err(|e| {
                     let mut err = upstream_error(e);
-                    if err.code == "conflict" {
+                    if err.code == ErrorCode::Conflict {
                         err.hint = "VK refuses to delete a task while one of its processes runs: stop_attempt first, then retry.".into();
                     }
                     err

@@ -24,7 +24,7 @@ use super::{Freshness, Query, Since};
 use crate::store::StoreReader;
 use crate::store::feed::{ActivityKind, FeedEntry, FeedScope};
 use crate::store::token::{Epoch, Token};
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 
 /// Which feed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +88,7 @@ impl ActivityRequest {
         let position = match (since_token, cursor) {
             (Some(_), Some(_)) => {
                 return Err(ToolError::new(
-                    "mixed_pagination",
+                    ErrorCode::MixedPagination,
                     false,
                     "Pass since_token (newer items, oldest first) or cursor (older items, newest first), not both.",
                 )

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::detail::Rules;
 use super::paging::{self, ListId, PageArgs, by_name_key};
 use super::{Freshness, Query, View};
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 use crate::vk::{string_of, ts_string};
 
 /// A VK project.
@@ -231,7 +231,7 @@ impl Query {
         } = self.view();
         let Some(info) = reader.server_info()? else {
             return Err(ToolError::new(
-                "not_ready",
+                ErrorCode::NotReady,
                 true,
                 "The daemon has not loaded VK's executor list yet (VK unreachable since start). Retry in a few seconds.",
             ));

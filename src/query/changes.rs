@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::detail::Rules;
 use super::{Freshness, Query, View};
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 
 /// Totals over every repository of the attempt.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
@@ -145,7 +145,7 @@ impl Query {
         super::target::attempt(&reader, attempt)?;
         let Some(stored) = reader.changes(attempt)? else {
             return Err(ToolError::new(
-                "changes_not_ready",
+                ErrorCode::ChangesNotReady,
                 true,
                 "No change summary is cached yet: it is computed when a process of the attempt finishes. Call wait_for_attempt_change with this `attempt_ids` entry, then retry.",
             )

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::detail::Rules;
 use super::{Freshness, Query};
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 use crate::vk::{string_of, uuid_of};
 
 /// A repository of the attempt workspace.
@@ -100,7 +100,7 @@ impl Query {
         let token = self.token();
         let Some((attempt_id, root)) = self.attempt_at(dir)? else {
             return Err(ToolError::new(
-                "no_workspace_context",
+                ErrorCode::NoWorkspaceContext,
                 false,
                 "This client is not running inside a VK attempt workspace. Use list_projects → list_tasks → list_task_attempts instead.",
             )

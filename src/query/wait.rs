@@ -19,7 +19,7 @@ use super::status_memo::StatusItem;
 use super::{Freshness, Query, Since};
 use crate::store::Store;
 use crate::store::feed::FeedScope;
-use crate::tool_error::ToolError;
+use crate::tool_error::{ErrorCode, ToolError};
 
 pub const WAIT_DEFAULT_MS: u64 = 25_000;
 /// Below the 60 s default request timeout of the common MCP clients.
@@ -206,7 +206,7 @@ impl Query {
         };
         if held >= self.max_waiters {
             return Err(ToolError::new(
-                "too_many_waiters",
+                ErrorCode::TooManyWaiters,
                 true,
                 "The daemon already holds its maximum of parked waits. Retry shortly, or watch many attempts in one wait_for_attempt_change call (attempt_ids or project_id).",
             )
@@ -309,7 +309,7 @@ impl Query {
                     return Ok(self.wait_result(fed, Changes::default(), token, false, started).with(activity));
                 }
                 _ = &mut cancelled => {
-                    return Err(ToolError::new("cancelled", true, "The wait was cancelled by the client."));
+                    return Err(ToolError::new(ErrorCode::Cancelled, true, "The wait was cancelled by the client."));
                 }
             }
         }

@@ -1,8 +1,49 @@
 //! The `request_id` records of the mutating tools: a tree of their own beside the projections,
 //! written by the proxy (not by the projection writer: a record is not an event of VK's), built
-//! only by the store that owns the files. Keys and values are opaque bytes to the store.
+//! only by the store that owns the files. Keys are opaque bytes (the proxy's tool and
+//! request_id); a value is an [`IdempotencyRecord`] as JSON, whose bytes are part of the data
+//! dir's format: field names, their order and the state words never change (a test decodes a
+//! record as older builds wrote it).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::StoreError;
+
+/// Where a recorded call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordState {
+    /// The call succeeded; the record's `result` is what it answered.
+    Completed,
+    /// The call is running, or a crash left it so: written (and flushed) before VK is asked.
+    /// A word no build wrote reads as this too, as it did when the state was a string.
+    #[serde(other)]
+    InProgress,
+}
+
+/// One `request_id` record: the effective payload (canonical JSON), the state, the result once
+/// completed, and timestamps (Unix ms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    pub payload: String,
+    pub state: RecordState,
+    pub result: Option<Value>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+impl IdempotencyRecord {
+    /// The stored bytes.
+    pub fn encode(&self) -> Result<Vec<u8>, StoreError> {
+        serde_json::to_vec(self).map_err(StoreError::Encode)
+    }
+
+    /// A stored record, or `None` for bytes that do not parse (treated as absent).
+    pub fn decode(bytes: &[u8]) -> Option<IdempotencyRecord> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
 
 /// Durable key → value records for idempotency. Cheap to clone (a sled tree handle).
 #[derive(Clone)]
@@ -21,12 +62,16 @@ impl IdempotencyRecords {
         Ok(IdempotencyRecords::new(db.open_tree("idempotency")?))
     }
 
-    pub fn get(&self, key: &[u8]) -> Result<Option<sled::IVec>, StoreError> {
-        Ok(self.tree.get(key)?)
+    /// The record under `key`; one that does not parse reads as absent (and is overwritten).
+    pub fn get(&self, key: &[u8]) -> Result<Option<IdempotencyRecord>, StoreError> {
+        Ok(self
+            .tree
+            .get(key)?
+            .and_then(|raw| IdempotencyRecord::decode(&raw)))
     }
 
-    pub fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
-        self.tree.insert(key, value)?;
+    pub fn put(&self, key: &[u8], record: &IdempotencyRecord) -> Result<(), StoreError> {
+        self.tree.insert(key, record.encode()?)?;
         Ok(())
     }
 
@@ -41,9 +86,13 @@ impl IdempotencyRecords {
         Ok(())
     }
 
-    /// Every record, in key order; unreadable ones are skipped.
-    pub fn entries(&self) -> impl Iterator<Item = (sled::IVec, sled::IVec)> + '_ {
-        self.tree.iter().filter_map(Result::ok)
+    /// Every record, in key order, `None` where the bytes do not parse; entries sled cannot
+    /// read are skipped.
+    pub fn entries(&self) -> impl Iterator<Item = (sled::IVec, Option<IdempotencyRecord>)> + '_ {
+        self.tree
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(k, v)| (k, IdempotencyRecord::decode(&v)))
     }
 
     pub fn len(&self) -> usize {
@@ -52,5 +101,50 @@ impl IdempotencyRecords {
 
     pub fn is_empty(&self) -> bool {
         self.tree.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes as builds with a string state wrote them (`proxy::idempotency` before the enum).
+    const OLD_COMPLETED: &[u8] = br#"{"payload":"{\"title\":\"t\"}","state":"completed","result":{"task_id":"x"},"created_ms":1764000000000,"updated_ms":1764000001000}"#;
+    const OLD_IN_PROGRESS: &[u8] =
+        br#"{"payload":"{}","state":"in_progress","result":null,"created_ms":5,"updated_ms":6}"#;
+
+    #[test]
+    fn records_written_by_older_builds_read_back_and_encode_to_the_same_bytes() {
+        let done = IdempotencyRecord::decode(OLD_COMPLETED).expect("old completed record");
+        assert_eq!(done.state, RecordState::Completed);
+        assert_eq!(done.payload, r#"{"title":"t"}"#);
+        assert_eq!(done.result, Some(serde_json::json!({"task_id": "x"})));
+        assert_eq!(done.encode().unwrap(), OLD_COMPLETED);
+        let running = IdempotencyRecord::decode(OLD_IN_PROGRESS).expect("old in-progress record");
+        assert_eq!(running.state, RecordState::InProgress);
+        assert_eq!(running.encode().unwrap(), OLD_IN_PROGRESS);
+    }
+
+    #[test]
+    fn a_state_word_no_build_wrote_reads_as_in_progress_and_garbage_as_absent() {
+        let odd = br#"{"payload":"","state":"paused","result":null,"created_ms":0,"updated_ms":0}"#;
+        assert_eq!(
+            IdempotencyRecord::decode(odd).map(|r| r.state),
+            Some(RecordState::InProgress)
+        );
+        assert_eq!(IdempotencyRecord::decode(b"not json"), None);
+    }
+
+    #[test]
+    fn records_round_trip_through_the_tree() {
+        let records = IdempotencyRecords::temporary().unwrap();
+        records.tree.insert(b"k", OLD_COMPLETED).unwrap();
+        records.tree.insert(b"z", &b"garbage"[..]).unwrap();
+        let rec = records.get(b"k").unwrap().unwrap();
+        assert_eq!(rec.state, RecordState::Completed);
+        assert_eq!(records.get(b"z").unwrap(), None);
+        let states: Vec<Option<RecordState>> =
+            records.entries().map(|(_, r)| r.map(|r| r.state)).collect();
+        assert_eq!(states, [Some(RecordState::Completed), None]);
     }
 }

@@ -9,6 +9,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::rest::{UpstreamError, VkClient};
+use super::routes;
 use super::wire::Envelope;
 
 impl VkClient {
@@ -20,7 +21,7 @@ impl VkClient {
         approval_id: &str,
         body: &Value,
     ) -> Result<Value, UpstreamError> {
-        let path = format!("/api/approvals/{approval_id}/respond");
+        let path = routes::approval_respond(approval_id);
         let resp = self
             .request(Method::POST, &path)
             .json(body)

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::rest::{UpstreamError, VkClient};
+use super::routes;
 use super::wire::Envelope;
 
 /// One of VK's git actions on an attempt repo.
@@ -28,16 +29,6 @@ pub enum GitAction {
 }
 
 impl GitAction {
-    fn route(&self) -> &'static str {
-        match self {
-            GitAction::Rebase { .. } => "rebase",
-            GitAction::AbortConflicts => "conflicts/abort",
-            GitAction::Merge => "merge",
-            GitAction::Push { force: false } => "push",
-            GitAction::Push { force: true } => "push/force",
-        }
-    }
-
     fn body(&self, repo_id: Uuid) -> Value {
         match self {
             GitAction::Rebase {
@@ -69,8 +60,7 @@ pub enum GitAnswer {
 impl VkClient {
     /// `GET /api/task-attempts/{id}/branch-status`: one entry per repo of the attempt.
     pub async fn branch_status(&self, attempt: Uuid) -> Result<Vec<Value>, UpstreamError> {
-        self.get(&format!("/api/task-attempts/{attempt}/branch-status"))
-            .await
+        self.get(&routes::branch_status(attempt)).await
     }
 
     /// Run a git action on one repo of an attempt. VK's other refusals (400 unknown branch,
@@ -81,7 +71,7 @@ impl VkClient {
         repo_id: Uuid,
         action: &GitAction,
     ) -> Result<GitAnswer, UpstreamError> {
-        let path = format!("/api/task-attempts/{attempt}/{}", action.route());
+        let path = routes::git_action(attempt, action);
         let rb = self
             .request(Method::POST, &path)
             .json(&action.body(repo_id));

@@ -1,11 +1,14 @@
-//! The VK client side: REST, SSE and WebSocket access plus the serde types of VK's frames.
-//! Nothing here decides anything; ingest drives it.
+//! The VK client side: REST, SSE and WebSocket access, every route (`routes`), the serde types
+//! of VK's frames, and the recognition of VK's refusal texts (`refusal`). What VK says is known
+//! here, once; nothing here decides anything: ingest drives it, proxy maps its answers.
 
 pub mod approvals;
 pub mod discovery;
 pub mod git;
 pub mod mutations;
+pub mod refusal;
 pub mod rest;
+pub mod routes;
 pub mod sse;
 pub mod wire;
 pub mod ws;

@@ -7,6 +7,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::rest::{UpstreamError, VkClient};
+use super::routes;
 
 fn with_key(rb: reqwest::RequestBuilder, key: Option<&str>) -> reqwest::RequestBuilder {
     match key {
@@ -39,18 +40,19 @@ impl VkClient {
         body: &Value,
         key: Option<&str>,
     ) -> Result<Value, UpstreamError> {
-        self.call(Method::POST, "/api/tasks", Some(body), key).await
+        self.call(Method::POST, routes::TASKS, Some(body), key)
+            .await
     }
 
     /// `PUT /api/tasks/{id}` → the updated Task.
     pub async fn update_task(&self, task: Uuid, body: &Value) -> Result<Value, UpstreamError> {
-        self.call(Method::PUT, &format!("/api/tasks/{task}"), Some(body), None)
+        self.call(Method::PUT, &routes::task(task), Some(body), None)
             .await
     }
 
     /// `DELETE /api/tasks/{id}` (202, `data: null`).
     pub async fn delete_task(&self, task: Uuid) -> Result<(), UpstreamError> {
-        self.call(Method::DELETE, &format!("/api/tasks/{task}"), None, None)
+        self.call(Method::DELETE, &routes::task(task), None, None)
             .await
             .map(|_| ())
     }
@@ -61,20 +63,20 @@ impl VkClient {
         body: &Value,
         key: Option<&str>,
     ) -> Result<Value, UpstreamError> {
-        self.call(Method::POST, "/api/task-attempts", Some(body), key)
+        self.call(Method::POST, routes::TASK_ATTEMPTS, Some(body), key)
             .await
     }
 
     /// `POST /api/task-attempts/{id}/stop?force=` (returns once the processes are stopped).
     pub async fn stop_attempt(&self, attempt: Uuid, force: bool) -> Result<(), UpstreamError> {
-        let path = format!("/api/task-attempts/{attempt}/stop?force={force}");
+        let path = routes::stop_attempt(attempt, force);
         self.call(Method::POST, &path, None, None).await.map(|_| ())
     }
 
     /// `POST /api/execution-processes/{id}/stop` (one process, dev servers included; VK has no
     /// force variant of it). Returns once the process is stopped; VK answers `data: null`.
     pub async fn stop_process(&self, process: Uuid) -> Result<(), UpstreamError> {
-        let path = format!("/api/execution-processes/{process}/stop");
+        let path = routes::stop_process(process);
         self.call(Method::POST, &path, None, None).await.map(|_| ())
     }
 
@@ -85,13 +87,8 @@ impl VkClient {
         body: &Value,
         key: Option<&str>,
     ) -> Result<Value, UpstreamError> {
-        self.call(
-            Method::POST,
-            &format!("/api/sessions/{session}/follow-up"),
-            Some(body),
-            key,
-        )
-        .await
+        self.call(Method::POST, &routes::follow_up(session), Some(body), key)
+            .await
     }
 
     /// `POST /api/sessions/{id}/queue` → `{status, message}`.
@@ -101,24 +98,14 @@ impl VkClient {
         body: &Value,
         key: Option<&str>,
     ) -> Result<Value, UpstreamError> {
-        self.call(
-            Method::POST,
-            &format!("/api/sessions/{session}/queue"),
-            Some(body),
-            key,
-        )
-        .await
+        self.call(Method::POST, &routes::queue(session), Some(body), key)
+            .await
     }
 
     /// `DELETE /api/sessions/{id}/queue` → `{status: "empty"}`.
     pub async fn cancel_queued(&self, session: Uuid) -> Result<Value, UpstreamError> {
-        self.call(
-            Method::DELETE,
-            &format!("/api/sessions/{session}/queue"),
-            None,
-            None,
-        )
-        .await
+        self.call(Method::DELETE, &routes::queue(session), None, None)
+            .await
     }
 
     /// `GET /api/task-attempts/{id}/file?path=&start=&max_bytes=`.
@@ -129,7 +116,7 @@ impl VkClient {
         start: u64,
         max_bytes: u64,
     ) -> Result<Value, UpstreamError> {
-        let route = format!("/api/task-attempts/{attempt}/file");
+        let route = routes::attempt_file(attempt);
         let mut u = reqwest::Url::parse("http://query.invalid/").expect("static URL parses");
         u.query_pairs_mut()
             .append_pair("path", path)
@@ -147,7 +134,7 @@ impl VkClient {
     pub async fn attempt_patch(&self, attempt: Uuid, body: &Value) -> Result<Value, UpstreamError> {
         self.call(
             Method::POST,
-            &format!("/api/task-attempts/{attempt}/patch"),
+            &routes::attempt_patch(attempt),
             Some(body),
             None,
         )

@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::routes;
 use super::wire::{ConfigStatus, Envelope, HistoryPage};
 use crate::vk::Channel;
 
@@ -161,54 +162,49 @@ impl VkClient {
     }
 
     pub async fn projects(&self) -> Result<Vec<Value>, UpstreamError> {
-        self.get("/api/projects").await
+        self.get(routes::PROJECTS).await
     }
 
     pub async fn project_repos(&self, project: Uuid) -> Result<Vec<Value>, UpstreamError> {
-        self.get(&format!("/api/projects/{project}/repositories"))
-            .await
+        self.get(&routes::project_repositories(project)).await
     }
 
     pub async fn tasks_of_project(&self, project: Uuid) -> Result<Vec<Value>, UpstreamError> {
-        self.get(&format!("/api/tasks?project_id={project}")).await
+        self.get(&routes::tasks_of_project(project)).await
     }
 
     pub async fn task(&self, task: Uuid) -> Result<Value, UpstreamError> {
-        self.get(&format!("/api/tasks/{task}")).await
+        self.get(&routes::task(task)).await
     }
 
     pub async fn attempts_of_task(&self, task: Uuid) -> Result<Vec<Value>, UpstreamError> {
-        self.get(&format!("/api/task-attempts?task_id={task}"))
-            .await
+        self.get(&routes::attempts_of_task(task)).await
     }
 
     pub async fn sessions_of_attempt(&self, attempt: Uuid) -> Result<Vec<Value>, UpstreamError> {
-        self.get(&format!("/api/sessions?workspace_id={attempt}"))
-            .await
+        self.get(&routes::sessions_of_attempt(attempt)).await
     }
 
     /// The attempt's repositories, each with its `target_branch`.
     pub async fn attempt_repos(&self, attempt: Uuid) -> Result<Vec<Value>, UpstreamError> {
-        self.get(&format!("/api/task-attempts/{attempt}/repos"))
-            .await
+        self.get(&routes::attempt_repos(attempt)).await
     }
 
     pub async fn process(&self, pid: Uuid) -> Result<Value, UpstreamError> {
-        self.get(&format!("/api/execution-processes/{pid}")).await
+        self.get(&routes::process(pid)).await
     }
 
     /// VK's change summary with the guard bypassed, so the file list is cached for `force` reads.
     pub async fn changes(&self, attempt: Uuid) -> Result<Value, UpstreamError> {
-        self.get(&format!("/api/task-attempts/{attempt}/changes?force=true"))
-            .await
+        self.get(&routes::changes(attempt)).await
     }
 
     pub async fn config_status(&self) -> Result<ConfigStatus, UpstreamError> {
-        self.get("/api/config/status").await
+        self.get(routes::CONFIG_STATUS).await
     }
 
     pub async fn info(&self) -> Result<Value, UpstreamError> {
-        self.get("/api/info").await
+        self.get(routes::INFO).await
     }
 
     /// The parts of `/api/info` the daemon keeps: executors and their variants, capabilities,
@@ -233,11 +229,7 @@ impl VkClient {
         limit: u32,
         cursor: Option<u64>,
     ) -> Result<HistoryPage, UpstreamError> {
-        let kind = super::wire::log_route(channel);
-        let mut path = format!("/api/execution-processes/{pid}/{kind}/v2?limit={limit}");
-        if let Some(c) = cursor {
-            path.push_str(&format!("&cursor={c}"));
-        }
-        self.get(&path).await
+        self.get(&routes::log_history(pid, channel, limit, cursor))
+            .await
     }
 }

@@ -11,6 +11,7 @@ use reqwest::Method;
 use sse_stream::{Sse, SseByteStream};
 
 use super::rest::{UpstreamError, VkClient};
+use super::routes;
 
 pub type SseEvents = BoxStream<'static, Result<Sse, sse_stream::Error>>;
 
@@ -65,10 +66,7 @@ pub async fn connect(
     after_seq: Option<u64>,
     on_bytes: impl Fn() + Send + 'static,
 ) -> Result<SseEvents, UpstreamError> {
-    let path = match after_seq {
-        Some(n) => format!("/api/events?after_seq={n}"),
-        None => "/api/events".to_string(),
-    };
+    let path = routes::events(after_seq);
     let resp = client
         .request(Method::GET, &path)
         .header("accept", "text/event-stream")

@@ -7,8 +7,6 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::vk::Channel;
-
 /// VK's REST envelope: all four keys are always present.
 #[derive(Debug, Deserialize)]
 pub struct Envelope<T> {
@@ -98,15 +96,6 @@ impl LogFrame {
             ("finished", _, _) => Ok(LogFrame::Finished),
             (kind, _, _) => Err(FrameError::Shape(kind.to_string())),
         }
-    }
-}
-
-/// The path segment of a process log channel in VK's routes
-/// (`/api/execution-processes/{id}/<segment>/v2[/ws]`).
-pub fn log_route(channel: Channel) -> &'static str {
-    match channel {
-        Channel::Normalized => "normalized-logs",
-        Channel::Raw => "raw-logs",
     }
 }
 

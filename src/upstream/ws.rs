@@ -18,6 +18,16 @@ pub enum WsEnd {
     Dropped(String),
 }
 
+/// VK's close code for a process or workspace that does not exist or is finished.
+pub const CLOSE_GONE: u16 = 4404;
+
+impl WsEnd {
+    /// VK closed the socket because what it streams is gone or finished ([`CLOSE_GONE`]).
+    pub fn is_gone(&self) -> bool {
+        matches!(self, WsEnd::Closed { code, .. } if *code == CLOSE_GONE)
+    }
+}
+
 pub type WsStream =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 

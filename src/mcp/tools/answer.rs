@@ -25,7 +25,7 @@ use crate::tool_error::ToolError;
 
 /// The envelope of a failed call, counted by code (`vk_observer_tool_errors_total`).
 pub fn error_result(e: &ToolError) -> CallToolResult {
-    metrics::counter!(crate::telemetry::TOOL_ERRORS, crate::telemetry::label::CODE => e.code)
+    metrics::counter!(crate::telemetry::TOOL_ERRORS, crate::telemetry::label::CODE => e.code.as_str())
         .increment(1);
     CallToolResult::error(vec![ContentBlock::text(e.to_json_string())])
 }

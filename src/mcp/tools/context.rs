@@ -37,7 +37,7 @@ impl VkTools {
         let answer = a.and_then(|_| {
             let dir = self.workspace_of(&ctx).ok_or_else(|| {
                 ToolError::new(
-                    "no_workspace_context",
+                    crate::tool_error::ErrorCode::NoWorkspaceContext,
                     false,
                     "This client is not running inside a VK attempt workspace. Use list_projects → list_tasks → list_task_attempts instead.",
                 )

@@ -44,7 +44,7 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
         if !presented.is_some_and(|p| same(p.as_bytes(), token.as_bytes())) {
-            metrics::counter!(telemetry::HTTP_REFUSED, label::REASON => "unauthorized")
+            metrics::counter!(telemetry::HTTP_REFUSED, label::REASON => telemetry::HttpRefusal::Unauthorized.as_str())
                 .increment(1);
             let mut r = refuse(
                 StatusCode::UNAUTHORIZED,
@@ -59,7 +59,7 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
         && req.method() == axum::http::Method::POST
         && !req.headers().contains_key("mcp-session-id");
     if opens_session && g.sessions.sessions.read().await.len() >= g.max_sessions {
-        metrics::counter!(telemetry::HTTP_REFUSED, label::REASON => "too_many_sessions")
+        metrics::counter!(telemetry::HTTP_REFUSED, label::REASON => telemetry::HttpRefusal::TooManySessions.as_str())
             .increment(1);
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -172,8 +172,12 @@ fn envelope(e: &ToolError) -> serde_json::Value {
 pub fn to_protocol_error(e: &ToolError) -> ErrorData {
     let data = Some(envelope(e));
     match e.code {
-        "not_found" => ErrorData::resource_not_found(e.hint.clone(), data),
-        "invalid_argument" => ErrorData::invalid_params(e.hint.clone(), data),
+        crate::tool_error::ErrorCode::NotFound => {
+            ErrorData::resource_not_found(e.hint.clone(), data)
+        }
+        crate::tool_error::ErrorCode::InvalidArgument => {
+            ErrorData::invalid_params(e.hint.clone(), data)
+        }
         _ => ErrorData::internal_error(e.hint.clone(), data),
     }
 }

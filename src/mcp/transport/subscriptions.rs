@@ -207,7 +207,7 @@ impl SessionSubscriptions {
 
 fn too_many(cap: usize) -> ErrorData {
     let e = ToolError::new(
-        "too_many_subscriptions",
+        crate::tool_error::ErrorCode::TooManySubscriptions,
         false,
         format!(
             "This session already holds {cap} resource subscriptions, its cap: resources/unsubscribe some first, or raise [mcp] max_subscriptions_per_session."
@@ -311,7 +311,7 @@ async fn listen(ctx: SubscriptionContext, shared: &Subscribing) -> Result<(), Er
 /// The refusal of `resources/subscribe` where no session can carry a notification.
 pub fn stateless_refusal() -> ErrorData {
     let e = ToolError::new(
-        "subscriptions_unavailable",
+        crate::tool_error::ErrorCode::SubscriptionsUnavailable,
         false,
         "This daemon serves MCP statelessly (--mcp-stateless): no session, no stream to notify on. Poll with wait_for_attempt_change, or use a daemon in session mode.",
     );

@@ -94,7 +94,7 @@ impl VkTools {
             let mode = match (a.cursor, a.after_entry_index) {
                 (Some(_), Some(_)) => {
                     return Err(ToolError::new(
-                        "mixed_pagination",
+                        crate::tool_error::ErrorCode::MixedPagination,
                         false,
                         "Use only one pagination mode: `cursor` pages older history, `after_entry_index` returns only newer entries.",
                     )
