@@ -1,6 +1,6 @@
 //! Reading `Settings` in layers with the `config` crate (why that crate: docs/design-notes.md
 //! §21): the serialized defaults < the TOML file (`--config`) < `VK_OBSERVER_*` variables <
-//! flags, deserialized once into `Settings`. VK's port file is the last resort for the upstream.
+//! flags, deserialized once into `Settings`. VK's port file gives the upstream's default.
 //!
 //! Environment names: `VK_OBSERVER_<KEY>` for a top-level key, `VK_OBSERVER_<SECTION>__<KEY>`
 //! for a key of a section (`VK_OBSERVER_MCP__MAX_SESSIONS=64`; lists comma-separated), derived
@@ -118,7 +118,11 @@ impl SettingsArgs {
     /// Defaults < `file` < environment < flags, unchecked (`doctor` still wants the values to
     /// probe when they do not validate).
     pub fn layered(&self, file: Option<&ConfigFile>) -> anyhow::Result<Settings> {
-        self.read(file, Some(std::env::vars().collect()))
+        // `vars_os`: a variable that is not Unicode (not a setting's) must not panic.
+        let vars = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
+        self.read(file, Some(vars))
     }
 
     /// Defaults < flags, unchecked: no file and no environment besides the flags' own (`demo`;
@@ -133,7 +137,12 @@ impl SettingsArgs {
         file: Option<&ConfigFile>,
         vars: Option<HashMap<String, String>>,
     ) -> anyhow::Result<Settings> {
-        let defaults = config::Config::try_from(&Settings::default())?;
+        // VK's port file is the upstream's default: any layer above names another.
+        let defaults = Settings {
+            upstream: crate::upstream::discovery::upstream_from_port_file().unwrap_or_default(),
+            ..Settings::default()
+        };
+        let defaults = config::Config::try_from(&defaults)?;
         let keys = setting_keys(&defaults)?;
         let mut layers = config::Config::builder().add_source(defaults);
         if let Some(f) = file {
@@ -143,12 +152,9 @@ impl SettingsArgs {
             layers = add_environment(layers, vars, &keys);
         }
         let merged = self.add_flags(layers)?.build()?;
-        let mut s: Settings = merged
+        let s: Settings = merged
             .try_deserialize()
             .map_err(|e| anyhow::anyhow!("settings are not valid: {e}"))?;
-        if s.upstream.is_empty() {
-            s.upstream = crate::upstream::discovery::upstream_from_port_file().unwrap_or_default();
-        }
         Ok(s.normalized())
     }
 
