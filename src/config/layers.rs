@@ -1,6 +1,7 @@
 //! Reading `Settings` in layers with the `config` crate (why that crate: docs/design-notes.md
-//! §21): the serialized defaults < the TOML file (`--config`) < `VK_OBSERVER_*` variables <
-//! flags, deserialized once into `Settings`. VK's port file gives the upstream's default.
+//! §21): the serialized defaults < the TOML file (`--config`) < `VK_OBSERVER_*` variables,
+//! deserialized once into `Settings`, then the flags over them, typed. VK's port file gives the
+//! upstream's default.
 //!
 //! Environment names: `VK_OBSERVER_<KEY>` for a top-level key, `VK_OBSERVER_<SECTION>__<KEY>`
 //! for a key of a section (`VK_OBSERVER_MCP__MAX_SESSIONS=64`; lists comma-separated), derived
@@ -14,6 +15,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use config::builder::DefaultState;
 use config::{ConfigBuilder, Environment, FileFormat, Source, ValueKind};
@@ -131,7 +133,8 @@ impl SettingsArgs {
         self.read(None, None)
     }
 
-    /// Defaults < `file` < `vars` (a snapshot of the environment) < flags.
+    /// Defaults < `file` < `vars` (a snapshot of the environment), read by `config`, then the
+    /// flags over them.
     pub(super) fn read(
         &self,
         file: Option<&ConfigFile>,
@@ -151,37 +154,36 @@ impl SettingsArgs {
         if let Some(vars) = vars {
             layers = add_environment(layers, vars, &keys);
         }
-        let merged = self.add_flags(layers)?.build()?;
-        let s: Settings = merged
+        let mut s: Settings = layers
+            .build()?
             .try_deserialize()
             .map_err(|e| anyhow::anyhow!("settings are not valid: {e}"))?;
+        self.apply_flags(&mut s);
         Ok(s.normalized())
     }
 
-    /// The flags as the top layer, under their settings' keys.
-    fn add_flags(
-        &self,
-        layers: ConfigBuilder<DefaultState>,
-    ) -> anyhow::Result<ConfigBuilder<DefaultState>> {
-        let secs = |v: Option<u64>| v.map(|n| format!("{n}s"));
-        let path = self
-            .data_dir
-            .as_ref()
-            .map(|p| p.to_string_lossy().into_owned());
-        let idem = self.idempotency;
-        Ok(layers
-            .set_override_option("upstream", self.upstream.clone())?
-            .set_override_option("upstream_token", self.upstream_token.clone())?
-            .set_override_option("listen", self.listen.map(|a| a.to_string()))?
-            .set_override_option("data_dir", path)?
-            .set_override_option("mcp.token", self.mcp_token.clone())?
-            // A flag can switch stateless mode on, not off: `--mcp-stateless` has no value.
-            .set_override_option("mcp.stateless", self.mcp_stateless.then_some(true))?
-            .set_override_option("idempotency.completed_ttl", secs(idem.completed_ttl_secs))?
-            .set_override_option(
-                "idempotency.in_progress_ttl",
-                secs(idem.in_progress_ttl_secs),
-            )?)
+    /// The flags as the top layer, typed (a path or a number of seconds is taken as given, not
+    /// through text).
+    fn apply_flags(&self, s: &mut Settings) {
+        if let Some(upstream) = &self.upstream {
+            s.upstream.clone_from(upstream);
+        }
+        if self.upstream_token.is_some() {
+            s.upstream_token.clone_from(&self.upstream_token);
+        }
+        s.listen = self.listen.unwrap_or(s.listen);
+        if let Some(dir) = &self.data_dir {
+            s.data_dir.clone_from(dir);
+        }
+        if self.mcp_token.is_some() {
+            s.mcp.token.clone_from(&self.mcp_token);
+        }
+        // A flag can switch stateless mode on, not off: `--mcp-stateless` has no value.
+        s.mcp.stateless |= self.mcp_stateless;
+        let secs = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_secs);
+        let (idem, ttl) = (self.idempotency, &mut s.idempotency);
+        ttl.completed_ttl = secs(idem.completed_ttl_secs, ttl.completed_ttl);
+        ttl.in_progress_ttl = secs(idem.in_progress_ttl_secs, ttl.in_progress_ttl);
     }
 }
 
