@@ -86,10 +86,11 @@ impl Settings {
     pub fn to_toml(&self, redact: bool) -> String {
         let mut shown = self.clone();
         if redact {
-            for token in [&mut shown.upstream_token, &mut shown.mcp.token] {
-                if let Some(t) = token {
-                    *t = "<redacted>".into();
-                }
+            for token in [&mut shown.upstream_token, &mut shown.mcp.token]
+                .into_iter()
+                .flatten()
+            {
+                *token = "<redacted>".into();
             }
         }
         toml::to_string(&shown).unwrap_or_default()
