@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -15,10 +16,11 @@ use crate::proxy::idempotency::Idempotency;
 use crate::store::{Store, StoreOwner};
 use crate::upstream::VkClient;
 
-/// Prune expired idempotency records every ten minutes (and once at start).
-fn spawn_idempotency_pruning(idem: Idempotency, cancel: CancellationToken) {
+/// Prune expired idempotency records every `every` (`[idempotency] prune_every`, default ten
+/// minutes) and once at start.
+fn spawn_idempotency_pruning(idem: Idempotency, every: Duration, cancel: CancellationToken) {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
+        let mut tick = tokio::time::interval(every);
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,
@@ -45,7 +47,7 @@ fn spawn_server(
             listener,
             app,
             async move { stop.cancelled().await },
-            std::time::Duration::from_secs(5),
+            Duration::from_secs(5),
         )
         .await;
     })
@@ -92,8 +94,12 @@ impl Daemon {
         let addr = listener.local_addr()?;
         let query = crate::query::Query::new(store.clone(), health.clone())
             .with_max_waiters(s.mcp.max_waiters);
-        let idem = Idempotency::new(owner.idempotency_records(), s.idempotency);
-        spawn_idempotency_pruning(idem.clone(), cancel.child_token());
+        let idem = Idempotency::new(owner.idempotency_records(), s.idempotency.into());
+        spawn_idempotency_pruning(
+            idem.clone(),
+            s.idempotency.prune_every,
+            cancel.child_token(),
+        );
         let proxy = Proxy {
             client,
             query: query.clone(),
@@ -134,7 +140,7 @@ impl Daemon {
         let _ = self.server.await;
         drop(self.ingest);
         // The writer ends once every handle (held by ingest tasks) is gone.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.writer_task).await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.writer_task).await;
         if let Err(e) = self.owner.flush_async().await {
             tracing::error!(error = %e, "final flush failed");
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use vk_observer::cli::{doctor, status, watch};
+use vk_observer::cli::{DaemonArgs, doctor, status, watch};
 use vk_observer::config::{self, IdempotencyArgs, SettingsArgs};
 use vk_observer::daemon::Daemon;
 
@@ -44,31 +44,19 @@ enum Command {
     },
     /// Serve MCP on stdio, forwarding to a running daemon (for clients that spawn servers).
     Mcp {
-        /// The daemon's MCP endpoint.
-        #[arg(
-            long,
-            env = "VK_OBSERVER_DAEMON",
-            default_value = "http://127.0.0.1:8765/mcp"
-        )]
-        daemon: String,
+        #[command(flatten)]
+        to: DaemonArgs,
         /// Directory to report for `get_context` (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
-        /// Bearer token of a daemon started with `[mcp] token`.
-        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
-        token: Option<String>,
     },
     /// Show attempts: a table of every task's latest attempt, or one attempt with its last log
     /// lines (asks the running daemon).
     Status {
         /// An attempt id (full UUID, or the 8-character prefix the table shows).
         attempt: Option<String>,
-        /// The daemon's MCP endpoint.
-        #[arg(long, env = "VK_OBSERVER_DAEMON", default_value = vk_observer::cli::DEFAULT_DAEMON)]
-        daemon: String,
-        /// Bearer token the daemon wants on /mcp.
-        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
-        token: Option<String>,
+        #[command(flatten)]
+        to: DaemonArgs,
         /// Only this project's tasks (project UUID).
         #[arg(long)]
         project: Option<uuid::Uuid>,
@@ -81,12 +69,8 @@ enum Command {
     Watch {
         /// An attempt id (full UUID, or the 8-character prefix `status` shows).
         attempt: String,
-        /// The daemon's MCP endpoint.
-        #[arg(long, env = "VK_OBSERVER_DAEMON", default_value = vk_observer::cli::DEFAULT_DAEMON)]
-        daemon: String,
-        /// Bearer token the daemon wants on /mcp.
-        #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
-        token: Option<String>,
+        #[command(flatten)]
+        to: DaemonArgs,
         /// Seconds to keep waiting after the attempt ended, for a cleanup script or follow-up.
         #[arg(long, default_value_t = 2.0)]
         linger: f64,
@@ -151,14 +135,10 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { settings } => serve(settings).await?,
         Command::Demo(args) => demo(args).await?,
-        Command::Mcp {
-            daemon,
-            workspace,
-            token,
-        } => {
+        Command::Mcp { to, workspace } => {
             let workspace = workspace.or_else(|| std::env::current_dir().ok());
             if let Err(e) =
-                vk_observer::mcp::transport::bridge::run(&daemon, workspace, token).await
+                vk_observer::mcp::transport::bridge::run(&to.daemon, workspace, to.token).await
             {
                 eprintln!("vk-observer mcp: {e:#}");
                 std::process::exit(1);
@@ -166,14 +146,13 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Status {
             attempt,
-            daemon,
-            token,
+            to,
             project,
             json,
         } => {
             let opts = status::StatusOptions {
-                daemon,
-                token,
+                daemon: to.daemon,
+                token: to.token,
                 attempt,
                 project,
                 json,
@@ -182,13 +161,12 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Watch {
             attempt,
-            daemon,
-            token,
+            to,
             linger,
         } => {
             let opts = watch::WatchOptions {
-                daemon,
-                token,
+                daemon: to.daemon,
+                token: to.token,
                 attempt,
                 linger: Duration::from_secs_f64(linger.clamp(0.0, 50.0)),
             };

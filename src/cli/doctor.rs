@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::client::DaemonClient;
 use super::settings_toml::{round_trip, to_toml};
-use crate::config::{self, FileConfig, Settings, SettingsArgs};
+use crate::config::{ConfigFile, Settings, SettingsArgs};
 
 /// How long one network check may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -68,10 +68,16 @@ impl Report {
 /// Run every check; the process exit code.
 pub async fn run(opts: DoctorOptions) -> anyhow::Result<i32> {
     let mut r = Report::default();
-    let file = check_config(&mut r, &opts.settings);
-    let loaded = file.is_some();
-    // Merged even when they do not validate: what to check is still known.
-    let s = config::merge(&opts.settings, file.unwrap_or_default());
+    let (mut loaded, file) = match check_config(&mut r, &opts.settings) {
+        Some(file) => (true, file),
+        None => (false, None),
+    };
+    // Layered even when they do not validate: what to check is still known.
+    let s = opts.settings.layered(file.as_ref()).unwrap_or_else(|e| {
+        r.fail("settings", format!("{e:#}"));
+        loaded = false;
+        opts.settings.over_defaults().unwrap_or_default()
+    });
     if loaded {
         check_settings(&mut r, s.clone());
     }
@@ -103,19 +109,19 @@ pub async fn run(opts: DoctorOptions) -> anyhow::Result<i32> {
     Ok(if r.failed > 0 { 1 } else { 0 })
 }
 
-/// The config file loads (or none was named); `None` when it does not.
-fn check_config(r: &mut Report, flags: &SettingsArgs) -> Option<FileConfig> {
+/// The config file loads (`Some(None)` when none was named); `None` when it does not.
+fn check_config(r: &mut Report, flags: &SettingsArgs) -> Option<Option<ConfigFile>> {
     let Some(p) = &flags.config else {
         r.ok(
             "config",
             "no config file given (--config or VK_OBSERVER_CONFIG): flags, environment and defaults",
         );
-        return Some(FileConfig::default());
+        return Some(None);
     };
-    match FileConfig::load(p) {
+    match ConfigFile::load(p) {
         Ok(f) => {
             r.ok("config", format!("{} loads", p.display()));
-            Some(f)
+            Some(Some(f))
         }
         Err(e) => {
             r.fail("config", format!("{e:#}"));

@@ -22,5 +22,26 @@ pub mod settings_toml;
 pub mod status;
 pub mod watch;
 
-/// The daemon's MCP endpoint when none is given.
+/// The daemon's MCP endpoint when none is given: `/mcp` on `config::DEFAULT_LISTEN`.
 pub const DEFAULT_DAEMON: &str = "http://127.0.0.1:8765/mcp";
+
+/// Where the running daemon is and the bearer token it wants: the flags every command that
+/// talks to a daemon (`mcp`, `status`, `watch`) flattens in.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DaemonArgs {
+    /// The daemon's MCP endpoint.
+    #[arg(long, env = "VK_OBSERVER_DAEMON", default_value = DEFAULT_DAEMON)]
+    pub daemon: String,
+    /// Bearer token the daemon wants on /mcp (a daemon started with `[mcp] token`).
+    #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_default_daemon_is_mcp_on_the_default_listen_address() {
+        let want = format!("http://{}/mcp", crate::config::DEFAULT_LISTEN);
+        assert_eq!(super::DEFAULT_DAEMON, want);
+    }
+}

@@ -18,23 +18,30 @@ use std::time::Duration;
 use dashmap::DashMap;
 use serde_json::{Value, json};
 
+use crate::config::IdempotencySettings;
 use crate::store::records::{IdempotencyRecord as Record, IdempotencyRecords, RecordState};
 use crate::tool_error::{ErrorCode, ToolError};
 
-/// How long records live; set from `config::Settings` (file `[idempotency]`, or VK's
-/// `VK_IDEMPOTENCY_*_TTL_SECS`).
+/// How long records live; built from the `[idempotency]` section (`config::IdempotencySettings`,
+/// also set by VK's `VK_IDEMPOTENCY_*_TTL_SECS`), whose defaults are the only ones.
 #[derive(Debug, Clone, Copy)]
 pub struct IdempotencyTtl {
     pub completed: Duration,
     pub in_progress: Duration,
 }
 
+impl From<IdempotencySettings> for IdempotencyTtl {
+    fn from(s: IdempotencySettings) -> Self {
+        IdempotencyTtl {
+            completed: s.completed_ttl,
+            in_progress: s.in_progress_ttl,
+        }
+    }
+}
+
 impl Default for IdempotencyTtl {
     fn default() -> Self {
-        IdempotencyTtl {
-            completed: Duration::from_secs(7 * 24 * 3600),
-            in_progress: Duration::from_secs(3600),
-        }
+        IdempotencySettings::default().into()
     }
 }
 

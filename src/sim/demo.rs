@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{AttemptScript, Sim, SimConfig, SimFile};
-use crate::config::{self, FileConfig, SettingsArgs};
+use crate::config::SettingsArgs;
 use crate::daemon::Daemon;
 
 /// Run the demo until `stop` resolves. `flags` are the daemon's settings (the upstream is the
@@ -26,7 +26,7 @@ pub async fn run(
     let project = sim.add_project("Demo", &["demo"]);
     flags.upstream = Some(sim.base_url());
     flags.data_dir.get_or_insert_with(demo_data_dir);
-    let settings = config::resolve(&flags, FileConfig::default())?;
+    let settings = flags.over_defaults()?.validate()?;
     let dir = settings.data_dir.clone();
     let daemon = Daemon::start(settings, metrics).await?;
     eprintln!(

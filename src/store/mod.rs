@@ -34,7 +34,6 @@ pub mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
 
 use keys::{meta, meta_key};
 use notify::NotifyHub;
@@ -74,36 +73,8 @@ pub enum StoreError {
 /// How long `StoreOwner::open` waits for a data dir's lock to be released.
 pub const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Retention settings.
-#[derive(Debug, Clone)]
-pub struct Retention {
-    /// Drop attempts with no running process whose last change is older than this (0 = keep).
-    pub finished_attempt_days: u64,
-    /// Keep at most this many entries per process log, oldest dropped first (0 = no cap).
-    pub max_entries_per_process: u64,
-    /// Keep the event records of the last N batches (0 = keep all).
-    pub events_kept: u64,
-    /// How often the writer runs the retention pass.
-    pub prune_every: Duration,
-    /// Activity items older than this are dropped by the retention pass (zero = keep all); a
-    /// `since_token` from before the dropped items answers `token_reset` (`store::feed`).
-    pub activity_horizon: Duration,
-}
-
-/// Seven days of activity by default.
-pub const DEFAULT_ACTIVITY_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
-
-impl Default for Retention {
-    fn default() -> Self {
-        Retention {
-            finished_attempt_days: 30,
-            max_entries_per_process: 0,
-            events_kept: 100_000,
-            prune_every: Duration::from_secs(600),
-            activity_horizon: DEFAULT_ACTIVITY_HORIZON,
-        }
-    }
-}
+/// Retention settings: the `[retention]` section, declared with the other settings.
+pub use crate::config::{DEFAULT_ACTIVITY_HORIZON, Retention};
 
 /// The read handle: cheap to clone, cannot write projections.
 #[derive(Clone)]

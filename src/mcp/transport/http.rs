@@ -69,7 +69,7 @@ pub fn service(
         query: query.clone(),
         shutdown: cancel.clone(),
         // Stateless mode answers JSON: no stream to carry progress (see `progress`).
-        progress_every: (!settings.stateless).then_some(settings.progress_every),
+        progress_every: settings.progress_interval(),
         cancels: progress::Cancels::default(),
     };
     // Resource subscriptions need a session's stream; stateless JSON answers have none.
