@@ -112,7 +112,7 @@ impl Daemon {
             query,
             Some(proxy),
             own_workspace,
-            &s.mcp,
+            s.mcp.clone(),
             cancel.child_token(),
         );
         let state = AppState {
@@ -120,7 +120,7 @@ impl Daemon {
             health: health.clone(),
             metrics,
         };
-        let server = spawn_server(listener, router(state, mcp, &s.mcp), cancel.clone());
+        let server = spawn_server(listener, router(state, mcp), cancel.clone());
         tracing::info!(%addr, epoch = %store.epoch(), token = store.current_token(), "vk-observer is serving");
         Ok(Daemon {
             store,

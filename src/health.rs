@@ -27,9 +27,9 @@ pub struct Health {
     pub resyncs: AtomicU64,
     pub reconnects: AtomicU64,
     pub log_entries_received: AtomicU64,
-    /// Long-polls held in front of the MCP stack (`mcp::park`) so far.
+    /// Long-polls held in front of the MCP stack (`mcp::transport::park`) so far.
     pub waits_parked: AtomicU64,
-    /// Resource subscriptions held now (`mcp::subscriptions`): sessions' and listen streams'.
+    /// Resource subscriptions held now (`mcp::transport::subscriptions`): sessions' and listen streams'.
     pub resource_subscriptions: AtomicU64,
 }
 

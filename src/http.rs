@@ -22,21 +22,10 @@ pub struct AppState {
 
 /// The whole app: MCP at `/mcp` (behind the token and session guard) plus the health and
 /// metrics routes.
-pub fn router(
-    state: AppState,
-    mcp: crate::mcp::McpEndpoint,
-    settings: &crate::config::McpSettings,
-) -> Router {
-    let guard = crate::mcp::transport::guard::GuardState {
-        token: settings.token.as_deref().map(Into::into),
-        sessions: mcp.sessions,
-        max_sessions: settings.max_sessions,
-        stateless: settings.stateless,
-        parking: mcp.parking,
-    };
-    // The guard checks the token and session cap, then parks long-polls (`mcp::park`).
+pub fn router(state: AppState, mcp: crate::mcp::McpEndpoint) -> Router {
+    // The guard checks the token and session cap, then parks long-polls (`mcp::transport::park`).
     let mcp_routes = Router::new().nest_service("/mcp", mcp.service).layer(
-        axum::middleware::from_fn_with_state(guard, crate::mcp::transport::guard::guard),
+        axum::middleware::from_fn_with_state(mcp.guard, crate::mcp::transport::guard::guard),
     );
     Router::new()
         .merge(mcp_routes)

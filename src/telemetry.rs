@@ -449,7 +449,7 @@ fn describe_gauges() {
     );
 }
 
-// ---- resource subscriptions (`mcp::subscriptions`) ----
+// ---- resource subscriptions (`mcp::transport::subscriptions`) ----
 
 /// Resource subscriptions held right now, over all sessions and `subscriptions/listen` streams
 /// (set at each scrape from `health::Health::resource_subscriptions`).

@@ -1,6 +1,6 @@
 //! The one error shape every tool returns: `{code, retryable, hint, details}`. Codes are stable
 //! strings agents can branch on; hints name the next tool and field to use. Built by the query,
-//! proxy and MCP layers; turned into an `isError: true` tool result by `mcp::respond`. The codes
+//! proxy and MCP layers; turned into an `isError: true` tool result by `mcp::tools::answer`. The codes
 //! are a closed set, [`ErrorCode`] (`tool_error::code`).
 
 mod code;

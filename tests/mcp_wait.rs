@@ -245,7 +245,7 @@ async fn many_waiters_share_one_channel_and_a_gone_client_leaks_nothing() {
             .waits_parked
             .load(std::sync::atomic::Ordering::Relaxed)
             >= 60,
-        "the waits were held in front of rmcp (mcp::park), not inside it"
+        "the waits were held in front of rmcp (mcp::transport::park), not inside it"
     );
 
     // A client that goes away mid-wait: its waiter ends and the channel is released.
@@ -272,7 +272,7 @@ async fn many_waiters_share_one_channel_and_a_gone_client_leaks_nothing() {
     daemon.shutdown().await;
 }
 
-/// Shutting the daemon down while waits are parked (in front of rmcp, `mcp::park`) does not
+/// Shutting the daemon down while waits are parked (in front of rmcp, `mcp::transport::park`) does not
 /// wait for their timeouts: the parked waits are handed on and answered, and `shutdown` returns
 /// within the drain bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,11 +58,11 @@ pub struct McpSettings {
     pub max_body_bytes: usize,
     pub stateless: bool,
     /// How often a parked wait called with a `progressToken` sends `notifications/progress`
-    /// (SSE responses only; see `mcp::progress`). At most `MAX_PROGRESS_EVERY`.
+    /// (SSE responses only; see `mcp::transport::progress`). At most `MAX_PROGRESS_EVERY`.
     #[serde(with = "humantime_serde")]
     pub progress_every: Duration,
     /// Resources one MCP session may be subscribed to at once (`resources/subscribe`; also the
-    /// most URIs one `subscriptions/listen` may name). See `mcp::subscriptions`.
+    /// most URIs one `subscriptions/listen` may name). See `mcp::transport::subscriptions`.
     pub max_subscriptions_per_session: usize,
 }
 
@@ -94,7 +94,7 @@ impl Default for McpSettings {
 
 impl McpSettings {
     /// The progress interval of parked waits: `None` in stateless mode, whose JSON answers have
-    /// no stream to carry notifications (`mcp::progress`).
+    /// no stream to carry notifications (`mcp::transport::progress`).
     pub fn progress_interval(&self) -> Option<Duration> {
         (!self.stateless).then_some(self.progress_every)
     }

@@ -24,7 +24,7 @@ use crate::tool_error::{ErrorCode, ToolError};
 pub const WAIT_DEFAULT_MS: u64 = 25_000;
 /// Below the 60 s default request timeout of the common MCP clients.
 pub const WAIT_MAX_MS: u64 = 50_000;
-/// For waits kept alive by progress notifications (`mcp::progress`): a client that resets its
+/// For waits kept alive by progress notifications (`mcp::transport::progress`): a client that resets its
 /// timeout on progress may wait this long; bounded so an abandoned-but-open stream ends.
 pub const WAIT_MAX_PROGRESS_MS: u64 = 600_000;
 
@@ -245,7 +245,7 @@ impl Query {
 
     /// The parking half of a wait, without building any answer: returns `Ok(true)` as soon as
     /// a watched attempt changed after `since`, `Ok(false)` at `deadline`. Holds a waiter slot
-    /// and the scope's channels meanwhile, like a wait. Used by `mcp::park` to hold long-polls
+    /// and the scope's channels meanwhile, like a wait. Used by `mcp::transport::park` to hold long-polls
     /// in front of the MCP stack; the tool then answers from the same store.
     pub async fn park_until_changed(
         &self,

@@ -2,7 +2,7 @@
 //! every request to the running daemon's Streamable HTTP endpoint. It holds no state and no
 //! store (sled allows one process per data dir); it tells the daemon its working directory so
 //! `get_context` works for agents running inside an attempt workspace. A tool call's progress
-//! notifications (the daemon's keep-alives of a long wait, `mcp::progress`) are relayed to the
+//! notifications (the daemon's keep-alives of a long wait, `mcp::transport::progress`) are relayed to the
 //! stdio client under its own token, and a call the client cancels is cancelled at the daemon.
 //! Resource templates and reads are forwarded too, and resource updates are followed both ways
 //! a client asks for them, `resources/subscribe` (2025-11-25) and `subscriptions/listen`

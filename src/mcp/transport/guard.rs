@@ -1,7 +1,7 @@
 //! HTTP guards in front of `/mcp`: the bearer token (required when configured, and always for a
 //! non-loopback listen address) and the cap on concurrent sessions; requests that pass go on
 //! through long-poll parking (`park`) to rmcp. Host/Origin validation and
-//! the body-size cap are rmcp's (configured in `mcp::service`). A session's `DELETE` is answered
+//! the body-size cap are rmcp's (configured in `mcp::transport::http`). A session's `DELETE` is answered
 //! `200 OK` (see `terminate_session`).
 
 use std::sync::Arc;
@@ -13,14 +13,14 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::json;
 
+use crate::config::McpSettings;
 use crate::telemetry::{self, label};
 
 #[derive(Clone)]
 pub struct GuardState {
-    pub token: Option<Arc<str>>,
+    /// The `[mcp]` section: `token`, `max_sessions`, `stateless`.
+    pub settings: Arc<McpSettings>,
     pub sessions: Arc<LocalSessionManager>,
-    pub max_sessions: usize,
-    pub stateless: bool,
     /// The long-poll parking step that follows the checks (`park`).
     pub parking: super::park::Parking,
 }
@@ -36,7 +36,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Response {
-    if let Some(token) = &g.token {
+    if let Some(token) = &g.settings.token {
         let presented = req
             .headers()
             .get(header::AUTHORIZATION)
@@ -55,10 +55,10 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
             return r;
         }
     }
-    let opens_session = !g.stateless
+    let opens_session = !g.settings.stateless
         && req.method() == axum::http::Method::POST
         && !req.headers().contains_key("mcp-session-id");
-    if opens_session && g.sessions.sessions.read().await.len() >= g.max_sessions {
+    if opens_session && g.sessions.sessions.read().await.len() >= g.settings.max_sessions {
         metrics::counter!(telemetry::HTTP_REFUSED, label::REASON => telemetry::HttpRefusal::TooManySessions.as_str())
             .increment(1);
         return refuse(
@@ -76,7 +76,7 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
         None => false,
     };
     // In stateless mode rmcp answers every DELETE 405 (no sessions to end), as the spec says.
-    if req.method() == axum::http::Method::DELETE && !g.stateless {
+    if req.method() == axum::http::Method::DELETE && !g.settings.stateless {
         if stale_session {
             // rmcp would "close" an unknown session and say 202; the spec's answer is 404.
             return refuse(StatusCode::NOT_FOUND, "session not found");

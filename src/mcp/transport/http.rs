@@ -10,18 +10,18 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use super::guard::GuardState;
 use super::{park, progress, subscriptions};
 use crate::mcp::VkTools;
 use crate::query::Query;
 
 pub type McpService = StreamableHttpService<VkTools, LocalSessionManager>;
 
-/// The `/mcp` service plus a handle on its sessions (for the session limit).
+/// The `/mcp` service plus the state of the guard in front of it (`guard`: the token, the
+/// session cap over its sessions, then long-poll parking).
 pub struct McpEndpoint {
     pub service: McpService,
-    pub sessions: Arc<LocalSessionManager>,
-    /// For the long-poll parking layer in front of the service (`park`).
-    pub parking: park::Parking,
+    pub guard: GuardState,
 }
 
 /// Browser origins always allowed: pages served from this machine.
@@ -40,7 +40,7 @@ pub fn service(
     query: Query,
     proxy: Option<crate::proxy::Proxy>,
     own_workspace: Option<PathBuf>,
-    settings: &crate::config::McpSettings,
+    settings: crate::config::McpSettings,
     cancel: CancellationToken,
 ) -> McpEndpoint {
     let origins: Vec<String> = LOOPBACK_ORIGINS
@@ -91,7 +91,10 @@ pub fn service(
     );
     McpEndpoint {
         service,
-        sessions,
-        parking,
+        guard: GuardState {
+            settings: Arc::new(settings),
+            sessions,
+            parking,
+        },
     }
 }
