@@ -179,6 +179,37 @@ mod tests {
                "completed_at": null, "dropped": false})
     }
 
+    /// One task with one attempt whose coding agent is running.
+    fn running_attempt(
+        project: Uuid,
+        task: Uuid,
+        attempt: Uuid,
+        session: Uuid,
+        pid: Uuid,
+    ) -> Vec<DomainEvent> {
+        let at = "2026-11-22T10:00:00Z";
+        vec![
+            DomainEvent::TaskUpserted {
+                task: json!({"id": task, "project_id": project, "title": "t", "status": "inprogress",
+                         "created_at": at, "updated_at": at}),
+            },
+            DomainEvent::AttemptsSnapshot {
+                task_id: task,
+                attempts: vec![json!({"id": attempt, "task_id": task, "branch": "b",
+                                  "created_at": at, "updated_at": at})],
+            },
+            DomainEvent::SessionsSnapshot {
+                attempt_id: attempt,
+                sessions: vec![json!({"id": session, "workspace_id": attempt,
+                                  "executor": "CLAUDE_CODE", "created_at": at, "updated_at": at})],
+            },
+            DomainEvent::ProcessUpserted {
+                attempt_id: attempt,
+                process: process(pid, session, "running", at),
+            },
+        ]
+    }
+
     /// A hit returns exactly what a fresh computation would; any commit under the attempt
     /// (here a process finishing) is seen on the next read; the rendered page's text and value
     /// are the same document.
@@ -195,28 +226,8 @@ mod tests {
             Uuid::new_v4(),
             Uuid::new_v4(),
         );
-        let at = "2026-11-22T10:00:00Z";
         writer
-            .apply(vec![
-                DomainEvent::TaskUpserted {
-                    task: json!({"id": task, "project_id": project, "title": "t", "status": "inprogress",
-                                 "created_at": at, "updated_at": at}),
-                },
-                DomainEvent::AttemptsSnapshot {
-                    task_id: task,
-                    attempts: vec![json!({"id": attempt, "task_id": task, "branch": "b",
-                                          "created_at": at, "updated_at": at})],
-                },
-                DomainEvent::SessionsSnapshot {
-                    attempt_id: attempt,
-                    sessions: vec![json!({"id": session, "workspace_id": attempt,
-                                          "executor": "CLAUDE_CODE", "created_at": at, "updated_at": at})],
-                },
-                DomainEvent::ProcessUpserted {
-                    attempt_id: attempt,
-                    process: process(pid, session, "running", at),
-                },
-            ])
+            .apply(running_attempt(project, task, attempt, session, pid))
             .unwrap();
         let first = query.attempt_statuses(&[attempt], Since::None).unwrap();
         assert_eq!(first.attempts[0].state, AttemptState::Running);

@@ -79,23 +79,14 @@ impl<'t, 'c> Pending<'t, 'c> {
             DomainEvent::LogsComplete {
                 process_id,
                 channel,
-            } => {
-                self.ov
-                    .insert(&keys::complete_key(channel, process_id), Vec::new());
-                Ok(())
-            }
+            } => self.logs_complete(process_id, channel),
             DomainEvent::LogHistoryLost {
                 attempt_id,
                 process_id,
                 channel,
                 oldest_available,
             } => self.history_lost(attempt_id, process_id, channel, oldest_available),
-            DomainEvent::ServerInfo { info } => {
-                if self.upsert(keys::SERVER_INFO_KEY, &info)? {
-                    self.note("server_info".into());
-                }
-                Ok(())
-            }
+            DomainEvent::ServerInfo { info } => self.server_info(&info),
             DomainEvent::AttemptReposSnapshot { attempt_id, repos } => {
                 self.attempt_repos_snapshot(attempt_id, repos)
             }
@@ -105,18 +96,32 @@ impl<'t, 'c> Pending<'t, 'c> {
                 read_at_ms,
             } => self.branch_status_read(attempt_id, repos, read_at_ms),
             DomainEvent::UpstreamSeq { seq } => {
-                self.ov.insert(
-                    &keys::meta_key(keys::meta::SSE_SEQ),
-                    seq.to_be_bytes().to_vec(),
-                );
-                Ok(())
+                self.set_meta(keys::meta::SSE_SEQ, seq.to_be_bytes().to_vec())
             }
             DomainEvent::UpstreamIncarnation { id } => {
-                self.ov
-                    .insert(&keys::meta_key(keys::meta::VK_INCARNATION), id.into_bytes());
-                Ok(())
+                self.set_meta(keys::meta::VK_INCARNATION, id.into_bytes())
             }
         }
+    }
+
+    /// A log stream read to its end: marked so it is never re-read (`ingest::logs`).
+    fn logs_complete(&mut self, process_id: Uuid, channel: Channel) -> R {
+        self.ov
+            .insert(&keys::complete_key(channel, process_id), Vec::new());
+        Ok(())
+    }
+
+    fn server_info(&mut self, info: &Value) -> R {
+        if self.upsert(keys::SERVER_INFO_KEY, info)? {
+            self.note("server_info".into());
+        }
+        Ok(())
+    }
+
+    /// Ingest's own bookkeeping (the SSE seq, VK's run identity), kept beside the projections.
+    fn set_meta(&mut self, key: &[u8], value: Vec<u8>) -> R {
+        self.ov.insert(&keys::meta_key(key), value);
+        Ok(())
     }
 
     fn note(&mut self, s: String) {
