@@ -28,10 +28,10 @@ use crate::query::branch::{self, CachedBranchStatus, RepoBranchStatus};
 use crate::query::rows::ProcessRow;
 use crate::query::target;
 use crate::tool_error::{ErrorCode, ToolError};
+use crate::upstream::git::GitAnswer;
 /// The git actions VK offers, as the delivery tools name them (re-exported so the tools reach
 /// VK only through the proxy).
-pub use crate::upstream::git::GitAction;
-use crate::upstream::git::GitAnswer;
+pub use crate::vk::GitAction;
 use crate::vk::{ProcessStatus, RunReason};
 
 /// How long a tool waits for ingest to read the branch status from VK.

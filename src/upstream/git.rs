@@ -12,35 +12,20 @@ use super::rest::{UpstreamError, VkClient};
 use super::routes;
 use super::wire::Envelope;
 
-/// One of VK's git actions on an attempt repo.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GitAction {
-    /// `POST /rebase` with optional bases (VK defaults both to the target branch).
-    Rebase {
-        old_base_branch: Option<String>,
-        new_base_branch: Option<String>,
-    },
-    /// `POST /conflicts/abort`.
-    AbortConflicts,
-    /// `POST /merge`.
-    Merge,
-    /// `POST /push`, or `/push/force` when `force`.
-    Push { force: bool },
-}
+use crate::vk::GitAction;
 
-impl GitAction {
-    fn body(&self, repo_id: Uuid) -> Value {
-        match self {
-            GitAction::Rebase {
-                old_base_branch,
-                new_base_branch,
-            } => json!({
-                "repo_id": repo_id,
-                "old_base_branch": old_base_branch,
-                "new_base_branch": new_base_branch,
-            }),
-            _ => json!({ "repo_id": repo_id }),
-        }
+/// The request body of `action` on one repo of an attempt.
+fn action_body(action: &GitAction, repo_id: Uuid) -> Value {
+    match action {
+        GitAction::Rebase {
+            old_base_branch,
+            new_base_branch,
+        } => json!({
+            "repo_id": repo_id,
+            "old_base_branch": old_base_branch,
+            "new_base_branch": new_base_branch,
+        }),
+        _ => json!({ "repo_id": repo_id }),
     }
 }
 
@@ -74,7 +59,7 @@ impl VkClient {
         let path = routes::git_action(attempt, action);
         let rb = self
             .request(Method::POST, &path)
-            .json(&action.body(repo_id));
+            .json(&action_body(action, repo_id));
         let resp = rb
             .timeout(std::time::Duration::from_secs(120))
             .send()

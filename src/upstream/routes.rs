@@ -5,8 +5,8 @@
 
 use uuid::Uuid;
 
-use super::git::GitAction;
 use crate::vk::Channel;
+use crate::vk::GitAction;
 
 // ---- reads (snapshots, refetches, facts) ----
 

@@ -9,10 +9,12 @@
 //! - [`select`]: VK's selection rules (latest attempt/session, the status and log process).
 //! - [`channel`]: the two logs of a process.
 //! - [`entry`]: whether a rewrite of a log entry kept its tool call.
+//! - [`git`]: the git actions VK offers on an attempt repo.
 
 pub mod channel;
 pub mod entry;
 pub mod fields;
+pub mod git;
 pub mod process;
 pub mod select;
 
@@ -21,6 +23,7 @@ pub use fields::{
     executor_of_process, object_id, prompt_of, rfc3339, str_of, string_of, strings, ts_of,
     ts_string, uuid_of,
 };
+pub use git::GitAction;
 pub use process::{
     ProcessFacts, ProcessStatus, RELEVANT_REASONS, RunReason, is_dropped, is_relevant,
     is_relevant_reason, run_reason, status,

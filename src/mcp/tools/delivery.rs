@@ -12,8 +12,9 @@ use uuid::Uuid;
 use super::answer::{plain, plain_output_schema};
 use super::args::{Args, input_schema};
 use super::{Family, VkTools};
-use crate::proxy::git::{AttemptBranchStatus, GitAction, GitActionDone};
+use crate::proxy::git::{AttemptBranchStatus, GitActionDone};
 use crate::tool_error::ToolError;
+use crate::vk::GitAction;
 
 pub const GET_ATTEMPT_BRANCH_STATUS: &str = "get_attempt_branch_status";
 pub const REBASE_ATTEMPT: &str = "rebase_attempt";
