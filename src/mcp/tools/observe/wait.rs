@@ -89,7 +89,15 @@ pub fn plan(
         (None, Some(p)) => WaitScope::Project(p),
         _ => return Err(ToolError::ambiguous_target(&["attempt_ids", "project_id"])),
     };
-    let timeout = match a.timeout_ms {
+    let timeout = timeout_of(a.timeout_ms, with_progress)?;
+    let since = query.since(a.since_token.as_deref(), "since_token")?;
+    Ok((scope, since, timeout))
+}
+
+/// How long a wait may park: as asked, capped by `WAIT_MAX_MS`, or by the longer
+/// `WAIT_MAX_PROGRESS_MS` when progress notifications keep the client alive.
+fn timeout_of(timeout_ms: Option<u64>, with_progress: bool) -> Result<Duration, ToolError> {
+    let ms = match timeout_ms {
         Some(0) => {
             return Err(ToolError::invalid_field(
                 "timeout_ms",
@@ -100,8 +108,7 @@ pub fn plan(
         Some(ms) => ms.min(WAIT_MAX_MS),
         None => WAIT_DEFAULT_MS,
     };
-    let since = query.since(a.since_token.as_deref(), "since_token")?;
-    Ok((scope, since, Duration::from_millis(timeout)))
+    Ok(Duration::from_millis(ms))
 }
 
 /// Set on a request's extensions by `transport::park` once it has held the wait: the wait's
@@ -118,20 +125,7 @@ mod tests {
     use super::*;
 
     fn timeout(ms: Option<u64>, with_progress: bool) -> Duration {
-        let store = crate::store::StoreOwner::open_temporary(Default::default())
-            .unwrap()
-            .store();
-        let query =
-            crate::query::Query::new(store, std::sync::Arc::new(crate::health::Health::new()));
-        let args = WaitArgs {
-            attempt_ids: None,
-            project_id: Some(uuid::Uuid::nil()),
-            since_token: None,
-            timeout_ms: ms,
-            include_activity: None,
-            detail: None,
-        };
-        plan(&query, args, with_progress).unwrap().2
+        timeout_of(ms, with_progress).unwrap()
     }
 
     #[test]
