@@ -1,0 +1,194 @@
+//! The layers' order, the names they read, and the example file checked against the type.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+fn example_path() -> std::path::PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("config/vk-observer.example.toml")
+}
+
+fn with_upstream() -> SettingsArgs {
+    SettingsArgs {
+        upstream: Some("http://127.0.0.1:3000".into()),
+        ..SettingsArgs::default()
+    }
+}
+
+/// Flags over `file` over defaults, no environment, validated.
+fn resolve(flags: &SettingsArgs, file: Option<&ConfigFile>) -> anyhow::Result<ValidSettings> {
+    flags.read(file, None)?.validate()
+}
+
+fn vars(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
+    Some(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+#[test]
+fn example_config_loads_and_resolves() {
+    let f = ConfigFile::load(&example_path()).unwrap();
+    let s = resolve(&with_upstream(), Some(&f)).unwrap();
+    assert_eq!(s.listen.to_string(), DEFAULT_LISTEN);
+    assert_eq!(s.retention.prune_every, Duration::from_secs(600));
+}
+
+#[test]
+fn a_public_listen_address_needs_a_token() {
+    let local_flags = with_upstream();
+    let public = SettingsArgs {
+        listen: Some("0.0.0.0:8765".parse().unwrap()),
+        ..local_flags.clone()
+    };
+    let err = resolve(&public, None).unwrap_err();
+    assert!(err.to_string().contains("VK_OBSERVER_MCP_TOKEN"), "{err}");
+    let with_token = SettingsArgs {
+        mcp_token: Some("s3cret".into()),
+        ..public
+    };
+    let s = resolve(&with_token, None).unwrap();
+    assert_eq!(s.mcp.token.as_deref(), Some("s3cret"));
+    let local = resolve(&local_flags, None).unwrap();
+    assert!(local.mcp.token.is_none());
+}
+
+#[test]
+fn unknown_keys_and_bad_urls_are_rejected() {
+    assert!(toml::from_str::<Settings>("nope = 1").is_err());
+    assert!(toml::from_str::<Settings>("[mcp]\nnope = 1").is_err());
+    let no_scheme = SettingsArgs {
+        upstream: Some("127.0.0.1:3000".into()),
+        ..SettingsArgs::default()
+    };
+    assert!(resolve(&no_scheme, None).is_err());
+}
+
+/// Every key the example file sets or shows commented out (`# key = value`), as a table.
+fn example_with_comments_uncommented() -> String {
+    let text = std::fs::read_to_string(example_path()).unwrap();
+    text.lines()
+        .map(|l| uncomment_sample(l).unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `# key = value` → `key = value`; any other line unchanged (`None`).
+fn uncomment_sample(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("# ")?;
+    let (key, _) = rest.split_once(" = ")?;
+    key.chars()
+        .all(|c| c.is_ascii_lowercase() || c == '_')
+        .then_some(rest)
+}
+
+fn key_set(table: &toml::Table) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for (k, v) in table {
+        match v {
+            toml::Value::Table(section) => keys.extend(section.keys().map(|i| format!("{k}.{i}"))),
+            _ => {
+                keys.insert(k.clone());
+            }
+        }
+    }
+    keys
+}
+
+#[test]
+fn the_example_file_shows_every_setting_and_nothing_else() {
+    // Strict: the file and its commented samples parse into the type, unknown keys rejected.
+    let text = example_with_comments_uncommented();
+    let parsed: Settings = toml::from_str(&text).expect("the example's samples are settings");
+    let shown = key_set(&text.parse::<toml::Table>().unwrap());
+    // Complete: every key `Settings` writes (the defaults, and a value in each optional one).
+    let full = Settings {
+        upstream: "http://127.0.0.1:3000".into(),
+        upstream_token: Some("t".into()),
+        mcp: McpSettings {
+            token: Some("t".into()),
+            ..McpSettings::default()
+        },
+        ..Settings::default()
+    };
+    let written = key_set(&toml::Table::try_from(&full).unwrap());
+    assert_eq!(
+        written, shown,
+        "keys of Settings vs keys of the example file"
+    );
+    assert_eq!(parsed.retention, Retention::default());
+}
+
+#[test]
+fn layers_stack_defaults_file_environment_flags() {
+    let f = ConfigFile::load(&example_path()).unwrap();
+    let env = vars(&[
+        ("VK_OBSERVER_MCP__MAX_SESSIONS", "64"),
+        ("VK_OBSERVER_MCP__ALLOWED_HOSTS", "a.lan,b.lan"),
+        ("VK_OBSERVER_RETENTION__PRUNE_EVERY", "5m"),
+        ("VK_OBSERVER_LISTEN", "127.0.0.1:9000"),
+        ("VK_OBSERVER_IDEMPOTENCY__PRUNE_EVERY", "1m"),
+        // Not settings: left to their commands.
+        ("VK_OBSERVER_DAEMON", "http://x/mcp"),
+        ("VK_OBSERVER_CONFIG", "/nowhere.toml"),
+        ("VK_OBSERVER_LOG_JSON", "true"),
+        ("VK_OBSERVER_MCP_TOKEN", "clap-reads-this"),
+        ("VK_OBSERVER_UPSTREAM_TOKEN", ""),
+    ]);
+    let flags = SettingsArgs {
+        listen: Some("127.0.0.1:9001".parse().unwrap()),
+        ..with_upstream()
+    };
+    let s = flags.read(Some(&f), env).unwrap();
+    assert_eq!(s.mcp.max_sessions, 64);
+    assert_eq!(s.mcp.allowed_hosts, ["a.lan", "b.lan"]);
+    assert_eq!(s.retention.prune_every, Duration::from_secs(300));
+    assert_eq!(s.idempotency.prune_every, Duration::from_secs(60));
+    assert_eq!(s.listen.to_string(), "127.0.0.1:9001", "the flag wins");
+    assert_eq!(s.mcp.token, None);
+    assert_eq!(s.upstream_token, None, "an empty variable is unset");
+    assert_eq!(s.retention.events_kept, 100_000, "the file's value");
+}
+
+#[test]
+fn a_misspelt_section_variable_is_an_error() {
+    let env = vars(&[("VK_OBSERVER_MCP__MAX_SESIONS", "64")]);
+    assert!(with_upstream().read(None, env).is_err());
+}
+
+#[test]
+fn idempotency_flags_are_whole_seconds_and_stateless_only_switches_on() {
+    let flags = SettingsArgs {
+        mcp_stateless: true,
+        idempotency: IdempotencyArgs {
+            completed_ttl_secs: Some(0),
+            in_progress_ttl_secs: Some(90),
+        },
+        ..with_upstream()
+    };
+    let s = resolve(&flags, None).unwrap();
+    assert!(s.mcp.stateless);
+    assert_eq!(s.idempotency.completed_ttl, Duration::ZERO);
+    assert_eq!(s.idempotency.in_progress_ttl, Duration::from_secs(90));
+    assert_eq!(s.mcp.progress_interval(), None);
+}
+
+#[test]
+fn a_blank_mcp_token_flag_is_no_token_even_over_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, "[mcp]\ntoken = \"from-file\"\n").unwrap();
+    let f = ConfigFile::load(&p).unwrap();
+    let from_file = resolve(&with_upstream(), Some(&f)).unwrap();
+    assert_eq!(from_file.mcp.token.as_deref(), Some("from-file"));
+    let blank = SettingsArgs {
+        mcp_token: Some("  ".into()),
+        ..with_upstream()
+    };
+    assert_eq!(resolve(&blank, Some(&f)).unwrap().mcp.token, None);
+}

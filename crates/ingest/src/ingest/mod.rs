@@ -1,0 +1,83 @@
+//! Ingest: turns VK's streams into domain events for the store writer. The SSE follower gives
+//! hints and resume; object followers materialise projects, tasks and processes; log followers
+//! stream entries and backfill history; the coordinator decides what runs. See coordinator.rs.
+
+pub mod backoff;
+pub mod coordinator;
+pub mod driver;
+pub mod error;
+pub mod file_stats;
+pub mod fresh_changes;
+pub mod jobs;
+pub mod logs;
+pub mod materialize;
+pub mod objects;
+pub mod pulse;
+pub mod signal;
+pub mod sse;
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio_util::sync::CancellationToken;
+
+use crate::health::Health;
+use crate::store::Store;
+use crate::store::writer::WriterHandle;
+use crate::upstream::VkClient;
+pub use signal::Signal;
+
+/// Ingest tuning, declared with the settings (only `raw_logs` is one); tests shorten it.
+pub use crate::config::IngestConfig;
+
+/// What every ingest task shares: the VK client, the store (to read), the writer (to write),
+/// the coordinator's signal queue, health counters and tuning. Cheap to clone.
+#[derive(Clone)]
+pub struct Context {
+    pub client: VkClient,
+    pub store: Store,
+    pub writer: WriterHandle,
+    pub signals: UnboundedSender<Signal>,
+    pub health: Arc<Health>,
+    pub cfg: IngestConfig,
+}
+
+/// A running ingest: cancel to stop every stream.
+pub struct Ingest {
+    pub signals: UnboundedSender<Signal>,
+    pub cancel: CancellationToken,
+}
+
+impl Ingest {
+    pub fn start(
+        client: VkClient,
+        store: Store,
+        writer: WriterHandle,
+        health: Arc<Health>,
+        cfg: IngestConfig,
+        cancel: CancellationToken,
+    ) -> Ingest {
+        let (tx, rx) = unbounded_channel();
+        let ctx = Context {
+            client,
+            store,
+            writer,
+            signals: tx.clone(),
+            health,
+            cfg,
+        };
+        tokio::spawn(coordinator::Coordinator::new(ctx.clone(), cancel.clone()).run(rx));
+        // Start loading VK's state at once: an idle VK sends the SSE response headers only with
+        // its first keep-alive (up to 15 s), and the object streams and REST do not need them.
+        // The SSE connect then resyncs again (only real differences move tokens).
+        let _ = tx.send(signal::Signal::ResyncAll {
+            reason: crate::telemetry::ResyncCause::Startup.as_str().into(),
+            watermark: None,
+        });
+        tokio::spawn(driver::drive(sse::SseFollower { ctx }, cancel.clone()));
+        Ingest {
+            signals: tx,
+            cancel,
+        }
+    }
+}

@@ -1,0 +1,583 @@
+//! How each domain event changes the projections, inside one pending batch.
+//!
+//! Every write goes through "is this a real difference?": an upsert of an identical object, or a
+//! log entry re-sent with the same content, changes nothing and moves no token. Snapshots remove
+//! what their scope no longer holds, cascading to children (task → attempts → sessions,
+//! processes → log entries), so a resync converges on exactly VK's state.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use super::StoreError;
+use super::codec::{decode, encode, same_json};
+use super::events::{Channel, DomainEvent};
+use super::keys::{self, table};
+use super::overlay::Overlay;
+use crate::store::keys::ChannelKeys as _;
+use crate::vk::{object_id, uuid_of};
+
+/// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
+pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
+
+pub struct Pending<'t, 'c> {
+    pub ov: Overlay<'t>,
+    pub next: u64,
+    pub changed: bool,
+    pub attempts: BTreeSet<Uuid>,
+    pub notes: Vec<String>,
+    pub max_index: &'c mut MaxIndexCache,
+    pub entry_cap: u64,
+    /// Activity items this batch derived, in order (`store::feed`, `feed_derive`).
+    pub feed: Vec<super::feed::FeedItem>,
+}
+
+type R<T = ()> = Result<T, StoreError>;
+
+impl<'t, 'c> Pending<'t, 'c> {
+    pub fn apply(&mut self, ev: DomainEvent) -> R {
+        match ev {
+            DomainEvent::ProjectsSnapshot { projects } => self.projects_snapshot(projects),
+            DomainEvent::ReposSnapshot { project_id, repos } => {
+                self.repos_snapshot(project_id, repos)
+            }
+            DomainEvent::TaskUpserted { task } => self.task_upsert(&task).map(|_| ()),
+            DomainEvent::TaskRemoved { task_id } => self.remove_task(task_id),
+            DomainEvent::TasksSnapshot { project_id, tasks } => {
+                self.tasks_snapshot(project_id, tasks)
+            }
+            DomainEvent::AttemptsSnapshot { task_id, attempts } => {
+                self.attempts_snapshot(task_id, attempts)
+            }
+            DomainEvent::SessionsSnapshot {
+                attempt_id,
+                sessions,
+            } => self.sessions_snapshot(attempt_id, sessions),
+            DomainEvent::ProcessUpserted {
+                attempt_id,
+                process,
+            } => self.process_upsert(attempt_id, &process).map(|_| ()),
+            DomainEvent::ProcessRemoved {
+                attempt_id,
+                process_id,
+            } => self.remove_process(attempt_id, process_id),
+            DomainEvent::ProcessesSnapshot {
+                attempt_id,
+                processes,
+            } => self.processes_snapshot(attempt_id, processes),
+            DomainEvent::LogEntriesPut {
+                attempt_id,
+                process_id,
+                channel,
+                entries,
+            } => self.put_logs(attempt_id, process_id, channel, entries),
+            DomainEvent::ChangesUpdated {
+                attempt_id,
+                changes,
+            } => self.changes_updated(attempt_id, &changes),
+            DomainEvent::LogsComplete {
+                process_id,
+                channel,
+            } => self.logs_complete(process_id, channel),
+            DomainEvent::LogHistoryLost {
+                attempt_id,
+                process_id,
+                channel,
+                oldest_available,
+            } => self.history_lost(attempt_id, process_id, channel, oldest_available),
+            DomainEvent::ServerInfo { info } => self.server_info(&info),
+            DomainEvent::AttemptReposSnapshot { attempt_id, repos } => {
+                self.attempt_repos_snapshot(attempt_id, repos)
+            }
+            DomainEvent::BranchStatusRead {
+                attempt_id,
+                repos,
+                read_at_ms,
+            } => self.branch_status_read(attempt_id, repos, read_at_ms),
+            DomainEvent::UpstreamSeq { seq } => {
+                self.set_meta(keys::meta::SSE_SEQ, seq.to_be_bytes().to_vec())
+            }
+            DomainEvent::UpstreamIncarnation { id } => {
+                self.set_meta(keys::meta::VK_INCARNATION, id.into_bytes())
+            }
+        }
+    }
+
+    /// A log stream read to its end: marked so it is never re-read (`ingest::logs`).
+    fn logs_complete(&mut self, process_id: Uuid, channel: Channel) -> R {
+        self.ov
+            .insert(&keys::complete_key(channel, process_id), Vec::new());
+        Ok(())
+    }
+
+    fn server_info(&mut self, info: &Value) -> R {
+        if self.upsert(keys::SERVER_INFO_KEY, info)? {
+            self.note("server_info".into());
+        }
+        Ok(())
+    }
+
+    /// Ingest's own bookkeeping (the SSE seq, VK's run identity), kept beside the projections.
+    fn set_meta(&mut self, key: &[u8], value: Vec<u8>) -> R {
+        self.ov.insert(&keys::meta_key(key), value);
+        Ok(())
+    }
+
+    fn note(&mut self, s: String) {
+        if self.notes.len() < 32 {
+            self.notes.push(s);
+        }
+    }
+
+    /// Write `value` under `key` unless the stored JSON already means the same. True if changed.
+    fn upsert(&mut self, key: &[u8], value: &Value) -> R<bool> {
+        let json = serde_json::to_vec(value).map_err(StoreError::Encode)?;
+        if let Some(old) = self.ov.get(key)?
+            && let Some((_, old_json)) = decode(&old)
+            && same_json(old_json, &json)
+        {
+            return Ok(false);
+        }
+        self.ov.insert(key, encode(self.next, &json));
+        self.changed = true;
+        Ok(true)
+    }
+
+    /// VK's branch status: stored when it differs (moving the attempt's token), and its read
+    /// time always (meta: a re-read of the same status wakes no one).
+    fn branch_status_read(&mut self, attempt: Uuid, repos: Vec<Value>, read_at_ms: i64) -> R {
+        let key = keys::id_key(table::BRANCH_STATUS, attempt);
+        let old = self.stored_value(key.as_slice())?;
+        let new = Value::Array(repos);
+        if self.upsert(key.as_slice(), &new)? {
+            self.feed_merges(attempt, old.as_ref(), new.as_array().map_or(&[], |v| v))?;
+            self.attempts.insert(attempt);
+            self.note(format!("branch_status:{attempt}"));
+        }
+        self.ov.insert(
+            &keys::id_key(table::BRANCH_STATUS_READ, attempt),
+            read_at_ms.to_be_bytes().to_vec(),
+        );
+        Ok(())
+    }
+
+    fn changes_updated(&mut self, attempt: Uuid, changes: &Value) -> R {
+        let key = keys::id_key(table::CHANGES, attempt);
+        if self.same_changes_apart_from_read_time(&key, changes)? {
+            return Ok(());
+        }
+        if self.upsert(key.as_slice(), changes)? {
+            self.attempts.insert(attempt);
+            self.note(format!("changes:{attempt}"));
+            self.feed_changes_moved(attempt, changes)?;
+        }
+        Ok(())
+    }
+
+    /// A re-read that found VK's summary as stored is no change: the stored read time stays
+    /// ("unchanged since"), so re-reads while an agent works move no token and wake no waiter.
+    fn same_changes_apart_from_read_time(&self, key: &[u8], changes: &Value) -> R<bool> {
+        let as_of = super::events::CHANGES_AS_OF;
+        let Some(old) = self.ov.get(key)? else {
+            return Ok(false);
+        };
+        let Some(mut old) = decode(&old).and_then(|(_, j)| serde_json::from_slice::<Value>(j).ok())
+        else {
+            return Ok(false);
+        };
+        let mut new = changes.clone();
+        // A summary stored before read times were kept gets one.
+        let old_stamped = old.get(as_of).is_some();
+        for v in [&mut old, &mut new] {
+            if let Some(o) = v.as_object_mut() {
+                o.remove(as_of);
+            }
+        }
+        Ok(old_stamped && old == new)
+    }
+
+    fn remove_entity(&mut self, key: &[u8]) -> R<bool> {
+        if self.ov.contains(key)? {
+            self.ov.remove(key);
+            self.changed = true;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn set_index(&mut self, table: u8, a: Uuid, b: Uuid) {
+        self.ov.insert(&keys::pair_key(table, a, b), Vec::new());
+    }
+
+    /// Second ids of the `table ‖ a ‖ b` index under `a`.
+    pub(super) fn children(&self, table: u8, a: Uuid) -> R<Vec<Uuid>> {
+        let prefix = keys::id_key(table, a);
+        Ok(self
+            .ov
+            .keys_with_prefix(&prefix)?
+            .iter()
+            .filter_map(|k| keys::uuid_at(k, 17))
+            .collect())
+    }
+
+    pub(super) fn stored_value(&self, key: &[u8]) -> R<Option<Value>> {
+        Ok(match self.ov.get(key)? {
+            Some(v) => decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok()),
+            None => None,
+        })
+    }
+
+    // ---- projects and repos ----
+
+    fn projects_snapshot(&mut self, projects: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for p in &projects {
+            let Some(id) = object_id(p) else { continue };
+            keep.insert(id);
+            if self.upsert(&keys::id_key(table::PROJECTS, id), p)? {
+                self.note(format!("project:{id}"));
+            }
+        }
+        for k in self.ov.keys_with_prefix(&[table::PROJECTS])? {
+            let Some(id) = keys::uuid_at(&k, 1) else {
+                continue;
+            };
+            if !keep.contains(&id) {
+                self.remove_project(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_project(&mut self, id: Uuid) -> R {
+        self.remove_entity(&keys::id_key(table::PROJECTS, id))?;
+        for repo in self.children(table::REPOS, id)? {
+            self.remove_entity(&keys::pair_key(table::REPOS, id, repo))?;
+        }
+        for task in self.children(table::IDX_PROJECT_TASKS, id)? {
+            self.remove_task(task)?;
+        }
+        self.note(format!("project_removed:{id}"));
+        Ok(())
+    }
+
+    fn repos_snapshot(&mut self, project: Uuid, repos: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for r in &repos {
+            let Some(id) = object_id(r) else { continue };
+            keep.insert(id);
+            if self.upsert(&keys::pair_key(table::REPOS, project, id), r)? {
+                self.note(format!("repo:{id}"));
+            }
+        }
+        for id in self.children(table::REPOS, project)? {
+            if !keep.contains(&id) {
+                self.remove_entity(&keys::pair_key(table::REPOS, project, id))?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---- tasks ----
+
+    fn task_upsert(&mut self, task: &Value) -> R<Option<Uuid>> {
+        let (Some(id), Some(project)) = (object_id(task), uuid_of(task, "project_id")) else {
+            return Err(StoreError::Invalid("task without id or project_id"));
+        };
+        let key = keys::id_key(table::TASKS, id);
+        let old = self.ov.get(&key)?;
+        if self.upsert(&key, task)? {
+            self.set_index(table::IDX_PROJECT_TASKS, project, id);
+            self.note(format!("task:{id}"));
+            self.feed_task_upserted(id, project, old.as_deref(), task)?;
+        }
+        Ok(Some(id))
+    }
+
+    fn tasks_snapshot(&mut self, project: Uuid, tasks: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for t in &tasks {
+            if let Some(id) = self.task_upsert(t)? {
+                keep.insert(id);
+            }
+        }
+        for id in self.children(table::IDX_PROJECT_TASKS, project)? {
+            if !keep.contains(&id) {
+                self.remove_task(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_task(&mut self, id: Uuid) -> R {
+        let key = keys::id_key(table::TASKS, id);
+        let old = self.stored_value(&key)?;
+        if let Some(project) = old.as_ref().and_then(|t| uuid_of(t, "project_id")) {
+            self.ov
+                .remove(&keys::pair_key(table::IDX_PROJECT_TASKS, project, id));
+        }
+        if self.remove_entity(&key)? {
+            self.note(format!("task_removed:{id}"));
+            self.feed_task_deleted(id, old.as_ref());
+        }
+        for attempt in self.children(table::IDX_TASK_ATTEMPTS, id)? {
+            self.remove_attempt(id, attempt)?;
+        }
+        Ok(())
+    }
+
+    // ---- attempts ----
+
+    fn attempts_snapshot(&mut self, task: Uuid, attempts: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for a in &attempts {
+            let Some(id) = object_id(a) else { continue };
+            keep.insert(id);
+            let key = keys::id_key(table::ATTEMPTS, id);
+            let existed = self.ov.contains(&key)?;
+            if self.upsert(&key, a)? {
+                self.set_index(table::IDX_TASK_ATTEMPTS, task, id);
+                self.attempts.insert(id);
+                self.note(format!("attempt:{id}"));
+                if !existed {
+                    self.feed_attempt_started(task, id)?;
+                }
+            }
+        }
+        for id in self.children(table::IDX_TASK_ATTEMPTS, task)? {
+            if !keep.contains(&id) {
+                self.remove_attempt(task, id)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_attempt(&mut self, task: Uuid, id: Uuid) -> R {
+        self.ov
+            .remove(&keys::pair_key(table::IDX_TASK_ATTEMPTS, task, id));
+        self.remove_entity(&keys::id_key(table::ATTEMPTS, id))?;
+        for s in self.children(table::IDX_ATTEMPT_SESSIONS, id)? {
+            self.ov
+                .remove(&keys::pair_key(table::IDX_ATTEMPT_SESSIONS, id, s));
+            self.remove_entity(&keys::id_key(table::SESSIONS, s))?;
+        }
+        for p in self.children(table::IDX_ATTEMPT_PROCESSES, id)? {
+            self.remove_process(id, p)?;
+        }
+        self.remove_entity(&keys::id_key(table::CHANGES, id))?;
+        self.remove_entity(&keys::id_key(table::BRANCH_STATUS, id))?;
+        self.ov.remove(&keys::id_key(table::BRANCH_STATUS_READ, id));
+        for r in self.children(table::ATTEMPT_REPOS, id)? {
+            self.remove_entity(&keys::pair_key(table::ATTEMPT_REPOS, id, r))?;
+        }
+        // The attempt's token stays as a tombstone so a waiter on it wakes and sees it gone.
+        self.attempts.insert(id);
+        self.note(format!("attempt_removed:{id}"));
+        Ok(())
+    }
+
+    fn attempt_repos_snapshot(&mut self, attempt: Uuid, repos: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        let mut changed = false;
+        for r in &repos {
+            let Some(id) = object_id(r) else { continue };
+            keep.insert(id);
+            changed |= self.upsert(&keys::pair_key(table::ATTEMPT_REPOS, attempt, id), r)?;
+        }
+        for id in self.children(table::ATTEMPT_REPOS, attempt)? {
+            if !keep.contains(&id) {
+                changed |=
+                    self.remove_entity(&keys::pair_key(table::ATTEMPT_REPOS, attempt, id))?;
+            }
+        }
+        if changed {
+            self.attempts.insert(attempt);
+            self.note(format!("attempt_repos:{attempt}"));
+        }
+        Ok(())
+    }
+
+    // ---- sessions ----
+
+    fn sessions_snapshot(&mut self, attempt: Uuid, sessions: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for s in &sessions {
+            let Some(id) = object_id(s) else { continue };
+            keep.insert(id);
+            if self.upsert(&keys::id_key(table::SESSIONS, id), s)? {
+                self.set_index(table::IDX_ATTEMPT_SESSIONS, attempt, id);
+                self.attempts.insert(attempt);
+                self.note(format!("session:{id}"));
+            }
+        }
+        for id in self.children(table::IDX_ATTEMPT_SESSIONS, attempt)? {
+            if !keep.contains(&id) {
+                self.ov
+                    .remove(&keys::pair_key(table::IDX_ATTEMPT_SESSIONS, attempt, id));
+                self.remove_entity(&keys::id_key(table::SESSIONS, id))?;
+                self.attempts.insert(attempt);
+            }
+        }
+        Ok(())
+    }
+
+    // ---- processes and logs ----
+
+    fn process_upsert(&mut self, attempt: Uuid, p: &Value) -> R<Option<Uuid>> {
+        let Some(id) = object_id(p) else {
+            return Err(StoreError::Invalid("process without id"));
+        };
+        let key = keys::id_key(table::PROCESSES, id);
+        let old = self.ov.get(&key)?;
+        if self.upsert(&key, p)? {
+            self.feed_process_upserted(attempt, id, old.as_deref(), p)?;
+            self.set_index(table::IDX_ATTEMPT_PROCESSES, attempt, id);
+            self.ov.insert(
+                &keys::id_key(table::PROCESS_ATTEMPT, id),
+                attempt.as_bytes().to_vec(),
+            );
+            self.attempts.insert(attempt);
+            self.note(format!("process:{id}"));
+        }
+        Ok(Some(id))
+    }
+
+    fn processes_snapshot(&mut self, attempt: Uuid, processes: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for p in &processes {
+            if let Some(id) = self.process_upsert(attempt, p)? {
+                keep.insert(id);
+            }
+        }
+        for id in self.children(table::IDX_ATTEMPT_PROCESSES, attempt)? {
+            if !keep.contains(&id) {
+                self.remove_process(attempt, id)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_process(&mut self, attempt: Uuid, id: Uuid) -> R {
+        self.ov
+            .remove(&keys::pair_key(table::IDX_ATTEMPT_PROCESSES, attempt, id));
+        self.ov.remove(&keys::id_key(table::PROCESS_ATTEMPT, id));
+        self.remove_entity(&keys::id_key(table::PROCESSES, id))?;
+        self.forget_approvals(attempt, id)?;
+        for ch in [Channel::Normalized, Channel::Raw] {
+            for k in self.ov.keys_with_prefix(&keys::id_key(ch.table(), id))? {
+                self.ov.remove(&k);
+                self.changed = true;
+            }
+            self.ov.remove(&keys::complete_key(ch, id));
+            self.ov.remove(&keys::history_lost_key(ch, id));
+            for k in self.ov.keys_with_prefix(&keys::replaced_prefix(ch, id))? {
+                self.ov.remove(&k);
+            }
+            self.max_index.remove(&(id, ch));
+        }
+        self.attempts.insert(attempt);
+        self.note(format!("process_removed:{id}"));
+        Ok(())
+    }
+
+    fn max_index(&mut self, pid: Uuid, ch: Channel) -> R<Option<u64>> {
+        if let Some(m) = self.max_index.get(&(pid, ch)) {
+            return Ok(*m);
+        }
+        let prefix = keys::id_key(ch.table(), pid);
+        let last = self
+            .ov
+            .last_key_with_prefix(&prefix)?
+            .and_then(|k| keys::trailing_u64(&k));
+        self.max_index.insert((pid, ch), last);
+        Ok(last)
+    }
+
+    fn put_logs(
+        &mut self,
+        attempt: Uuid,
+        pid: Uuid,
+        ch: Channel,
+        entries: Vec<(u64, Box<RawValue>)>,
+    ) -> R {
+        let mut max = self.max_index(pid, ch)?;
+        let (mut appended, mut replaced) = (0usize, 0usize);
+        for (idx, entry) in entries {
+            let key = keys::log_key(ch, pid, idx);
+            let json = entry.get().as_bytes();
+            let is_new = max.is_none_or(|m| idx > m);
+            if !is_new {
+                if let Some(old) = self.ov.get(&key)? {
+                    let old_json = decode(&old).map(|(_, j)| j);
+                    if old_json.is_some_and(|j| same_json(j, json)) {
+                        continue;
+                    }
+                    let same_call = ch == Channel::Normalized
+                        && old_json.is_some_and(|j| crate::vk::entry::same_tool_call(j, json));
+                    self.ov.insert(
+                        &keys::replaced_key(ch, pid, self.next, idx),
+                        keys::replaced_value(same_call),
+                    );
+                    replaced += 1;
+                } else {
+                    appended += 1; // filling a hole below the max
+                }
+            } else {
+                appended += 1;
+                max = Some(idx);
+            }
+            self.ov.insert(&key, encode(self.next, json));
+            if ch == Channel::Normalized {
+                self.track_approval(attempt, pid, idx, json, is_new)?;
+            }
+        }
+        self.max_index.insert((pid, ch), max);
+        if appended + replaced > 0 {
+            self.changed = true;
+            self.attempts.insert(attempt);
+            self.note(format!("logs:{pid}:{}:+{appended}~{replaced}", ch.as_str()));
+            if let Some(m) = max {
+                self.enforce_entry_cap(pid, ch, m)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Mark the log as missing history when VK lost entries below `oldest` that the cache does
+    /// not hold either (applied after the page's entries in the same batch, so it judges what
+    /// the cache has once that page is in). Sticky: VK never gets lost entries back.
+    fn history_lost(&mut self, attempt: Uuid, pid: Uuid, ch: Channel, oldest: u64) -> R {
+        let key = keys::history_lost_key(ch, pid);
+        if self.ov.contains(&key)? {
+            return Ok(());
+        }
+        let held = self
+            .ov
+            .keys_in_range(&keys::log_key(ch, pid, 0), &keys::log_key(ch, pid, oldest))?
+            .len() as u64;
+        if held >= oldest {
+            return Ok(());
+        }
+        self.ov.insert(&key, oldest.to_be_bytes().to_vec());
+        self.changed = true;
+        self.attempts.insert(attempt);
+        self.note(format!("history_lost:{pid}:{}:<{oldest}", ch.as_str()));
+        Ok(())
+    }
+
+    /// Keep at most `entry_cap` entries per process log (0 = no cap), dropping the oldest.
+    fn enforce_entry_cap(&mut self, pid: Uuid, ch: Channel, max: u64) -> R {
+        if self.entry_cap == 0 || max < self.entry_cap {
+            return Ok(());
+        }
+        let floor = max + 1 - self.entry_cap;
+        let start = keys::log_key(ch, pid, 0);
+        let end = keys::log_key(ch, pid, floor);
+        for k in self.ov.keys_in_range(&start, &end)? {
+            self.ov.remove(&k);
+        }
+        Ok(())
+    }
+}

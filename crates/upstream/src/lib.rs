@@ -1,0 +1,10 @@
+//! `vk-observer-upstream`: vk-observer's `upstream` as its own crate, so the compiler keeps
+//! ARCHITECTURE.md's layer rules: this crate can name only the crates its Cargo.toml lists, all
+//! on lower floors. The code is in the module(s) below; the lower layers keep their usual names
+//! (`crate::store::...`) through the private aliases at the end.
+
+pub mod upstream;
+
+// Lower layers under their usual names: `crate::<layer>::...` paths keep working.
+#[allow(unused_imports)]
+use vk_observer_vk::vk;
