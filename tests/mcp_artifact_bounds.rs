@@ -183,6 +183,16 @@ async fn artifacts_are_bounded_guarded_and_encoded() {
     assert_eq!(cut["lossy"], true, "{cut}");
     assert_eq!(cut["content"], "Ye+/vQ==", "a + U+FFFD");
     assert!(cut["hint"].as_str().unwrap().contains("U+FFFD"), "{cut}");
+    // Seed 003's spelling `utf-8` is the default encoding.
+    let spelled = call(
+        &mcp,
+        "get_attempt_file",
+        a,
+        json!({"path": "demo/small.txt", "encoding": "utf-8"}),
+    )
+    .await;
+    assert_eq!(spelled["encoding"], "utf8");
+    assert_eq!(spelled["content"], "one\ntwo\n");
     // Line mode encodes too.
     let line = call(
         &mcp,

@@ -15,8 +15,9 @@ use crate::tool_error::ToolError;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Encoding {
-    /// Text (the default).
+    /// Text (the default). `utf-8` (seed 003's spelling) is accepted too.
     #[default]
+    #[serde(alias = "utf-8")]
     Utf8,
     /// The base64 (standard alphabet, padded) of the text's UTF-8 bytes.
     Base64,

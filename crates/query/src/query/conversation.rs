@@ -182,6 +182,20 @@ mod tests {
     }
 
     #[test]
+    fn messages_carry_the_seed_names_beside_the_old_ones() {
+        let mut e = compact_log::text_entry("assistant_message", "Done.", 500);
+        e.timestamp = Some("2026-11-22T10:00:00Z".into());
+        let m = serde_json::to_value(message(2, Uuid::nil(), Some(7), e)).unwrap();
+        assert_eq!(m["role"], "assistant");
+        assert_eq!(m["type"], "assistant_message");
+        assert_eq!(m["kind"], "assistant_message");
+        assert_eq!(m["content"], "Done.");
+        assert_eq!(m["text"], "Done.");
+        assert_eq!(m["at"], "2026-11-22T10:00:00Z");
+        assert_eq!(m["timestamp"], "2026-11-22T10:00:00Z");
+    }
+
+    #[test]
     fn roles_follow_vk_kinds() {
         assert_eq!(role_of("prompt"), "user");
         assert_eq!(role_of("user_feedback"), "user");
