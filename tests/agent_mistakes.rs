@@ -218,6 +218,22 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
         .await
         .ok();
     assert_eq!(no_prefix["blocked_reason"], "too_many_paths");
+    let guarded = mcp
+        .call(
+            "get_attempt_patch",
+            json!({"attempt_id": a, "paths": ["demo/src/a.rs", "demo/src/b.rs"],
+                   "guard": {"max_files": 1}}),
+        )
+        .await
+        .ok();
+    assert_eq!(guarded["blocked"], true);
+    assert_eq!(guarded["blocked_reason"], "too_many_files");
+    assert!(
+        guarded["hint"]
+            .as_str()
+            .unwrap()
+            .contains("at most 1 paths")
+    );
     let idle = mcp
         .call("stop_attempt", json!({"attempt_id": a}))
         .await

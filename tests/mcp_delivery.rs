@@ -148,6 +148,10 @@ async fn behind_is_refused_then_rebase_and_merge_once_with_request_id() {
     // Rebase without conflicts.
     let rb = w.call("rebase_attempt", w.target()).await.ok();
     assert_eq!(rb["outcome"], "ok", "{rb}");
+    assert_eq!(
+        rb["status"], "ok",
+        "seed 003's name beside the deprecated outcome: {rb}"
+    );
     assert_eq!(rb["action"], "rebase");
     assert_eq!(rb["conflicted_files"], json!([]));
     assert_eq!(rb["branch"]["commits_behind"], 0);
@@ -248,6 +252,7 @@ async fn rebase_conflicts_block_the_other_actions_until_aborted() {
     // The rebase stops on the conflicting file: a structured outcome, not an error.
     let rb = w.call("rebase_attempt", target.clone()).await.ok();
     assert_eq!(rb["outcome"], "conflicts", "{rb}");
+    assert_eq!(rb["status"], "conflicts", "{rb}");
     assert_eq!(rb["conflicted_files"], json!(["README.md"]));
     assert_eq!(rb["op"], "rebase");
     assert_eq!(rb["branch"]["rebase_in_progress"], true);

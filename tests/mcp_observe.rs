@@ -270,6 +270,30 @@ async fn logs_changes_transcripts_and_context_answer_from_the_cache() {
         .position(|m| m["kind"] == "prompt" && m["turn_index"] == 1)
         .expect("the follow-up's prompt");
     assert_eq!(msgs[second_prompt]["text"], "now add a second line");
+    // Seed 003's names {role, content, at, type} beside the deprecated kind/text/timestamp.
+    for m in &msgs {
+        assert_eq!(m["type"], m["kind"], "{m}");
+        assert_eq!(m.get("content"), m.get("text"), "{m}");
+        assert!(
+            m.get("at").is_none() && m.get("timestamp").is_none(),
+            "detail 0: {m}"
+        );
+    }
+    assert_eq!(msgs[second_prompt]["content"], "now add a second line");
+    let timed = mcp
+        .call(
+            "tail_session_messages",
+            json!({"session_id": w.ok_session, "by": "message", "limit": 100, "detail": 1}),
+        )
+        .await
+        .ok();
+    // VK's normalized entries carry `timestamp: null` (recordings), so `at` is mostly absent;
+    // when VK gives one, both names carry it.
+    let timed = timed["messages"].as_array().unwrap();
+    assert!(!timed.is_empty());
+    for m in timed {
+        assert_eq!(m.get("at"), m.get("timestamp"), "{m}");
+    }
     let cursors: Vec<u64> = msgs.iter().map(|m| m["cursor"].as_u64().unwrap()).collect();
     assert!(
         cursors.windows(2).all(|w| w[0] < w[1]),

@@ -1,6 +1,8 @@
 //! `get_attempt_file` and `get_attempt_patch`: bounded reads of an attempt's workspace,
 //! forwarded to VK (docs/vk-contract.md §6.4–6.5). Paths that could leave the workspace and
 //! requests over the limits are blocked here, before VK is asked, so they are never read.
+//! Both answer at most 20,000 bytes unless asked for more (seed 003 §12); the caller's patch
+//! `guard` and the file `encoding` are applied here (`patch_guard`).
 
 use std::path::{Component, Path};
 
@@ -9,13 +11,17 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::patch_guard::cut_at;
+pub use super::patch_guard::{Encoding, PatchGuard};
 use super::{Proxy, upstream_error};
 use crate::query::Freshness;
 use crate::tool_error::ToolError;
 
-pub const FILE_DEFAULT_BYTES: u64 = 64 * 1024;
+/// Bytes a file read returns unless `max_bytes` says otherwise (seed 003 §12: small by default).
+pub const FILE_DEFAULT_BYTES: u64 = 20_000;
 pub const FILE_MAX_BYTES: u64 = 512 * 1024;
-pub const PATCH_DEFAULT_BYTES: u64 = 200 * 1024;
+/// Bytes of patch text returned unless `max_bytes` says otherwise (seed 003 §12).
+pub const PATCH_DEFAULT_BYTES: u64 = 20_000;
 pub const PATCH_MAX_BYTES: u64 = 2 * 1024 * 1024;
 pub const PATCH_MAX_PATHS: usize = 100;
 /// Longest path accepted (Linux PATH_MAX); longer ones cannot name a file.
@@ -43,8 +49,15 @@ pub struct FileSlice {
     pub bytes: u64,
     /// Size of the whole file in bytes; null when blocked.
     pub total_bytes: Option<u64>,
-    /// The slice, decoded as UTF-8 (invalid bytes replaced); null when blocked.
+    /// The slice: text (`encoding: utf8`, bytes VK could not decode replaced by U+FFFD) or the
+    /// base64 of that text's UTF-8 bytes (`encoding: base64`); null when blocked.
     pub content: Option<String>,
+    /// How `content` is encoded: `utf8` (the default) or `base64`, as asked.
+    pub encoding: Encoding,
+    /// True when the slice holds U+FFFD: bytes that are not UTF-8 (a binary file, or a slice
+    /// cut inside a character) were replaced by VK before the daemon saw them. VK serves file
+    /// contents only as text, so those bytes cannot be returned, base64 included (see `hint`).
+    pub lossy: bool,
     /// Line mode: the first line asked for (1-based); null in byte mode.
     pub start_line: Option<u64>,
     /// Line mode: the last line returned whole (inclusive); null in byte mode, past the end of
@@ -80,6 +93,8 @@ pub struct PatchText {
     /// Bytes of patch text returned.
     pub bytes: u64,
     /// Unified diff of the selected paths (empty when they did not change); null when blocked.
+    pub patch_text: Option<String>,
+    /// Deprecated (goes away in 0.3.0): the same text as `patch_text`.
     pub patch: Option<String>,
     /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
@@ -213,6 +228,8 @@ impl Proxy {
             bytes: 0,
             total_bytes: None,
             content: None,
+            encoding: Encoding::Utf8,
+            lossy: false,
             start_line: None,
             end_line: None,
             next_line: None,
@@ -250,6 +267,8 @@ impl Proxy {
             bytes: num(&v, "bytes").unwrap_or(0),
             total_bytes: num(&v, "totalBytes"),
             content: v.get("content").and_then(Value::as_str).map(str::to_owned),
+            encoding: Encoding::Utf8,
+            lossy: false,
             start_line: None,
             end_line: None,
             next_line: None,
@@ -264,27 +283,39 @@ impl Proxy {
         paths: Vec<String>,
         force: bool,
         max_bytes: u64,
+        guard: PatchGuard,
     ) -> Result<PatchText, ToolError> {
+        guard.validate()?;
         self.known_attempt(attempt)?;
-        if let Some((reason, hint)) = patch_refusal(&paths, max_bytes)? {
-            return Ok(PatchText {
-                attempt_id: attempt,
-                paths,
-                blocked: true,
-                blocked_reason: Some(reason.to_string()),
-                hint: Some(hint.to_string()),
-                truncated: false,
-                bytes: 0,
-                patch: None,
-                freshness: self.query.freshness(),
-            });
+        let refusal = match patch_refusal(&paths, max_bytes)? {
+            Some((reason, hint)) => Some((reason, hint.to_string())),
+            None => guard.files_refusal(paths.len()),
+        };
+        if let Some((reason, hint)) = refusal {
+            return Ok(self.blocked_patch(attempt, paths, reason, hint));
         }
-        let body = json!({ "paths": paths, "force": force, "max_bytes": max_bytes.max(1) });
+        let ask = guard.bytes_to_ask(max_bytes.max(1));
+        let body = json!({ "paths": paths, "force": force, "max_bytes": ask });
         let v = self
             .client
             .attempt_patch(attempt, &body)
             .await
             .map_err(upstream_error)?;
+        let vk_truncated = v.get("truncated").and_then(Value::as_bool).unwrap_or(false);
+        let text = v.get("patch").and_then(Value::as_str).map(str::to_owned);
+        if let Some((reason, hint)) = text
+            .as_deref()
+            .and_then(|t| guard.bytes_refusal(t.len() as u64, vk_truncated, ask))
+        {
+            return Ok(self.blocked_patch(attempt, paths, reason, hint));
+        }
+        let (text, cut) = match text {
+            Some(t) => {
+                let (t, cut) = cut_at(t, max_bytes.max(1));
+                (Some(t), cut)
+            }
+            None => (None, false),
+        };
         let reason = v
             .get("blockedReason")
             .and_then(Value::as_str)
@@ -305,11 +336,33 @@ impl Proxy {
             blocked: v.get("blocked").and_then(Value::as_bool).unwrap_or(false),
             blocked_reason: reason,
             hint,
-            truncated: v.get("truncated").and_then(Value::as_bool).unwrap_or(false),
-            bytes: num(&v, "bytes").unwrap_or(0),
-            patch: v.get("patch").and_then(Value::as_str).map(str::to_owned),
+            truncated: vk_truncated || cut,
+            bytes: text.as_deref().map_or(0, |t| t.len() as u64),
+            patch: text.clone(),
+            patch_text: text,
             freshness: self.query.freshness(),
         })
+    }
+
+    fn blocked_patch(
+        &self,
+        attempt: Uuid,
+        paths: Vec<String>,
+        reason: &str,
+        hint: String,
+    ) -> PatchText {
+        PatchText {
+            attempt_id: attempt,
+            paths,
+            blocked: true,
+            blocked_reason: Some(reason.to_string()),
+            hint: Some(hint),
+            truncated: false,
+            bytes: 0,
+            patch_text: None,
+            patch: None,
+            freshness: self.query.freshness(),
+        }
     }
 }
 

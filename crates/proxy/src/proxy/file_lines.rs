@@ -285,6 +285,8 @@ impl Proxy {
             next_line: found.next_line,
             total_lines: found.total_lines,
             content: Some(found.content),
+            encoding: super::artifacts::Encoding::Utf8,
+            lossy: false,
             freshness: self.query.freshness(),
         })
     }

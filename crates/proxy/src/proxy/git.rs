@@ -66,6 +66,9 @@ pub enum RebaseOutcome {
     Ok,
     /// The rebase stopped on conflicts; the worktree is mid-rebase (see `conflicted_files`).
     Conflicts,
+    /// VK answered, but the branch status read after it still shows a rebase under way with no
+    /// conflicted file: finish or abort it (abort_attempt_conflicts) before acting again.
+    InProgress,
 }
 
 /// What an action did, as recorded for `request_id` replays.
@@ -89,7 +92,10 @@ pub struct GitActionDone {
     pub repo_id: Uuid,
     /// `rebase`, `abort_conflicts`, `merge`, `push` or `force_push`.
     pub action: String,
-    /// rebase_attempt: `ok` or `conflicts`; null for the other actions.
+    /// rebase_attempt: `ok`, `conflicts` or `in_progress` (seed 003's rebase `status`); null
+    /// for the other actions.
+    pub status: Option<RebaseOutcome>,
+    /// Deprecated (goes away in 0.3.0): the same value as `status`.
     pub outcome: Option<RebaseOutcome>,
     /// rebase_attempt with `conflicts`: the conflicted files; empty otherwise.
     pub conflicted_files: Vec<String>,
@@ -234,6 +240,7 @@ impl Proxy {
             attempt_id,
             repo_id: acted_on,
             action: name.to_string(),
+            status: done.rebase,
             outcome: done.rebase,
             conflicted_files: done.conflicted_files,
             op: done.op,
@@ -366,7 +373,15 @@ fn outcome_of(
 ) -> Result<ActionOutcome, ToolError> {
     let mut done = ActionOutcome::default();
     match (action, answer) {
-        (GitAction::Rebase { .. }, GitAnswer::Done) => done.rebase = Some(RebaseOutcome::Ok),
+        (GitAction::Rebase { .. }, GitAnswer::Done) => {
+            let stuck =
+                after.is_some_and(|a| a.rebase_in_progress && a.conflicted_files.is_empty());
+            done.rebase = Some(if stuck {
+                RebaseOutcome::InProgress
+            } else {
+                RebaseOutcome::Ok
+            });
+        }
         (GitAction::Rebase { .. }, GitAnswer::MergeConflicts { op, .. }) => {
             done.rebase = Some(RebaseOutcome::Conflicts);
             done.conflicted_files = after
@@ -409,4 +424,56 @@ fn ingest_stopped() -> ToolError {
         true,
         "The daemon's ingest is not running (shutting down?); retry once it is up.",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(rebasing: bool, conflicted: &[&str]) -> RepoBranchStatus {
+        serde_json::from_value(json!({
+            "repo_id": Uuid::nil(), "repo_name": "demo", "target_branch": "main",
+            "commits_ahead": 1, "commits_behind": 0, "uncommitted_count": 0,
+            "untracked_count": 0, "head_oid": null, "merged": false, "merge_commit": null,
+            "merged_at": null, "rebase_in_progress": rebasing, "conflict_op": null,
+            "conflicted_files": conflicted, "remote_commits_behind": null,
+            "remote_commits_ahead": null, "ready_to_merge": false
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_rebase_left_under_way_is_in_progress() {
+        let rebase = GitAction::Rebase {
+            old_base_branch: None,
+            new_base_branch: None,
+        };
+        let before = status(false, &[]);
+        let status_of = |after: RepoBranchStatus| {
+            outcome_of(&rebase, GitAnswer::Done, &before, Some(&after), &None)
+                .unwrap()
+                .rebase
+        };
+        assert_eq!(status_of(status(false, &[])), Some(RebaseOutcome::Ok));
+        assert_eq!(
+            status_of(status(true, &[])),
+            Some(RebaseOutcome::InProgress)
+        );
+        let stopped = GitAnswer::MergeConflicts {
+            message: String::new(),
+            op: None,
+        };
+        let done = outcome_of(
+            &rebase,
+            stopped,
+            &before,
+            Some(&status(true, &["a"])),
+            &None,
+        );
+        assert_eq!(done.unwrap().rebase, Some(RebaseOutcome::Conflicts));
+        assert_eq!(
+            serde_json::to_value(RebaseOutcome::InProgress).unwrap(),
+            "in_progress"
+        );
+    }
 }

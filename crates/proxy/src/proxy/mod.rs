@@ -11,6 +11,7 @@ pub mod file_lines;
 pub mod git;
 pub mod git_refusals;
 pub mod idempotency;
+pub mod patch_guard;
 pub mod stop;
 pub mod tasks;
 

@@ -52,6 +52,18 @@ pub struct Message {
     /// `user` (the turn's prompt, a user message or feedback), `assistant` (messages, tool
     /// uses) or `error`.
     pub role: &'static str,
+    /// Seed 003's name for the entry's kind (`prompt`, `assistant_message`, `tool_use`, …);
+    /// `kind` (deprecated, goes away in 0.3.0) carries the same value.
+    #[serde(rename = "type")]
+    pub entry_type: String,
+    /// Seed 003's name for the entry's text (clipped below detail 2 like `text`); `text`
+    /// (deprecated, goes away in 0.3.0) carries the same value. Absent when the entry has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Seed 003's name for the entry's time (RFC 3339; detail 1 and 2, when VK gave one);
+    /// `timestamp` (deprecated, goes away in 0.3.0) carries the same value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
     /// The entry as tail_attempt_logs shows it below detail 2 (`kind`, `text`, `clipped`,
     /// `tool`, …); a prompt is kind `prompt`.
     #[serde(flatten)]
@@ -142,6 +154,9 @@ fn message(turn: u64, process: Uuid, entry_index: Option<u64>, entry: CompactEnt
         execution_process_id: process,
         entry_index,
         role: role_of(&entry.kind),
+        entry_type: entry.kind.clone(),
+        content: entry.text.clone(),
+        at: entry.timestamp.clone(),
         entry,
     }
 }
@@ -164,6 +179,20 @@ mod tests {
         assert!(position(0, Some(5)) < position(0, Some(6)));
         assert!(position(0, Some(u32::MAX as u64 - 2)) < position(1, None));
         assert!(position(1, None) < position(1, Some(0)));
+    }
+
+    #[test]
+    fn messages_carry_the_seed_names_beside_the_old_ones() {
+        let mut e = compact_log::text_entry("assistant_message", "Done.", 500);
+        e.timestamp = Some("2026-11-22T10:00:00Z".into());
+        let m = serde_json::to_value(message(2, Uuid::nil(), Some(7), e)).unwrap();
+        assert_eq!(m["role"], "assistant");
+        assert_eq!(m["type"], "assistant_message");
+        assert_eq!(m["kind"], "assistant_message");
+        assert_eq!(m["content"], "Done.");
+        assert_eq!(m["text"], "Done.");
+        assert_eq!(m["at"], "2026-11-22T10:00:00Z");
+        assert_eq!(m["timestamp"], "2026-11-22T10:00:00Z");
     }
 
     #[test]

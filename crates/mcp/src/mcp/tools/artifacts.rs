@@ -15,7 +15,9 @@ use uuid::Uuid;
 use super::answer::{plain, plain_output_schema};
 use super::args::{Args, input_schema};
 use super::{Family, VkTools};
-use crate::proxy::artifacts::{FILE_DEFAULT_BYTES, FileSlice, PATCH_DEFAULT_BYTES, PatchText};
+use crate::proxy::artifacts::{
+    Encoding, FILE_DEFAULT_BYTES, FileSlice, PATCH_DEFAULT_BYTES, PatchGuard, PatchText,
+};
 use crate::proxy::file_lines::LineRange;
 use crate::tool_error::ToolError;
 
@@ -37,7 +39,8 @@ impl VkTools {
         let r = async {
             let a = a?;
             let max = a.max_bytes.unwrap_or(FILE_DEFAULT_BYTES);
-            match line_range(&a)? {
+            let encoding = a.encoding.unwrap_or_default();
+            let slice = match line_range(&a)? {
                 Some(range) => {
                     self.proxy()?
                         .attempt_file_lines(a.attempt_id, a.path, range, max)
@@ -48,7 +51,8 @@ impl VkTools {
                         .attempt_file(a.attempt_id, a.path, a.start.unwrap_or(0), max)
                         .await
                 }
-            }
+            }?;
+            Ok(slice.encoded(encoding))
         };
         plain(r.await)
     }
@@ -61,7 +65,13 @@ impl VkTools {
             let a = a?;
             let max = a.max_bytes.unwrap_or(PATCH_DEFAULT_BYTES);
             self.proxy()?
-                .attempt_patch(a.attempt_id, a.paths, a.force.unwrap_or(false), max)
+                .attempt_patch(
+                    a.attempt_id,
+                    a.paths,
+                    a.force.unwrap_or(false),
+                    max,
+                    a.guard.unwrap_or_default(),
+                )
                 .await
         };
         plain(r.await)
@@ -114,7 +124,7 @@ pub struct FileArgs {
     /// Byte offset to start at (default 0). Byte mode only: not with `start_line`/`end_line`.
     #[serde(default)]
     pub start: Option<u64>,
-    /// Most bytes to return, 1–524288 (default 65536). In line mode the cap on the lines
+    /// Most bytes to return, 1–524288 (default 20000). In line mode the cap on the lines
     /// returned (whole lines only).
     #[serde(default)]
     #[schemars(range(min = 1, max = 524288))]
@@ -129,6 +139,11 @@ pub struct FileArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub end_line: Option<u64>,
+    /// `utf8` (default: text) or `base64` (the text's UTF-8 bytes, base64). VK sends file
+    /// contents as text with non-UTF-8 bytes replaced, so base64 cannot restore those: the
+    /// answer's `lossy` says when some were replaced.
+    #[serde(default)]
+    pub encoding: Option<Encoding>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -142,27 +157,32 @@ pub struct PatchArgs {
     /// Produce the patch even when the diff guard's thresholds are exceeded (default false).
     #[serde(default)]
     pub force: Option<bool>,
-    /// Most bytes of patch text to return, 1–2097152 (default 204800); longer patches are cut
+    /// Most bytes of patch text to return, 1–2097152 (default 20000); longer patches are cut
     /// with `truncated: true`.
     #[serde(default)]
     #[schemars(range(min = 1, max = 2097152))]
     pub max_bytes: Option<u64>,
+    /// Your limits: over one the patch is withheld (`blocked: true`, `blocked_reason`
+    /// `too_many_files` for `max_files` paths, `threshold_exceeded` for `max_total_bytes` of
+    /// whole patch, and a hint to narrow `paths`). Not bypassed by `force`.
+    #[serde(default)]
+    pub guard: Option<PatchGuard>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const GET_ATTEMPT_FILE: &str = "Read part of one file in an attempt's workspace (bounded; UTF-8), by bytes or lines.
+    pub const GET_ATTEMPT_FILE: &str = "Read part of one file in an attempt's workspace (bounded), by bytes or lines.
 Use when: you need a file the agent changed, or lines around a line number.
 Required: attempt_id, path (`<repo>/<path>` from get_attempt_changes).
-Optional: start (bytes) or start_line/end_line (1-based, inclusive); max_bytes (default 65536, max 524288; caps whole lines).
+Optional: start (bytes) or start_line/end_line (1-based, inclusive); max_bytes (default 20000, max 524288); encoding (utf8 | base64; see `lossy`).
 Next: while truncated: start = start + bytes, or start_line = next_line; get_attempt_patch for diffs.
 Avoid: absolute paths or `..` (path_outside_workspace); start with start_line/end_line; whole large files.";
 
     pub const GET_ATTEMPT_PATCH: &str = "Get the unified diff of selected changed files of an attempt (bounded).
 Use when: reviewing exactly what changed in some files.
 Required: attempt_id, paths (1-100, `<repo>/<path>` from get_attempt_changes).
-Optional: force (bypass the diff guard), max_bytes (default 204800, max 2097152).
-Next: follow_up with review comments, or update_task to mark it done.
-Avoid: asking for every path of a huge change at once (blocked: too_many_paths / size_exceeded); paths without the repo prefix.";
+Optional: force (bypass VK's diff guard), max_bytes (default 20000, max 2097152), guard {max_files, max_total_bytes} (blocked when over).
+Next: read `patch_text`; follow_up with review comments, or update_task to mark it done.
+Avoid: asking for every path of a huge change at once (blocked: too_many_paths / size_exceeded / your guard); paths without the repo prefix.";
 }
