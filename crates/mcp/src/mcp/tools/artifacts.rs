@@ -17,6 +17,7 @@ use super::args::{Args, input_schema};
 use super::{Family, VkTools};
 use crate::proxy::artifacts::{FILE_DEFAULT_BYTES, FileSlice, PATCH_DEFAULT_BYTES, PatchText};
 use crate::proxy::file_lines::LineRange;
+use crate::query::detail::Detail;
 use crate::tool_error::ToolError;
 
 pub const GET_ATTEMPT_FILE: &str = "get_attempt_file";
@@ -129,6 +130,10 @@ pub struct FileArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub end_line: Option<u64>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -147,6 +152,10 @@ pub struct PatchArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = 2097152))]
     pub max_bytes: Option<u64>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
