@@ -147,7 +147,7 @@ async fn a_new_attempt_has_an_empty_summary_not_ready() {
             .contains("wait_for_attempt_change"),
         "{compact}"
     );
-    let full = mcp.call("get_attempt_changes", args).await.ok();
+    let full = mcp.call("get_attempt_changes", args.clone()).await.ok();
     assert_eq!(full["ready"], false);
     assert_eq!(full["files"], json!([]));
     assert_eq!(full["changes_token"], Value::Null);
@@ -158,6 +158,11 @@ async fn a_new_attempt_has_an_empty_summary_not_ready() {
     sim.finish_process(pid, ProcessStatus::Completed, Some(0));
     let ready = until_files(&mcp, ids.attempt_id, 0, "after the first run").await;
     assert!(ready["changes_token"].is_string(), "{ready}");
+    let compact = mcp.call_as_is("get_attempt_changes", args).await.ok();
+    assert!(
+        compact.get("ready").is_none() && compact.get("hint").is_none(),
+        "detail 0 leaves ready out once true: {compact}"
+    );
     daemon.shutdown().await;
     sim.shutdown().await;
 }

@@ -57,7 +57,8 @@ pub struct ChangesPage {
     pub attempt_id: Uuid,
     /// False while no change summary of the attempt is cached yet (a new or idle attempt:
     /// VK is asked when a process of the attempt ends, and while its coding agent runs):
-    /// `summary` is then all zeros and `files` empty. Shown at every detail level.
+    /// `summary` is then all zeros and `files` empty. Detail 0 shows it only when false (absent
+    /// means ready, as an absent `freshness` means current); 1 and 2 always.
     pub ready: bool,
     /// Totals; always filled, even when blocked (zeros while not `ready`).
     pub summary: ChangeSummary,
@@ -124,7 +125,8 @@ pub const FORCED_FILES_MAX: u64 = 5_000;
 
 /// What each detail level shows of `get_attempt_changes`: totals, block and files at 0; the
 /// per-file counts, the guard's thresholds and the summary's token from 1.
-/// `ready: false` is kept at level 0 (where false is otherwise left out): it is the answer.
+/// At level 0 `ready` is shown only when false (where false is otherwise left out: here it is
+/// the news), and left out when true (the usual case, so the default answer does not grow).
 pub const CHANGES_RULES: Rules = Rules {
     finish: Some(keep_not_ready),
     standard: &["guard", "changes_token", "file_stats"],
@@ -132,8 +134,16 @@ pub const CHANGES_RULES: Rules = Rules {
     nested: &[],
 };
 
-fn keep_not_ready(m: &mut Map<String, Value>, _: Detail) {
-    m.entry("ready").or_insert(Value::Bool(false));
+fn keep_not_ready(m: &mut Map<String, Value>, detail: Detail) {
+    if detail != Detail::Compact {
+        return;
+    }
+    match m.remove("ready") {
+        Some(Value::Bool(true)) => {}
+        _ => {
+            m.insert("ready".into(), Value::Bool(false));
+        }
+    }
 }
 
 fn exceeded(s: &ChangeSummary, g: &Guard) -> bool {
