@@ -19,11 +19,8 @@ use vk_observer::sim::AttemptScript;
 const KNOWN_CODES: &[&str] = &[
     "invalid_argument",
     "not_found",
-    "ambiguous_target",
-    "mixed_pagination",
     "no_session_yet",
     "not_ready",
-    "changes_not_ready",
     "idempotency_conflict",
     "conflict",
     "upstream_unavailable",

@@ -234,7 +234,8 @@ async fn pagination_modes_are_exclusive_and_stale_tokens_reset() {
         )
         .await
         .err();
-    assert_eq!(e["code"], "mixed_pagination", "{e}");
+    assert_eq!(e["code"], "invalid_argument", "{e}");
+    assert_eq!(e["details"]["reason"], "mixed_pagination", "{e}");
     // A project cursor is not a task cursor.
     let task = first["items"][0]["task_id"].clone();
     let e = mcp

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::{AttemptScript, Channel, Faults, RunReason, Sim, SimConfig, SimFile};
+use vk_observer::sim::{
+    AttemptScript, Channel, Faults, ProcessStatus, RunReason, Sim, SimConfig, SimFile,
+};
 
 fn file(i: usize) -> SimFile {
     SimFile {
@@ -45,7 +47,7 @@ async fn until_files(mcp: &Mcp, attempt: Uuid, n: u64, context: &str) -> Value {
     let start = Instant::now();
     loop {
         let c = changes(mcp, attempt).await;
-        if c["summary"]["file_count"] == json!(n) {
+        if c["summary"]["file_count"] == json!(n) && c["ready"] == true {
             return c;
         }
         assert!(
@@ -96,6 +98,73 @@ async fn live_agent() -> Live {
         attempt: ids.attempt_id,
         pid,
     }
+}
+
+/// A new attempt (no process yet, so no change summary read from VK) is not an error any more
+/// (issue 25; it was `changes_not_ready`): an empty summary with `ready: false` and a hint to
+/// wait, at the default level too; the first summary read turns it `ready`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_attempt_has_an_empty_summary_not_ready() {
+    let sim = support::sim().await;
+    let project = sim.add_project("Fresh", &["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    // VK's summary is unreadable while the attempt is new (a read the daemon cannot use
+    // caches nothing), which holds the window before the first summary open for the test.
+    sim.set_faults(Faults {
+        garbage_changes: true,
+        ..Faults::default()
+    });
+    let task = sim.add_task(project, "Not started", None);
+    let ids = sim.create_attempt(task, "CLAUDE_CODE");
+    let mcp = Mcp::connect(daemon.addr).await;
+    let args = json!({"attempt_id": ids.attempt_id});
+    let start = Instant::now();
+    // `not_found` until the cache has the attempt; then the answer, never an error.
+    let compact = loop {
+        match mcp.call_as_is("get_attempt_changes", args.clone()).await {
+            support::mcp::Reply::Ok(v) => break v,
+            support::mcp::Reply::Err(e) => {
+                assert_eq!(e["code"], "not_found", "{e}");
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "attempt never cached"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert_eq!(compact["ready"], false, "{compact}");
+    assert_eq!(
+        compact["summary"],
+        json!({"file_count": 0, "added": 0, "deleted": 0, "total_bytes": 0})
+    );
+    assert!(compact.get("files").is_none(), "{compact}");
+    assert!(
+        compact["hint"]
+            .as_str()
+            .unwrap()
+            .contains("wait_for_attempt_change"),
+        "{compact}"
+    );
+    let full = mcp.call("get_attempt_changes", args.clone()).await.ok();
+    assert_eq!(full["ready"], false);
+    assert_eq!(full["files"], json!([]));
+    assert_eq!(full["changes_token"], Value::Null);
+    assert_eq!(full["blocked"], false);
+    // Once a run ends, VK's summary is read and the answer is ready.
+    sim.set_faults(Faults::default());
+    let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
+    sim.finish_process(pid, ProcessStatus::Completed, Some(0));
+    let ready = until_files(&mcp, ids.attempt_id, 0, "after the first run").await;
+    assert!(ready["changes_token"].is_string(), "{ready}");
+    let compact = mcp.call_as_is("get_attempt_changes", args).await.ok();
+    assert!(
+        compact.get("ready").is_none() && compact.get("hint").is_none(),
+        "detail 0 leaves ready out once true: {compact}"
+    );
+    daemon.shutdown().await;
+    sim.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -226,7 +226,7 @@ async fn follow_up_stop_update_delete_and_artifacts() {
         .err()["details"]["field"],
         "prompt"
     );
-    assert_eq!(mcp.call("follow_up", json!({"action": "send", "attempt_id": done.attempt_id, "session_id": done.session_id, "prompt": "x"})).await.code(), "ambiguous_target");
+    assert_eq!(mcp.call("follow_up", json!({"action": "send", "attempt_id": done.attempt_id, "session_id": done.session_id, "prompt": "x"})).await.classed(), "invalid_argument/ambiguous_target");
     let none = mcp
         .call(
             "follow_up",

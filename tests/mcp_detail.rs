@@ -464,3 +464,56 @@ async fn mutations_answer_at_the_level_asked() {
     assert_eq!(stop0["status"]["state"], "completed");
     assert!(!has(&stop0["status"], "latest_process") && !has(&stop0, "stopped"));
 }
+
+/// The tools whose answers have nothing to leave out (issue 25: they refused `detail` as an
+/// unknown field) take it at every level and answer the same document: reads and mutations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_with_nothing_to_leave_out_take_every_level() {
+    let Served {
+        w,
+        mcp,
+        sim: _s,
+        dir: _d,
+        daemon: _dm,
+        truth: _t,
+    } = serve_world().await;
+    let without_freshness = |mut v: Value| {
+        v.as_object_mut().unwrap().remove("freshness");
+        v
+    };
+    let [a0, _, a2] = levels(&mcp, "list_approvals", json!({"project_id": w.project})).await;
+    assert_eq!(without_freshness(a0), without_freshness(a2));
+
+    let branch = |d: u8| json!({"attempt_id": w.ok_attempt, "detail": d});
+    let b2 = mcp.call("get_attempt_branch_status", branch(2)).await.ok();
+    for d in [0, 1] {
+        let b = mcp.call("get_attempt_branch_status", branch(d)).await.ok();
+        assert_eq!(b["repos"], b2["repos"], "detail {d}");
+        assert!(has(&b, "as_of") && has(&b, "token"), "detail {d}: {b}");
+    }
+
+    let task = mcp
+        .call(
+            "create_task",
+            json!({"project_id": w.project, "title": "Deleted at level 0"}),
+        )
+        .await
+        .ok();
+    let deleted = mcp
+        .call_as_is(
+            "delete_task",
+            json!({"task_id": task["task_id"], "detail": 0}),
+        )
+        .await
+        .ok();
+    assert_eq!(deleted["deleted_task_id"], task["task_id"]);
+    // A mutation's own refusals are unchanged by `detail`: not an unknown-field error.
+    let e = mcp
+        .call(
+            "follow_up",
+            json!({"action": "cancel", "session_id": uuid::Uuid::new_v4(), "detail": 1}),
+        )
+        .await
+        .err();
+    assert_ne!(e["code"], "invalid_argument", "{e}");
+}

@@ -99,8 +99,8 @@ async fn logs_changes_transcripts_and_context_answer_from_the_cache() {
             json!({"attempt_id": w.ok_attempt, "cursor": 3, "after_entry_index": 1})
         )
         .await
-        .code(),
-        "mixed_pagination"
+        .classed(),
+        "invalid_argument/mixed_pagination"
     );
     let raw = mcp
         .call(
@@ -329,8 +329,8 @@ async fn logs_changes_transcripts_and_context_answer_from_the_cache() {
             json!({"attempt_id": w.ok_attempt, "session_id": w.ok_session})
         )
         .await
-        .code(),
-        "ambiguous_target"
+        .classed(),
+        "invalid_argument/ambiguous_target"
     );
 
     // Bad input never reaches the query layer: envelope, not a protocol error.

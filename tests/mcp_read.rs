@@ -347,12 +347,12 @@ async fn discovery_tasks_and_status_answer_from_the_cache_as_vk_would() {
             json!({"attempt_id": w.ok_attempt, "attempt_ids": [w.ok_attempt]})
         )
         .await
-        .code(),
-        "ambiguous_target"
+        .classed(),
+        "invalid_argument/ambiguous_target"
     );
     assert_eq!(
-        mcp.call("get_attempt_status", json!({})).await.code(),
-        "ambiguous_target"
+        mcp.call("get_attempt_status", json!({})).await.classed(),
+        "invalid_argument/ambiguous_target"
     );
     let too_many: Vec<Uuid> = (0..101).map(|_| Uuid::new_v4()).collect();
     assert_eq!(

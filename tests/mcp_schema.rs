@@ -335,6 +335,30 @@ fn the_detail_tools_list_matches_the_schemas() {
     assert_eq!(listed, with_detail);
 }
 
+/// Every tool takes `detail` (0 | 1 | 2, the same integer schema everywhere, documented), so
+/// an orchestrator can send the same level to every call; tools with nothing to leave out say
+/// in the field's description that the answer is the same at every level.
+#[test]
+fn every_tool_takes_detail() {
+    let tools = tools();
+    assert!(tools.len() >= 29, "{} tools", tools.len());
+    for t in &tools {
+        let s = Value::Object(t.input_schema.as_ref().clone());
+        let d = &s["properties"]["detail"];
+        assert_eq!(d["type"], "integer", "{}: detail {d}", t.name);
+        assert_eq!(d["minimum"], 0, "{}", t.name);
+        assert_eq!(d["maximum"], 2, "{}", t.name);
+        assert_eq!(d["default"], 0, "{}", t.name);
+        let doc = d["description"].as_str().unwrap_or_default();
+        assert!(
+            doc.contains("0 ") && doc.contains("default"),
+            "{}: undocumented detail {doc}",
+            t.name
+        );
+        assert!(vk_observer::mcp::takes_detail(&t.name), "{}", t.name);
+    }
+}
+
 #[test]
 fn activity_tools_keep_their_pagination_modes_apart_in_the_schema() {
     let tools = tools();

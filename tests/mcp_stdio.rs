@@ -66,7 +66,8 @@ async fn stdio_bridge_serves_the_daemons_tools_and_workspace_context() {
     assert_eq!(r.is_error, Some(true));
     let text = &r.content[0].as_text().unwrap().text;
     let env: serde_json::Value = serde_json::from_str(text).unwrap();
-    assert_eq!(env["code"], "mixed_pagination");
+    assert_eq!(env["code"], "invalid_argument");
+    assert_eq!(env["details"]["reason"], "mixed_pagination");
     client.cancel().await.ok();
     daemon.shutdown().await;
 }

@@ -139,13 +139,15 @@ async fn stop_targets_are_exactly_one_and_force_is_for_attempts_only() {
         )
         .await
         .err();
-    assert_eq!(both["code"], "ambiguous_target");
+    assert_eq!(both["code"], "invalid_argument");
+    assert_eq!(both["details"]["reason"], "ambiguous_target");
     assert_eq!(
         both["details"]["fields"],
         json!(["attempt_id", "execution_process_id"])
     );
     let neither = mcp.call("stop_attempt", json!({"force": true})).await.err();
-    assert_eq!(neither["code"], "ambiguous_target");
+    assert_eq!(neither["code"], "invalid_argument");
+    assert_eq!(neither["details"]["reason"], "ambiguous_target");
     let forced = mcp
         .call(
             "stop_attempt",

@@ -164,12 +164,14 @@ async fn waits_wake_on_watched_changes_only() {
             json!({"attempt_ids": [a.attempt_id], "project_id": project})
         )
         .await
-        .code(),
-        "ambiguous_target"
+        .classed(),
+        "invalid_argument/ambiguous_target"
     );
     assert_eq!(
-        mcp.call("wait_for_attempt_change", json!({})).await.code(),
-        "ambiguous_target"
+        mcp.call("wait_for_attempt_change", json!({}))
+            .await
+            .classed(),
+        "invalid_argument/ambiguous_target"
     );
     assert_eq!(
         mcp.call(

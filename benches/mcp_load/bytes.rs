@@ -366,7 +366,8 @@ async fn settle_done(mcp: &Mcp, attempt: uuid::Uuid) -> anyhow::Result<()> {
                 &json!({"attempt_id": attempt, "detail": 0}),
             ))
             .await?;
-        let ready = Mcp::parse(&changes).is_ok();
+        // `ready` is left out at detail 0 when true, `false` before any summary is cached.
+        let ready = Mcp::parse(&changes).is_ok_and(|c| c["ready"] != false);
         if s["state"] == "completed" && ready && s["result"]["next_tool"] == "get_attempt_changes" {
             return Ok(());
         }

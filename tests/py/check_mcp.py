@@ -311,8 +311,8 @@ async def run_checks(client: Client) -> tuple[int, int]:
     check(turns == sorted(turns), f"tail_session_messages: turns not oldest first: {turns}")
 
     # -- error envelope
-    await s.err("tail_attempt_logs", {"attempt_id": attempt_id, "cursor": 1, "after_entry_index": 0}, "mixed_pagination")
-    await s.err("get_attempt_status", {"attempt_id": attempt_id, "attempt_ids": [attempt_id]}, "ambiguous_target")
+    await s.err("tail_attempt_logs", {"attempt_id": attempt_id, "cursor": 1, "after_entry_index": 0}, "invalid_argument")
+    await s.err("get_attempt_status", {"attempt_id": attempt_id, "attempt_ids": [attempt_id]}, "invalid_argument")
     await s.err("get_task", {"task_id": str(uuid.uuid4())}, "not_found")
     await s.err("list_tasks", {"project_id": "not-a-uuid"}, "invalid_argument")
 
@@ -385,7 +385,7 @@ async def activity_save(client: Client, path: str) -> str:
         [item_key(i) for i in reversed(back)] == [item_key(i) for i in items],
         "the newest-first cursor walk differs from the oldest-first walk",
     )
-    await s.err("tail_project_activity", {"project_id": project_id, "since_token": since, "cursor": "00"}, "mixed_pagination")
+    await s.err("tail_project_activity", {"project_id": project_id, "since_token": since, "cursor": "00"}, "invalid_argument")
     with open(path, "w") as f:
         json.dump({"project_id": project_id, "start": start, "since": since, "items": items}, f)
     return f"python-mcp activity: {len(items)} items saved at {since} ({s.calls} calls)"

@@ -39,6 +39,16 @@ impl Reply {
     pub fn code(self) -> String {
         self.err()["code"].as_str().unwrap_or_default().to_string()
     }
+    /// The error's code, then `/` and its `details.reason` when it has one
+    /// (`invalid_argument/ambiguous_target`).
+    pub fn classed(self) -> String {
+        let e = self.err();
+        let code = e["code"].as_str().unwrap_or_default();
+        match e["details"]["reason"].as_str() {
+            Some(r) => format!("{code}/{r}"),
+            None => code.to_string(),
+        }
+    }
 }
 
 impl Mcp {

@@ -5,7 +5,7 @@
 
 mod code;
 
-pub use code::ErrorCode;
+pub use code::{ErrorCode, InvalidReason};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -15,7 +15,7 @@ use crate::store::StoreError;
 
 #[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct ToolError {
-    /// Stable machine-readable code, e.g. `not_found`, `invalid_argument`, `mixed_pagination`.
+    /// Stable machine-readable code, e.g. `not_found`, `invalid_argument`, `branch_behind`.
     /// A plain string in the schema, as it always was (the set is [`ErrorCode`]).
     #[schemars(with = "String")]
     pub code: ErrorCode,
@@ -103,13 +103,32 @@ impl ToolError {
         .with_details(json!({ "attempt_id": attempt }))
     }
 
+    /// An `invalid_argument` of a named class: `details` gets `reason` (and `extra`'s fields).
+    pub fn invalid_because(reason: InvalidReason, hint: impl Into<String>, extra: Value) -> Self {
+        let mut details = json!({ "reason": reason.as_str() });
+        if let (Value::Object(d), Value::Object(x)) = (&mut details, extra) {
+            d.extend(x);
+        }
+        ToolError::invalid_argument(hint).with_details(details)
+    }
+
+    /// None or several of mutually exclusive target fields: `invalid_argument`, reason
+    /// `ambiguous_target`, the fields in `details.fields`.
     pub fn ambiguous_target(fields: &[&str]) -> Self {
-        ToolError::new(
-            ErrorCode::AmbiguousTarget,
-            false,
+        ToolError::invalid_because(
+            InvalidReason::AmbiguousTarget,
             format!("Pass exactly one of {}.", fields.join(" / ")),
+            json!({ "fields": fields }),
         )
-        .with_details(json!({ "fields": fields }))
+    }
+
+    /// Two pagination modes at once: `invalid_argument`, reason `mixed_pagination`.
+    pub fn mixed_pagination(fields: &[&str], hint: impl Into<String>) -> Self {
+        ToolError::invalid_because(
+            InvalidReason::MixedPagination,
+            hint,
+            json!({ "fields": fields }),
+        )
     }
 
     pub fn internal(detail: impl std::fmt::Display) -> Self {

@@ -14,7 +14,7 @@ use super::{Proxy, upstream_error};
 use crate::query::Freshness;
 use crate::query::target;
 use crate::query::tasks::{TaskStatus, TaskSummary, task_summary};
-use crate::tool_error::{ErrorCode, ToolError};
+use crate::tool_error::{ErrorCode, InvalidReason, ToolError};
 use crate::vk;
 
 /// Answer of `create_task` and `update_task`.
@@ -74,12 +74,8 @@ impl Proxy {
         t: NewTask,
         request_id: Option<&str>,
     ) -> Result<TaskChange, ToolError> {
-        if t.title.trim().is_empty() {
-            return Err(ToolError::invalid_field(
-                "title",
-                "title must not be empty.",
-            ));
-        }
+        check_title(&t.title)?;
+        check_description(t.description.as_deref())?;
         target::project(&self.query.read(), t.project_id)?;
         let body = json!({
             "project_id": t.project_id,
@@ -216,10 +212,46 @@ fn check_edit(e: &TaskEdit) -> Result<(), ToolError> {
             "Nothing to change: pass at least one of title, description, status.",
         ));
     }
-    if e.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
-        return Err(ToolError::invalid_field(
-            "title",
-            "title must not be empty.",
+    if let Some(title) = &e.title {
+        check_title(title)?;
+    }
+    check_description(e.description.as_deref())
+}
+
+/// Most characters of a task title (seed 004's bound; VK's column has none of its own).
+pub const TITLE_MAX_CHARS: usize = 255;
+
+/// Most characters of a task description. VK has no bound of its own (a TEXT column) except
+/// its JSON body limit, axum's default of 2 MiB; at most 6 bytes per character once
+/// JSON-escaped, 300,000 characters always fit with the rest of the body
+/// (docs/vk-contract.md §9.2).
+pub const DESCRIPTION_MAX_CHARS: usize = 300_000;
+
+/// A title of 1–255 characters, not blank: refused before VK is called.
+fn check_title(title: &str) -> Result<(), ToolError> {
+    let length = title.chars().count();
+    if title.trim().is_empty() || length > TITLE_MAX_CHARS {
+        return Err(ToolError::invalid_because(
+            InvalidReason::TitleLength,
+            format!(
+                "title must be 1 to {TITLE_MAX_CHARS} characters and not blank; put longer text in description."
+            ),
+            json!({"field": "title", "length": length, "min": 1, "max": TITLE_MAX_CHARS}),
+        ));
+    }
+    Ok(())
+}
+
+/// A description VK's request body always holds: refused before VK is called.
+fn check_description(description: Option<&str>) -> Result<(), ToolError> {
+    let length = description.map_or(0, |d| d.chars().count());
+    if length > DESCRIPTION_MAX_CHARS {
+        return Err(ToolError::invalid_because(
+            InvalidReason::DescriptionLength,
+            format!(
+                "description must be at most {DESCRIPTION_MAX_CHARS} characters; shorten it, or point the agent at a file instead."
+            ),
+            json!({"field": "description", "length": length, "max": DESCRIPTION_MAX_CHARS}),
         ));
     }
     Ok(())

@@ -12,7 +12,7 @@
 //!   key-based cursor (`paging`'s format, bound to the tool and scope).
 //!
 //! [`ActivityRequest::new`] is the one entry (tools and resources): it refuses both modes at
-//! once (`mixed_pagination`).
+//! once (`invalid_argument`, reason `mixed_pagination`).
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -24,7 +24,7 @@ use super::{Freshness, Query, Since};
 use crate::store::StoreReader;
 use crate::store::feed::{ActivityKind, FeedEntry, FeedScope};
 use crate::store::token::{Epoch, Token};
-use crate::tool_error::{ErrorCode, ToolError};
+use crate::tool_error::ToolError;
 
 /// Which feed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,12 +87,10 @@ impl ActivityRequest {
     ) -> Result<ActivityRequest, ToolError> {
         let position = match (since_token, cursor) {
             (Some(_), Some(_)) => {
-                return Err(ToolError::new(
-                    ErrorCode::MixedPagination,
-                    false,
+                return Err(ToolError::mixed_pagination(
+                    &["since_token", "cursor"],
                     "Pass since_token (newer items, oldest first) or cursor (older items, newest first), not both.",
-                )
-                .with_details(serde_json::json!({ "fields": ["since_token", "cursor"] })));
+                ));
             }
             (Some(t), None) => Position::After(t),
             (None, Some(c)) => Position::Before(c),

@@ -7,9 +7,11 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::detail::Rules;
+use serde_json::Map;
+
+use super::detail::{Detail, Rules};
 use super::{Freshness, Query, View};
-use crate::tool_error::{ErrorCode, ToolError};
+use crate::tool_error::ToolError;
 
 /// Totals over every repository of the attempt.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
@@ -53,7 +55,12 @@ pub struct Guard {
 pub struct ChangesPage {
     /// The attempt (UUID).
     pub attempt_id: Uuid,
-    /// Totals; always filled, even when blocked.
+    /// False while no change summary of the attempt is cached yet (a new or idle attempt:
+    /// VK is asked when a process of the attempt ends, and while its coding agent runs):
+    /// `summary` is then all zeros and `files` empty. Detail 0 shows it only when false (absent
+    /// means ready, as an absent `freshness` means current); 1 and 2 always.
+    pub ready: bool,
+    /// Totals; always filled, even when blocked (zeros while not `ready`).
     pub summary: ChangeSummary,
     /// True when the file list is withheld (see `blocked_reason`).
     pub blocked: bool,
@@ -64,7 +71,7 @@ pub struct ChangesPage {
     pub blocked_reason: Option<String>,
     /// True when the guard was bypassed by `force`.
     pub forced: bool,
-    /// What to do about a block; null when not blocked.
+    /// What to do about a block, or while not `ready`; null otherwise.
     pub hint: Option<String>,
     /// Changed paths, prefixed with the repository name (`<repo>/<path>`), sorted; empty when
     /// blocked. No contents: use get_attempt_patch or get_attempt_file for those.
@@ -77,8 +84,8 @@ pub struct ChangesPage {
     pub guard: Guard,
     /// Token of the change summary in the cache (opaque); the summary is refreshed when a
     /// process of the attempt finishes and, while its coding agent runs, shortly after each of
-    /// the agent's tool calls.
-    pub changes_token: String,
+    /// the agent's tool calls. Null while not `ready`.
+    pub changes_token: Option<String>,
     /// When the cache last read a *different* summary from VK (RFC 3339, UTC); re-reads that
     /// find the same summary keep this time, so it means "unchanged since". Null for a summary
     /// cached by an older version of the daemon.
@@ -118,12 +125,26 @@ pub const FORCED_FILES_MAX: u64 = 5_000;
 
 /// What each detail level shows of `get_attempt_changes`: totals, block and files at 0; the
 /// per-file counts, the guard's thresholds and the summary's token from 1.
+/// At level 0 `ready` is shown only when false (where false is otherwise left out: here it is
+/// the news), and left out when true (the usual case, so the default answer does not grow).
 pub const CHANGES_RULES: Rules = Rules {
-    finish: None,
+    finish: Some(keep_not_ready),
     standard: &["guard", "changes_token", "file_stats"],
     verbatim: &[],
     nested: &[],
 };
+
+fn keep_not_ready(m: &mut Map<String, Value>, detail: Detail) {
+    if detail != Detail::Compact {
+        return;
+    }
+    match m.remove("ready") {
+        Some(Value::Bool(true)) => {}
+        _ => {
+            m.insert("ready".into(), Value::Bool(false));
+        }
+    }
+}
 
 fn exceeded(s: &ChangeSummary, g: &Guard) -> bool {
     g.max_files.is_some_and(|m| s.file_count > m)
@@ -144,20 +165,27 @@ impl Query {
         } = self.view();
         super::target::attempt(&reader, attempt)?;
         let Some(stored) = reader.changes(attempt)? else {
-            return Err(ToolError::new(
-                ErrorCode::ChangesNotReady,
-                true,
-                "No change summary is cached yet: it is computed when a process of the attempt finishes. Call wait_for_attempt_change with this `attempt_ids` entry, then retry.",
-            )
-            .with_details(serde_json::json!({ "attempt_id": attempt })));
+            return Ok(ChangesPage {
+                attempt_id: attempt,
+                ready: false,
+                summary: summary_of(&Value::Null),
+                blocked: false,
+                blocked_reason: None,
+                forced: false,
+                hint: Some(NOT_READY_HINT.to_string()),
+                files: Vec::new(),
+                file_stats: Vec::new(),
+                guard: guard(&preset_of(&reader)?),
+                changes_token: None,
+                as_of: None,
+                live: agent_running(&reader, attempt),
+                token,
+                freshness,
+            });
         };
         let v = &stored.value;
         let summary = summary_of(v);
-        let preset = reader
-            .server_info()?
-            .and_then(|i| i.get("diff_preview_guard")?.as_str().map(str::to_owned))
-            .unwrap_or_else(|| "BALANCED".to_string());
-        let guard = guard(&preset);
+        let guard = guard(&preset_of(&reader)?);
         let over = exceeded(&summary, &guard);
         let blocked_reason = blocked_reason(v, &summary, over, force);
         let files = if blocked_reason.is_some() {
@@ -169,6 +197,7 @@ impl Query {
         let hint = blocked_reason.map(hint_for);
         Ok(ChangesPage {
             attempt_id: attempt,
+            ready: true,
             summary,
             hint,
             blocked: blocked_reason.is_some(),
@@ -177,11 +206,13 @@ impl Query {
             files,
             file_stats,
             guard,
-            changes_token: crate::store::token::Token {
-                epoch: self.store.epoch(),
-                seq: stored.token,
-            }
-            .to_string(),
+            changes_token: Some(
+                crate::store::token::Token {
+                    epoch: self.store.epoch(),
+                    seq: stored.token,
+                }
+                .to_string(),
+            ),
             as_of: v
                 .get(crate::store::events::CHANGES_AS_OF)
                 .and_then(Value::as_str)
@@ -191,6 +222,18 @@ impl Query {
             freshness,
         })
     }
+}
+
+/// What a not-`ready` answer says to do.
+const NOT_READY_HINT: &str = "No change summary yet: it is read when a process of the attempt ends and while its coding agent works. Call wait_for_attempt_change with this attempt in `attempt_ids`, then get_attempt_changes again.";
+
+/// VK's `diff_preview_guard` preset as the cache holds it (BALANCED, VK's default, before
+/// VK's info is read).
+fn preset_of(reader: &crate::store::StoreReader) -> Result<String, ToolError> {
+    Ok(reader
+        .server_info()?
+        .and_then(|i| i.get("diff_preview_guard")?.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "BALANCED".to_string()))
 }
 
 /// VK's totals in a stored summary (camelCase, as VK sends them).

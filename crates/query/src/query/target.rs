@@ -24,7 +24,7 @@ pub enum SessionTarget {
 
 impl SessionTarget {
     /// From a tool's two optional ids: exactly one must be given (None otherwise; the caller
-    /// answers `ambiguous_target` naming its own fields).
+    /// answers `invalid_argument`, reason `ambiguous_target`, naming its own fields).
     pub fn from_ids(session_id: Option<Uuid>, attempt_id: Option<Uuid>) -> Option<SessionTarget> {
         match (session_id, attempt_id) {
             (Some(s), None) => Some(SessionTarget::Session(s)),

@@ -11,8 +11,6 @@ use serde::{Deserialize, Serialize};
 pub enum ErrorCode {
     /// `merge_attempt` on a repo that is already merged with no commits since.
     AlreadyMerged,
-    /// More than one of several mutually exclusive target fields was passed.
-    AmbiguousTarget,
     /// `respond_to_approval` on an approval VK already answered (it keeps the first answer).
     ApprovalAlreadyAnswered,
     /// VK refused an approval answer: it holds no such approval for the execution process.
@@ -23,8 +21,6 @@ pub enum ErrorCode {
     BranchBehind,
     /// A wait was cancelled by the client.
     Cancelled,
-    /// `get_attempt_changes` before any change summary of the attempt is cached.
-    ChangesNotReady,
     /// VK answered 409 to a mutation in the current state (no more specific reason known).
     Conflict,
     /// Unresolved conflicts (a stopped rebase) hold the attempt's worktree.
@@ -38,9 +34,10 @@ pub enum ErrorCode {
     /// The daemon's cache could not be read (a store error).
     Internal,
     /// An argument is missing, malformed or out of range (or VK rejected the request as such).
+    /// Where the daemon names the class of mistake, `details.reason` is an [`InvalidReason`]
+    /// (before issue 25, `ambiguous_target` and `mixed_pagination` were codes of their own;
+    /// `changes_not_ready` is gone too: `get_attempt_changes` answers `ready: false`).
     InvalidArgument,
-    /// Two pagination modes were passed at once (e.g. `cursor` and `since_token`).
-    MixedPagination,
     /// VK lists no repository for the attempt.
     NoRepos,
     /// The attempt exists but VK has not created its first session yet.
@@ -83,15 +80,13 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the declaration.
-    pub const ALL: [ErrorCode; 35] = [
+    pub const ALL: [ErrorCode; 32] = [
         ErrorCode::AlreadyMerged,
-        ErrorCode::AmbiguousTarget,
         ErrorCode::ApprovalAlreadyAnswered,
         ErrorCode::ApprovalRejected,
         ErrorCode::ApprovalTimedOut,
         ErrorCode::BranchBehind,
         ErrorCode::Cancelled,
-        ErrorCode::ChangesNotReady,
         ErrorCode::Conflict,
         ErrorCode::ConflictsPresent,
         ErrorCode::ForcePushRequired,
@@ -99,7 +94,6 @@ impl ErrorCode {
         ErrorCode::InProgress,
         ErrorCode::Internal,
         ErrorCode::InvalidArgument,
-        ErrorCode::MixedPagination,
         ErrorCode::NoRepos,
         ErrorCode::NoSessionYet,
         ErrorCode::NoWorkspaceContext,
@@ -125,13 +119,11 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             ErrorCode::AlreadyMerged => "already_merged",
-            ErrorCode::AmbiguousTarget => "ambiguous_target",
             ErrorCode::ApprovalAlreadyAnswered => "approval_already_answered",
             ErrorCode::ApprovalRejected => "approval_rejected",
             ErrorCode::ApprovalTimedOut => "approval_timed_out",
             ErrorCode::BranchBehind => "branch_behind",
             ErrorCode::Cancelled => "cancelled",
-            ErrorCode::ChangesNotReady => "changes_not_ready",
             ErrorCode::Conflict => "conflict",
             ErrorCode::ConflictsPresent => "conflicts_present",
             ErrorCode::ForcePushRequired => "force_push_required",
@@ -139,7 +131,6 @@ impl ErrorCode {
             ErrorCode::InProgress => "in_progress",
             ErrorCode::Internal => "internal",
             ErrorCode::InvalidArgument => "invalid_argument",
-            ErrorCode::MixedPagination => "mixed_pagination",
             ErrorCode::NoRepos => "no_repos",
             ErrorCode::NoSessionYet => "no_session_yet",
             ErrorCode::NoWorkspaceContext => "no_workspace_context",
@@ -159,6 +150,42 @@ impl ErrorCode {
             ErrorCode::UpstreamError => "upstream_error",
             ErrorCode::UpstreamTimeout => "upstream_timeout",
             ErrorCode::UpstreamUnavailable => "upstream_unavailable",
+        }
+    }
+}
+
+/// Why an argument was refused: `details.reason` of an `invalid_argument` error, for the
+/// mistakes a client may want to branch on (seed 002 calls them invalid-argument errors). Its
+/// strings are MCP API like the codes' (pinned by the table test below).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InvalidReason {
+    /// None, or more than one, of several mutually exclusive target fields (`details.fields`).
+    AmbiguousTarget,
+    /// Two pagination modes at once, e.g. `cursor` and `after_entry_index` (`details.fields`).
+    MixedPagination,
+    /// A task title that is blank or longer than 255 characters (`details.field`, `max`).
+    TitleLength,
+    /// A task description longer than the daemon sends to VK (`details.field`, `max`).
+    DescriptionLength,
+}
+
+impl InvalidReason {
+    /// Every reason, in the order of the declaration.
+    pub const ALL: [InvalidReason; 4] = [
+        InvalidReason::AmbiguousTarget,
+        InvalidReason::MixedPagination,
+        InvalidReason::TitleLength,
+        InvalidReason::DescriptionLength,
+    ];
+
+    /// The reason as clients see it in `details.reason`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            InvalidReason::AmbiguousTarget => "ambiguous_target",
+            InvalidReason::MixedPagination => "mixed_pagination",
+            InvalidReason::TitleLength => "title_length",
+            InvalidReason::DescriptionLength => "description_length",
         }
     }
 }
@@ -185,18 +212,17 @@ impl PartialEq<&str> for ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::ErrorCode::{self, *};
+    use super::InvalidReason;
 
     /// The MCP API: every code and its exact string. Change a row only with the docs and
     /// `tests/mcp_schema.rs`; agents branch on these strings.
-    const TABLE: [(ErrorCode, &str); 35] = [
+    const TABLE: [(ErrorCode, &str); 32] = [
         (AlreadyMerged, "already_merged"),
-        (AmbiguousTarget, "ambiguous_target"),
         (ApprovalAlreadyAnswered, "approval_already_answered"),
         (ApprovalRejected, "approval_rejected"),
         (ApprovalTimedOut, "approval_timed_out"),
         (BranchBehind, "branch_behind"),
         (Cancelled, "cancelled"),
-        (ChangesNotReady, "changes_not_ready"),
         (Conflict, "conflict"),
         (ConflictsPresent, "conflicts_present"),
         (ForcePushRequired, "force_push_required"),
@@ -204,7 +230,6 @@ mod tests {
         (InProgress, "in_progress"),
         (Internal, "internal"),
         (InvalidArgument, "invalid_argument"),
-        (MixedPagination, "mixed_pagination"),
         (NoRepos, "no_repos"),
         (NoSessionYet, "no_session_yet"),
         (NoWorkspaceContext, "no_workspace_context"),
@@ -235,6 +260,23 @@ mod tests {
             assert_eq!(serde_json::to_value(code).unwrap(), text, "{code:?}");
             let back: ErrorCode = serde_json::from_value(text.into()).unwrap();
             assert_eq!(back, code);
+        }
+    }
+
+    /// `details.reason` strings are MCP API too.
+    #[test]
+    fn every_reason_has_its_exact_string() {
+        let table = [
+            (InvalidReason::AmbiguousTarget, "ambiguous_target"),
+            (InvalidReason::MixedPagination, "mixed_pagination"),
+            (InvalidReason::TitleLength, "title_length"),
+            (InvalidReason::DescriptionLength, "description_length"),
+        ];
+        let listed: Vec<InvalidReason> = table.iter().map(|(r, _)| *r).collect();
+        assert_eq!(listed, InvalidReason::ALL);
+        for (reason, text) in table {
+            assert_eq!(reason.as_str(), text);
+            assert_eq!(serde_json::to_value(reason).unwrap(), text, "{reason:?}");
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Activity tools: `tail_project_activity` and `tail_task_activity`, parse →
 //! `query::activity` → answer. The rules (directions, commit-whole pages, resets, what each
 //! detail level shows) live in `query::activity`. `since_token` and `cursor` are two pagination
-//! modes, refused together at run time (`mixed_pagination`) and in the schema (a root
+//! modes, refused together at run time (`invalid_argument`, reason `mixed_pagination`) and in the schema (a root
 //! `if/then`, never a root `oneOf`).
 
 use rmcp::model::CallToolResult;

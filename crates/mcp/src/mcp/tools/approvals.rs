@@ -16,6 +16,7 @@ use super::{Family, VkTools};
 use crate::proxy::approvals::{ApprovalAnswered, Decision};
 pub use crate::query::approvals::StatusFilter;
 use crate::query::approvals::{ApprovalList, ApprovalScope};
+use crate::query::detail::Detail;
 use crate::tool_error::ToolError;
 
 pub const LIST_APPROVALS: &str = "list_approvals";
@@ -126,6 +127,10 @@ pub struct ListApprovalsArgs {
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 /// What to answer.
@@ -156,6 +161,10 @@ pub struct RespondApprovalArgs {
     /// the same key with other arguments fails with `idempotency_conflict`.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /

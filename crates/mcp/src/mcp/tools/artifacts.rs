@@ -19,6 +19,7 @@ use crate::proxy::artifacts::{
     Encoding, FILE_DEFAULT_BYTES, FileSlice, PATCH_DEFAULT_BYTES, PatchGuard, PatchText,
 };
 use crate::proxy::file_lines::LineRange;
+use crate::query::detail::Detail;
 use crate::tool_error::ToolError;
 
 pub const GET_ATTEMPT_FILE: &str = "get_attempt_file";
@@ -144,6 +145,10 @@ pub struct FileArgs {
     /// answer's `lossy` says when some were replaced.
     #[serde(default)]
     pub encoding: Option<Encoding>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -167,6 +172,10 @@ pub struct PatchArgs {
     /// whole patch, and a hint to narrow `paths`). Not bypassed by `force`.
     #[serde(default)]
     pub guard: Option<PatchGuard>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /

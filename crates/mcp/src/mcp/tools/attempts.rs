@@ -221,6 +221,10 @@ pub struct FollowUpArgs {
     /// second cancel); the same key with other arguments fails with `idempotency_conflict`.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

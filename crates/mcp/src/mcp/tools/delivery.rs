@@ -13,6 +13,7 @@ use super::answer::{plain, plain_output_schema};
 use super::args::{Args, input_schema};
 use super::{Family, VkTools};
 use crate::proxy::git::{AttemptBranchStatus, GitActionDone};
+use crate::query::detail::Detail;
 use crate::tool_error::ToolError;
 use crate::vk::GitAction;
 
@@ -126,6 +127,10 @@ pub struct BranchStatusArgs {
     /// server). Default false; the first call for an attempt always reads from VK.
     #[serde(default)]
     pub refresh: Option<bool>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -149,6 +154,10 @@ pub struct RebaseArgs {
     /// arguments returns the first answer (`replayed: true`) without rebasing again.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -164,6 +173,10 @@ pub struct RepoActionArgs {
     /// arguments returns the first answer (`replayed: true`) without acting again.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -183,6 +196,10 @@ pub struct PushArgs {
     /// arguments returns the first answer (`replayed: true`) without pushing again.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /

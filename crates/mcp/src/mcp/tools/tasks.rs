@@ -262,10 +262,12 @@ pub struct ListAttemptsArgs {
 pub struct CreateTaskArgs {
     /// Project id (UUID string) from list_projects.
     pub project_id: Uuid,
-    /// Task title (non-empty).
+    /// Task title, 1–255 characters, not blank.
+    #[schemars(length(min = 1, max = 255))]
     pub title: String,
-    /// What the agent should do; the prompt of the first attempt.
+    /// What the agent should do; the prompt of the first attempt. At most 300,000 characters.
     #[serde(default)]
+    #[schemars(length(max = 300000))]
     pub description: Option<String>,
     /// Initial status: `todo` (default), `inprogress`, `inreview`, `done` or `cancelled`.
     #[serde(default)]
@@ -285,11 +287,13 @@ pub struct CreateTaskArgs {
 pub struct UpdateTaskArgs {
     /// Task id (UUID string).
     pub task_id: Uuid,
-    /// New title.
+    /// New title, 1–255 characters, not blank.
     #[serde(default)]
+    #[schemars(length(min = 1, max = 255))]
     pub title: Option<String>,
-    /// New description (an empty string clears it).
+    /// New description (an empty string clears it), at most 300,000 characters.
     #[serde(default)]
+    #[schemars(length(max = 300000))]
     pub description: Option<String>,
     /// New status: `todo`, `inprogress`, `inreview`, `done` or `cancelled`.
     #[serde(default)]
@@ -315,6 +319,10 @@ pub struct DeleteTaskArgs {
     /// the same key with another task_id fails with `idempotency_conflict`.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
+    /// this answer is the same at every level (it has nothing to leave out).
+    #[serde(default)]
+    pub detail: Option<Detail>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /

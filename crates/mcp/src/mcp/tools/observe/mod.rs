@@ -93,12 +93,10 @@ impl VkTools {
         let answer = a.and_then(|a| {
             let mode = match (a.cursor, a.after_entry_index) {
                 (Some(_), Some(_)) => {
-                    return Err(ToolError::new(
-                        crate::tool_error::ErrorCode::MixedPagination,
-                        false,
+                    return Err(ToolError::mixed_pagination(
+                        &["cursor", "after_entry_index"],
                         "Use only one pagination mode: `cursor` pages older history, `after_entry_index` returns only newer entries.",
-                    )
-                    .with_details(serde_json::json!({ "fields": ["cursor", "after_entry_index"] })));
+                    ));
                 }
                 (Some(c), None) => LogMode::Before(c),
                 (None, Some(k)) => LogMode::After(k),
