@@ -193,7 +193,20 @@ async fn approve_unblocks_the_agent_and_the_attempt_completes() {
     let request_id = Uuid::new_v4().to_string();
     let args = json!({"approval_id": sim_id, "decision": "approve", "request_id": request_id});
     let answered = mcp.call("respond_approval", args.clone()).await.ok();
-    let (woke, _) = waiter.await.unwrap();
+    // VK moves the task back to `inprogress` and rewrites the entry over different streams, so
+    // the task's change may wake the wait first, the approval still pending: wait again from
+    // that answer's token.
+    let (mut woke, _) = waiter.await.unwrap();
+    let mut wakes = 0;
+    while woke["changed"] == true && !woke["attempts"][0]["waiting_for"].is_null() {
+        wakes += 1;
+        assert!(wakes < 5, "never woken by the answer: {woke}");
+        let since = woke["token"].clone();
+        woke = park(Mcp::connect(daemon.addr).await, b.attempt, since)
+            .await
+            .unwrap()
+            .0;
+    }
     assert_eq!(woke["changed"], true, "{woke}");
     assert_eq!(
         woke["attempts"][0]["waiting_for"],
