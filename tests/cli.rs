@@ -142,7 +142,12 @@ async fn status_lists_attempts_and_shows_one_with_its_log() {
         r.stdout
     );
     assert!(r.stdout.contains("Add a greeting file"), "{}", r.stdout);
-    assert!(r.stdout.contains("completed (succeeded)"), "{}", r.stdout);
+    assert!(r.stdout.contains("completed (success)"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("The run completed"),
+        "the result's summary: {}",
+        r.stdout
+    );
     assert!(r.stdout.contains("last 10 of 14 entries"), "{}", r.stdout);
     assert!(
         r.stdout.contains("   13  assistant_message  Done."),

@@ -160,11 +160,22 @@ async fn every_read_tool_answers_at_three_levels() {
         assert!(has(&s0, k), "status detail 0 lacks {k}");
     }
     assert_eq!(s0["result"]["next_tool"], s2["result"]["next_tool"]);
-    assert!(!has(&s0, "latest_process") && !has(&s0["result"], "reason"));
-    assert!(has(&s1, "latest_process") && has(&s1["result"], "reason") && has(&s1, "created_at"));
-    for k in ["attempt_token", "latest_execution_process_id"] {
-        assert!(!has(&s0, k) && has(&s1, k), "{k} is a detail-1 field");
+    // What the next call is decided on is at level 0: the sentence, the end, the exit code and
+    // the process; the finer state and the deprecated `reason` (= `summary`) from level 1.
+    for k in ["summary", "outcome", "finalized_at", "exit_code"] {
+        assert!(has(&s0["result"], k), "result at detail 0 lacks {k}: {s0}");
     }
+    assert_eq!(s0["result"]["summary"], s2["result"]["summary"]);
+    assert_eq!(
+        s0["latest_execution_process_id"],
+        s2["latest_execution_process_id"]
+    );
+    assert!(!has(&s0, "latest_process") && !has(&s0["result"], "reason"));
+    assert!(!has(&s0["result"], "state"), "{s0}");
+    assert!(has(&s1, "latest_process") && has(&s1["result"], "reason") && has(&s1, "created_at"));
+    assert_eq!(s1["result"]["reason"], s1["result"]["summary"]);
+    assert_eq!(s1["result"]["state"], "succeeded");
+    assert!(!has(&s0, "attempt_token") && has(&s1, "attempt_token"));
     let [b0, b1, b2] = levels(
         &mcp,
         "get_attempt_status",
@@ -176,6 +187,7 @@ async fn every_read_tool_answers_at_three_levels() {
     let failed = &b0["attempts"][1];
     assert_eq!(failed["state"], "failed");
     assert!(has(failed, "failure_summary") && has(&failed["result"], "last_error"));
+    assert_eq!(failed["result"]["last_error_code"], "agent_exit_nonzero");
     // Level 0 leaves out a `result` that only says "wait" (the bare attempt has no session
     // yet); levels 1 and 2 keep it.
     assert_eq!(
@@ -183,6 +195,7 @@ async fn every_read_tool_answers_at_three_levels() {
         "wait_for_attempt_change"
     );
     assert!(!has(&b0["attempts"][2], "result"), "{}", b0["attempts"][2]);
+    assert!(!has(&b0["attempts"][2], "latest_execution_process_id"));
     assert!(has(&b1["attempts"][2], "result"));
     let no_result = mcp
         .call(

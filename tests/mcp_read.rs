@@ -306,7 +306,15 @@ async fn discovery_tasks_and_status_answer_from_the_cache_as_vk_would() {
     let st = &one;
     assert_eq!(st["state"], "failed");
     assert!(!st["failure_summary"].as_str().unwrap().is_empty());
-    assert_eq!(st["result"]["outcome"], "failed");
+    assert_eq!(st["result"]["outcome"], "failure");
+    assert_eq!(
+        st["result"]["state"], "failed",
+        "the finer word, at detail 2"
+    );
+    assert_eq!(
+        st["result"]["last_error_code"], "agent_exit_nonzero",
+        "{st}"
+    );
     assert_eq!(st["result"]["recommended_next_action"], "follow_up");
     assert_eq!(st["result"]["next_tool"], "follow_up");
     let ok = mcp

@@ -82,7 +82,9 @@ async fn stop_by_attempt_spares_the_dev_server_and_stop_by_process_stops_it() {
     assert_eq!(stopped_ids(&st), vec![lone.to_string()]);
     assert_eq!(st["stopped"][0]["run_reason"], "codingagent");
     assert_eq!(st["status"]["state"], "failed");
-    assert_eq!(st["status"]["result"]["outcome"], "killed");
+    assert_eq!(st["status"]["result"]["outcome"], "cancelled");
+    assert_eq!(st["status"]["result"]["state"], "killed");
+    assert_eq!(st["status"]["result"]["last_error_code"], "stopped");
     assert_eq!(st["replayed"], false);
     // Its replay answers the same stop (what was stopped, how long VK took) without VK.
     let calls = route_calls(&sim, "POST /api/execution-processes/{id}/stop");

@@ -250,7 +250,13 @@ fn print_fields(id: Uuid, status: &Value, task: Option<&Value>, width: usize) {
     if let Some(b) = status["workspace_branch"].as_str() {
         field("branch", b.to_string());
     }
-    let outcome = status["result"]["outcome"].as_str().unwrap_or_default();
+    let mut outcome = status["result"]["outcome"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if let Some(code) = status["result"]["last_error_code"].as_str() {
+        outcome = format!("{outcome}: {code}");
+    }
     field(
         "state",
         format!("{} ({outcome})", status["state"].as_str().unwrap_or("?")),
@@ -279,7 +285,7 @@ fn print_fields(id: Uuid, status: &Value, task: Option<&Value>, width: usize) {
             "next",
             format!(
                 "{action} ({tool}): {}",
-                r["reason"].as_str().unwrap_or_default()
+                r["summary"].as_str().unwrap_or_default()
             ),
         );
     }

@@ -12,6 +12,7 @@ pub mod compact_log;
 pub mod context;
 pub mod conversation;
 pub mod detail;
+pub mod last_error;
 pub mod logs;
 pub mod paging;
 pub mod rows;

@@ -8,8 +8,9 @@ use uuid::Uuid;
 
 use super::approvals::{PendingApproval, WaitingFor, waiting_approvals};
 use super::detail::{self, Detail, Rules};
+pub use super::last_error::LastErrorCode;
 use super::status_memo::StatusItem;
-pub use super::verdict::{AttemptResult, NextAction, Outcome};
+pub use super::verdict::{AttemptResult, NextAction, Outcome, RunState};
 use super::verdict::{VerdictInput, verdict};
 use super::{Freshness, Query, Since, View};
 use crate::store::StoreReader;
@@ -54,7 +55,8 @@ pub struct AttemptStatus {
     pub updated_at: Option<String>,
     /// Newest session of the attempt (UUID); null before the first session exists.
     pub latest_session_id: Option<Uuid>,
-    /// Newest relevant execution process (UUID; dev servers excluded); null if none.
+    /// Newest relevant execution process (UUID; dev servers excluded); null if none. At detail
+    /// 0 shown with `result` (left out while the attempt only says "wait").
     pub latest_execution_process_id: Option<Uuid>,
     /// `idle`, `running`, `completed` or `failed`.
     pub state: AttemptState,
@@ -64,9 +66,10 @@ pub struct AttemptStatus {
     pub failure_summary: Option<String>,
     /// The latest relevant process in brief; null if none.
     pub latest_process: Option<ProcessSummary>,
-    /// Verdict and next step (seed 003): outcome, recommended_next_action, next_tool, reason,
-    /// finalized_at, exit_code, last_error. Detail 0 leaves it out while it only says "wait"
-    /// (next_tool `wait_for_attempt_change`, no next action).
+    /// Verdict and next step (seed 003): outcome, summary, recommended_next_action, next_tool,
+    /// finalized_at, exit_code, last_error_code, last_error (state and the deprecated reason
+    /// from detail 1). Detail 0 leaves it out while it only says "wait" (next_tool
+    /// `wait_for_attempt_change`, no next action).
     pub result: AttemptResult,
     /// True while a dev server of this attempt runs (it never affects `state`).
     pub dev_server_running: bool,
@@ -131,15 +134,15 @@ pub struct StatusAnswer {
 }
 
 /// The status fields each detail level shows (`query::detail`): level 0 keeps the attempt,
-/// its state, its session, `result`'s routing fields, failure text and activity time — every
-/// attempt tool takes the attempt id, so the process id is from 1, like `attempt_token` (the
-/// page's `token` is the `since_token`). `result` shows at level 0 once it routes somewhere
-/// other than "wait" (`drop_waiting_result`).
+/// its state, its session, `result`'s routing fields, failure text and activity time, and the
+/// latest process id beside a `result` (what the next call is decided on); `attempt_token` is
+/// from 1 (the page's `token` is the `since_token`). `result` and the process id show at level
+/// 0 once `result` routes somewhere other than "wait" (`drop_waiting_result`): every attempt
+/// tool takes the attempt id, so a poll of a running attempt needs neither.
 pub const STATUS_RULES: Rules = Rules {
     finish: Some(drop_waiting_result),
     standard: &[
         "attempt_token",
-        "latest_execution_process_id",
         "task_id",
         "workspace_branch",
         "created_at",
@@ -150,11 +153,14 @@ pub const STATUS_RULES: Rules = Rules {
     nested: &[("result", &RESULT_RULES)],
 };
 
-/// `result` below detail 2: the routing fields (`outcome`, `recommended_next_action`,
-/// `next_tool`, `exit_code`, `last_error`) at 0, the sentence and the end time from 1.
+/// `result` below detail 2: the routing fields (`outcome`, `summary`,
+/// `recommended_next_action`, `next_tool`, `finalized_at`, `exit_code`, `last_error_code`,
+/// `last_error`) at 0; from 1 the finer `state` (at 0 `outcome` and the status's own `state`
+/// say it) and the deprecated `reason` (= `summary`; shown from 1 only, as before, so level 0
+/// does not carry the sentence twice).
 pub const RESULT_RULES: Rules = Rules {
     finish: None,
-    standard: &["reason", "finalized_at"],
+    standard: &["reason", "state"],
     verbatim: &[],
     nested: &[],
 };
@@ -225,10 +231,10 @@ fn drop_zero_unchanged(page: &mut serde_json::Map<String, serde_json::Value>, le
     }
 }
 
-/// Level 0 leaves a status's `result` out while it only says "wait" (no next action, next
-/// tool `wait_for_attempt_change`): `state` already says the attempt is working or being
-/// prepared, and `result` appears once there is something to route on (finished, stopped,
-/// blocked on an approval).
+/// Level 0 leaves a status's `result` (and the latest process id with it) out while it only
+/// says "wait" (no next action, next tool `wait_for_attempt_change`): `state` already says the
+/// attempt is working or being prepared, and both appear once there is something to route on
+/// (finished, stopped, blocked on an approval).
 fn drop_waiting_result(status: &mut serde_json::Map<String, serde_json::Value>, level: Detail) {
     let waiting = status.get("result").is_some_and(|r| {
         r.get("recommended_next_action").is_none()
@@ -237,6 +243,7 @@ fn drop_waiting_result(status: &mut serde_json::Map<String, serde_json::Value>, 
     });
     if level == Detail::Compact && waiting {
         status.remove("result");
+        status.remove("latest_execution_process_id");
     }
 }
 

@@ -14,15 +14,22 @@
 //! | completed                         | VK could not diff (summary_failed) | `mark_inreview`  | `update_task`             |
 //! | completed                         | changes cached, zero files         | `mark_done`      | `update_task`             |
 //! | completed                         | otherwise                          | `review_changes` | `get_attempt_changes`     |
-//! | failed, a setup script            |                                    | `retry`          | `start_task_attempt`      |
-//! | failed, agent or cleanup script   |                                    | `follow_up`      | `follow_up`               |
-//! | killed                            | changes cached with files          | `review_changes` | `get_attempt_changes`     |
-//! | killed                            | otherwise                          | `follow_up`      | `follow_up`               |
+//! | failed `setup_script_failed`      |                                    | `retry`          | `start_task_attempt`      |
+//! | failed `executor_not_found`, `setup_required` |                        | `mark_inreview`  | `update_task`             |
+//! | failed, any other code            |                                    | `follow_up`      | `follow_up`               |
+//! | killed (`stopped`)                | changes cached with files          | `review_changes` | `get_attempt_changes`     |
+//! | killed (`stopped`)                | otherwise                          | `follow_up`      | `follow_up`               |
 //!
 //! Why these: a failed setup script means the agent never worked in a usable workspace, so a
-//! new attempt is the remedy; a failed agent or cleanup keeps its session and context, so
-//! telling it what failed (`last_error`) is cheaper than starting over. A stopped run may have
-//! left work worth reviewing. A completed run that changed nothing has nothing to review.
+//! new attempt is the remedy; a missing or unconfigured executor fails every run until a human
+//! fixes VK's machine; a failed agent or cleanup keeps its session and context, so telling it
+//! what failed (`last_error`) is cheaper than starting over. A stopped run may have left work
+//! worth reviewing. A completed run that changed nothing has nothing to review.
+//!
+//! The words: `outcome` is seed 003's (`success`, `failure`, `cancelled` for a stop, `unknown`
+//! while nothing has ended), `state` the finer one it is derived from (`RunState`),
+//! `last_error_code` why a failed or stopped run ended (`query::last_error`), `summary` the
+//! sentence of the table's row (`reason`, deprecated, repeats it at detail 1).
 //!
 //! One word of the seed is never produced: `stop`, because whether a running agent is stuck
 //! depends on the clock (compare `last_activity_at` with now), and a status must be a pure
@@ -38,11 +45,11 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::last_error::{self, LastErrorCode};
 use super::rows::ProcessRow;
 use crate::store::StoreReader;
-use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
-use crate::vk::{ProcessStatus, RunReason, rfc3339};
+use crate::vk::rfc3339;
 
 /// Coarse state of an attempt.
 #[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
@@ -58,16 +65,25 @@ pub enum AttemptState {
     Failed,
 }
 
-/// Log entries scanned backwards for the last error (bounds the cost of a status on a huge
-/// log; the error that ended a run is near its end).
-const ERROR_SCAN: usize = 200;
-/// Characters kept of `last_error`.
-const ERROR_CLIP: usize = 300;
-
-/// What the latest relevant process came to.
+/// Seed 003's verdict word: how the run came out, in four words an orchestrator routes on.
 #[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// The latest relevant process completed (exit code 0).
+    Success,
+    /// It failed: `last_error_code` says how.
+    Failure,
+    /// It was stopped through VK (`last_error_code` `stopped`): by a user or by VK itself.
+    Cancelled,
+    /// Not decided yet: nothing has run, or a process is still running.
+    Unknown,
+}
+
+/// What the latest relevant process came to, in finer words than `Outcome` (the words
+/// `result.outcome` used before 0.2.0).
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
     /// Nothing has run yet.
     NotStarted,
     /// Still running.
@@ -78,6 +94,18 @@ pub enum Outcome {
     Failed,
     /// Stopped or killed before it finished.
     Killed,
+}
+
+impl RunState {
+    /// The seed's word for this state.
+    pub fn outcome(self) -> Outcome {
+        match self {
+            RunState::NotStarted | RunState::InProgress => Outcome::Unknown,
+            RunState::Succeeded => Outcome::Success,
+            RunState::Failed => Outcome::Failure,
+            RunState::Killed => Outcome::Cancelled,
+        }
+    }
 }
 
 /// What an orchestrator should do next, in seed 003's words.
@@ -103,8 +131,14 @@ pub enum NextAction {
 /// A compact verdict an orchestrator can route on.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct AttemptResult {
-    /// `not_started`, `in_progress`, `succeeded`, `failed` or `killed`.
+    /// `success`, `failure`, `cancelled` (stopped) or `unknown` (nothing has run yet, or still
+    /// running).
     pub outcome: Outcome,
+    /// The finer word (detail 1): `not_started`, `in_progress`, `succeeded`, `failed` or
+    /// `killed` (what `outcome` said before 0.2.0).
+    pub state: RunState,
+    /// One sentence: the conclusion and what to do about it.
+    pub summary: String,
     /// Seed 003's next step: `follow_up`, `review_changes`, `respond_approval` (the agent is
     /// blocked on `pending_approvals`), `retry`, `mark_inreview` or `mark_done` (`stop` is never
     /// produced); null while running unblocked or while the attempt is being prepared (wait
@@ -114,15 +148,19 @@ pub struct AttemptResult {
     /// `respond_approval`, `start_task_attempt`, `update_task` (status `inreview` or `done`) or
     /// `wait_for_attempt_change`.
     pub next_tool: String,
-    /// One sentence saying why.
-    pub reason: String,
     /// When the latest relevant process ended (RFC 3339); null while running or idle.
     pub finalized_at: Option<String>,
-    /// Its exit code; null while running, when killed, or when VK recorded none.
+    /// Its exit code; null while running, when stopped, or when VK recorded none.
     pub exit_code: Option<i64>,
+    /// Why the run ended badly (a closed set, see `LastErrorCode`); null unless the outcome is
+    /// `failure` or `cancelled`.
+    pub last_error_code: Option<LastErrorCode>,
     /// After a failure or a stop: the process's last `error_message` log entry, else its last
-    /// stderr line (at most 300 characters); null otherwise or when its logs hold neither.
+    /// stderr line (at most 300 characters); null otherwise or when its logs hold neither. For
+    /// Claude this is often just its last stderr chunk: route on `last_error_code`.
     pub last_error: Option<String>,
+    /// Deprecated (goes away in 0.3.0), detail 1: the same sentence as `summary`.
+    pub reason: String,
 }
 
 /// What the verdict is computed from (all under the attempt token).
@@ -137,77 +175,119 @@ pub struct VerdictInput<'a> {
     pub awaiting_approval: bool,
 }
 
-/// The verdict of an attempt; reads the failing process's logs for `last_error`.
+/// The verdict of an attempt; reads the failing process's logs for `last_error_code` and
+/// `last_error`.
 pub fn verdict(reader: &StoreReader, input: VerdictInput) -> Result<AttemptResult, ToolError> {
     let process = input.process.map(|(_, p)| p);
-    let (outcome, action, next_tool, reason) = rule(&input);
-    let last_error = match (input.state, input.process) {
-        (AttemptState::Failed, Some((pid, _))) => last_error(reader, pid)?,
-        _ => None,
+    let (last_error_code, last_error) = match (input.state, input.process) {
+        (AttemptState::Failed, Some((pid, p))) => {
+            let ev = last_error::evidence(reader, pid, p.exit_code)?;
+            (last_error::classify(p, &ev), ev.last_error)
+        }
+        _ => (None, None),
     };
+    let (state, action, next_tool, sentence) = rule(&input, last_error_code);
     let finished = input.state != AttemptState::Running;
     Ok(AttemptResult {
-        outcome,
+        outcome: state.outcome(),
+        state,
+        summary: sentence.to_string(),
         recommended_next_action: action,
         next_tool: next_tool.to_string(),
-        reason: reason.to_string(),
         finalized_at: process
             .filter(|_| finished)
             .and_then(|p| p.completed_at)
             .map(rfc3339),
         exit_code: process.filter(|_| finished).and_then(|p| p.exit_code),
+        last_error_code,
         last_error,
+        reason: sentence.to_string(),
     })
 }
 
-type Rule = (Outcome, Option<NextAction>, &'static str, &'static str);
+type Rule = (RunState, Option<NextAction>, &'static str, &'static str);
 
-/// The table of the module doc.
-fn rule(input: &VerdictInput) -> Rule {
+/// The table of the module doc (`code`: the failed or stopped run's `last_error_code`).
+fn rule(input: &VerdictInput, code: Option<LastErrorCode>) -> Rule {
     use NextAction as A;
-    let process = input.process.map(|(_, p)| p);
     match input.state {
         AttemptState::Idle if input.has_session => (
-            Outcome::NotStarted,
+            RunState::NotStarted,
             Some(A::FollowUp),
             "follow_up",
             "A session exists but nothing has run yet; send it a prompt with follow_up.",
         ),
         AttemptState::Idle => (
-            Outcome::NotStarted,
+            RunState::NotStarted,
             None,
             "wait_for_attempt_change",
             "The attempt is being prepared; wait for its first process.",
         ),
         AttemptState::Running if input.awaiting_approval => (
-            Outcome::InProgress,
+            RunState::InProgress,
             Some(A::RespondApproval),
             "respond_approval",
             "The agent is blocked waiting for a decision on a tool call (pending_approvals); approve or deny it with respond_approval.",
         ),
         AttemptState::Running => (
-            Outcome::InProgress,
+            RunState::InProgress,
             None,
             "wait_for_attempt_change",
             "A process is running; wait for a change instead of polling (stop_attempt if it is stuck or unwanted).",
         ),
         AttemptState::Completed => completed_rule(input.changes),
-        AttemptState::Failed if process.is_some_and(|p| ProcessStatus::Killed.is(p.status())) => {
-            killed_rule(input.changes)
-        }
-        AttemptState::Failed if process.is_some_and(|p| RunReason::SetupScript.is(p.reason())) => (
-            Outcome::Failed,
-            Some(A::Retry),
+        AttemptState::Failed if code == Some(LastErrorCode::Stopped) => killed_rule(input.changes),
+        AttemptState::Failed => failed_rule(code),
+    }
+}
+
+/// A failed run, by its `last_error_code`.
+fn failed_rule(code: Option<LastErrorCode>) -> Rule {
+    use LastErrorCode as C;
+    use NextAction as A;
+    let (action, tool, sentence) = match code {
+        Some(C::SetupScriptFailed) => (
+            A::Retry,
             "start_task_attempt",
             "The setup script failed, so the agent never had a usable workspace; fix the setup and start a new attempt.",
         ),
-        AttemptState::Failed => (
-            Outcome::Failed,
-            Some(A::FollowUp),
+        Some(C::ExecutorNotFound) => (
+            A::MarkInreview,
+            "update_task",
+            "The executor's program is not installed where VK runs; a human must install it (update_task status inreview), then follow_up.",
+        ),
+        Some(C::SetupRequired) => (
+            A::MarkInreview,
+            "update_task",
+            "The executor needs setting up (e.g. a login, see last_error); a human must do it (update_task status inreview), then follow_up.",
+        ),
+        Some(C::AgentKilledBySignal) => (
+            A::FollowUp,
+            "follow_up",
+            "The agent was killed by a signal VK did not send (out of memory, a crash, an external kill); continue it with follow_up, in smaller steps.",
+        ),
+        Some(C::CleanupScriptFailed) => (
+            A::FollowUp,
+            "follow_up",
+            "The cleanup script failed after the agent's run; its work is in the workspace (get_attempt_changes): fix the cleanup or tell the agent with follow_up.",
+        ),
+        Some(C::VkRestarted) => (
+            A::FollowUp,
+            "follow_up",
+            "VK went away while the run was going and marked it failed on restart; continue it with follow_up.",
+        ),
+        Some(C::StartFailed) => (
+            A::FollowUp,
+            "follow_up",
+            "VK could not start the process (last_error); once the cause is fixed, run it again with follow_up.",
+        ),
+        _ => (
+            A::FollowUp,
             "follow_up",
             "The run failed; tell the agent what went wrong (last_error, tail_attempt_logs) with follow_up.",
         ),
-    }
+    };
+    (RunState::Failed, Some(action), tool, sentence)
 }
 
 fn completed_rule(changes: Option<&Value>) -> Rule {
@@ -228,19 +308,19 @@ fn completed_rule(changes: Option<&Value>) -> Rule {
             "The run completed; review what it changed.",
         ),
     };
-    (Outcome::Succeeded, Some(action), tool, reason)
+    (RunState::Succeeded, Some(action), tool, reason)
 }
 
 fn killed_rule(changes: Option<&Value>) -> Rule {
     match ChangeFacts::of(changes) {
         ChangeFacts::Files(n) if n > 0 => (
-            Outcome::Killed,
+            RunState::Killed,
             Some(NextAction::ReviewChanges),
             "get_attempt_changes",
             "The run was stopped after changing files; review what it left before continuing.",
         ),
         _ => (
-            Outcome::Killed,
+            RunState::Killed,
             Some(NextAction::FollowUp),
             "follow_up",
             "The run was stopped before changing anything; continue it differently with follow_up.",
@@ -275,73 +355,11 @@ impl ChangeFacts {
     }
 }
 
-/// The last `error_message` entry of the process's normalized log, else the last non-empty
-/// stderr line of its raw log, clipped.
-fn last_error(reader: &StoreReader, pid: Uuid) -> Result<Option<String>, ToolError> {
-    let normalized = reader.log_tail(pid, Channel::Normalized, None, ERROR_SCAN)?;
-    let found = normalized
-        .iter()
-        .rev()
-        .find_map(|e| error_message(e.entry.get()));
-    let found = match found {
-        Some(t) => Some(t),
-        None => reader
-            .log_tail(pid, Channel::Raw, None, ERROR_SCAN)?
-            .iter()
-            .rev()
-            .find_map(|e| stderr_line(e.entry.get())),
-    };
-    Ok(found.map(|t| crate::tool_error::clip(&t, ERROR_CLIP)))
-}
-
-/// The text of a normalized `error_message` entry.
-fn error_message(entry: &str) -> Option<String> {
-    let v: Value = serde_json::from_str(entry).ok()?;
-    let content = v.get("content")?;
-    if content.pointer("/entry_type/type").and_then(Value::as_str) != Some("error_message") {
-        return None;
-    }
-    let text = content.get("content")?.as_str()?.trim();
-    (!text.is_empty()).then(|| text.to_string())
-}
-
-/// The last non-empty line of a raw `STDERR` chunk.
-fn stderr_line(entry: &str) -> Option<String> {
-    let v: Value = serde_json::from_str(entry).ok()?;
-    if v.get("type").and_then(Value::as_str) != Some("STDERR") {
-        return None;
-    }
-    v.get("content")?
-        .as_str()?
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .map(str::to_string)
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn error_texts_come_from_error_entries_and_stderr_only() {
-        let err = json!({"type": "NORMALIZED_ENTRY", "content": {"entry_type": {"type": "error_message"},
-                          "content": " boom \n"}});
-        let msg = json!({"type": "NORMALIZED_ENTRY", "content": {"entry_type": {"type": "assistant_message"},
-                          "content": "fine"}});
-        assert_eq!(error_message(&err.to_string()).as_deref(), Some("boom"));
-        assert_eq!(error_message(&msg.to_string()), None);
-        let raw = json!({"type": "STDERR", "content": "first\nsecond line\n\n"});
-        let out = json!({"type": "STDOUT", "content": "not an error\n"});
-        assert_eq!(
-            stderr_line(&raw.to_string()).as_deref(),
-            Some("second line")
-        );
-        assert_eq!(stderr_line(&out.to_string()), None);
-    }
 
     #[test]
     fn change_facts_tell_empty_undiffable_and_unknown_apart() {
@@ -365,5 +383,50 @@ mod tests {
             Some(NextAction::ReviewChanges)
         ));
         assert!(matches!(killed_rule(None).1, Some(NextAction::FollowUp)));
+    }
+
+    /// Seed 003's four words, pinned against the finer ones they are derived from.
+    #[test]
+    fn outcome_words_come_from_the_run_state() {
+        let table = [
+            (RunState::NotStarted, "not_started", "unknown"),
+            (RunState::InProgress, "in_progress", "unknown"),
+            (RunState::Succeeded, "succeeded", "success"),
+            (RunState::Failed, "failed", "failure"),
+            (RunState::Killed, "killed", "cancelled"),
+        ];
+        for (state, word, outcome) in table {
+            assert_eq!(serde_json::to_value(state).unwrap(), json!(word));
+            assert_eq!(
+                serde_json::to_value(state.outcome()).unwrap(),
+                json!(outcome)
+            );
+        }
+    }
+
+    #[test]
+    fn failures_route_on_their_code() {
+        use LastErrorCode as C;
+        let route = |c| {
+            let (state, action, tool, _) = failed_rule(Some(c));
+            assert_eq!(state, RunState::Failed);
+            (action.unwrap(), tool)
+        };
+        assert_eq!(
+            route(C::SetupScriptFailed),
+            (NextAction::Retry, "start_task_attempt")
+        );
+        for c in [C::ExecutorNotFound, C::SetupRequired] {
+            assert_eq!(route(c), (NextAction::MarkInreview, "update_task"));
+        }
+        for c in [
+            C::AgentExitNonzero,
+            C::AgentKilledBySignal,
+            C::CleanupScriptFailed,
+            C::StartFailed,
+            C::VkRestarted,
+        ] {
+            assert_eq!(route(c), (NextAction::FollowUp, "follow_up"));
+        }
     }
 }

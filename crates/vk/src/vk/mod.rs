@@ -9,9 +9,11 @@
 //! - [`select`]: VK's selection rules (latest attempt/session, the status and log process).
 //! - [`channel`]: the two logs of a process.
 //! - [`entry`]: whether a rewrite of a log entry kept its tool call.
+//! - [`end`]: what VK's logs say about why a process ended (start failures, setup required).
 //! - [`git`]: the git actions VK offers on an attempt repo.
 
 pub mod channel;
+pub mod end;
 pub mod entry;
 pub mod fields;
 pub mod git;

@@ -167,7 +167,7 @@ impl VkTools {
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const GET_ATTEMPT_STATUS: &str = "State of attempts (idle | running | completed | failed; dev servers excluded), latest session/process, failure summary and a result to route on (last_error, recommended_next_action, next_tool). attempt_id: fields at the top level; attempt_ids: `attempts`.
+    pub const GET_ATTEMPT_STATUS: &str = "State of attempts (idle | running | completed | failed; dev servers excluded), latest session/process, failure summary and a result to route on (outcome, last_error_code, next_tool). attempt_id: fields at the top level; attempt_ids: `attempts`.
 Use when: checking if an agent run is going, done or failed.
 Required: exactly one of attempt_id or attempt_ids (max 100).
 Optional: since_token (changed since only), include_result, detail (0|1|2).
