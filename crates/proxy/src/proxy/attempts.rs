@@ -23,6 +23,9 @@ pub struct AttemptStarted {
     pub attempt_id: Uuid,
     /// Its task (UUID).
     pub task_id: Uuid,
+    /// The attempt's git branch (VK names it; the agent commits there); null only when neither
+    /// VK's reply nor the cache has it.
+    pub workspace_branch: Option<String>,
     /// True when `reuse_running_attempt` returned an attempt already running instead of
     /// starting another.
     pub reused: bool,
@@ -193,6 +196,7 @@ impl Proxy {
                 return Ok(Some(AttemptStarted {
                     attempt_id: a.id,
                     task_id,
+                    workspace_branch: st.workspace_branch.clone(),
                     reused: true,
                     replayed: false,
                     status: Some(st),
@@ -251,12 +255,18 @@ impl Proxy {
                         .is_empty()
             })
             .await;
+        let status = self.status_of(attempt_id)?;
+        let workspace_branch = status
+            .as_ref()
+            .and_then(|st| st.workspace_branch.clone())
+            .or_else(|| outcome.result["branch"].as_str().map(str::to_string));
         Ok(AttemptStarted {
             attempt_id,
             task_id: s.task_id,
+            workspace_branch,
             reused: false,
             replayed: outcome.replayed,
-            status: self.status_of(attempt_id)?,
+            status,
             token: settled.token,
             pending_ingest: settled.pending_ingest,
             freshness: self.query.freshness(),
