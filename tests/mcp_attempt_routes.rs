@@ -66,6 +66,9 @@ async fn start_answers_the_branch_and_reuses_a_running_attempt() {
     assert_ne!(f["reused"], true, "{f}");
     assert_eq!(f["workspace_branch"], branch_of(&sim, started), "{f}");
     assert!(f["workspace_branch"].is_string(), "{f}");
+    // VK starts the first process before it answers: the new attempt is running, not idle
+    // (an idle one would route the orchestrator to follow_up).
+    assert_eq!(f["status"]["state"], "running", "{f}");
     assert_eq!(sim.counters().attempt_creations, 1);
 
     // Without the flag a second attempt of the busy task is started, as VK would.
@@ -113,17 +116,30 @@ async fn follow_up_sends_by_session_and_queues_by_attempt() {
         json!(done.session_id.to_string())
     );
     assert_eq!(sim.counters().follow_ups, 1);
-    let procs = mcp
+    // The prompt's process (or, the agent being quick, its cleanup after it) is the
+    // attempt's latest, on the session named.
+    let st = mcp
         .call(
             "get_attempt_status",
             json!({"attempt_id": done.attempt_id, "detail": 2}),
         )
         .await
         .ok();
+    assert_eq!(id(&st["latest_session_id"]), done.session_id, "{st}");
+    let latest = id(&st["latest_execution_process_id"]);
+    let started = |p: Uuid| {
+        truth.processes[&p]["started_at"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     assert!(
-        procs["latest_execution_process_id"] == json!(pid.to_string())
-            || procs["state"] != "running",
-        "{procs}"
+        latest == pid
+            || sim.truth().processes[&latest]["started_at"]
+                .as_str()
+                .unwrap()
+                >= started(pid).as_str(),
+        "{st}"
     );
 
     // queue by attempt id: lands on the attempt's session in VK.

@@ -35,7 +35,8 @@ pub struct AttemptStarted {
     pub status: Option<AttemptStatus>,
     /// Store token at which the attempt is visible (opaque); pass it to wait_for_attempt_change.
     pub token: String,
-    /// True when VK started the attempt but the cache had not shown it within 5 s.
+    /// True when VK started the attempt but the cache had not shown it (with its session and
+    /// first process) within 5 s.
     pub pending_ingest: bool,
     /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
@@ -246,11 +247,17 @@ impl Proxy {
             .with_details(outcome.result.clone())
         })?;
         self.nudge(Some(s.task_id), Some(attempt_id));
+        // VK starts the first process (setup script or agent) before it answers: wait for it
+        // too, so the answer's status is `running`, never an `idle` that routes to follow_up.
         let settled = self
             .settle(|r| {
                 r.attempt(attempt_id).ok().flatten().is_some()
                     && !r
                         .sessions_of_attempt(attempt_id)
+                        .unwrap_or_default()
+                        .is_empty()
+                    && !r
+                        .processes_of_attempt(attempt_id)
                         .unwrap_or_default()
                         .is_empty()
             })
