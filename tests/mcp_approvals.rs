@@ -12,7 +12,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::approvals::{COMMAND, asking, list, start_asking, status_until};
+use support::approvals::{COMMAND, asking, list, start_asking, status_until, without_clock};
 use support::mcp::Mcp;
 use uuid::Uuid;
 use vk_observer::sim::{Sim, SimApprovalStatus};
@@ -145,20 +145,39 @@ async fn shows_it_blocked(sim: &Sim, mcp: &Mcp, attempt: Uuid, project: Uuid) ->
         .await
         .ok();
     assert_eq!(cheap["result"]["next_tool"], "respond_approval", "{cheap}");
+    // The clock an orchestrator decides on shows at detail 0: waited a little, VK waits 1 h.
+    let clock = &cheap["pending_approvals"][0];
+    assert!(clock["age_ms"].as_u64().unwrap() < 60_000, "{cheap}");
+    let left = clock["expires_in_ms"].as_u64().unwrap();
+    assert!((3_500_000..=3_600_000).contains(&left), "{cheap}");
     // The batch shape carries it too.
     let batch = mcp
         .call("get_attempt_status", json!({"attempt_ids": [attempt]}))
         .await
         .ok();
-    assert_eq!(batch["attempts"][0]["pending_approvals"], *pending);
+    assert_eq!(
+        without_clock(batch["attempts"][0]["pending_approvals"].clone()),
+        without_clock(pending.clone())
+    );
 
     let by_attempt = list(mcp, json!({"attempt_ids": [attempt]})).await;
     let by_project = list(mcp, json!({"project_id": project})).await;
-    assert_eq!(by_attempt, by_project);
+    assert_eq!(
+        without_clock(json!(by_attempt)),
+        without_clock(json!(by_project))
+    );
     assert_eq!(by_attempt.len(), 1);
     assert_eq!(by_attempt[0]["status"], "pending");
     assert_eq!(by_attempt[0]["agent_waiting"], true);
     assert_eq!(by_attempt[0]["attempt_id"], attempt.to_string());
+    let cheap = mcp
+        .call_as_is("list_approvals", json!({"attempt_ids": [attempt]}))
+        .await
+        .ok();
+    let item = &cheap["approvals"][0];
+    assert!(item["age_ms"].as_u64().unwrap() < 60_000, "{cheap}");
+    let left = item["expires_in_ms"].as_u64().unwrap();
+    assert!((3_500_000..=3_600_000).contains(&left), "{cheap}");
 
     (sim_id, sim_pid)
 }
@@ -297,6 +316,13 @@ async fn deny_and_timeout_end_as_vk_ends_them() {
     let timed = list(&mcp, json!({"project_id": project, "status": "timed_out"})).await;
     assert_eq!(timed.len(), 1);
     assert_eq!(timed[0]["approval_id"], timed_out_id);
+    // Answered (here timed out): VK no longer times it out, so no expiry; its age still shows.
+    assert!(timed[0].get("expires_in_ms").is_none(), "{:?}", timed[0]);
+    assert!(
+        timed[0]["age_ms"].as_u64().unwrap() >= 2_000,
+        "{:?}",
+        timed[0]
+    );
     let answered = list(
         &mcp,
         json!({"project_id": project, "status": "answered", "limit": 1}),
@@ -381,6 +407,8 @@ async fn time_out(
     })
     .await;
     let id = s["pending_approvals"][0]["approval_id"].clone();
+    let left = s["pending_approvals"][0]["expires_in_ms"].as_u64().unwrap();
+    assert!(left <= 2_500, "VK's timeout here is 2.5 s: {s}");
     let mut since = quiet_token(mcp, t.attempt).await;
     // At the timeout VK (and the simulator) moves the task back to `inprogress` and rewrites
     // the entry; the two come over different streams, so the task's change may wake the wait

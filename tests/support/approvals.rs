@@ -108,3 +108,25 @@ pub async fn list(mcp: &Mcp, args: Value) -> Vec<Value> {
     let r = mcp.call("list_approvals", args).await.ok();
     r["approvals"].as_array().unwrap().clone()
 }
+
+/// The clock fields of approvals (`age_ms`, `expires_in_ms`): computed at each read, so two
+/// reads of the same approval differ in them.
+pub const CLOCK_FIELDS: [&str; 2] = ["age_ms", "expires_in_ms"];
+
+/// `v` with every approval's clock fields removed (at any depth), for comparing two reads.
+pub fn without_clock(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                CLOCK_FIELDS.iter().for_each(|k| {
+                    m.remove(*k);
+                });
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}

@@ -23,6 +23,9 @@ pub struct AttemptStarted {
     pub attempt_id: Uuid,
     /// Its task (UUID).
     pub task_id: Uuid,
+    /// The attempt's git branch (VK names it; the agent commits there); null only when neither
+    /// VK's reply nor the cache has it.
+    pub workspace_branch: Option<String>,
     /// True when `reuse_running_attempt` returned an attempt already running instead of
     /// starting another.
     pub reused: bool,
@@ -32,7 +35,8 @@ pub struct AttemptStarted {
     pub status: Option<AttemptStatus>,
     /// Store token at which the attempt is visible (opaque); pass it to wait_for_attempt_change.
     pub token: String,
-    /// True when VK started the attempt but the cache had not shown it within 5 s.
+    /// True when VK started the attempt but the cache had not shown it (with its session and
+    /// first process) within 5 s.
     pub pending_ingest: bool,
     /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
@@ -193,6 +197,7 @@ impl Proxy {
                 return Ok(Some(AttemptStarted {
                     attempt_id: a.id,
                     task_id,
+                    workspace_branch: st.workspace_branch.clone(),
                     reused: true,
                     replayed: false,
                     status: Some(st),
@@ -242,6 +247,8 @@ impl Proxy {
             .with_details(outcome.result.clone())
         })?;
         self.nudge(Some(s.task_id), Some(attempt_id));
+        // VK starts the first process (setup script or agent) before it answers: wait for it
+        // too, so the answer's status is `running`, never an `idle` that routes to follow_up.
         let settled = self
             .settle(|r| {
                 r.attempt(attempt_id).ok().flatten().is_some()
@@ -249,14 +256,24 @@ impl Proxy {
                         .sessions_of_attempt(attempt_id)
                         .unwrap_or_default()
                         .is_empty()
+                    && !r
+                        .processes_of_attempt(attempt_id)
+                        .unwrap_or_default()
+                        .is_empty()
             })
             .await;
+        let status = self.status_of(attempt_id)?;
+        let workspace_branch = status
+            .as_ref()
+            .and_then(|st| st.workspace_branch.clone())
+            .or_else(|| outcome.result["branch"].as_str().map(str::to_string));
         Ok(AttemptStarted {
             attempt_id,
             task_id: s.task_id,
+            workspace_branch,
             reused: false,
             replayed: outcome.replayed,
-            status: self.status_of(attempt_id)?,
+            status,
             token: settled.token,
             pending_ingest: settled.pending_ingest,
             freshness: self.query.freshness(),

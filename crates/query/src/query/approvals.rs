@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -38,17 +39,56 @@ pub struct PendingApproval {
     pub requested_at: Option<String>,
     /// When VK gives up and records `timed_out` (RFC 3339; VK waits 1 hour).
     pub timeout_at: Option<String>,
+    /// Milliseconds since VK asked (now − `requested_at`); absent when VK wrote no time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_ms: Option<u64>,
+    /// Milliseconds left until VK times it out (`timeout_at` − now), 0 once past; absent
+    /// when VK gives no expiry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_in_ms: Option<u64>,
 }
 
 impl PendingApproval {
     fn of(r: &ApprovalRecord) -> Self {
+        let clock = Clock::of(r, Utc::now());
         PendingApproval {
+            age_ms: clock.age_ms,
+            expires_in_ms: clock.expires_in_ms,
             approval_id: r.approval_id.clone(),
             execution_process_id: r.execution_process_id,
             tool_name: r.tool_name.clone(),
             summary: r.summary.clone(),
             requested_at: r.requested_at.clone(),
             timeout_at: r.timeout_at.clone(),
+        }
+    }
+}
+
+/// The times an orchestrator decides on: how long an approval has waited and how long VK
+/// still waits for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Clock {
+    age_ms: Option<u64>,
+    expires_in_ms: Option<u64>,
+}
+
+impl Clock {
+    /// `expires_in_ms` only while the approval is pending: once answered VK no longer times it
+    /// out. Both are clamped at 0 (a clock skewed ahead of VK's never gives a negative age).
+    fn of(r: &ApprovalRecord, now: DateTime<Utc>) -> Self {
+        let ms = |from: DateTime<Utc>, to: DateTime<Utc>| {
+            u64::try_from((to - from).num_milliseconds()).unwrap_or(0)
+        };
+        let at = |t: &Option<String>| {
+            t.as_deref()
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&Utc))
+        };
+        Clock {
+            age_ms: at(&r.requested_at).map(|t| ms(t, now)),
+            expires_in_ms: (r.state == ApprovalState::Pending)
+                .then(|| at(&r.timeout_at).map(|t| ms(now, t)))
+                .flatten(),
         }
     }
 }
@@ -153,6 +193,13 @@ pub struct ApprovalItem {
     pub requested_at: Option<String>,
     /// When VK stops waiting (RFC 3339).
     pub timeout_at: Option<String>,
+    /// Milliseconds since VK asked (now − `requested_at`); absent when VK wrote no time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_ms: Option<u64>,
+    /// Milliseconds left until VK times it out (`timeout_at` − now), 0 once past; only on a
+    /// pending approval that has an expiry (an answered one no longer times out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_in_ms: Option<u64>,
 }
 
 /// Answer of `list_approvals`.
@@ -208,8 +255,11 @@ fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
     })
 }
 
-fn item(r: &ApprovalRecord, live: &BTreeSet<Uuid>) -> ApprovalItem {
+fn item(r: &ApprovalRecord, live: &BTreeSet<Uuid>, now: DateTime<Utc>) -> ApprovalItem {
+    let clock = Clock::of(r, now);
     ApprovalItem {
+        age_ms: clock.age_ms,
+        expires_in_ms: clock.expires_in_ms,
         approval_id: r.approval_id.clone(),
         attempt_id: r.attempt_id,
         execution_process_id: r.execution_process_id,
@@ -246,6 +296,7 @@ impl Query {
         } = self.view();
         let (attempts, not_found) = attempts_in(&reader, &scope)?;
         let mut items = Vec::new();
+        let now = Utc::now();
         for a in attempts {
             let processes = reader.processes_of_attempt_as::<ProcessRow>(a)?;
             let live = running(&processes);
@@ -254,7 +305,7 @@ impl Query {
                     .approvals_of_attempt(a)?
                     .iter()
                     .filter(|r| filter.keeps(r.state))
-                    .map(|r| item(r, &live)),
+                    .map(|r| item(r, &live, now)),
             );
         }
         let list = ListId {
@@ -301,5 +352,58 @@ fn attempts_in(
             }
             Ok((out, Vec::new()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(state: ApprovalState, timeout_at: Option<&str>) -> ApprovalRecord {
+        ApprovalRecord {
+            approval_id: "a".into(),
+            attempt_id: Uuid::nil(),
+            execution_process_id: Uuid::nil(),
+            entry_index: 0,
+            tool_name: "Bash".into(),
+            summary: String::new(),
+            state,
+            reason: None,
+            requested_at: Some("2026-01-01T10:00:00.000Z".into()),
+            timeout_at: timeout_at.map(str::to_string),
+            token: 0,
+        }
+    }
+
+    fn at(t: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn age_and_time_left_are_clamped_and_only_pending_expires() {
+        let now = at("2026-01-01T10:00:30Z");
+        let pending = record(ApprovalState::Pending, Some("2026-01-01T11:00:00Z"));
+        let c = Clock::of(&pending, now);
+        assert_eq!((c.age_ms, c.expires_in_ms), (Some(30_000), Some(3_570_000)));
+        // Past the timeout (VK has not rewritten the entry yet): 0, never negative.
+        let late = Clock::of(&pending, at("2026-01-01T12:00:00Z"));
+        assert_eq!(late.expires_in_ms, Some(0));
+        // A clock behind VK's: age 0.
+        let early = Clock::of(&pending, at("2026-01-01T09:59:00Z"));
+        assert_eq!(early.age_ms, Some(0));
+        // No expiry from VK, or answered: absent.
+        let none = Clock::of(&record(ApprovalState::Pending, None), now);
+        assert_eq!(none.expires_in_ms, None);
+        let answered = Clock::of(
+            &record(ApprovalState::Approved, Some("2026-01-01T11:00:00Z")),
+            now,
+        );
+        assert_eq!(
+            (answered.age_ms, answered.expires_in_ms),
+            (Some(30_000), None)
+        );
+        let mut unknown = pending.clone();
+        unknown.requested_at = Some("t0".into());
+        assert_eq!(Clock::of(&unknown, now).age_ms, None);
     }
 }

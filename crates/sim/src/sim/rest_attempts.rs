@@ -162,13 +162,17 @@ pub(crate) async fn create(
                 files: vec![standard_file(&repo, &prompt)],
                 ..AttemptScript::default()
             };
-            tokio::spawn(script::drive_attempt(
-                inner2.clone(),
-                ws,
-                session,
-                prompt,
-                s,
-            ));
+            // VK starts the first process (setup script, else the agent) before it answers.
+            if let Some(first) = script::start_attempt(&inner2, ws, session, &prompt, &s) {
+                tokio::spawn(script::continue_attempt(
+                    inner2.clone(),
+                    ws,
+                    session,
+                    first,
+                    prompt,
+                    s,
+                ));
+            }
             Ok(created)
         },
     )

@@ -170,6 +170,11 @@ async fn run_script(inner: &Inner, session: Uuid, reason: RunReason, action: Val
     let Some(pid) = inner.start_process_with(session, reason, action) else {
         return false;
     };
+    script_body(inner, pid, reason).await
+}
+
+/// The log lines and the end of a setup or cleanup script already started as `pid`.
+async fn script_body(inner: &Inner, pid: Uuid, reason: RunReason) -> bool {
     let name = if reason == RunReason::SetupScript {
         "setup"
     } else {
@@ -207,23 +212,68 @@ pub(crate) async fn drive_attempt(
     prompt: String,
     s: AttemptScript,
 ) {
+    if s.setup {
+        tokio::time::sleep(inner.cfg.step_delay).await;
+    }
+    if let Some(first) = start_attempt(&inner, ws, session, &prompt, &s) {
+        continue_attempt(inner, ws, session, first, prompt, s).await;
+    }
+}
+
+/// The first process of a new attempt, started now: VK starts it (setup script, else the
+/// agent) before it answers `POST /api/task-attempts`.
+pub(crate) struct FirstProcess {
+    pid: Uuid,
+    reason: RunReason,
+    agent: Value,
+}
+
+/// Starts the attempt's first process (setup script or agent); None when the session is gone.
+pub(crate) fn start_attempt(
+    inner: &Inner,
+    ws: Uuid,
+    session: Uuid,
+    prompt: &str,
+    s: &AttemptScript,
+) -> Option<FirstProcess> {
     let agent = agent_action(
-        &prompt,
+        prompt,
         &s.executor,
         None,
         None,
-        cleanup_action(&inner, ws, &s),
+        cleanup_action(inner, ws, s),
     );
-    if s.setup {
+    let (reason, action) = if s.setup {
         let dir = inner.world().first_repo_name(ws);
         let setup = World::script_action("SetupScript", dir.as_deref(), agent.clone());
-        tokio::time::sleep(inner.cfg.step_delay).await;
-        if !run_script(&inner, session, RunReason::SetupScript, setup).await {
+        (RunReason::SetupScript, setup)
+    } else {
+        (RunReason::CodingAgent, agent.clone())
+    };
+    let pid = inner.start_process_with(session, reason, action)?;
+    Some(FirstProcess { pid, reason, agent })
+}
+
+/// The rest of an attempt whose first process `start_attempt` started.
+pub(crate) async fn continue_attempt(
+    inner: Arc<Inner>,
+    ws: Uuid,
+    session: Uuid,
+    first: FirstProcess,
+    prompt: String,
+    s: AttemptScript,
+) {
+    let pid = if first.reason == RunReason::SetupScript {
+        if !script_body(&inner, first.pid, first.reason).await {
             return;
         }
-    }
-    let Some(pid) = inner.start_process_with(session, RunReason::CodingAgent, agent) else {
-        return;
+        let Some(pid) = inner.start_process_with(session, RunReason::CodingAgent, first.agent)
+        else {
+            return;
+        };
+        pid
+    } else {
+        first.pid
     };
     drive_agent_chain(inner, ws, session, pid, prompt, s).await;
 }
