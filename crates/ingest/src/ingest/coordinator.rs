@@ -160,9 +160,13 @@ impl Coordinator {
             Signal::LogDone {
                 process_id,
                 channel,
-                ..
+                complete,
+                gave_up,
             } => {
                 self.log_followers.remove(&(process_id, channel));
+                if !complete && !gave_up {
+                    self.follow_again_if_ended(process_id, channel);
+                }
             }
             Signal::TaskRefreshed { attempts, .. } => {
                 self.refreshing = self.refreshing.saturating_sub(1);
@@ -390,6 +394,28 @@ impl Coordinator {
             self.changes
                 .on_agent_tool(attempt, self.ctx.cfg.changes_live_every);
         }
+    }
+
+    /// A follower ended incomplete because the process still ran at its last look. If the
+    /// process's end was stored meanwhile, its change was handled while that follower was still
+    /// registered (so it started nothing): follow the log once more to read its final entries.
+    fn follow_again_if_ended(&mut self, process_id: Uuid, channel: Channel) {
+        let reader = self.ctx.store.read();
+        let Some(row) = reader.process(process_id).ok().flatten() else {
+            return;
+        };
+        let Some(facts) = ProcessFacts::from_value(&row.value) else {
+            return;
+        };
+        let complete = reader.logs_complete(process_id, channel).unwrap_or(false);
+        if facts.is_running() || complete {
+            return;
+        }
+        let Some(attempt_id) = reader.attempt_of_process(process_id).ok().flatten() else {
+            return;
+        };
+        tracing::debug!(pid = %process_id, ?channel, "process ended while its log follower looked: following once more");
+        self.spawn_log_follower(attempt_id, process_id, channel);
     }
 
     fn spawn_log_follower(&mut self, attempt_id: Uuid, process_id: Uuid, channel: Channel) {

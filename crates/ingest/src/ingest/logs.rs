@@ -48,9 +48,27 @@ pub enum State {
     Backfill,
 }
 
-/// How a log follower ends: `complete` when every entry of the ended process is stored.
+/// How a log follower ends: `complete` when every entry of the ended process is stored;
+/// `gave_up` when it stopped after repeated upstream failures (not because the process ran).
 pub struct Done {
     pub complete: bool,
+    pub gave_up: bool,
+}
+
+impl Done {
+    const COMPLETE: Done = Done {
+        complete: true,
+        gave_up: false,
+    };
+    /// The process still ran at the follower's last look: a later process change restarts it.
+    const STILL_RUNNING: Done = Done {
+        complete: false,
+        gave_up: false,
+    };
+    const GAVE_UP: Done = Done {
+        complete: false,
+        gave_up: true,
+    };
 }
 
 pub struct LogFollower {
@@ -142,23 +160,23 @@ impl Follower for LogFollower {
                 // Sampled before the first page: see "Completeness" above.
                 let ended_before = !self.still_running();
                 match self.backfill().await {
-                    Ok(()) if ended_before => Step::End(Done { complete: true }),
+                    Ok(()) if ended_before => Step::End(Done::COMPLETE),
                     Ok(()) if !self.still_running() => Step::Next(State::Backfill),
-                    Ok(()) => Step::End(Done { complete: false }),
+                    Ok(()) => Step::End(Done::STILL_RUNNING),
                     Err(e) if e.is_retryable() && reconnect.failures < 6 => {
                         tracing::warn!(pid = %self.process_id, error = %e, "log history backfill failed; retrying");
                         Step::Backoff(State::Backfill)
                     }
                     Err(e) => {
                         tracing::error!(pid = %self.process_id, error = %e, "giving up on log history for now");
-                        Step::End(Done { complete: false })
+                        Step::End(Done::GAVE_UP)
                     }
                 }
             }
         }
     }
 
-    async fn finish(&self, Done { complete }: Done) {
+    async fn finish(&self, Done { complete, gave_up }: Done) {
         if complete {
             let _ = self
                 .ctx
@@ -173,6 +191,7 @@ impl Follower for LogFollower {
             process_id: self.process_id,
             channel: self.channel,
             complete,
+            gave_up,
         });
     }
 }
@@ -253,7 +272,7 @@ impl LogFollower {
                             if out.send(&mut chunk).await.is_err() {
                                 return Step::Next(State::Backfill);
                             }
-                            return Step::End(Done { complete: true });
+                            return Step::End(Done::COMPLETE);
                         }
                         Err(e) => self
                             .ctx

@@ -38,6 +38,9 @@ pub enum Signal {
         process_id: Uuid,
         channel: Channel,
         complete: bool,
+        /// It stopped after repeated upstream failures; otherwise an incomplete end means the
+        /// process still ran at its last look.
+        gave_up: bool,
     },
     /// A REST refresh of a task's attempts finished.
     TaskRefreshed { task_id: Uuid, attempts: Vec<Uuid> },
