@@ -16,7 +16,8 @@
 //! process had ended: the `finished` frame itself, or a history pass that started when the store
 //! already knew the process had ended. A pass that started while the process ran is a snapshot
 //! of a moving log: if the process ended meanwhile, one more pass reads the final log; if it
-//! still runs, the follower ends incomplete and a later process change starts another.
+//! still runs, the follower ends incomplete and a later process change starts another (or, when
+//! the end was stored just as the follower ended, the coordinator starts one on `LogDone`).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
