@@ -233,6 +233,29 @@ impl Sim {
             .move_base(repo_id, branch, conflicting_file);
     }
 
+    /// Scripted git: check out `branch` in the repo's own checkout (what `GET
+    /// /api/repos/{id}/branches` marks `is_current`); None detaches HEAD. False for an unknown
+    /// repo.
+    pub fn set_repo_current_branch(&self, repo_id: Uuid, branch: Option<&str>) -> bool {
+        let mut w = self.inner.world();
+        let Some(repo) = w.repo_mut(repo_id) else {
+            return false;
+        };
+        repo.current_branch = branch.map(str::to_string);
+        if let Some(b) = branch {
+            w.git.ensure_base(repo_id, b);
+        }
+        true
+    }
+
+    /// Repo ids of a project, in VK's order (empty for an unknown project).
+    pub fn project_repo_ids(&self, project_id: Uuid) -> Vec<Uuid> {
+        let w = self.inner.world();
+        w.project(project_id)
+            .map(|p| p.repos.iter().map(|r| r.id).collect())
+            .unwrap_or_default()
+    }
+
     /// Scripted git: tracked files with uncommitted changes in the attempt's worktree of
     /// `repo_id` (an empty list cleans it). False for an unknown attempt or repo.
     pub fn set_uncommitted(&self, attempt_id: Uuid, repo_id: Uuid, files: &[&str]) -> bool {
