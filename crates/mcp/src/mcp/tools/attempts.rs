@@ -287,7 +287,7 @@ mod describe {
     pub const START_TASK_ATTEMPT: &str = "Start an attempt on a task: a branch and worktree per repo, then the coding agent runs the task description.
 Use when: a task should be worked on by an agent.
 Required: task_id, executor (from list_executors), repos [{repo_id (from list_repos)}].
-Optional: repos[].target_branch (default: the repo's current branch, list_repos current_branch; the answer's repos[].target_branch_source says which), variant, branch_prefix (name the branch `<branch_prefix>/…`; VK's own prefix is global, so another one is a rename right after creation), reuse_running_attempt (return the running attempt instead of starting another), request_id (idempotency key).
+Optional: repos[].target_branch (default: the repo's current_branch), branch_prefix, variant, reuse_running_attempt, request_id (idempotency key).
 Next: wait_for_attempt_change with the returned attempt_id and token, then get_attempt_status.
 Avoid: starting a second attempt while one runs (pass reuse_running_attempt: true); inventing executor names.";
 

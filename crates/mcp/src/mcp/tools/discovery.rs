@@ -149,11 +149,11 @@ Optional: cursor (next_cursor of the previous page), limit (1-200, default 50), 
 Next: list_tasks with a project_id, or list_repos to see its repositories; while has_more, call again with cursor = next_cursor.
 Avoid: guessing project ids or names; always take project_id from this list.";
 
-    pub const LIST_REPOS: &str = "List the repositories of a project, each with its current branch (read live from VK; VK has no default branch).
-Use when: you need repo ids, names or the branch to target (for start_task_attempt repos, or to read repo-prefixed paths).
+    pub const LIST_REPOS: &str = "List a project's repositories with each one's current branch (read live from VK; VK has no default branch).
+Use when: you need repo ids, names or the branch to target (start_task_attempt repos).
 Required: project_id.
-Optional: cursor (next_cursor of the previous page of this project), limit (1-200, default 50), detail (0|1|2, default 0).
-Next: start_task_attempt with repos[].repo_id, or get_attempt_changes to see paths under these names; while has_more, call again with cursor = next_cursor.
+Optional: cursor (next_cursor of the previous page), limit (1-200, default 50), detail (0|1|2, default 0).
+Next: start_task_attempt with repos[].repo_id (target_branch defaults to current_branch); while has_more, call again with cursor = next_cursor.
 Avoid: passing a task_id or attempt_id as project_id; reusing a cursor of another list or project.";
 
     pub const LIST_EXECUTORS: &str =
