@@ -110,20 +110,36 @@ async fn every_road_shows_within_the_first_minute_by_its_title() {
     }
     let [success, failure, approval, rebase, long] = attempts.try_into().unwrap();
 
+    outcomes(&mcp, started, &success, &failure).await;
+    pending_approval(&mcp, started, &approval).await;
+    rebase_conflict(&mcp, started, &rebase).await;
+    steady_log(&mcp, started, &long).await;
+    assert!(
+        started.elapsed() < FIRST_MINUTE,
+        "every road within the first minute"
+    );
+
+    let _ = stop.send(());
+    run.await.unwrap().unwrap();
+}
+
+async fn outcomes(mcp: &Mcp, started: Instant, success: &str, failure: &str) {
     // Success and failure, with the failure's classification, at detail 0.
     let done = until(started, "success outcome", || async {
-        let r = result_of(&mcp, &success).await;
+        let r = result_of(mcp, success).await;
         (r["outcome"] != "unknown" && r["outcome"].is_string()).then_some(r)
     })
     .await;
     assert_eq!(done["outcome"], "success", "{done}");
     let failed = until(started, "failure outcome", || async {
-        let r = result_of(&mcp, &failure).await;
+        let r = result_of(mcp, failure).await;
         (r["outcome"] == "failure").then_some(r)
     })
     .await;
     assert_eq!(failed["last_error_code"], "agent_exit_nonzero", "{failed}");
+}
 
+async fn pending_approval(mcp: &Mcp, started: Instant, approval: &str) {
     // The approval is pending, and says when it expires.
     let pending = until(started, "a pending approval", || async {
         let l = mcp
@@ -142,7 +158,9 @@ async fn every_road_shows_within_the_first_minute_by_its_title() {
         left <= roads::APPROVAL_TIMEOUT.as_millis() as u64,
         "{pending}"
     );
+}
 
+async fn rebase_conflict(mcp: &Mcp, started: Instant, rebase: &str) {
     // The rebase stopped on the conflicting file (VK re-read through the delivery tool).
     let branch = until(started, "the rebase conflict", || async {
         let st = mcp
@@ -189,11 +207,13 @@ async fn every_road_shows_within_the_first_minute_by_its_title() {
         json!([roads::CONFLICT_FILE]),
         "{rb}"
     );
+}
 
+async fn steady_log(mcp: &Mcp, started: Instant, long: &str) {
     // The long-running agent is still running and its log keeps growing.
-    let first = latest_entry(&mcp, &long).await;
+    let first = latest_entry(mcp, long).await;
     let grown = until(started, "the long-running log growing", || async {
-        let now = latest_entry(&mcp, &long).await;
+        let now = latest_entry(mcp, long).await;
         (now >= first + 3).then_some(now)
     })
     .await;
@@ -203,11 +223,4 @@ async fn every_road_shows_within_the_first_minute_by_its_title() {
         .await
         .ok();
     assert_eq!(st["state"], "running", "{st}");
-    assert!(
-        started.elapsed() < FIRST_MINUTE,
-        "every road within the first minute"
-    );
-
-    let _ = stop.send(());
-    run.await.unwrap().unwrap();
 }
