@@ -189,6 +189,11 @@ mod tests {
             git_action(id, &GitAction::Push { force: true }),
             format!("/api/task-attempts/{id}/push/force")
         );
+        assert_eq!(repo_branches(id), format!("/api/repos/{id}/branches"));
+        assert_eq!(
+            rename_branch(id),
+            format!("/api/task-attempts/{id}/rename-branch")
+        );
         assert_eq!(events(None), "/api/events");
         assert_eq!(events(Some(3)), "/api/events?after_seq=3");
     }
