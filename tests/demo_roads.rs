@@ -1,8 +1,9 @@
 //! `vk-observer demo` shows every road within its first minute: the demo (as the `demo` command
 //! runs it: simulator, daemon, script) is started in-process and a real MCP client finds each
 //! road by its title in project `Demo` and sees its observable state: a success, a failure with
-//! its `last_error_code`, a pending approval, a rebase stopped on a conflict (through the
-//! delivery tools, played again after an abort), and an agent whose log keeps growing.
+//! its `last_error_code`, a pending approval that later times out, a rebase stopped on a
+//! conflict (through the delivery tools, played again after an abort), and an agent whose log
+//! keeps growing.
 
 mod support;
 
@@ -114,6 +115,18 @@ async fn every_road_shows_within_the_first_minute_by_its_title() {
     pending_approval(&mcp, started, &approval).await;
     rebase_conflict(&mcp, started, &rebase).await;
     steady_log(&mcp, started, &long).await;
+    // Left unanswered, the approval times out as VK records it (after 40 s here, 1 h in VK).
+    until(started, "the approval timed out", || async {
+        let l = mcp
+            .call_as_is(
+                "list_approvals",
+                json!({"attempt_ids": [approval], "status": "timed_out"}),
+            )
+            .await
+            .ok();
+        (!l["approvals"].as_array()?.is_empty()).then_some(())
+    })
+    .await;
     assert!(
         started.elapsed() < FIRST_MINUTE,
         "every road within the first minute"

@@ -31,7 +31,7 @@ pub const LONG_RUNNING: &str = "Demo road: long-running";
 pub const TITLES: [&str; 5] = [SUCCESS, FAILURE, APPROVAL, REBASE_CONFLICT, LONG_RUNNING];
 
 /// How long the approval road's request stays pending before it times out.
-pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(45);
+pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(40);
 /// The base branch the rebase road targets (made from `main`, so other attempts stay current).
 pub const REBASE_BASE: &str = "demo-base";
 /// The file the base's new commit and the attempt both change.
@@ -123,7 +123,7 @@ fn describe(title: &str) -> &'static str {
         SUCCESS => "Scripted by the demo: an attempt that succeeds.",
         FAILURE => "Scripted by the demo: the agent exits 1 (last_error_code agent_exit_nonzero).",
         APPROVAL => {
-            "Scripted by the demo: the agent waits on a tool approval (45 s, then timed out)."
+            "Scripted by the demo: the agent waits on a tool approval (40 s, then timed out)."
         }
         REBASE_CONFLICT => {
             "Scripted by the demo: the branch falls behind its base and the rebase stops on a conflict."
