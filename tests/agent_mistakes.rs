@@ -62,6 +62,10 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
     let busy_pid = sim.start_process(busy.session_id, RunReason::CodingAgent);
     let bare_task = sim.add_task(project, "Bare", None);
     let bare = sim.create_bare_attempt(bare_task);
+    let detached_project = sim.add_project("Detached", &["headless"]);
+    let detached_repo = sim.project_repo_ids(detached_project)[0];
+    sim.set_repo_current_branch(detached_repo, None);
+    let detached_task = sim.add_task(detached_project, "Detached", None);
     support::converge(
         &daemon.store,
         &sim,
@@ -117,6 +121,8 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
         too_many_ids: &too_many_ids,
         big: &big,
         tasks_cursor: &tasks_cursor,
+        detached_task,
+        detached_repo,
     });
     assert!(cases.len() >= 25);
     for (name, tool, args, code, retryable, words) in &cases {
@@ -169,8 +175,8 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
         .ok();
     assert_eq!(
         (projects["count"].clone(), projects["has_more"].clone()),
-        (json!(1), json!(false)),
-        "a too-large list limit is capped at 200, not refused"
+        (json!(2), json!(false)),
+        "a too-large list limit is capped at 200, not refused (projects Mistakes and Detached)"
     );
     let reset = mcp
         .call(

@@ -1,10 +1,15 @@
-//! The script `vk-observer demo` plays: a daemon beside the simulator, and a new simulated task
-//! with one attempt (editing one file) every few seconds, so a newcomer sees the tools work
-//! without a VK install.
+//! The script `vk-observer demo` plays: a daemon beside the simulator; at start the five roads
+//! (`roads`: success, failure, approval, rebase conflict, long-running, each found by its title),
+//! then a new simulated task with one attempt (editing one file) every few seconds, so a newcomer
+//! sees the tools work without a VK install.
+
+pub mod roads;
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use tokio::task::JoinHandle;
 
 use super::{AttemptScript, Sim, SimConfig, SimFile};
 use crate::config::SettingsArgs;
@@ -35,9 +40,12 @@ pub async fn run(
         daemon.addr,
         dir.display()
     );
+    let repo = sim.project_repo_ids(project)[0];
+    let roads = roads::start(&sim, project, repo);
     let script = tokio::spawn(play(sim.clone(), project, every));
     stop.await;
     script.abort();
+    roads.iter().for_each(JoinHandle::abort);
     daemon.shutdown().await;
     sim.shutdown().await;
     Ok(())

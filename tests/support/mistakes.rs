@@ -37,6 +37,9 @@ pub struct World<'a> {
     pub big: &'a str,
     /// A `next_cursor` of list_tasks.
     pub tasks_cursor: &'a Value,
+    /// A task of a project whose one repo has a detached HEAD (no current branch), and that repo.
+    pub detached_task: Uuid,
+    pub detached_repo: Uuid,
 }
 
 /// Every catalogued mis-call, in the order the test makes them.
@@ -55,6 +58,8 @@ pub fn cases(w: &World) -> Vec<Case> {
         too_many_ids,
         big,
         tasks_cursor,
+        detached_task,
+        detached_repo,
     } = *w;
     let mut cases: Vec<Case> = vec![
         (
@@ -208,6 +213,24 @@ pub fn cases(w: &World) -> Vec<Case> {
             "invalid_argument",
             false,
             &["list_repos", "repo_id"],
+        ),
+        (
+            "target_branch omitted on a repo with a detached HEAD",
+            "start_task_attempt",
+            json!({"task_id": detached_task, "executor": "CLAUDE_CODE",
+                   "repos": [{"repo_id": detached_repo}]}),
+            "invalid_argument/no_current_branch",
+            false,
+            &["target_branch", "detached"],
+        ),
+        (
+            "branch_prefix with a space",
+            "start_task_attempt",
+            json!({"task_id": detached_task, "executor": "CLAUDE_CODE", "branch_prefix": "my runs",
+                   "repos": [{"repo_id": detached_repo, "target_branch": "main"}]}),
+            "invalid_argument",
+            false,
+            &["branch_prefix", "runs/42"],
         ),
         (
             "project id used as task id",

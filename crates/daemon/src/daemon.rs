@@ -106,6 +106,7 @@ impl Daemon {
             signals: ingest.signals.clone(),
             idem,
             settle_timeout: crate::proxy::SETTLE_TIMEOUT,
+            branches: Default::default(),
         };
         let own_workspace = std::env::current_dir().ok();
         let mcp = crate::mcp::service(

@@ -7,13 +7,14 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::branch_prefix::{BranchPrefixApplied, check_prefix};
 use super::{Proxy, Settled, upstream_error};
 use crate::query::Freshness;
 use crate::query::status::{AttemptState, AttemptStatus, attempt_status};
 use crate::query::target::{self, SessionTarget};
 use crate::store::StoreReader;
 use crate::store::reader::Stored;
-use crate::tool_error::{ErrorCode, ToolError};
+use crate::tool_error::{ErrorCode, InvalidReason, ToolError};
 use crate::vk;
 
 /// Answer of `start_task_attempt`.
@@ -26,6 +27,11 @@ pub struct AttemptStarted {
     /// The attempt's git branch (VK names it; the agent commits there); null only when neither
     /// VK's reply nor the cache has it.
     pub workspace_branch: Option<String>,
+    /// Each repo's target branch as sent to VK, and where it came from. Empty when
+    /// `reused` (the running attempt keeps its own).
+    pub repos: Vec<StartedRepo>,
+    /// What became of `branch_prefix` (absent when none was given).
+    pub branch_prefix: Option<BranchPrefixApplied>,
     /// True when `reuse_running_attempt` returned an attempt already running instead of
     /// starting another.
     pub reused: bool,
@@ -40,6 +46,26 @@ pub struct AttemptStarted {
     pub pending_ingest: bool,
     /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
+}
+
+/// A repository of a started attempt.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct StartedRepo {
+    /// Repository id (UUID).
+    pub repo_id: Uuid,
+    /// The branch the attempt is based on and merges into.
+    pub target_branch: String,
+    /// `given` (the caller's `target_branch`) or `default_current` (omitted: the branch
+    /// checked out in the repo's checkout, as list_repos' `current_branch` shows it).
+    pub target_branch_source: TargetBranchSource,
+}
+
+/// Where a started attempt's target branch came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetBranchSource {
+    Given,
+    DefaultCurrent,
 }
 
 /// Answer of `follow_up`.
@@ -69,8 +95,11 @@ pub struct StartAttempt {
     pub task_id: Uuid,
     pub executor: String,
     pub variant: Option<String>,
-    pub repos: Vec<(Uuid, String)>,
+    /// (repo id, target branch; None: default to the repo's current branch)
+    pub repos: Vec<(Uuid, Option<String>)>,
     pub reuse_running_attempt: bool,
+    /// Seed 003's `branch_prefix` (`branch_prefix`): None keeps VK's name.
+    pub branch_prefix: Option<String>,
 }
 
 /// What `follow_up` does.
@@ -95,7 +124,7 @@ pub struct FollowUp {
 fn check_repos(
     reader: &StoreReader,
     task: &Stored,
-    repos: &[(Uuid, String)],
+    repos: &[(Uuid, Option<String>)],
 ) -> Result<(), ToolError> {
     if repos.is_empty() {
         return Err(ToolError::invalid_field(
@@ -117,10 +146,11 @@ fn check_repos(
             .with_details(json!({ "field": "repos", "repo_id": bad })));
         }
     }
-    if let Some((r, _)) = repos.iter().find(|(_, b)| b.trim().is_empty()) {
+    let blank = |b: &Option<String>| b.as_deref().is_some_and(|b| b.trim().is_empty());
+    if let Some((r, _)) = repos.iter().find(|(_, b)| blank(b)) {
         return Err(ToolError::invalid_field(
             "repos",
-            "Every repo needs a non-empty target_branch (e.g. main).",
+            "A given target_branch must not be blank (e.g. main); omit it to use the repo's current branch.",
         )
         .with_details(json!({ "field": "repos", "repo_id": r })));
     }
@@ -198,6 +228,8 @@ impl Proxy {
                     attempt_id: a.id,
                     task_id,
                     workspace_branch: st.workspace_branch.clone(),
+                    repos: Vec::new(),
+                    branch_prefix: None,
                     reused: true,
                     replayed: false,
                     status: Some(st),
@@ -224,14 +256,21 @@ impl Proxy {
         }
         self.check_executor(&s.executor, s.variant.as_deref())?;
         check_repos(&reader, &task, &s.repos)?;
+        let prefix = s.branch_prefix.as_deref().map(check_prefix).transpose()?;
+        let repos = self.target_branches(&s.repos).await?;
         let body = json!({
             "task_id": s.task_id,
             "executor_profile_id": { "executor": s.executor, "variant": s.variant },
-            "repos": s.repos.iter().map(|(id, b)| json!({"repo_id": id, "target_branch": b})).collect::<Vec<_>>(),
+            "repos": repos.iter().map(|r| json!({"repo_id": r.repo_id, "target_branch": r.target_branch})).collect::<Vec<_>>(),
         });
+        // The idempotency record covers the prefix too (VK's body does not carry it).
+        let mut fingerprint = body.clone();
+        if let Some(p) = &prefix {
+            fingerprint["branch_prefix"] = json!(p);
+        }
         let outcome = self
             .idem
-            .run("start_task_attempt", request_id, &body, || async {
+            .run("start_task_attempt", request_id, &fingerprint, || async {
                 self.client
                     .create_attempt(&body, request_id)
                     .await
@@ -247,36 +286,95 @@ impl Proxy {
             .with_details(outcome.result.clone())
         })?;
         self.nudge(Some(s.task_id), Some(attempt_id));
-        // VK starts the first process (setup script or agent) before it answers: wait for it
-        // too, so the answer's status is `running`, never an `idle` that routes to follow_up.
+        let vk_branch = outcome.result["branch"].as_str().map(str::to_string);
+        let (wanted_branch, branch_prefix) = match (prefix, &vk_branch) {
+            (Some(p), Some(b)) => {
+                let (name, applied) = self.apply_prefix(attempt_id, b, &p).await;
+                (Some(name), Some(applied))
+            }
+            _ => (vk_branch.clone(), None),
+        };
         let settled = self
-            .settle(|r| {
-                r.attempt(attempt_id).ok().flatten().is_some()
-                    && !r
-                        .sessions_of_attempt(attempt_id)
-                        .unwrap_or_default()
-                        .is_empty()
-                    && !r
-                        .processes_of_attempt(attempt_id)
-                        .unwrap_or_default()
-                        .is_empty()
-            })
+            .settle_started(attempt_id, wanted_branch.as_deref())
             .await;
         let status = self.status_of(attempt_id)?;
         let workspace_branch = status
             .as_ref()
             .and_then(|st| st.workspace_branch.clone())
-            .or_else(|| outcome.result["branch"].as_str().map(str::to_string));
+            .or(wanted_branch);
         Ok(AttemptStarted {
             attempt_id,
             task_id: s.task_id,
             workspace_branch,
+            repos,
+            branch_prefix,
             reused: false,
             replayed: outcome.replayed,
             status,
             token: settled.token,
             pending_ingest: settled.pending_ingest,
             freshness: self.query.freshness(),
+        })
+    }
+
+    /// Wait until the cache shows the new attempt with its session and first process (VK
+    /// starts that process, setup script or agent, before it answers: so the answer's status
+    /// is `running`, never an `idle` that routes to follow_up) and, after a rename, its branch.
+    async fn settle_started(&self, attempt_id: Uuid, branch: Option<&str>) -> Settled {
+        self.settle(|r| {
+            let Some(attempt) = r.attempt(attempt_id).ok().flatten() else {
+                return false;
+            };
+            let renamed = branch.is_none_or(|b| attempt.value["branch"].as_str() == Some(b));
+            renamed
+                && !r
+                    .sessions_of_attempt(attempt_id)
+                    .unwrap_or_default()
+                    .is_empty()
+                && !r
+                    .processes_of_attempt(attempt_id)
+                    .unwrap_or_default()
+                    .is_empty()
+        })
+        .await
+    }
+
+    /// Each repo's target branch: the one given, else the repo's current branch at VK (VK
+    /// itself requires one and has no default, docs/vk-contract.md §11.3).
+    async fn target_branches(
+        &self,
+        repos: &[(Uuid, Option<String>)],
+    ) -> Result<Vec<StartedRepo>, ToolError> {
+        let mut out = Vec::with_capacity(repos.len());
+        for (repo_id, given) in repos {
+            let (target_branch, target_branch_source) = match given {
+                Some(b) => (b.clone(), TargetBranchSource::Given),
+                None => (
+                    self.default_branch(*repo_id).await?,
+                    TargetBranchSource::DefaultCurrent,
+                ),
+            };
+            out.push(StartedRepo {
+                repo_id: *repo_id,
+                target_branch,
+                target_branch_source,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The current branch of a repo whose `target_branch` was omitted.
+    async fn default_branch(&self, repo_id: Uuid) -> Result<String, ToolError> {
+        let read = self.repo_branch(repo_id).await.map_err(|mut e| {
+            e.hint = format!("{} Or pass target_branch for this repo: its current branch could not be read from VK.", e.hint);
+            e
+        })?;
+        read.current.ok_or_else(|| {
+            ToolError::invalid_because(
+                InvalidReason::NoCurrentBranch,
+                "target_branch was omitted, but this repo has no current branch at VK (detached HEAD); pass target_branch for it.",
+                json!({ "field": "repos", "repo_id": repo_id }),
+            )
         })
     }
 

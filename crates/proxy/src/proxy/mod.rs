@@ -7,11 +7,13 @@
 pub mod approvals;
 pub mod artifacts;
 pub mod attempts;
+pub mod branch_prefix;
 pub mod file_lines;
 pub mod git;
 pub mod git_refusals;
 pub mod idempotency;
 pub mod patch_guard;
+pub mod repos;
 pub mod stop;
 pub mod tasks;
 
@@ -41,6 +43,8 @@ pub struct Proxy {
     pub signals: UnboundedSender<Signal>,
     pub idem: Idempotency,
     pub settle_timeout: Duration,
+    /// Repositories' branch reads kept a few seconds (`repos`).
+    pub branches: repos::RepoBranches,
 }
 
 /// Where the cache stood when the tool answered.

@@ -1,6 +1,7 @@
 //! Discovery reads: `list_projects`, `list_repos`, `list_executors`, from the cached projects,
 //! project repositories and the trimmed `/api/info` facts. Projects and repositories page
-//! through `query::paging` (name order, opaque cursors).
+//! through `query::paging` (name order, opaque cursors). A repository's current branch is not
+//! cached (VK's streams do not carry it): `proxy::repos` fills those fields in from VK.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -58,6 +59,15 @@ pub struct RepoInfo {
     pub path: Option<String>,
     /// When it was added (RFC 3339).
     pub created_at: Option<String>,
+    /// The branch checked out in the repository's own checkout on the VK host (VK's
+    /// `is_current`, read live from VK, at most `branches.max_age_ms` old); start_task_attempt
+    /// uses it when a repo's `target_branch` is omitted. VK has no "default branch": this is
+    /// the current one. Absent when HEAD is detached (`head_detached`) or VK could not be asked
+    /// (`branches_unavailable`).
+    pub current_branch: Option<String>,
+    /// True when VK answered but no branch is checked out (detached HEAD): give target_branch
+    /// explicitly for this repo.
+    pub head_detached: bool,
 }
 
 /// Answer of `list_repos`.
@@ -77,10 +87,36 @@ pub struct RepoList {
     /// Number of repositories of the project (all pages).
     #[schemars(schema_with = "paging::count_schema")]
     pub total: usize,
+    /// When VK was asked for this page's `current_branch` values (they are not in VK's event
+    /// streams, so they are read live and kept a few seconds); null when it could not be.
+    pub branches: Option<BranchesRead>,
+    /// Why `current_branch` is missing on this page: VK could not be asked (the rest of the
+    /// list is from the cache as usual). Absent when every repo was read.
+    pub branches_unavailable: Option<BranchesUnavailable>,
     /// Store token at the time of this read (opaque).
     pub token: String,
     /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
+}
+
+/// When the repositories' branches were read from VK.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct BranchesRead {
+    /// When VK answered the oldest of this page's branch reads (RFC 3339).
+    pub as_of: String,
+    /// How old a kept branch read may be before VK is asked again (milliseconds).
+    pub max_age_ms: u64,
+}
+
+/// Why branches are missing from a `list_repos` page.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct BranchesUnavailable {
+    /// The error code of the failed read (e.g. `upstream_unavailable`, `not_configured`).
+    pub code: String,
+    /// What to do: retry later, or pass target_branch explicitly.
+    pub hint: String,
+    /// The repositories without a `current_branch` because of it.
+    pub repo_ids: Vec<Uuid>,
 }
 
 /// A coding-agent executor VK can run.
@@ -209,6 +245,8 @@ impl Query {
                 display_name: string_of(&r.value, "display_name"),
                 path: string_of(&r.value, "path"),
                 created_at: ts_string(&r.value, "created_at"),
+                current_branch: None,
+                head_detached: false,
             })
             .collect();
         Ok(RepoList {
@@ -218,6 +256,8 @@ impl Query {
             next_cursor: page.next_cursor,
             has_more: page.has_more,
             total: page.total,
+            branches: None,
+            branches_unavailable: None,
             token,
             freshness,
         })
@@ -293,10 +333,11 @@ pub const PROJECT_LIST_RULES: Rules = Rules {
     )],
 };
 
-/// What each detail level shows of `list_repos`: ids and folder names at 0.
+/// What each detail level shows of `list_repos`: ids, folder names and current branches at 0;
+/// when the branches were read from 1.
 pub const REPO_LIST_RULES: Rules = Rules {
     finish: None,
-    standard: &[],
+    standard: &["branches"],
     verbatim: &[],
     nested: &[(
         "repos",

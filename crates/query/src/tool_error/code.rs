@@ -168,15 +168,19 @@ pub enum InvalidReason {
     TitleLength,
     /// A task description longer than the daemon sends to VK (`details.field`, `max`).
     DescriptionLength,
+    /// A repo's `target_branch` was omitted but VK reports no current branch for it (detached
+    /// HEAD) to default to (`details.field`, `repo_id`).
+    NoCurrentBranch,
 }
 
 impl InvalidReason {
     /// Every reason, in the order of the declaration.
-    pub const ALL: [InvalidReason; 4] = [
+    pub const ALL: [InvalidReason; 5] = [
         InvalidReason::AmbiguousTarget,
         InvalidReason::MixedPagination,
         InvalidReason::TitleLength,
         InvalidReason::DescriptionLength,
+        InvalidReason::NoCurrentBranch,
     ];
 
     /// The reason as clients see it in `details.reason`.
@@ -186,6 +190,7 @@ impl InvalidReason {
             InvalidReason::MixedPagination => "mixed_pagination",
             InvalidReason::TitleLength => "title_length",
             InvalidReason::DescriptionLength => "description_length",
+            InvalidReason::NoCurrentBranch => "no_current_branch",
         }
     }
 }
@@ -271,6 +276,7 @@ mod tests {
             (InvalidReason::MixedPagination, "mixed_pagination"),
             (InvalidReason::TitleLength, "title_length"),
             (InvalidReason::DescriptionLength, "description_length"),
+            (InvalidReason::NoCurrentBranch, "no_current_branch"),
         ];
         let listed: Vec<InvalidReason> = table.iter().map(|(r, _)| *r).collect();
         assert_eq!(listed, InvalidReason::ALL);

@@ -86,7 +86,7 @@ impl Inner {
         *t = CancellationToken::new();
     }
 
-    fn enqueue(&self, changes: impl IntoIterator<Item = Change>) {
+    pub(crate) fn enqueue(&self, changes: impl IntoIterator<Item = Change>) {
         let now = Instant::now();
         for c in changes {
             let _ = self.outbox.send((now, c));

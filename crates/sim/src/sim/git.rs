@@ -101,6 +101,17 @@ impl Git {
     /// A scripted commit on a base branch (created from `main` when new); `conflict` names a
     /// file the attempt branches also changed, so rebasing onto it conflicts.
     pub fn move_base(&mut self, repo: Uuid, name: &str, conflict: Option<&str>) {
+        self.ensure_base(repo, name);
+        if let Some(b) = self.base(repo, name) {
+            b.push(BaseCommit {
+                oid: new_oid(),
+                conflict: conflict.map(str::to_string),
+            });
+        }
+    }
+
+    /// Base branch `name` of the repo, created from `main`'s commits when new.
+    pub fn ensure_base(&mut self, repo: Uuid, name: &str) {
         if self.base(repo, name).is_none() {
             let from: Vec<BaseCommit> = self
                 .base(repo, "main")
@@ -114,12 +125,6 @@ impl Git {
                 })
                 .unwrap_or_default();
             self.bases.insert((repo, name.to_string()), from);
-        }
-        if let Some(b) = self.base(repo, name) {
-            b.push(BaseCommit {
-                oid: new_oid(),
-                conflict: conflict.map(str::to_string),
-            });
         }
     }
 
@@ -169,6 +174,19 @@ impl Git {
         self.base(repo, target)
             .and_then(|b| at.checked_sub(1).and_then(|i| b.get(i)))
             .map(|c| c.oid.clone())
+    }
+
+    /// The repo's base branches (`main` always), for `GET /api/repos/{id}/branches`.
+    pub fn base_names(&mut self, repo: Uuid) -> Vec<String> {
+        self.base(repo, "main");
+        let mut names: Vec<String> = self
+            .bases
+            .keys()
+            .filter(|(r, _)| *r == repo)
+            .map(|(_, n)| n.clone())
+            .collect();
+        names.sort();
+        names
     }
 
     pub fn branch_exists(&mut self, repo: Uuid, name: &str) -> bool {

@@ -168,7 +168,38 @@ impl Sim {
 
     /// Creates an attempt and runs the script to its end.
     pub async fn run_attempt_script(&self, task_id: Uuid, script: AttemptScript) -> AttemptIds {
-        let ids = self.create_attempt(task_id, &script.executor);
+        self.run_attempt_script_on(task_id, None, script).await
+    }
+
+    /// Like [`run_attempt_script`](Self::run_attempt_script), with every repo of the project
+    /// targeting `target_branch` (None: `main`); the branch must exist (`move_base` makes one).
+    pub async fn run_attempt_script_on(
+        &self,
+        task_id: Uuid,
+        target_branch: Option<&str>,
+        script: AttemptScript,
+    ) -> AttemptIds {
+        let repos: Vec<(Uuid, String)> = match target_branch {
+            None => Vec::new(),
+            Some(b) => {
+                let w = self.inner.world();
+                let project = w.tasks.get(&task_id).map(|t| t.project_id);
+                project
+                    .and_then(|p| w.project(p))
+                    .map(|p| p.repos.iter().map(|r| (r.id, b.to_string())).collect())
+                    .unwrap_or_default()
+            }
+        };
+        let ids = match self.inner.create_attempt(task_id, &script.executor, repos) {
+            Some((attempt_id, session_id, _)) => AttemptIds {
+                attempt_id,
+                session_id,
+            },
+            None => AttemptIds {
+                attempt_id: Uuid::nil(),
+                session_id: Uuid::nil(),
+            },
+        };
         let prompt = {
             let w = self.inner.world();
             w.tasks.get(&task_id).map(task_prompt).unwrap_or_default()
@@ -231,6 +262,48 @@ impl Sim {
             .world()
             .git
             .move_base(repo_id, branch, conflicting_file);
+    }
+
+    /// Scripted git: a rebase of the attempt's branch in `repo_id` onto its target, as VK's
+    /// rebase route does it (a user clicking Rebase in VK's UI). The conflicted files when it
+    /// stopped on conflicts; empty when it went through or could not run.
+    pub fn rebase(&self, attempt_id: Uuid, repo_id: Uuid) -> Vec<String> {
+        let mut w = self.inner.world();
+        let Some(target) = git_target(&w, attempt_id, repo_id) else {
+            return Vec::new();
+        };
+        let name = w
+            .workspaces
+            .get(&attempt_id)
+            .map(|ws| ws.branch.clone())
+            .unwrap_or_default();
+        match w.git.rebase(attempt_id, repo_id, &name, &target) {
+            git::GitOutcome::Conflicts(files) => files,
+            _ => Vec::new(),
+        }
+    }
+
+    /// Scripted git: check out `branch` in the repo's own checkout (what `GET
+    /// /api/repos/{id}/branches` marks `is_current`); None detaches HEAD. False for an unknown
+    /// repo.
+    pub fn set_repo_current_branch(&self, repo_id: Uuid, branch: Option<&str>) -> bool {
+        let mut w = self.inner.world();
+        let Some(repo) = w.repo_mut(repo_id) else {
+            return false;
+        };
+        repo.current_branch = branch.map(str::to_string);
+        if let Some(b) = branch {
+            w.git.ensure_base(repo_id, b);
+        }
+        true
+    }
+
+    /// Repo ids of a project, in VK's order (empty for an unknown project).
+    pub fn project_repo_ids(&self, project_id: Uuid) -> Vec<Uuid> {
+        let w = self.inner.world();
+        w.project(project_id)
+            .map(|p| p.repos.iter().map(|r| r.id).collect())
+            .unwrap_or_default()
     }
 
     /// Scripted git: tracked files with uncommitted changes in the attempt's worktree of

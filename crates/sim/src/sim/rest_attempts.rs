@@ -123,6 +123,19 @@ pub(crate) async fn create(
         let msg = format!("Unknown executor: {}", body.executor_profile_id.executor);
         return fail(StatusCode::BAD_REQUEST, &msg);
     }
+    // VK creates the worktree on the target branch inside this call: an unknown one fails it
+    // (500, workspace removed; docs/vk-contract.md §11.3, message inferred).
+    let missing = {
+        let mut w = inner.world();
+        body.repos
+            .iter()
+            .find(|r| !w.git.branch_exists(r.repo_id, &r.target_branch))
+            .map(|r| r.target_branch.clone())
+    };
+    if let Some(b) = missing {
+        let msg = format!("Failed to create workspace: Branch not found: {b}");
+        return fail(StatusCode::INTERNAL_SERVER_ERROR, &msg);
+    }
     let payload = serde_json::to_value(&body).unwrap_or(Value::Null);
     let key = idempotency::key(&headers);
     let inner2 = inner.clone();

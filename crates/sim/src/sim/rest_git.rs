@@ -212,3 +212,88 @@ fn push_with(inner: &AppState, id: Uuid, repo: Uuid, force: bool) -> Response {
     let outcome = w.git.push(id, repo, &branch, &target, force);
     render(outcome, &target)
 }
+
+#[derive(Deserialize)]
+pub(crate) struct RenameBody {
+    new_branch_name: String,
+}
+
+/// A branch name git accepts (`git check-ref-format --branch`, the rules VK checks).
+pub(crate) fn valid_branch_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('-')
+        && !name.ends_with('/')
+        && !name.ends_with(".lock")
+        && !name.contains("..")
+        && !name.contains("@{")
+        && !name.contains("//")
+        && !name
+            .chars()
+            .any(|c| c.is_control() || " ~^:?*[\\".contains(c))
+        && name
+            .split('/')
+            .all(|c| !c.is_empty() && !c.starts_with('.'))
+}
+
+/// `POST /api/task-attempts/{id}/rename-branch` (docs/vk-contract.md §11.3): `{branch}`; typed
+/// refusals `empty_branch_name`, `invalid_branch_name_format` (400), `branch_already_exists`,
+/// `rebase_in_progress` (409, with `repo_name`). The same name answers 200 and changes nothing.
+pub(crate) async fn rename_branch(
+    State(inner): State<AppState>,
+    Path(id): Path<Uuid>,
+    Json(body): Json<RenameBody>,
+) -> Response {
+    let name = body.new_branch_name.trim().to_string();
+    let refusal = |status, data: Value| error_data(status, data);
+    if name.is_empty() {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            json!({"type": "empty_branch_name"}),
+        );
+    }
+    if !valid_branch_name(&name) {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            json!({"type": "invalid_branch_name_format"}),
+        );
+    }
+    let task = {
+        let mut w = inner.world();
+        let Some(ws) = w.workspaces.get(&id) else {
+            return not_found();
+        };
+        if ws.branch == name {
+            return ok(json!({"branch": name}));
+        }
+        let repos: Vec<(Uuid, String)> = ws.repos.clone();
+        let taken = w.workspaces.values().any(|o| o.branch == name);
+        for (repo, target) in &repos {
+            let repo_name = w
+                .workspace_repos(id)
+                .into_iter()
+                .find(|(r, _)| r.id == *repo)
+                .map(|(r, _)| r.name.clone())
+                .unwrap_or_default();
+            if taken || w.git.branch_exists(*repo, &name) {
+                return refusal(
+                    StatusCode::CONFLICT,
+                    json!({"type": "branch_already_exists", "repo_name": repo_name}),
+                );
+            }
+            if w.git.branch(id, *repo, target).rebase.is_some() {
+                return refusal(
+                    StatusCode::CONFLICT,
+                    json!({"type": "rebase_in_progress", "repo_name": repo_name}),
+                );
+            }
+        }
+        let Some(ws) = w.workspaces.get_mut(&id) else {
+            return not_found();
+        };
+        ws.branch = name.clone();
+        ws.updated_at = super::util::now_ts();
+        ws.task_id
+    };
+    inner.enqueue([super::world::Change::Workspace(task)]);
+    ok(json!({"branch": name}))
+}

@@ -1,5 +1,6 @@
 //! Server-level REST: `/health`, `/api/info`, `/api/profiles`, `/api/config/status|reload`,
-//! `/api/projects` (read-only; projects live in VK's config) and project repositories.
+//! `/api/projects` (read-only; projects live in VK's config), project repositories and a repo's
+//! branches.
 
 use std::sync::atomic::Ordering;
 
@@ -141,4 +142,40 @@ pub(crate) async fn repositories(State(inner): State<AppState>, Path(id): Path<U
         Some(p) => ok(p.repos.iter().map(render::repo_json).collect::<Vec<_>>()),
         None => not_found(),
     }
+}
+
+/// `GET /api/repos/{repo_id}/branches`: VK's `GitBranch` list (docs/vk-contract.md §11.3): the
+/// current branch first, then the others; local branches only here (a simulated repo has no
+/// remote). Unknown repo → 404.
+pub(crate) async fn repo_branches(State(inner): State<AppState>, Path(id): Path<Uuid>) -> Response {
+    let mut w = inner.world();
+    let current = match w.repo_mut(id) {
+        Some(r) => r.current_branch.clone(),
+        None => return not_found(),
+    };
+    let mut names = w.git.base_names(id);
+    let mut attempt_branches: Vec<(u64, String)> = w
+        .workspaces
+        .values()
+        .filter(|ws| ws.repos.iter().any(|(r, _)| *r == id))
+        .map(|ws| (ws.ord, ws.branch.clone()))
+        .collect();
+    attempt_branches.sort();
+    names.extend(attempt_branches.into_iter().rev().map(|(_, b)| b));
+    if let Some(c) = &current
+        && !names.contains(c)
+    {
+        names.push(c.clone());
+    }
+    names.sort_by_key(|n| Some(n) != current.as_ref());
+    let date = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let list: Vec<Value> = names
+        .into_iter()
+        .map(|name| {
+            let is_current = Some(&name) == current.as_ref();
+            json!({"name": name, "is_current": is_current, "is_remote": false,
+                   "last_commit_date": date})
+        })
+        .collect();
+    ok(list)
 }

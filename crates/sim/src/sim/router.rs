@@ -25,6 +25,7 @@ pub(crate) fn build(state: AppState) -> Router {
         )
         .route("/api/projects/{id}/repositories", get(meta::repositories))
         .route("/api/projects/stream/ws", get(ws::projects_ws))
+        .route("/api/repos/{id}/branches", get(meta::repo_branches))
         .route("/api/tasks", get(tasks::list).post(tasks::create))
         .route("/api/tasks/stream/ws", get(ws::tasks_ws))
         .route(
@@ -45,6 +46,10 @@ pub(crate) fn build(state: AppState) -> Router {
         .route("/api/task-attempts/{id}/rebase", post(git::rebase))
         .route("/api/task-attempts/{id}/conflicts/abort", post(git::abort))
         .route("/api/task-attempts/{id}/merge", post(git::merge))
+        .route(
+            "/api/task-attempts/{id}/rename-branch",
+            post(git::rename_branch),
+        )
         .route("/api/task-attempts/{id}/push", post(git::push))
         .route("/api/task-attempts/{id}/push/force", post(git::push_force))
         .route("/api/task-attempts/{id}/diff/ws", get(att::diff_ws))

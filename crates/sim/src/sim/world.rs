@@ -28,6 +28,9 @@ pub(crate) struct Repo {
     pub name: String,
     pub path: String,
     pub created_at: String,
+    /// The branch checked out in the repo's own checkout (`git symbolic-ref HEAD`); None when
+    /// HEAD is detached. `main` for a new repo.
+    pub current_branch: Option<String>,
 }
 
 pub(crate) struct Project {
@@ -165,6 +168,7 @@ impl World {
                 name: (*r).to_string(),
                 path: format!("{VK_DATA}/repos/{r}"),
                 created_at: ts.clone(),
+                current_branch: Some("main".to_string()),
             })
             .collect();
         self.projects.push(Project {
@@ -173,6 +177,13 @@ impl World {
             repos,
         });
         id
+    }
+
+    pub fn repo_mut(&mut self, id: Uuid) -> Option<&mut Repo> {
+        self.projects
+            .iter_mut()
+            .flat_map(|p| p.repos.iter_mut())
+            .find(|r| r.id == id)
     }
 
     pub fn project(&self, id: Uuid) -> Option<&Project> {

@@ -1,5 +1,5 @@
 //! VK's git routes of a task attempt (docs/vk-contract.md §9.8): branch status, rebase,
-//! conflicts/abort, merge, push and push/force. Some of VK's answers are not errors to it but
+//! conflicts/abort, merge, push and push/force, and the branch rename. Some of VK's answers are not errors to it but
 //! `success:false` envelopes carrying `error_data` (a rebase that stopped on conflicts answers
 //! 200; a rejected push 409 `force_push_required`), so these calls read the envelope themselves
 //! and hand back which of VK's answers it was. Nothing is decided here.
@@ -109,6 +109,71 @@ impl VkClient {
                 status: status.as_u16(),
                 path,
                 message: env.message.unwrap_or_default(),
+            }),
+        }
+    }
+}
+
+/// VK's answer to a branch rename.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RenameAnswer {
+    /// The branch's name now.
+    Renamed(String),
+    /// A typed refusal: `error_data.type` (`empty_branch_name`, `invalid_branch_name_format`,
+    /// `open_pull_request`, `branch_already_exists`, `rebase_in_progress`) and its `repo_name`.
+    Refused {
+        kind: String,
+        repo_name: Option<String>,
+    },
+}
+
+impl VkClient {
+    /// `POST /api/task-attempts/{id}/rename-branch`. Untyped failures are `UpstreamError`.
+    pub async fn rename_branch(
+        &self,
+        attempt: Uuid,
+        new_branch_name: &str,
+    ) -> Result<RenameAnswer, UpstreamError> {
+        let path = routes::rename_branch(attempt);
+        let rb = self
+            .request(Method::POST, &path)
+            .json(&json!({ "new_branch_name": new_branch_name }))
+            .timeout(std::time::Duration::from_secs(30));
+        let unreachable = |e: reqwest::Error| UpstreamError::Unreachable {
+            url: self.url(&path),
+            reason: e.to_string(),
+        };
+        let resp = rb.send().await.map_err(unreachable)?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(unreachable)?;
+        if status == StatusCode::NOT_FOUND && body.is_empty() {
+            return Err(UpstreamError::NotFound { path });
+        }
+        let env = serde_json::from_slice::<Envelope<Value>>(&body).ok();
+        let data = env.as_ref().and_then(|e| e.data.as_ref());
+        if status.is_success()
+            && let Some(branch) = data.and_then(|d| d.get("branch")).and_then(Value::as_str)
+        {
+            return Ok(RenameAnswer::Renamed(branch.to_string()));
+        }
+        let error_data = env.as_ref().and_then(|e| e.error_data.as_ref());
+        match error_data
+            .and_then(|d| d.get("type"))
+            .and_then(Value::as_str)
+        {
+            Some(kind) => Ok(RenameAnswer::Refused {
+                kind: kind.to_string(),
+                repo_name: error_data
+                    .and_then(|d| d.get("repo_name"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            }),
+            None => Err(UpstreamError::Status {
+                status: status.as_u16(),
+                path,
+                message: env
+                    .and_then(|e| e.message)
+                    .unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(500).collect()),
             }),
         }
     }

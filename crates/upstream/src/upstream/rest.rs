@@ -169,6 +169,12 @@ impl VkClient {
         self.get(&routes::project_repositories(project)).await
     }
 
+    /// VK's `GitBranch` list of a repository (`name`, `is_current`, `is_remote`,
+    /// `last_commit_date`); read live, VK's event streams do not carry it.
+    pub async fn repo_branches(&self, repo: Uuid) -> Result<Vec<Value>, UpstreamError> {
+        self.get(&routes::repo_branches(repo)).await
+    }
+
     pub async fn tasks_of_project(&self, project: Uuid) -> Result<Vec<Value>, UpstreamError> {
         self.get(&routes::tasks_of_project(project)).await
     }

@@ -25,6 +25,11 @@ pub fn project_repositories(project: Uuid) -> String {
     format!("/api/projects/{project}/repositories")
 }
 
+/// `GET`: a repository's branches (`is_current` marks the one checked out in its checkout).
+pub fn repo_branches(repo: Uuid) -> String {
+    format!("/api/repos/{repo}/branches")
+}
+
 pub fn tasks_of_project(project: Uuid) -> String {
     format!("/api/tasks?project_id={project}")
 }
@@ -40,6 +45,11 @@ pub fn attempts_of_task(task: Uuid) -> String {
 
 pub fn sessions_of_attempt(attempt: Uuid) -> String {
     format!("/api/sessions?workspace_id={attempt}")
+}
+
+/// `POST`: rename the attempt's branch in every repo (`{new_branch_name}` → `{branch}`).
+pub fn rename_branch(attempt: Uuid) -> String {
+    format!("/api/task-attempts/{attempt}/rename-branch")
 }
 
 /// The attempt's repositories, each with its `target_branch`.
@@ -178,6 +188,11 @@ mod tests {
         assert_eq!(
             git_action(id, &GitAction::Push { force: true }),
             format!("/api/task-attempts/{id}/push/force")
+        );
+        assert_eq!(repo_branches(id), format!("/api/repos/{id}/branches"));
+        assert_eq!(
+            rename_branch(id),
+            format!("/api/task-attempts/{id}/rename-branch")
         );
         assert_eq!(events(None), "/api/events");
         assert_eq!(events(Some(3)), "/api/events?after_seq=3");

@@ -65,6 +65,7 @@ impl VkTools {
                     .map(|r| (r.repo_id, r.target_branch))
                     .collect(),
                 reuse_running_attempt: a.reuse_running_attempt.unwrap_or(false),
+                branch_prefix: a.branch_prefix,
             };
             self.proxy()?
                 .start_attempt(s, a.request_id.as_deref())
@@ -139,8 +140,11 @@ fn stop_verb_hint(mut e: ToolError) -> ToolError {
 pub struct RepoTarget {
     /// Repository id (UUID string) from list_repos.
     pub repo_id: Uuid,
-    /// Branch the attempt's work is based on and targets (e.g. `main`).
-    pub target_branch: String,
+    /// Branch the attempt's work is based on and targets (e.g. `main`). Omit it to use the
+    /// repo's current branch (list_repos `current_branch`); the answer's `repos` says which
+    /// branch was used (`target_branch_source: default_current`).
+    #[serde(default)]
+    pub target_branch: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -160,6 +164,14 @@ pub struct StartAttemptArgs {
     /// (default false).
     #[serde(default)]
     pub reuse_running_attempt: Option<bool>,
+    /// Prefix of the attempt's branch name (seed 003), e.g. `orchestrator` or `runs/42`: the
+    /// branch becomes `<branch_prefix>/<4 hex>-<slug>`. VK names branches with one global
+    /// prefix (its `git_branch_prefix`, default `vk`); another prefix is applied by renaming
+    /// the branch right after VK created it (answer `branch_prefix.outcome`: `vk_global`,
+    /// `renamed`, or `not_applied` with VK's reason; the attempt runs either way). Omit to keep
+    /// VK's name.
+    #[serde(default)]
+    pub branch_prefix: Option<String>,
     /// Idempotency key: a retry with the same key and arguments returns the same attempt.
     #[serde(default)]
     pub request_id: Option<String>,
@@ -274,8 +286,8 @@ pub struct StopArgs {
 mod describe {
     pub const START_TASK_ATTEMPT: &str = "Start an attempt on a task: a branch and worktree per repo, then the coding agent runs the task description.
 Use when: a task should be worked on by an agent.
-Required: task_id, executor (from list_executors), repos [{repo_id (from list_repos), target_branch}].
-Optional: variant, reuse_running_attempt (return the running attempt instead of starting another), request_id (idempotency key).
+Required: task_id, executor (from list_executors), repos [{repo_id (from list_repos)}].
+Optional: repos[].target_branch (default: the repo's current_branch), branch_prefix, variant, reuse_running_attempt, request_id (idempotency key).
 Next: wait_for_attempt_change with the returned attempt_id and token, then get_attempt_status.
 Avoid: starting a second attempt while one runs (pass reuse_running_attempt: true); inventing executor names.";
 

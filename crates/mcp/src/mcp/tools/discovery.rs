@@ -11,6 +11,7 @@ use super::answer::{detail_output_schema, drop_in_items, level_of, shaped, shape
 use super::args::{Args, input_schema};
 use super::paging::page_args;
 use super::{Family, VkTools};
+use crate::proxy::repos::branches_not_configured;
 use crate::query::catalog::{
     EXECUTOR_LIST_RULES, ExecutorFilter, ExecutorList, PROJECT_LIST_RULES, ProjectList,
     REPO_LIST_RULES, RepoList,
@@ -49,14 +50,17 @@ impl VkTools {
            annotations(title = "List repositories", read_only_hint = true, open_world_hint = false))]
     async fn list_repos(&self, Args(a): Args<ListReposArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
-        shaped(
-            a.and_then(|a| {
-                let page = page_args(a.cursor, a.limit, "limit")?;
-                self.query.list_repos(a.project_id, &page)
-            }),
-            &REPO_LIST_RULES,
-            level,
-        )
+        let list = a.and_then(|a| {
+            let page = page_args(a.cursor, a.limit, "limit")?;
+            self.query.list_repos(a.project_id, &page)
+        });
+        // Current branches are not in the cache (VK's streams lack them): read from VK.
+        let list = match (list, self.proxy()) {
+            (Ok(l), Ok(proxy)) => Ok(proxy.with_current_branches(l).await),
+            (Ok(l), Err(_)) => Ok(branches_not_configured(l)),
+            (Err(e), _) => Err(e),
+        };
+        shaped(list, &REPO_LIST_RULES, level)
     }
 
     #[tool(description = describe::LIST_EXECUTORS, input_schema = input_schema::<ExecutorsArgs>(),
@@ -145,11 +149,11 @@ Optional: cursor (next_cursor of the previous page), limit (1-200, default 50), 
 Next: list_tasks with a project_id, or list_repos to see its repositories; while has_more, call again with cursor = next_cursor.
 Avoid: guessing project ids or names; always take project_id from this list.";
 
-    pub const LIST_REPOS: &str = "List the repositories of a project.
-Use when: you need repo ids or names (for start_task_attempt repos, or to read repo-prefixed paths).
+    pub const LIST_REPOS: &str = "List a project's repositories with each one's current branch (read live from VK; VK has no default branch).
+Use when: you need repo ids, names or the branch to target (start_task_attempt repos).
 Required: project_id.
-Optional: cursor (next_cursor of the previous page of this project), limit (1-200, default 50), detail (0|1|2, default 0).
-Next: start_task_attempt with repos[].repo_id, or get_attempt_changes to see paths under these names; while has_more, call again with cursor = next_cursor.
+Optional: cursor (next_cursor of the previous page), limit (1-200, default 50), detail (0|1|2, default 0).
+Next: start_task_attempt with repos[].repo_id (target_branch defaults to current_branch); while has_more, call again with cursor = next_cursor.
 Avoid: passing a task_id or attempt_id as project_id; reusing a cursor of another list or project.";
 
     pub const LIST_EXECUTORS: &str =
