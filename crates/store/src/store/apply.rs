@@ -102,6 +102,13 @@ impl<'t, 'c> Pending<'t, 'c> {
             DomainEvent::UpstreamIncarnation { id } => {
                 self.set_meta(keys::meta::VK_INCARNATION, id.into_bytes())
             }
+            DomainEvent::HostProjectsSnapshot { host, projects } => {
+                self.host_projects_snapshot(&host, projects)
+            }
+            DomainEvent::FleetPosition { host, position } => {
+                let value = serde_json::to_vec(&position).map_err(StoreError::Encode)?;
+                self.set_meta(&keys::fleet_position_name(&host), value)
+            }
         }
     }
 
@@ -245,6 +252,35 @@ impl<'t, 'c> Pending<'t, 'c> {
                 continue;
             };
             if !keep.contains(&id) {
+                self.remove_project(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One host's projects on a fleet node: like `projects_snapshot`, but only projects whose
+    /// `host` is this one are removed when missing.
+    fn host_projects_snapshot(&mut self, host: &str, projects: Vec<Value>) -> R {
+        let mut keep = BTreeSet::new();
+        for p in &projects {
+            let Some(id) = object_id(p) else { continue };
+            keep.insert(id);
+            if self.upsert(&keys::id_key(table::PROJECTS, id), p)? {
+                self.note(format!("project:{id}"));
+            }
+        }
+        for k in self.ov.keys_with_prefix(&[table::PROJECTS])? {
+            let Some(id) = keys::uuid_at(&k, 1) else {
+                continue;
+            };
+            if keep.contains(&id) {
+                continue;
+            }
+            let owner = self.ov.get(&k)?.and_then(|v| {
+                let (_, json) = decode(&v)?;
+                serde_json::from_slice::<Value>(json).ok()
+            });
+            if owner.as_ref().and_then(|v| v.get("host")?.as_str()) == Some(host) {
                 self.remove_project(id)?;
             }
         }
