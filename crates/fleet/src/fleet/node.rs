@@ -164,14 +164,21 @@ impl Follower {
         caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
     ) -> anyhow::Result<()> {
         let mut position = self.position();
-        let stream = self.js.get_stream(wire::stream_name(&self.host)).await?;
+        let mut stream = self.js.get_stream(wire::stream_name(&self.host)).await?;
+        let info = stream.info().await?.clone();
+        let created = info.created.to_string();
+        if position.stream_created != created {
+            // Another stream than the one the position is in: read it from its start.
+            position.stream_seq = 0;
+            position.stream_created = created;
+        }
         let deliver_policy = match position.stream_seq {
             0 => consumer::DeliverPolicy::All,
             seq => consumer::DeliverPolicy::ByStartSequence {
                 start_sequence: seq + 1,
             },
         };
-        let pending = stream.get_info().await?.state.last_sequence;
+        let pending = info.state.last_sequence;
         if pending <= position.stream_seq {
             caught_up.take().map(|c| c.send(()));
         }
@@ -197,7 +204,7 @@ impl Follower {
                 &message.payload,
             );
             let events = self.admit(decoded, seq, &mut position);
-            self.write(events, position).await?;
+            self.write(events, position.clone()).await?;
             if seq >= pending {
                 caught_up.take().map(|c| c.send(()));
             }

@@ -125,8 +125,11 @@ pub enum DomainEvent {
 }
 
 /// Where a fleet node is in one host's stream (`DomainEvent::FleetPosition`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FleetPosition {
+    /// The stream's creation time: a recreated stream is read again from its start.
+    #[serde(default)]
+    pub stream_created: String,
     /// The JetStream sequence of the last message applied (or skipped as garbage).
     pub stream_seq: u64,
     /// The host store's epoch and token of the last batch applied (0 before any).
