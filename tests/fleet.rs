@@ -8,6 +8,8 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use futures::StreamExt;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -183,14 +185,26 @@ fn note(text: &str) -> Value {
         "entry_type": {"type": "assistant_message"}, "content": text}})
 }
 
+/// A token after which the attempts stayed unchanged for a while (hosts may still be settling
+/// background re-reads right after a change).
+async fn quiet_token(mcp: &Mcp, ids: &[Uuid]) -> Value {
+    for _ in 0..50 {
+        let args = json!({"attempt_ids": ids});
+        let t = mcp.call("get_attempt_status", args).await.ok()["token"].clone();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let args = json!({"attempt_ids": ids, "since_token": t});
+        let r = mcp.call("get_attempt_status", args).await.ok();
+        if r["attempts"].as_array().unwrap().is_empty() {
+            return t;
+        }
+    }
+    panic!("the attempts never went quiet");
+}
+
 /// A wait on `attempts` from the fleet's current token wakes when `poke` changes one of them.
 async fn wait_wakes_on(fleet: &FleetNode, attempts: &[Uuid], expect: Uuid, poke: impl FnOnce()) {
     let mcp = Mcp::connect(fleet.addr).await;
-    let token = mcp
-        .call("get_attempt_status", json!({"attempt_ids": attempts}))
-        .await
-        .ok()["token"]
-        .clone();
+    let token = quiet_token(&mcp, attempts).await;
     let args = json!({"attempt_ids": attempts, "since_token": token, "timeout_ms": 20000});
     let waiter = tokio::spawn(async move { mcp.call("wait_for_attempt_change", args).await.ok() });
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -271,4 +285,122 @@ async fn the_fleet_serves_the_union_of_its_hosts_and_wakes_on_either() {
 fn running_process(sim: &Sim, attempt: Uuid) -> Uuid {
     let session = sim.add_session(attempt, "CLAUDE_CODE");
     sim.start_process(session, RunReason::CodingAgent)
+}
+
+/// What a host's stream holds: (subject, token header, message id) in stream order.
+async fn stream_messages(nats: &NatsServer, host: &str) -> Vec<(String, u64, String)> {
+    let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+    let stream = js.get_stream(format!("VKO_{host}")).await.unwrap();
+    let last = stream.get_info().await.unwrap().state.last_sequence;
+    let consumer = stream
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig::default())
+        .await
+        .unwrap();
+    let mut messages = consumer.messages().await.unwrap();
+    let mut out = Vec::new();
+    while let Some(m) = messages.next().await {
+        let m = m.unwrap();
+        let seq = m.info().unwrap().stream_sequence;
+        let header = |name: &str| {
+            m.headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .map(|v| v.to_string())
+                .unwrap_or_default()
+        };
+        out.push((
+            m.subject.to_string(),
+            header("Vko-Token").parse().unwrap_or(0),
+            header("Nats-Msg-Id"),
+        ));
+        if seq >= last {
+            break;
+        }
+    }
+    out
+}
+
+/// Batches strictly in token order, no message id twice.
+fn assert_no_duplicates(messages: &[(String, u64, String)]) {
+    let batches: Vec<u64> = messages
+        .iter()
+        .filter(|m| m.0.ends_with(".batch"))
+        .map(|m| m.1)
+        .collect();
+    assert!(
+        batches.windows(2).all(|w| w[0] < w[1]),
+        "batch tokens not increasing: {batches:?}"
+    );
+    let ids: BTreeSet<&String> = messages.iter().map(|m| &m.2).collect();
+    assert_eq!(
+        ids.len(),
+        messages.len(),
+        "a message id twice: {messages:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_host_resumes_without_duplicates_and_garbage_is_skipped() {
+    let Some(nats) = NatsServer::start("fleet restart") else {
+        return;
+    };
+    let sim = support::sim().await;
+    let (dir_h, dir_f) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    let (project, _) = small_world(&sim, "alpha").await;
+    support::converge(&host.store, &sim, CONVERGE, "alpha").await;
+    let fleet = fleet_node(dir_f.path(), &nats).await;
+    let mcp_f = Mcp::connect(fleet.addr).await;
+    converge_fleet(&mcp_f, &[("alpha", &Mcp::connect(host.addr).await)]).await;
+
+    // Down, a change in VK, up again: the host resumes after its last acknowledged batch.
+    host.shutdown().await;
+    sim.add_task(project, "alpha: while the daemon was down", None);
+    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    support::converge(&host.store, &sim, CONVERGE, "alpha restarted").await;
+    let mcp_h = Mcp::connect(host.addr).await;
+    converge_fleet(&mcp_f, &[("alpha", &mcp_h)]).await;
+    let messages = stream_messages(&nats, "alpha").await;
+    assert_no_duplicates(&messages);
+    assert!(
+        messages.iter().all(|m| m.0 == "vko.alpha.batch"),
+        "no snapshot was needed: {messages:?}"
+    );
+
+    // Garbage on the host's subjects is skipped; what follows is applied.
+    let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+    js.publish("vko.alpha.batch", "{not json".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    js.publish("vko.alpha.other", "[]".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    sim.add_task(project, "alpha: after the garbage", None);
+    support::converge(&host.store, &sim, CONVERGE, "alpha after garbage").await;
+    converge_fleet(&mcp_f, &[("alpha", &mcp_h)]).await;
+
+    // The stream deleted while the host is down: it republishes a snapshot, which the fleet
+    // applies (a task deleted meanwhile disappears there too).
+    host.shutdown().await;
+    js.delete_stream("VKO_alpha").await.unwrap();
+    let gone = sim.add_task(project, "alpha: deleted while down", None);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    sim.delete_task(gone);
+    let removed = *sim.truth().tasks.keys().next().unwrap();
+    sim.delete_task(removed);
+    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    support::converge(&host.store, &sim, CONVERGE, "alpha after stream loss").await;
+    converge_fleet(&mcp_f, &[("alpha", &Mcp::connect(host.addr).await)]).await;
+    let messages = stream_messages(&nats, "alpha").await;
+    assert!(
+        messages.iter().any(|m| m.0 == "vko.alpha.snapshot"),
+        "{messages:?}"
+    );
+    assert_no_duplicates(&messages);
+    fleet.shutdown().await;
+    host.shutdown().await;
 }

@@ -84,21 +84,20 @@ impl Node {
         let js = jetstream::new(client);
         self.events.connected(true);
         let _stop_followers = cancel.clone().drop_guard();
-        let mut followed: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+        let mut followed: HashMap<String, Followed> = HashMap::new();
         let mut first = true;
         loop {
-            let mut names = js.stream_names();
-            let mut found = Vec::new();
-            while let Some(name) = names.next().await {
-                let name = name?;
-                match name.strip_prefix(wire::STREAM_PREFIX) {
-                    Some(host) if is_subject_token(host) => found.push(host.to_owned()),
-                    _ => {}
+            let found = host_streams(&js).await?;
+            // A finished follower, or one of a stream since recreated, is started again.
+            followed.retain(|host, f| {
+                let keep = !f.task.is_finished() && found.get(host) == Some(&f.created);
+                if !keep {
+                    f.stop.cancel();
                 }
-            }
-            followed.retain(|_, task| !task.is_finished());
+                keep
+            });
             let mut catching_up = Vec::new();
-            for host in found {
+            for (host, created) in found {
                 if followed.contains_key(&host) {
                     continue;
                 }
@@ -112,7 +111,15 @@ impl Node {
                     events: self.events.clone(),
                 };
                 let stop = cancel.child_token();
-                followed.insert(host, tokio::spawn(follower.run(stop, done)));
+                let task = tokio::spawn(follower.run(stop.clone(), done));
+                followed.insert(
+                    host,
+                    Followed {
+                        created,
+                        stop,
+                        task,
+                    },
+                );
             }
             if first {
                 first = false;
@@ -127,6 +134,30 @@ impl Node {
             }
         }
     }
+}
+
+/// A host stream being followed.
+struct Followed {
+    /// The stream's creation time when its follower started.
+    created: String,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Every host stream (`VKO_<host>`) by host, with its creation time.
+async fn host_streams(js: &jetstream::Context) -> anyhow::Result<HashMap<String, String>> {
+    let mut streams = js.streams();
+    let mut found = HashMap::new();
+    while let Some(info) = streams.next().await {
+        let info = info?;
+        match info.config.name.strip_prefix(wire::STREAM_PREFIX) {
+            Some(host) if is_subject_token(host) => {
+                found.insert(host.to_owned(), info.created.to_string());
+            }
+            _ => {}
+        }
+    }
+    Ok(found)
 }
 
 /// One host's stream into the store.

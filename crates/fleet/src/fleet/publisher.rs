@@ -126,9 +126,18 @@ impl Publisher {
     /// stream, one purged below the cursor, or outbox entries dropped unpublished.
     fn resumable(&self, info: &stream::Info, created: &str) -> Option<FleetCursor> {
         let cursor = self.cursor.get();
-        let fresh_store = self.store.current_token() == 0;
+        let reader = self.store.read();
+        // The outbox has every batch since the store's first (token 1) when it was on from
+        // the start and nothing was dropped.
+        let from_birth = reader.outbox_dropped() == 0
+            && (self.store.current_token() == 0
+                || reader
+                    .outbox_after(0, 1)
+                    .ok()
+                    .and_then(|b| b.first().map(|(t, _)| *t))
+                    == Some(1));
         let Some(cursor) = cursor else {
-            return fresh_store.then(|| FleetCursor {
+            return from_birth.then(|| FleetCursor {
                 epoch: self.store.epoch().0,
                 stream_created: created.to_owned(),
                 ..FleetCursor::default()
@@ -138,7 +147,7 @@ impl Publisher {
         let gone = cursor.stream_created != created
             || state.last_sequence < cursor.stream_seq
             || (cursor.stream_seq > 0 && state.messages == 0);
-        let dropped = self.store.read().outbox_dropped() > cursor.token;
+        let dropped = reader.outbox_dropped() > cursor.token;
         (cursor.epoch == self.store.epoch().0 && !gone && !dropped).then_some(cursor)
     }
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::store::events::DomainEvent;
 
 /// The key the owning host is recorded under in project, task and attempt JSON.
-pub const HOST_KEY: &str = "host";
+pub use crate::store::events::HOST_FIELD as HOST_KEY;
 
 /// A host's events as the fleet node applies them.
 pub fn tag(host: &str, events: Vec<DomainEvent>) -> Vec<DomainEvent> {

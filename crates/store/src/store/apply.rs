@@ -280,7 +280,11 @@ impl<'t, 'c> Pending<'t, 'c> {
                 let (_, json) = decode(&v)?;
                 serde_json::from_slice::<Value>(json).ok()
             });
-            if owner.as_ref().and_then(|v| v.get("host")?.as_str()) == Some(host) {
+            if owner
+                .as_ref()
+                .and_then(|v| v.get(super::events::HOST_FIELD)?.as_str())
+                == Some(host)
+            {
                 self.remove_project(id)?;
             }
         }

@@ -149,6 +149,10 @@ impl DomainEvent {
     }
 }
 
+/// The key a fleet node adds to project, task and attempt JSON: the name of the host that owns
+/// it (`fleet::tag`; design-notes §23).
+pub const HOST_FIELD: &str = "host";
+
 /// The key of a stored change summary under which ingest records when it read it from VK (an
 /// RFC 3339 time; VK's answer has no such key).
 pub const CHANGES_AS_OF: &str = "asOf";
