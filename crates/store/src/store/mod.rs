@@ -24,6 +24,8 @@ mod feed_tests;
 pub mod keys;
 pub mod notify;
 pub mod outbox;
+#[cfg(test)]
+mod outbox_tests;
 pub mod overlay;
 pub mod reader;
 pub mod records;
