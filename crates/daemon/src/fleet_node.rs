@@ -29,8 +29,12 @@ impl NodeEvents for HealthEvents {
     fn caught_up(&self) {
         self.0.set_bootstrapped();
     }
-    fn message(&self, _host: &str) {
+    fn following(&self, host: &str, following: bool) {
+        self.0.fleet_host_following(host, following);
+    }
+    fn message(&self, host: &str, lag: u64) {
         self.0.touch();
+        self.0.fleet_host_message(host, lag);
     }
 }
 

@@ -28,8 +28,10 @@ pub trait NodeEvents: Send + Sync + 'static {
     fn connected(&self, up: bool);
     /// Every host stream found at start was read to its end.
     fn caught_up(&self);
-    /// A host message arrived.
-    fn message(&self, host: &str);
+    /// A host's stream is followed now, or no longer.
+    fn following(&self, host: &str, following: bool);
+    /// A host message was applied; `lag` more wait in its stream.
+    fn message(&self, host: &str, lag: u64);
 }
 
 /// A fleet node's follower of every host.
@@ -172,10 +174,12 @@ struct Follower {
 impl Follower {
     async fn run(self, cancel: CancellationToken, caught_up: tokio::sync::oneshot::Sender<()>) {
         let mut caught_up = Some(caught_up);
+        self.events.following(&self.host, true);
         let result = tokio::select! {
             _ = cancel.cancelled() => Ok(()),
             r = self.follow(&mut caught_up) => r,
         };
+        self.events.following(&self.host, false);
         if let Err(e) = result {
             tracing::warn!(host = %self.host, error = %e, "fleet follower stopped; retried at the next discovery");
         }
@@ -223,11 +227,8 @@ impl Follower {
         let mut messages = consumer.messages().await?;
         while let Some(message) = messages.next().await {
             let message = message?;
-            let seq = message
-                .info()
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .stream_sequence;
-            self.events.message(&self.host);
+            let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let (seq, lag) = (info.stream_sequence, info.pending);
             let decoded = wire::decode(
                 &self.host,
                 message.subject.as_str(),
@@ -236,6 +237,7 @@ impl Follower {
             );
             let events = self.admit(decoded, seq, &mut position);
             self.write(events, position.clone()).await?;
+            self.events.message(&self.host, lag);
             if seq >= pending {
                 caught_up.take().map(|c| c.send(()));
             }
