@@ -19,6 +19,8 @@ use super::overlay::Overlay;
 use crate::store::keys::ChannelKeys as _;
 use crate::vk::{object_id, uuid_of};
 
+mod fleet;
+
 /// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
 pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
 
@@ -252,39 +254,6 @@ impl<'t, 'c> Pending<'t, 'c> {
                 continue;
             };
             if !keep.contains(&id) {
-                self.remove_project(id)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// One host's projects on a fleet node: like `projects_snapshot`, but only projects whose
-    /// `host` is this one are removed when missing.
-    fn host_projects_snapshot(&mut self, host: &str, projects: Vec<Value>) -> R {
-        let mut keep = BTreeSet::new();
-        for p in &projects {
-            let Some(id) = object_id(p) else { continue };
-            keep.insert(id);
-            if self.upsert(&keys::id_key(table::PROJECTS, id), p)? {
-                self.note(format!("project:{id}"));
-            }
-        }
-        for k in self.ov.keys_with_prefix(&[table::PROJECTS])? {
-            let Some(id) = keys::uuid_at(&k, 1) else {
-                continue;
-            };
-            if keep.contains(&id) {
-                continue;
-            }
-            let owner = self.ov.get(&k)?.and_then(|v| {
-                let (_, json) = decode(&v)?;
-                serde_json::from_slice::<Value>(json).ok()
-            });
-            if owner
-                .as_ref()
-                .and_then(|v| v.get(super::events::HOST_FIELD)?.as_str())
-                == Some(host)
-            {
                 self.remove_project(id)?;
             }
         }
