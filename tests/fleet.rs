@@ -2,7 +2,9 @@
 //! daemons publishing to JetStream, and one fleet node (`serve --fleet`, in process) serving
 //! them all through a real MCP client. Its answers equal the union of the hosts' answers; a
 //! wait on attempts of two hosts wakes on either; a restarted host daemon resumes without
-//! duplicates; a recreated stream gets a snapshot; garbage on a host subject is skipped.
+//! duplicates; a recreated stream gets a snapshot; garbage on a host subject is skipped; NATS
+//! down leaves the host serving and its backlog is published once NATS is back; the real binary
+//! serves `serve --fleet` from `VK_OBSERVER_FLEET__URLS`.
 //! Skipped with a printed line when no nats-server is installed, failed under `CI`.
 
 mod support;
@@ -402,5 +404,103 @@ async fn a_restarted_host_resumes_without_duplicates_and_garbage_is_skipped() {
     );
     assert_no_duplicates(&messages);
     fleet.shutdown().await;
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_down_is_a_backlog_not_a_stalled_host() {
+    let Some(mut nats) = NatsServer::start("fleet nats down") else {
+        return;
+    };
+    let sim = support::sim().await;
+    let (dir_h, dir_f) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    let (project, _) = small_world(&sim, "alpha").await;
+    support::converge(&host.store, &sim, CONVERGE, "alpha").await;
+    let fleet = fleet_node(dir_f.path(), &nats).await;
+    let (mcp_h, mcp_f) = (
+        Mcp::connect(host.addr).await,
+        Mcp::connect(fleet.addr).await,
+    );
+    converge_fleet(&mcp_f, &[("alpha", &mcp_h)]).await;
+
+    let published = stream_messages(&nats, "alpha").await.len();
+    nats.stop();
+    for i in 0..3 {
+        sim.add_task(project, &format!("alpha: while NATS is down {i}"), None);
+    }
+    // Ingest and queries go on; the batches wait in the outbox.
+    support::converge(&host.store, &sim, CONVERGE, "alpha without NATS").await;
+    let tasks = mcp_h
+        .call("list_tasks", json!({"project_id": project}))
+        .await
+        .ok();
+    assert_eq!(tasks["total"], 5, "{tasks}");
+    // The fleet keeps serving what it has.
+    let on_fleet = mcp_f
+        .call("list_tasks", json!({"project_id": project}))
+        .await
+        .ok();
+    assert_eq!(on_fleet["total"], 2, "{on_fleet}");
+
+    nats.start_again();
+    converge_fleet(&mcp_f, &[("alpha", &mcp_h)]).await;
+    let messages = stream_messages(&nats, "alpha").await;
+    assert!(
+        messages.len() > published,
+        "the backlog was published once NATS was back"
+    );
+    assert!(
+        messages.iter().all(|m| m.0 == "vko.alpha.batch"),
+        "resumed, no snapshot: {messages:?}"
+    );
+    assert_no_duplicates(&messages);
+    fleet.shutdown().await;
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_a_fleet_from_its_environment() {
+    let Some(nats) = NatsServer::start("fleet binary") else {
+        return;
+    };
+    let sim = support::sim().await;
+    let (dir_h, dir_f) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    small_world(&sim, "alpha").await;
+    support::converge(&host.store, &sim, CONVERGE, "alpha").await;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut node = tokio::process::Command::new(env!("CARGO_BIN_EXE_vk-observer"))
+        .args([
+            "serve",
+            "--fleet",
+            "--listen",
+            &addr.to_string(),
+            "--data-dir",
+        ])
+        .arg(dir_f.path())
+        .env("VK_OBSERVER_FLEET__URLS", &nats.url)
+        .env_remove("VK_OBSERVER_UPSTREAM")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let ready = || async {
+        let r = reqwest::get(format!("http://{addr}/readyz")).await;
+        r.is_ok_and(|r| r.status().is_success())
+    };
+    while !ready().await {
+        assert!(start.elapsed() < CONVERGE, "the fleet node never got ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    converge_fleet(
+        &Mcp::connect(addr).await,
+        &[("alpha", &Mcp::connect(host.addr).await)],
+    )
+    .await;
+    node.kill().await.unwrap();
     host.shutdown().await;
 }

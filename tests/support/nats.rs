@@ -68,10 +68,14 @@ impl NatsServer {
         }
     }
 
-    /// Stop and start the server again on the same port and store dir.
-    pub fn restart(&mut self) {
+    /// Kill the server (its store dir stays for [`NatsServer::start_again`]).
+    pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Start the server again on the same port and store dir.
+    pub fn start_again(&mut self) {
         self.child = spawn(&self.binary, self.port, self._dir.path());
         self.wait_listening();
     }
