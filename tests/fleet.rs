@@ -484,6 +484,7 @@ async fn the_binary_serves_a_fleet_from_its_environment() {
         .arg(dir_f.path())
         .env("VK_OBSERVER_FLEET__URLS", &nats.url)
         .env_remove("VK_OBSERVER_UPSTREAM")
+        .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
