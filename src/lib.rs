@@ -6,7 +6,9 @@
 pub use vk_observer_cli::cli;
 pub use vk_observer_config::config;
 pub use vk_observer_daemon::daemon;
+pub use vk_observer_daemon::fleet_node;
 pub use vk_observer_daemon::http;
+pub use vk_observer_fleet::fleet;
 pub use vk_observer_ingest::ingest;
 pub use vk_observer_mcp::mcp;
 pub use vk_observer_proxy::proxy;

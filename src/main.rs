@@ -206,6 +206,13 @@ fn metrics() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
 /// Run the daemon until SIGINT or SIGTERM.
 async fn serve(settings: SettingsArgs) -> anyhow::Result<()> {
     let settings = settings.resolve()?;
+    if settings.fleet.node {
+        let node = vk_observer::fleet_node::FleetNode::start(settings, metrics()).await?;
+        eprintln!("vk-observer: fleet node serving on http://{}", node.addr);
+        wait_for_signal().await;
+        node.shutdown().await;
+        return Ok(());
+    }
     let upstream = settings.upstream.clone();
     let daemon = Daemon::start(settings, metrics()).await?;
     eprintln!(

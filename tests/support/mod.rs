@@ -10,6 +10,7 @@ pub mod feed;
 pub mod mcp;
 pub mod mistakes;
 pub mod mistakes_workflow;
+pub mod nats;
 pub mod sim_common;
 pub mod world;
 

@@ -8,11 +8,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ValidSettings;
+use crate::fleet::publisher::Publisher;
 use crate::health::Health;
 use crate::http::{AppState, router};
 use crate::ingest::Ingest;
 use crate::proxy::Proxy;
 use crate::proxy::idempotency::Idempotency;
+use crate::store::outbox::OutboxConfig;
 use crate::store::{Store, StoreOwner};
 use crate::upstream::VkClient;
 
@@ -37,7 +39,7 @@ fn spawn_idempotency_pruning(idem: Idempotency, every: Duration, cancel: Cancell
 }
 
 /// Serve HTTP until `stop` is cancelled; in-flight requests get five seconds to finish.
-fn spawn_server(
+pub(crate) fn spawn_server(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     stop: CancellationToken,
@@ -63,6 +65,8 @@ pub struct Daemon {
     cancel: CancellationToken,
     server: tokio::task::JoinHandle<()>,
     writer_task: tokio::task::JoinHandle<()>,
+    /// The fleet publisher, when `[fleet]` is set (design-notes §23).
+    publisher: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Daemon {
@@ -74,12 +78,21 @@ impl Daemon {
         let s = settings.into_inner();
         let mut owner = StoreOwner::open(&s.data_dir, s.retention)?;
         let store = owner.store();
+        if s.fleet.publishes() {
+            owner.enable_outbox(OutboxConfig {
+                max_backlog: s.fleet.max_backlog_batches,
+            });
+        }
         let (writer, writer_task) = owner
             .spawn_writer()
             .expect("a freshly opened store has its writer");
         let health = Arc::new(Health::new());
         let client = VkClient::new(&s.upstream, s.upstream_token)?;
         let cancel = CancellationToken::new();
+        let publisher = s.fleet.publishes().then(|| {
+            Publisher::new(s.fleet.clone(), store.clone(), owner.fleet_cursor())
+                .spawn(cancel.child_token())
+        });
         let ingest = Ingest::start(
             client.clone(),
             store.clone(),
@@ -132,6 +145,7 @@ impl Daemon {
             cancel,
             server,
             writer_task,
+            publisher,
         })
     }
 
@@ -139,6 +153,9 @@ impl Daemon {
     pub async fn shutdown(self) {
         self.cancel.cancel();
         let _ = self.server.await;
+        if let Some(publisher) = self.publisher {
+            let _ = publisher.await;
+        }
         drop(self.ingest);
         // The writer ends once every handle (held by ingest tasks) is gone.
         let _ = tokio::time::timeout(Duration::from_secs(5), self.writer_task).await;

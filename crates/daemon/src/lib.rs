@@ -4,11 +4,13 @@
 //! (`crate::store::...`) through the private aliases at the end.
 
 pub mod daemon;
+pub mod fleet_node;
 pub mod http;
 
 // Lower layers under their usual names: `crate::<layer>::...` paths keep working.
 #[allow(unused_imports)]
 use vk_observer_config::config;
+use vk_observer_fleet::fleet;
 #[allow(unused_imports)]
 use vk_observer_ingest::ingest;
 #[allow(unused_imports)]

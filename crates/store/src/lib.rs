@@ -9,6 +9,8 @@ pub mod store;
 #[allow(unused_imports)]
 use vk_observer_config::config;
 #[allow(unused_imports)]
+use vk_observer_telemetry::fleet_metrics as telemetry_fleet;
+#[allow(unused_imports)]
 use vk_observer_telemetry::telemetry;
 #[allow(unused_imports)]
 use vk_observer_vk::vk;

@@ -31,6 +31,19 @@ pub struct Health {
     pub waits_parked: AtomicU64,
     /// Resource subscriptions held now (`mcp::transport::subscriptions`): sessions' and listen streams'.
     pub resource_subscriptions: AtomicU64,
+    /// A fleet node's hosts (`fleet::node`), by name; empty on a host daemon.
+    fleet_hosts: std::sync::Mutex<std::collections::BTreeMap<String, FleetHostFacts>>,
+}
+
+/// What a fleet node knows of one host's stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FleetHostFacts {
+    /// Its stream is being followed now.
+    pub following: bool,
+    /// Messages in its stream not applied yet, as of the last one applied.
+    pub lag: u64,
+    /// Unix ms of the last message applied from it (0: none since start).
+    pub last_message_ms: i64,
 }
 
 impl Health {
@@ -75,6 +88,26 @@ impl Health {
     /// Unix ms of the last byte from VK (0: none yet).
     pub fn last_upstream_byte_ms(&self) -> i64 {
         self.last_upstream_byte_ms.load(Ordering::Relaxed)
+    }
+
+    /// A fleet node follows (or stopped following) `host`'s stream.
+    pub fn fleet_host_following(&self, host: &str, following: bool) {
+        let mut hosts = self.fleet_hosts.lock().unwrap_or_else(|e| e.into_inner());
+        hosts.entry(host.to_owned()).or_default().following = following;
+    }
+
+    /// A fleet node applied a message of `host`, with `lag` more waiting in its stream.
+    pub fn fleet_host_message(&self, host: &str, lag: u64) {
+        let mut hosts = self.fleet_hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let facts = hosts.entry(host.to_owned()).or_default();
+        facts.lag = lag;
+        facts.last_message_ms = chrono::Utc::now().timestamp_millis();
+    }
+
+    /// The fleet node's hosts (empty on a host daemon).
+    pub fn fleet_hosts(&self) -> Vec<(String, FleetHostFacts)> {
+        let hosts = self.fleet_hosts.lock().unwrap_or_else(|e| e.into_inner());
+        hosts.iter().map(|(h, f)| (h.clone(), *f)).collect()
     }
 
     /// A stream connection to VK was lost and will be reopened.

@@ -3,5 +3,6 @@
 //! on lower floors. The code is in the module(s) below; the lower layers keep their usual names
 //! (`crate::store::...`) through the private aliases at the end.
 
+pub mod fleet_metrics;
 pub mod health;
 pub mod telemetry;

@@ -75,6 +75,9 @@ pub struct SettingsArgs {
     /// Serve /mcp stateless with JSON responses (no sessions, no SSE streams).
     #[arg(long, env = "VK_OBSERVER_MCP_STATELESS")]
     pub mcp_stateless: bool,
+    /// Serve as a fleet node: every host's stream from NATS ([fleet] urls), no VK of its own.
+    #[arg(long)]
+    pub fleet: bool,
     #[command(flatten)]
     pub idempotency: IdempotencyArgs,
 }
@@ -180,6 +183,7 @@ impl SettingsArgs {
         }
         // A flag can switch stateless mode on, not off: `--mcp-stateless` has no value.
         s.mcp.stateless |= self.mcp_stateless;
+        s.fleet.node |= self.fleet;
         let secs = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_secs);
         let (idem, ttl) = (self.idempotency, &mut s.idempotency);
         ttl.completed_ttl = secs(idem.completed_ttl_secs, ttl.completed_ttl);

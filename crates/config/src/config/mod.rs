@@ -6,6 +6,7 @@
 //! from. Every consumer receives its own section by value. Nothing else reads a setting from
 //! the environment, and this module imports from no layer above `upstream`.
 
+mod fleet;
 mod layers;
 mod sections;
 #[cfg(test)]
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use fleet::{DEFAULT_MAX_BACKLOG_BATCHES, FleetSettings, is_subject_token};
 pub use layers::{ConfigFile, IdempotencyArgs, SettingsArgs};
 pub use sections::{
     DEFAULT_ACTIVITY_HORIZON, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
@@ -43,6 +45,8 @@ pub struct Settings {
     /// Retention of `request_id` records (completed / in progress; zero disables) and how
     /// often expired ones are pruned.
     pub idempotency: IdempotencySettings,
+    /// NATS JetStream replication: a publishing host, or a fleet node (design-notes §23).
+    pub fleet: FleetSettings,
 }
 
 impl Default for Settings {
@@ -56,6 +60,7 @@ impl Default for Settings {
             retention: Retention::default(),
             mcp: McpSettings::default(),
             idempotency: IdempotencySettings::default(),
+            fleet: FleetSettings::default(),
         }
     }
 }
@@ -64,6 +69,12 @@ impl Settings {
     /// The one check of a whole `Settings`: an upstream URL, and an exposure the `/mcp` limits
     /// and token allow.
     pub fn validate(self) -> anyhow::Result<ValidSettings> {
+        self.fleet.check()?;
+        if self.fleet.node {
+            // A fleet node has no VK of its own.
+            self.mcp.check_exposure(self.listen)?;
+            return Ok(ValidSettings(self));
+        }
         if self.upstream.is_empty() {
             anyhow::bail!(
                 "no VK upstream: pass --upstream URL, set VK_OBSERVER_UPSTREAM, put `upstream` in the \
@@ -86,9 +97,13 @@ impl Settings {
     pub fn to_toml(&self, redact: bool) -> String {
         let mut shown = self.clone();
         if redact {
-            for token in [&mut shown.upstream_token, &mut shown.mcp.token]
-                .into_iter()
-                .flatten()
+            for token in [
+                &mut shown.upstream_token,
+                &mut shown.mcp.token,
+                &mut shown.fleet.token,
+            ]
+            .into_iter()
+            .flatten()
             {
                 *token = "<redacted>".into();
             }
@@ -99,6 +114,7 @@ impl Settings {
     /// What every layering ends with: a blank `[mcp] token` is no token.
     fn normalized(mut self) -> Settings {
         self.mcp.token = self.mcp.token.filter(|t| !t.trim().is_empty());
+        self.fleet.token = self.fleet.token.filter(|t| !t.trim().is_empty());
         self
     }
 }

@@ -114,6 +114,11 @@ fn the_example_file_shows_every_setting_and_nothing_else() {
             token: Some("t".into()),
             ..McpSettings::default()
         },
+        fleet: FleetSettings {
+            credentials_file: Some("/c".into()),
+            token: Some("t".into()),
+            ..FleetSettings::default()
+        },
         ..Settings::default()
     };
     let written = key_set(&toml::Table::try_from(&full).unwrap());
@@ -191,4 +196,38 @@ fn a_blank_mcp_token_flag_is_no_token_even_over_the_file() {
         ..with_upstream()
     };
     assert_eq!(resolve(&blank, Some(&f)).unwrap().mcp.token, None);
+}
+
+#[test]
+fn a_fleet_host_name_must_be_a_subject_token_and_a_node_needs_nats() {
+    let host = |name: &str| Settings {
+        upstream: "http://127.0.0.1:3000".into(),
+        fleet: FleetSettings {
+            urls: vec!["nats://127.0.0.1:4222".into()],
+            host: name.into(),
+            ..FleetSettings::default()
+        },
+        ..Settings::default()
+    };
+    for bad in ["", "a.b", "a*", ">", "with space", &"x".repeat(65)] {
+        let err = host(bad).validate().unwrap_err().to_string();
+        assert!(
+            err.contains("not a valid fleet host name"),
+            "{bad:?}: {err}"
+        );
+    }
+    assert!(host("build-box_2").validate().is_ok());
+    let node = |urls: Vec<String>| Settings {
+        fleet: FleetSettings {
+            urls,
+            node: true,
+            ..FleetSettings::default()
+        },
+        ..Settings::default()
+    };
+    assert!(node(vec![]).validate().is_err(), "a node needs NATS");
+    assert!(
+        node(vec!["nats://n:4222".into()]).validate().is_ok(),
+        "and no VK"
+    );
 }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::detail::Rules;
 use super::paging::{self, ListId, PageArgs, by_name_key};
 use super::{Freshness, Query, View};
+use crate::store::events::HOST_FIELD;
 use crate::tool_error::{ErrorCode, ToolError};
 use crate::vk::{string_of, ts_string};
 
@@ -23,6 +24,9 @@ pub struct ProjectInfo {
     pub name: String,
     /// Number of repositories in the project.
     pub repo_count: usize,
+    /// Fleet node only: the host that owns it (`[fleet] host`); absent on a single host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Answer of `list_projects`.
@@ -208,6 +212,7 @@ impl Query {
                 project_id: p.id,
                 name: string_of(&p.value, "name").unwrap_or_default(),
                 repo_count: reader.repos_of_project(p.id)?.len(),
+                host: string_of(&p.value, HOST_FIELD),
             });
         }
         Ok(ProjectList {

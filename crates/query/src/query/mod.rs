@@ -24,6 +24,7 @@ pub mod transcript;
 pub mod verdict;
 pub mod wait;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -62,6 +63,21 @@ pub struct Freshness {
     pub upstream_age_ms: Option<u64>,
     /// True once the daemon has loaded VK's full state at least once since it started.
     pub bootstrapped: bool,
+    /// Fleet node only: each host's stream by host name (absent on a single host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<BTreeMap<String, HostFreshness>>,
+}
+
+/// How current a fleet node is about one host.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct HostFreshness {
+    /// True while the node follows the host's stream.
+    pub connected: bool,
+    /// Messages of the host's stream not applied yet (as of the last one applied).
+    pub lag: u64,
+    /// Milliseconds since the node last applied a message of this host (null: none since it
+    /// started). Hosts publish on change only, so a quiet host grows it too.
+    pub last_message_age_ms: Option<u64>,
 }
 
 /// One read of the cache, taken in the order that keeps answers safe: the token first (a change
@@ -139,7 +155,27 @@ impl Query {
             last_event_age_ms: age(last),
             upstream_age_ms: age(byte),
             bootstrapped: self.health.bootstrapped(),
+            hosts: self.host_freshness(now),
         }
+    }
+
+    /// A fleet node's hosts, or `None` on a single host.
+    fn host_freshness(&self, now: i64) -> Option<BTreeMap<String, HostFreshness>> {
+        let hosts = self.health.fleet_hosts();
+        let age = |t: i64| (t > 0).then(|| now.saturating_sub(t).max(0) as u64);
+        (!hosts.is_empty()).then(|| {
+            hosts
+                .into_iter()
+                .map(|(host, f)| {
+                    let fresh = HostFreshness {
+                        connected: f.following,
+                        lag: f.lag,
+                        last_message_age_ms: age(f.last_message_ms),
+                    };
+                    (host, fresh)
+                })
+                .collect()
+        })
     }
 
     /// The store's current token as the opaque string clients pass back.

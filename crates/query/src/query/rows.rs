@@ -23,6 +23,9 @@ where
 pub struct AttemptRow {
     #[serde(default, deserialize_with = "lenient")]
     pub task_id: Option<Uuid>,
+    /// Set on a fleet node (`fleet::tag`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub host: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
     pub branch: Option<String>,
     #[serde(default, deserialize_with = "lenient")]

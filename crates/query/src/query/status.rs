@@ -47,6 +47,9 @@ pub struct AttemptStatus {
     pub attempt_id: Uuid,
     /// Task the attempt belongs to (UUID).
     pub task_id: Option<Uuid>,
+    /// Fleet node only: the host that owns it (`[fleet] host`); absent on a single host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Git branch of the attempt's worktrees.
     pub workspace_branch: Option<String>,
     /// When the attempt was created (RFC 3339).
@@ -425,6 +428,7 @@ pub fn attempt_status(
     Ok(Some(AttemptStatus {
         attempt_id: id,
         task_id: attempt.task_id,
+        host: attempt.host,
         workspace_branch: attempt.branch,
         created_at: attempt.created_at.map(rfc3339),
         updated_at: attempt.updated_at.map(rfc3339),

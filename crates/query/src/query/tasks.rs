@@ -12,6 +12,7 @@ use super::paging::{self, ListId, PageArgs, newest_first_key};
 use super::status::{AttemptState, attempt_state, latest_session_of};
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
+use crate::store::events::HOST_FIELD;
 use crate::store::reader::Stored;
 use crate::tool_error::ToolError;
 use crate::vk::{self, ProcessStatus, newest_first, str_of, string_of, ts_of, ts_string};
@@ -74,6 +75,9 @@ pub struct TaskSummary {
     pub has_in_progress_attempt: bool,
     /// True if the task's newest relevant execution process failed or was killed.
     pub last_attempt_failed: bool,
+    /// Fleet node only: the host that owns it (`[fleet] host`); absent on a single host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Answer of `list_tasks`.
@@ -114,6 +118,9 @@ pub struct AttemptSummary {
     pub latest_session_executor: Option<String>,
     /// `idle`, `running`, `completed` or `failed` (see get_attempt_status).
     pub state: AttemptState,
+    /// Fleet node only: the host that owns it (`[fleet] host`); absent on a single host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Answer of `list_task_attempts`.
@@ -342,6 +349,7 @@ pub fn task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, Too
         latest_session_executor,
         has_in_progress_attempt,
         last_attempt_failed,
+        host: string_of(&t.value, HOST_FIELD),
     })
 }
 
@@ -367,6 +375,7 @@ fn attempt_page(
                 latest_session_id,
                 latest_session_executor,
                 state,
+                host: string_of(&a.value, HOST_FIELD),
             })
         })
         .collect::<Result<_, ToolError>>()?;

@@ -19,6 +19,8 @@ use super::overlay::Overlay;
 use crate::store::keys::ChannelKeys as _;
 use crate::vk::{object_id, uuid_of};
 
+mod fleet;
+
 /// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
 pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
 
@@ -101,6 +103,13 @@ impl<'t, 'c> Pending<'t, 'c> {
             }
             DomainEvent::UpstreamIncarnation { id } => {
                 self.set_meta(keys::meta::VK_INCARNATION, id.into_bytes())
+            }
+            DomainEvent::HostProjectsSnapshot { host, projects } => {
+                self.host_projects_snapshot(&host, projects)
+            }
+            DomainEvent::FleetPosition { host, position } => {
+                let value = serde_json::to_vec(&position).map_err(StoreError::Encode)?;
+                self.set_meta(&keys::fleet_position_name(&host), value)
             }
         }
     }

@@ -8,7 +8,10 @@ use uuid::Uuid;
 
 pub use crate::vk::Channel;
 
-#[derive(Debug, Clone)]
+/// Serialized (externally tagged, so raw log entries stay raw) when a batch is replicated to a
+/// fleet (`store::outbox`, design-notes §23).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DomainEvent {
     /// The whole project list (VK's projects stream only ever sends full snapshots).
     ProjectsSnapshot {
@@ -107,7 +110,48 @@ pub enum DomainEvent {
     UpstreamIncarnation {
         id: String,
     },
+    /// Fleet node only: the whole project list of one host; removes only projects whose
+    /// `host` field names it (other hosts' projects stay).
+    HostProjectsSnapshot {
+        host: String,
+        projects: Vec<Value>,
+    },
+    /// Fleet node only (meta, moves no token): the last message applied from a host's stream,
+    /// written in the same batch as that message's events.
+    FleetPosition {
+        host: String,
+        position: FleetPosition,
+    },
 }
+
+/// Where a fleet node is in one host's stream (`DomainEvent::FleetPosition`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FleetPosition {
+    /// The stream's creation time: a recreated stream is read again from its start.
+    #[serde(default)]
+    pub stream_created: String,
+    /// The JetStream sequence of the last message applied (or skipped as garbage).
+    pub stream_seq: u64,
+    /// The host store's epoch and token of the last batch applied (0 before any).
+    pub epoch: u64,
+    pub token: u64,
+}
+
+impl DomainEvent {
+    /// Facts about this daemon's own VK connection, never replicated to a fleet.
+    pub fn is_local_meta(&self) -> bool {
+        matches!(
+            self,
+            DomainEvent::UpstreamSeq { .. }
+                | DomainEvent::UpstreamIncarnation { .. }
+                | DomainEvent::FleetPosition { .. }
+        )
+    }
+}
+
+/// The key a fleet node adds to project, task and attempt JSON: the name of the host that owns
+/// it (`fleet::tag`; design-notes §23).
+pub const HOST_FIELD: &str = "host";
 
 /// The key of a stored change summary under which ingest records when it read it from VK (an
 /// RFC 3339 time; VK's answer has no such key).
@@ -141,6 +185,8 @@ impl DomainEvent {
             DomainEvent::BranchStatusRead { .. } => "branch_status_read",
             DomainEvent::UpstreamSeq { .. } => "upstream_seq",
             DomainEvent::UpstreamIncarnation { .. } => "upstream_incarnation",
+            DomainEvent::HostProjectsSnapshot { .. } => "host_projects_snapshot",
+            DomainEvent::FleetPosition { .. } => "fleet_position",
         }
     }
 }

@@ -47,6 +47,8 @@ pub mod table {
     pub const APPROVALS: u8 = 0x16;
     /// approval id -> its `APPROVALS` key. Additive.
     pub const APPROVAL_IDS: u8 = 0x17;
+    /// token -> the batch's replicable events as JSON (`store::outbox`; fleet hosts only).
+    pub const OUTBOX: u8 = 0x1C;
 }
 
 /// Names of the `META` entries.
@@ -60,6 +62,10 @@ pub mod meta {
     pub const VK_INCARNATION: &[u8] = b"vk_incarnation";
     /// Activity items at or below this token were dropped by retention (`store::feed`).
     pub const ACTIVITY_FLOOR: &[u8] = b"activity_floor";
+    /// Outbox entries at or below this token were dropped unpublished (`store::outbox`).
+    pub const OUTBOX_DROPPED: &[u8] = b"outbox_dropped";
+    /// Prefix of a fleet node's position in one host's stream (`fleet_pos.<host>` → JSON).
+    pub const FLEET_POSITION: &[u8] = b"fleet_pos.";
 }
 
 /// Which log of a process (VK's vocabulary); its on-disk table and byte are below.
@@ -212,4 +218,16 @@ mod tests {
             prop_assert_eq!(ka.cmp(&kb), (t1, i).cmp(&(t2, j)));
         }
     }
+}
+
+/// The `META` name of a fleet node's position in one host's stream.
+pub fn fleet_position_name(host: &str) -> Vec<u8> {
+    let mut k = meta::FLEET_POSITION.to_vec();
+    k.extend_from_slice(host.as_bytes());
+    k
+}
+
+/// Decode a big-endian u64 at `at`.
+pub fn u64_at(key: &[u8], at: usize) -> Option<u64> {
+    key.get(at..at + 8)?.try_into().ok().map(u64::from_be_bytes)
 }

@@ -23,6 +23,9 @@ mod feed_derive;
 mod feed_tests;
 pub mod keys;
 pub mod notify;
+pub mod outbox;
+#[cfg(test)]
+mod outbox_tests;
 pub mod overlay;
 pub mod reader;
 pub mod records;
@@ -92,6 +95,8 @@ struct Inner {
     db: sled::Db,
     tree: sled::Tree,
     idem: sled::Tree,
+    /// The fleet publisher's cursor (`outbox::CursorTree`).
+    fleet: sled::Tree,
     epoch: Epoch,
     hub: NotifyHub,
     retention: Retention,
@@ -182,6 +187,18 @@ impl StoreOwner {
         records::IdempotencyRecords::new(self.store.inner.idem.clone())
     }
 
+    /// Make the writer (not yet taken) keep a fleet outbox (`store::outbox`).
+    pub fn enable_outbox(&mut self, config: outbox::OutboxConfig) {
+        if let Some(w) = self.writer.as_mut() {
+            w.enable_outbox(config);
+        }
+    }
+
+    /// The fleet publisher's cursor, which the publisher alone writes.
+    pub fn fleet_cursor(&self) -> outbox::CursorTree {
+        self.store.fleet_cursor()
+    }
+
     /// Force everything written so far to disk.
     pub fn flush(&self) -> Result<usize, StoreError> {
         self.store.flush()
@@ -200,6 +217,7 @@ impl Store {
     ) -> Result<Store, StoreError> {
         let tree = db.open_tree("projections")?;
         let idem = db.open_tree("idempotency")?;
+        let fleet = db.open_tree("fleet")?;
         let schema = tree.get(meta_key(meta::SCHEMA))?;
         let epoch = match schema {
             None => {
@@ -236,6 +254,7 @@ impl Store {
                 db,
                 tree,
                 idem,
+                fleet,
                 epoch,
                 hub: NotifyHub::new(token),
                 retention,
@@ -243,6 +262,10 @@ impl Store {
                 dir,
             }),
         })
+    }
+
+    pub(super) fn fleet_cursor(&self) -> outbox::CursorTree {
+        outbox::CursorTree::new(self.inner.fleet.clone())
     }
 
     /// The flushed token reservation (see the writer).

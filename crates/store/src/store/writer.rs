@@ -17,6 +17,7 @@ use super::codec::decode;
 use super::events::DomainEvent;
 use super::feed;
 use super::keys::{self, table};
+use super::outbox::{self, OutboxConfig};
 use super::overlay::Overlay;
 use super::{Retention, Store, StoreError};
 use crate::vk::uuid_of;
@@ -40,6 +41,8 @@ pub struct Writer {
     reserved: u64,
     max_index: MaxIndexCache,
     retention: Retention,
+    /// Set on a fleet host: each committed batch is also written to the outbox.
+    outbox: Option<OutboxConfig>,
 }
 
 impl Writer {
@@ -53,7 +56,12 @@ impl Writer {
             reserved,
             max_index: MaxIndexCache::new(),
             retention,
+            outbox: None,
         }
+    }
+
+    pub(super) fn enable_outbox(&mut self, config: OutboxConfig) {
+        self.outbox = Some(config);
     }
 
     /// Apply one batch atomically. On error nothing is written and no token is consumed.
@@ -80,6 +88,10 @@ impl Writer {
             feed: Vec::new(),
         };
         let n_events = events.len();
+        let replicated = match self.outbox {
+            Some(_) => outbox::encode_batch(&events)?,
+            None => None,
+        };
         let mut entries = 0u64;
         for ev in events {
             if let DomainEvent::LogEntriesPut { entries: e, .. } = &ev {
@@ -115,6 +127,9 @@ impl Writer {
             &keys::meta_key(keys::meta::TOKEN),
             next.to_be_bytes().to_vec(),
         );
+        if let Some(json) = replicated {
+            p.ov.insert(&keys::u64_key(table::OUTBOX, next), json);
+        }
         let mut projects = projects_of(&p.ov, &attempts);
         let fed = !p.feed.is_empty();
         for project in feed::write(&mut p.ov, next, &mut p.feed)? {
@@ -169,6 +184,9 @@ impl Writer {
                 .checked_sub_signed(horizon)
                 .map_or(i64::MIN, |t| t.timestamp_millis());
             feed::prune(tree, cutoff)?;
+        }
+        if let Some(config) = self.outbox {
+            outbox::prune(tree, self.store.fleet_cursor().acked_token(), config)?;
         }
         if removals.is_empty() {
             return Ok(Applied::default());

@@ -1,0 +1,107 @@
+//! Wiring of a fleet node (`serve --fleet`, design-notes §23): its own store and one writer,
+//! the fleet follower of every host stream in place of ingest, the read tools over HTTP (no
+//! proxy: mutations to hosts are not wired yet), and ordered shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ValidSettings;
+use crate::fleet::node::{Node, NodeEvents};
+use crate::health::{Health, UpstreamState};
+use crate::http::{AppState, router};
+use crate::store::{Store, StoreOwner};
+
+/// The node's progress as the daemon's health: NATS is its upstream.
+struct HealthEvents(Arc<Health>);
+
+impl NodeEvents for HealthEvents {
+    fn connected(&self, up: bool) {
+        let state = if up {
+            UpstreamState::Connected
+        } else {
+            UpstreamState::Reconnecting
+        };
+        self.0.set_state(state);
+    }
+    fn caught_up(&self) {
+        self.0.set_bootstrapped();
+    }
+    fn following(&self, host: &str, following: bool) {
+        self.0.fleet_host_following(host, following);
+    }
+    fn message(&self, host: &str, lag: u64) {
+        self.0.touch();
+        self.0.fleet_host_message(host, lag);
+    }
+}
+
+pub struct FleetNode {
+    /// A read handle on the node's store.
+    pub store: Store,
+    owner: StoreOwner,
+    pub health: Arc<Health>,
+    pub addr: SocketAddr,
+    cancel: CancellationToken,
+    server: tokio::task::JoinHandle<()>,
+    node: tokio::task::JoinHandle<()>,
+    writer_task: tokio::task::JoinHandle<()>,
+}
+
+impl FleetNode {
+    /// Start a fleet node with validated settings (`[fleet] node` set).
+    pub async fn start(
+        settings: ValidSettings,
+        metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    ) -> anyhow::Result<FleetNode> {
+        let s = settings.into_inner();
+        let mut owner = StoreOwner::open(&s.data_dir, s.retention)?;
+        let store = owner.store();
+        let (writer, writer_task) = owner
+            .spawn_writer()
+            .expect("a freshly opened store has its writer");
+        let health = Arc::new(Health::new());
+        let cancel = CancellationToken::new();
+        let events = Arc::new(HealthEvents(health.clone()));
+        let node =
+            Node::new(s.fleet.clone(), store.clone(), writer, events).spawn(cancel.child_token());
+        let listener = tokio::net::TcpListener::bind(s.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
+        let addr = listener.local_addr()?;
+        let query = crate::query::Query::new(store.clone(), health.clone())
+            .with_max_waiters(s.mcp.max_waiters);
+        let mcp = crate::mcp::service(query, None, None, s.mcp.clone(), cancel.child_token());
+        let state = AppState {
+            store: store.clone(),
+            health: health.clone(),
+            metrics,
+        };
+        let server = crate::daemon::spawn_server(listener, router(state, mcp), cancel.clone());
+        tracing::info!(%addr, epoch = %store.epoch(), "vk-observer fleet node is serving");
+        Ok(FleetNode {
+            store,
+            owner,
+            health,
+            addr,
+            cancel,
+            server,
+            node,
+            writer_task,
+        })
+    }
+
+    /// Stop following and serving, let the writer drain, flush sled.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        let _ = self.server.await;
+        // The writer ends once the node's handles are gone.
+        let _ = self.node.await;
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.writer_task).await;
+        if let Err(e) = self.owner.flush_async().await {
+            tracing::error!(error = %e, "final flush failed");
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The host side (design-notes §23): publishes the store's outbox to the host's JetStream
+//! stream in token order, records JetStream's acknowledgements in the fleet cursor, and
+//! publishes a snapshot when the stream cannot be resumed. Runs as its own task: NATS down
+//! grows the outbox (`vk_observer_fleet_backlog_batches`), ingest and queries never wait.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, stream};
+use bytes::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use super::wire::{self, Kind};
+use crate::config::FleetSettings;
+use crate::store::Store;
+use crate::store::outbox::{CursorTree, FleetCursor};
+use crate::telemetry_fleet as m;
+
+/// Batches published before their acknowledgements are awaited.
+const GROUP: usize = 64;
+/// How often an idle publisher re-reads the backlog for its gauge.
+const IDLE_TICK: Duration = Duration::from_secs(5);
+
+/// A host's publisher.
+pub struct Publisher {
+    settings: FleetSettings,
+    store: Store,
+    cursor: CursorTree,
+}
+
+/// Why a publishing session ended (the task then reconnects after a pause).
+type Ended = anyhow::Result<()>;
+
+impl Publisher {
+    pub fn new(settings: FleetSettings, store: Store, cursor: CursorTree) -> Self {
+        Publisher {
+            settings,
+            store,
+            cursor,
+        }
+    }
+
+    /// Publish until `cancel`; reconnects with a growing pause while NATS is unreachable.
+    pub fn spawn(self, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+        m::register_fleet();
+        tokio::spawn(async move {
+            let mut pause = Duration::ZERO;
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                self.set_backlog_gauge();
+                let session = tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    ended = self.session() => ended,
+                };
+                if let Err(e) = session {
+                    metrics::counter!(m::FLEET_PUBLISH_ERRORS).increment(1);
+                    tracing::warn!(error = %e, host = %self.settings.host, "fleet publishing paused; the outbox keeps the backlog");
+                }
+                pause = super::next_pause(pause);
+            }
+        })
+    }
+
+    fn set_backlog_gauge(&self) {
+        metrics::gauge!(m::FLEET_BACKLOG).set(self.store.read().outbox_len() as f64);
+    }
+
+    /// One connection: make sure of the stream, resume or snapshot, then follow the outbox.
+    async fn session(&self) -> Ended {
+        let host = &self.settings.host;
+        let client = super::connect(&self.settings, &format!("vk-observer host {host}")).await?;
+        let js = jetstream::new(client);
+        let mut stream = js
+            .get_or_create_stream(stream::Config {
+                name: wire::stream_name(host),
+                subjects: vec![wire::host_subjects(host)],
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await?;
+        let info = stream.info().await?.clone();
+        let created = info.created.to_string();
+        let epoch = self.store.epoch().0;
+        let mut cursor = match self.resumable(&info, &created) {
+            Some(cursor) => cursor,
+            None => self.publish_snapshot(&js, epoch, created).await?,
+        };
+        tracing::info!(host = %host, token = cursor.token, stream_seq = cursor.stream_seq, "fleet publishing");
+        let mut committed = self.store.hub().subscribe_global();
+        loop {
+            let batches = self.store.read().outbox_after(cursor.token, GROUP)?;
+            if batches.is_empty() {
+                self.set_backlog_gauge();
+                tokio::select! {
+                    _ = committed.changed() => {}
+                    _ = tokio::time::sleep(IDLE_TICK) => {}
+                }
+                continue;
+            }
+            let mut acks = Vec::with_capacity(batches.len());
+            for (token, json) in batches {
+                let headers = wire::headers(host, epoch, token, None);
+                let ack = js
+                    .publish_with_headers(
+                        wire::subject(host, Kind::Batch),
+                        headers,
+                        Bytes::from(json),
+                    )
+                    .await?;
+                acks.push((token, ack));
+            }
+            for (token, ack) in acks {
+                let ack = ack.await?;
+                cursor.token = token;
+                cursor.stream_seq = ack.sequence;
+                metrics::counter!(m::FLEET_PUBLISHED).increment(1);
+            }
+            self.cursor.set(&cursor)?;
+        }
+    }
+
+    /// The cursor to resume from, or `None` when the stream cannot be resumed: no cursor yet
+    /// (a store the outbox did not follow from its start), another store epoch, a recreated
+    /// stream, one purged below the cursor, or outbox entries dropped unpublished.
+    fn resumable(&self, info: &stream::Info, created: &str) -> Option<FleetCursor> {
+        let cursor = self.cursor.get();
+        let reader = self.store.read();
+        // The outbox has every batch since the store's first (token 1) when it was on from
+        // the start and nothing was dropped.
+        let from_birth = reader.outbox_dropped() == 0
+            && (self.store.current_token() == 0
+                || reader
+                    .outbox_after(0, 1)
+                    .ok()
+                    .and_then(|b| b.first().map(|(t, _)| *t))
+                    == Some(1));
+        let Some(cursor) = cursor else {
+            return from_birth.then(|| FleetCursor {
+                epoch: self.store.epoch().0,
+                stream_created: created.to_owned(),
+                ..FleetCursor::default()
+            });
+        };
+        let state = &info.state;
+        let gone = cursor.stream_created != created
+            || state.last_sequence < cursor.stream_seq
+            || (cursor.stream_seq > 0 && state.messages == 0);
+        let dropped = reader.outbox_dropped() > cursor.token;
+        (cursor.epoch == self.store.epoch().0 && !gone && !dropped).then_some(cursor)
+    }
+
+    /// Publish the whole store at the current token, then record it as the cursor.
+    async fn publish_snapshot(
+        &self,
+        js: &jetstream::Context,
+        epoch: u64,
+        created: String,
+    ) -> anyhow::Result<FleetCursor> {
+        let host = &self.settings.host;
+        let token = self.store.current_token();
+        let reader = self.store.read();
+        let parts = tokio::task::spawn_blocking(move || super::snapshot::build(&reader)).await??;
+        let mut stream_seq = 0;
+        let count = parts.len();
+        for (i, events) in parts.into_iter().enumerate() {
+            let headers = wire::headers(host, epoch, token, Some(i as u32));
+            let payload = Bytes::from(serde_json::to_vec(&events)?);
+            let ack = js
+                .publish_with_headers(wire::subject(host, Kind::Snapshot), headers, payload)
+                .await?
+                .await?;
+            stream_seq = ack.sequence;
+        }
+        let cursor = FleetCursor {
+            epoch,
+            token,
+            stream_seq,
+            stream_created: created,
+        };
+        self.cursor.set(&cursor)?;
+        metrics::counter!(m::FLEET_SNAPSHOTS).increment(1);
+        tracing::info!(host = %host, token, parts = count, "fleet snapshot published");
+        Ok(cursor)
+    }
+}

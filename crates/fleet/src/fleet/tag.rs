@@ -1,0 +1,80 @@
+//! Host-scoping on the fleet node: every project, task and attempt JSON gains `"host"`, a
+//! host's project list becomes `HostProjectsSnapshot` (it removes only that host's projects),
+//! and facts of one host's VK server (`ServerInfo`) are left out.
+
+use serde_json::Value;
+
+use crate::store::events::DomainEvent;
+
+/// The key the owning host is recorded under in project, task and attempt JSON.
+pub use crate::store::events::HOST_FIELD as HOST_KEY;
+
+/// A host's events as the fleet node applies them.
+pub fn tag(host: &str, events: Vec<DomainEvent>) -> Vec<DomainEvent> {
+    events
+        .into_iter()
+        .filter_map(|event| tag_one(host, event))
+        .collect()
+}
+
+fn tag_one(host: &str, event: DomainEvent) -> Option<DomainEvent> {
+    let all = |values: Vec<Value>| values.into_iter().map(|v| with_host(host, v)).collect();
+    Some(match event {
+        DomainEvent::ProjectsSnapshot { projects } => DomainEvent::HostProjectsSnapshot {
+            host: host.to_owned(),
+            projects: all(projects),
+        },
+        DomainEvent::TaskUpserted { task } => DomainEvent::TaskUpserted {
+            task: with_host(host, task),
+        },
+        DomainEvent::TasksSnapshot { project_id, tasks } => DomainEvent::TasksSnapshot {
+            project_id,
+            tasks: all(tasks),
+        },
+        DomainEvent::AttemptsSnapshot { task_id, attempts } => DomainEvent::AttemptsSnapshot {
+            task_id,
+            attempts: all(attempts),
+        },
+        DomainEvent::ServerInfo { .. } => return None,
+        other => other,
+    })
+}
+
+fn with_host(host: &str, mut value: Value) -> Value {
+    if let Some(object) = value.as_object_mut() {
+        object.insert(HOST_KEY.to_owned(), Value::String(host.to_owned()));
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn projects_tasks_and_attempts_name_their_host() {
+        let events = vec![
+            DomainEvent::ProjectsSnapshot {
+                projects: vec![json!({"id": "p"})],
+            },
+            DomainEvent::TaskUpserted {
+                task: json!({"id": "t"}),
+            },
+            DomainEvent::ServerInfo { info: json!({}) },
+        ];
+        let tagged = tag("box", events);
+        assert_eq!(tagged.len(), 2);
+        let DomainEvent::HostProjectsSnapshot { host, projects } = &tagged[0] else {
+            panic!("{tagged:?}")
+        };
+        assert_eq!(
+            (host.as_str(), &projects[0]["host"]),
+            ("box", &json!("box"))
+        );
+        let DomainEvent::TaskUpserted { task } = &tagged[1] else {
+            panic!("{tagged:?}")
+        };
+        assert_eq!(task["host"], "box");
+    }
+}

@@ -1,0 +1,131 @@
+//! The fleet's promises in the store (design-notes §23), on the real writer: a committed batch
+//! lands in the outbox in token order with its local meta left out, a batch that changed
+//! nothing leaves none, retention drops what the cursor acknowledged and bounds the rest
+//! (recording how far it dropped), the events round-trip through their JSON, a host's project
+//! list removes only that host's projects, and a fleet position rides in the same batch.
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::events::{DomainEvent, FleetPosition};
+use super::outbox::{FleetCursor, OutboxConfig};
+use super::{Retention, StoreOwner};
+
+fn project(n: u128, host: Option<&str>) -> Value {
+    let mut p = json!({"id": Uuid::from_u128(n), "name": format!("p{n}")});
+    if let Some(h) = host {
+        p["host"] = json!(h);
+    }
+    p
+}
+
+fn owner_with_outbox(max_backlog: u64) -> StoreOwner {
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    owner.enable_outbox(OutboxConfig { max_backlog });
+    owner
+}
+
+#[test]
+fn committed_batches_fill_the_outbox_in_token_order() {
+    let mut owner = owner_with_outbox(100);
+    let store = owner.store();
+    let mut w = owner.take_writer().unwrap();
+    let batch = vec![
+        DomainEvent::ProjectsSnapshot {
+            projects: vec![project(1, None)],
+        },
+        DomainEvent::UpstreamSeq { seq: 9 },
+    ];
+    assert_eq!(w.apply(batch.clone()).unwrap().token, Some(1));
+    assert_eq!(w.apply(batch).unwrap().token, None, "nothing changed");
+    w.apply(vec![DomainEvent::ProjectsSnapshot {
+        projects: vec![project(1, None), project(2, None)],
+    }])
+    .unwrap();
+    let outbox = store.read().outbox_after(0, 10).unwrap();
+    assert_eq!(outbox.iter().map(|(t, _)| *t).collect::<Vec<_>>(), [1, 2]);
+    let events: Vec<DomainEvent> = serde_json::from_slice(&outbox[0].1).unwrap();
+    assert_eq!(events.len(), 1, "local meta is not replicated: {events:?}");
+    assert_eq!(events[0].kind(), "projects_snapshot");
+    assert_eq!(store.read().outbox_after(1, 10).unwrap().len(), 1);
+}
+
+#[test]
+fn retention_drops_acknowledged_entries_and_bounds_the_backlog() {
+    let mut owner = owner_with_outbox(2);
+    let store = owner.store();
+    let cursor = owner.fleet_cursor();
+    let mut w = owner.take_writer().unwrap();
+    for n in 1..=5 {
+        let projects = (1..=n).map(|i| project(i, None)).collect();
+        w.apply(vec![DomainEvent::ProjectsSnapshot { projects }])
+            .unwrap();
+    }
+    cursor
+        .set(&FleetCursor {
+            token: 1,
+            ..FleetCursor::default()
+        })
+        .unwrap();
+    w.prune(chrono::Utc::now()).unwrap();
+    let left: Vec<u64> = store
+        .read()
+        .outbox_after(0, 10)
+        .unwrap()
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(left, [4, 5], "1 acknowledged, 2 and 3 over the bound");
+    assert_eq!(store.read().outbox_dropped(), 3);
+}
+
+#[test]
+fn a_host_project_list_removes_only_that_hosts_projects() {
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    let store = owner.store();
+    let mut w = owner.take_writer().unwrap();
+    let snapshot = |host: &str, projects: Vec<Value>| DomainEvent::HostProjectsSnapshot {
+        host: host.into(),
+        projects,
+    };
+    w.apply(vec![
+        snapshot("a", vec![project(1, Some("a")), project(2, Some("a"))]),
+        snapshot("b", vec![project(3, Some("b"))]),
+    ])
+    .unwrap();
+    assert_eq!(store.read().projects().unwrap().len(), 3);
+    w.apply(vec![snapshot("a", vec![project(2, Some("a"))])])
+        .unwrap();
+    let ids: Vec<Uuid> = store
+        .read()
+        .projects()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(ids, [Uuid::from_u128(2), Uuid::from_u128(3)]);
+}
+
+#[test]
+fn a_fleet_position_is_meta_written_with_its_batch() {
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    let store = owner.store();
+    let mut w = owner.take_writer().unwrap();
+    let position = FleetPosition {
+        stream_created: "then".into(),
+        stream_seq: 7,
+        epoch: 1,
+        token: 5,
+    };
+    let applied = w
+        .apply(vec![DomainEvent::FleetPosition {
+            host: "a".into(),
+            position: position.clone(),
+        }])
+        .unwrap();
+    assert_eq!(applied.token, None, "a position alone moves no token");
+    assert_eq!(
+        store.read().fleet_positions().unwrap(),
+        [("a".to_string(), position)]
+    );
+}

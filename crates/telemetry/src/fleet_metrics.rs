@@ -1,0 +1,60 @@
+//! The fleet's Prometheus metrics (design-notes §23): names, help texts and their export at
+//! zero. Registered by `fleet` when a daemon starts with `[fleet]` settings or as a fleet node,
+//! so a daemon without a fleet exports none of them.
+
+use metrics::{Unit, describe_counter, describe_gauge};
+
+/// Host: committed batches waiting in the outbox for JetStream's acknowledgement.
+pub const FLEET_BACKLOG: &str = "vk_observer_fleet_backlog_batches";
+/// Host: batches published and acknowledged by JetStream.
+pub const FLEET_PUBLISHED: &str = "vk_observer_fleet_published_total";
+/// Host: publishes that failed (NATS down, refused, timed out); retried from the outbox.
+pub const FLEET_PUBLISH_ERRORS: &str = "vk_observer_fleet_publish_errors_total";
+/// Host: outbox batches dropped over `[fleet] max_backlog_batches` (a snapshot replaces them).
+pub const FLEET_BACKLOG_DROPPED: &str = "vk_observer_fleet_backlog_dropped_total";
+/// Host: snapshots published (first start, stream gone or purged, backlog dropped).
+pub const FLEET_SNAPSHOTS: &str = "vk_observer_fleet_snapshots_total";
+/// Fleet node: host messages applied.
+pub const FLEET_APPLIED: &str = "vk_observer_fleet_messages_applied_total";
+/// Fleet node: host messages skipped as already applied (same epoch, token not above).
+pub const FLEET_DUPLICATES: &str = "vk_observer_fleet_duplicates_total";
+/// Fleet node: malformed or foreign messages, counted, logged and skipped.
+pub const FLEET_GARBAGE: &str = "vk_observer_fleet_garbage_total";
+
+/// Describe the fleet metrics and export them at zero.
+pub fn register_fleet() {
+    describe_gauge!(
+        FLEET_BACKLOG,
+        Unit::Count,
+        "Committed batches waiting in the fleet outbox for JetStream's acknowledgement."
+    );
+    let counters = [
+        (
+            FLEET_PUBLISHED,
+            "Batches published to JetStream and acknowledged.",
+        ),
+        (
+            FLEET_PUBLISH_ERRORS,
+            "Publishes to JetStream that failed; retried from the outbox.",
+        ),
+        (
+            FLEET_BACKLOG_DROPPED,
+            "Outbox batches dropped over the bound; a snapshot replaces them.",
+        ),
+        (FLEET_SNAPSHOTS, "Snapshots published to the host's stream."),
+        (FLEET_APPLIED, "Host messages applied by this fleet node."),
+        (
+            FLEET_DUPLICATES,
+            "Host messages skipped as already applied.",
+        ),
+        (
+            FLEET_GARBAGE,
+            "Malformed or foreign host messages, skipped.",
+        ),
+    ];
+    for (name, help) in counters {
+        describe_counter!(name, Unit::Count, help);
+        metrics::counter!(name).increment(0);
+    }
+    metrics::gauge!(FLEET_BACKLOG).set(0.0);
+}
