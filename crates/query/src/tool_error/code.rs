@@ -168,15 +168,24 @@ pub enum InvalidReason {
     TitleLength,
     /// A task description longer than the daemon sends to VK (`details.field`, `max`).
     DescriptionLength,
+    /// A word outside a field's vocabulary (`details.field`, `got`, `valid`: the words).
+    UnknownWord,
+    /// An empty list where at least one item is needed (`details.field`, `valid`).
+    EmptySet,
+    /// A value of the wrong JSON type (`details.field`, `expected`).
+    WrongType,
 }
 
 impl InvalidReason {
     /// Every reason, in the order of the declaration.
-    pub const ALL: [InvalidReason; 4] = [
+    pub const ALL: [InvalidReason; 7] = [
         InvalidReason::AmbiguousTarget,
         InvalidReason::MixedPagination,
         InvalidReason::TitleLength,
         InvalidReason::DescriptionLength,
+        InvalidReason::UnknownWord,
+        InvalidReason::EmptySet,
+        InvalidReason::WrongType,
     ];
 
     /// The reason as clients see it in `details.reason`.
@@ -186,6 +195,9 @@ impl InvalidReason {
             InvalidReason::MixedPagination => "mixed_pagination",
             InvalidReason::TitleLength => "title_length",
             InvalidReason::DescriptionLength => "description_length",
+            InvalidReason::UnknownWord => "unknown_word",
+            InvalidReason::EmptySet => "empty_set",
+            InvalidReason::WrongType => "wrong_type",
         }
     }
 }
@@ -271,6 +283,9 @@ mod tests {
             (InvalidReason::MixedPagination, "mixed_pagination"),
             (InvalidReason::TitleLength, "title_length"),
             (InvalidReason::DescriptionLength, "description_length"),
+            (InvalidReason::UnknownWord, "unknown_word"),
+            (InvalidReason::EmptySet, "empty_set"),
+            (InvalidReason::WrongType, "wrong_type"),
         ];
         let listed: Vec<InvalidReason> = table.iter().map(|(r, _)| *r).collect();
         assert_eq!(listed, InvalidReason::ALL);
