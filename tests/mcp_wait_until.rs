@@ -83,6 +83,18 @@ async fn until_logged(mcp: &Mcp, attempt: Uuid, text: &str) {
     panic!("{text:?} never reached the cache: {page}");
 }
 
+/// Until the cache knows the project (a wait on an unknown one is `not_found`).
+async fn until_project_known(mcp: &Mcp, project: Uuid) {
+    for _ in 0..200 {
+        let args = json!({"project_id": project, "timeout_ms": 1});
+        if let Reply::Ok(_) = mcp.call("wait_for_attempt_change", args).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the project never reached the cache");
+}
+
 /// A wait on its own client, running in the background.
 fn spawn_wait(addr: std::net::SocketAddr, args: Value) -> tokio::task::JoinHandle<Value> {
     tokio::spawn(async move {
@@ -146,13 +158,10 @@ async fn until_parks_past_other_changes_and_answers_the_final_message() {
     assert_eq!(attempts.len(), 1, "{r}");
     assert_eq!(attempts[0]["attempt_id"], a.to_string());
     assert_eq!(attempts[0]["state"], "completed");
-    assert_eq!(
-        attempts[0]["result"]["outcome"], "success",
-        "routing facts at detail 0"
-    );
+    assert_eq!(attempts[0]["result"]["outcome"], "success");
     let m = &r["final_messages"][0];
     assert_eq!(m["attempt_id"], a.to_string(), "{r}");
-    assert_eq!(m["execution_process_id"], pa.to_string());
+    assert_eq!(m["execution_process_id"], pa.to_string(), "at detail 2");
     assert_eq!(m["entry_index"], last);
     assert_eq!(m["truncated"], true);
     let text = m["text"].as_str().unwrap();
@@ -172,17 +181,24 @@ async fn until_parks_past_other_changes_and_answers_the_final_message() {
         .ok();
     assert_eq!(whole["entries"][0]["entry"]["content"]["content"], long);
 
-    // 3. Already there: answered at once, without a token.
-    let r = mcp
-        .call(
-            "wait_for_attempt_change",
-            json!({"attempt_ids": [a], "until": ["completed"], "timeout_ms": 30000}),
-        )
-        .await
-        .ok();
+    // 3. Already there: answered at once, without a token. At the default detail the
+    // status routes (result) and the message says where the whole of it is.
+    let args = json!({"attempt_ids": [a], "until": ["completed"], "timeout_ms": 30000});
+    let r = mcp.call("wait_for_attempt_change", args.clone()).await.ok();
     assert_eq!(r["outcome"], "reached", "{r}");
     assert!(r["waited_ms"].as_u64().unwrap_or(0) < 5000, "{r}");
-    assert_eq!(r["final_messages"][0]["truncated"], true);
+    let r = mcp.call_as_is("wait_for_attempt_change", args).await.ok();
+    assert_eq!(r["outcome"], "reached", "{r}");
+    assert_eq!(r["attempts"][0]["result"]["outcome"], "success", "{r}");
+    let m = &r["final_messages"][0];
+    assert_eq!(m["truncated"], true, "{r}");
+    assert_eq!(m["entry_index"], last);
+    assert_eq!(m["attempt_id"], a.to_string());
+    assert!(
+        m.get("execution_process_id").is_none(),
+        "from detail 1: {r}"
+    );
+    assert_eq!(m["text"].as_str().unwrap().chars().count(), 2001);
 
     // 4. With a token after which nothing changed: the timeout, with and without until.
     let quiet = quiet_token(&mcp, &[a]).await;
@@ -221,6 +237,7 @@ async fn needs_input_and_project_wide_until() {
 
     // Parked on the whole (empty) project before the attempt exists: its setup, start and log
     // lines reach no target state; the pending approval does.
+    until_project_known(&mcp, project).await;
     let waiter = spawn_wait(
         daemon.addr,
         json!({"project_id": project, "until": ["needs_input"], "timeout_ms": 45000}),

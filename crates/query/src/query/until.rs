@@ -156,7 +156,8 @@ const FINAL_MESSAGE_SCAN: usize = 200;
 pub struct FinalMessage {
     /// The attempt (UUID).
     pub attempt_id: Uuid,
-    /// The coding-agent process the message is from (UUID).
+    /// The coding-agent process the message is from (UUID); from detail 1 (it is the one
+    /// `tail_attempt_logs` reads by default).
     pub execution_process_id: Uuid,
     /// Index of the `assistant_message` entry in that process's normalized log.
     pub entry_index: u64,

@@ -135,12 +135,23 @@ pub struct WaitResult {
 }
 
 /// What each detail level shows of a wait's answer: the statuses as get_attempt_status shows
-/// them, the time waited from 1.
+/// them, the time waited from 1, a final message's process id from 1 (at 0 the attempt and
+/// `entry_index` say where it is: `tail_attempt_logs` reads the latest coding agent's log).
 pub const WAIT_RULES: Rules = Rules {
     finish: None,
     standard: &["waited_ms"],
     verbatim: &[],
-    nested: &[("attempts", &STATUS_RULES)],
+    nested: &[
+        ("attempts", &STATUS_RULES),
+        ("final_messages", &FINAL_MESSAGE_RULES),
+    ],
+};
+
+const FINAL_MESSAGE_RULES: Rules = Rules {
+    finish: None,
+    standard: &["execution_process_id"],
+    verbatim: &[],
+    nested: &[],
 };
 
 #[derive(Default)]
