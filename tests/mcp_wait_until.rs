@@ -181,6 +181,13 @@ async fn until_parks_past_other_changes_and_answers_the_final_message() {
         .ok();
     assert_eq!(whole["entries"][0]["entry"]["content"]["content"], long);
 
+    finished_attempt_answers(&mcp, a, last).await;
+    daemon.shutdown().await;
+}
+
+/// Steps 3–5 on the finished attempt `a` whose last agent message is entry `last`: already
+/// there answers at once; a quiet token times out; a foreign token resets.
+async fn finished_attempt_answers(mcp: &Mcp, a: Uuid, last: u64) {
     // 3. Already there: answered at once, without a token. At the default detail the
     // status routes (result) and the message says where the whole of it is.
     let args = json!({"attempt_ids": [a], "until": ["completed"], "timeout_ms": 30000});
@@ -223,8 +230,6 @@ async fn until_parks_past_other_changes_and_answers_the_final_message() {
     assert_eq!(r["outcome"], "token_reset", "{r}");
     assert_eq!(r["token_reset"], true);
     assert_eq!(r["attempts"].as_array().unwrap().len(), 1);
-
-    daemon.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
