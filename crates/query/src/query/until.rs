@@ -148,6 +148,10 @@ impl Until {
 /// `tail_attempt_logs` (`after_entry_index` = `entry_index` − 1, `limit` 1, `detail` 2).
 pub const FINAL_MESSAGE_MAX_CHARS: usize = 2_000;
 
+/// Final messages one wait answers at most (a project-wide wait may list many finished
+/// attempts; the rest are read with `tail_session_messages`).
+pub const FINAL_MESSAGES_MAX: usize = 10;
+
 /// Log entries scanned back from the end for the last agent message.
 const FINAL_MESSAGE_SCAN: usize = 200;
 

@@ -22,7 +22,7 @@ use super::activity::{ActivityPage, ActivityScope};
 use super::detail::Rules;
 use super::status::{AttemptStatus, STATUS_RULES};
 use super::status_memo::StatusItem;
-use super::until::{FinalMessage, Until, final_message, finished};
+use super::until::{FINAL_MESSAGES_MAX, FinalMessage, Until, final_message, finished};
 use super::{Freshness, Query, Since};
 use crate::store::Store;
 use crate::store::feed::FeedScope;
@@ -114,8 +114,8 @@ pub struct WaitResult {
     /// deleted while the call waited).
     pub removed: Vec<Uuid>,
     /// With outcome `reached`: for each listed attempt that finished (state `completed` or
-    /// `failed`), the last agent message of its latest coding-agent run, clipped at 2000
-    /// characters (`truncated`). Absent when there is none.
+    /// `failed`; the first 10 of them), the last agent message of its latest coding-agent run,
+    /// clipped at 2000 characters (`truncated`). Absent when there is none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub final_messages: Vec<FinalMessage>,
     /// Store token now; pass it as `since_token` to the next wait.
@@ -454,7 +454,12 @@ impl Query {
         let mut final_messages = Vec::new();
         if outcome == WaitOutcome::Reached {
             let reader = self.read();
-            for s in c.attempts.iter().filter(|s| finished(s)) {
+            for s in c
+                .attempts
+                .iter()
+                .filter(|s| finished(s))
+                .take(FINAL_MESSAGES_MAX)
+            {
                 final_messages.extend(final_message(&reader, s.attempt_id)?);
             }
         }
