@@ -246,8 +246,10 @@ fn spawn_waiter(
     let h = tokio::spawn(async move {
         q.wait_for_change(
             WaitScope::Project(project),
+            None,
             Since::After(since),
             vk_observer::query::wait::WaitClock::start(Duration::from_secs(600)),
+            None,
             std::future::pending::<()>(),
         )
         .await

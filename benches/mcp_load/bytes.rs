@@ -10,6 +10,14 @@
 //! saw every entry index, every tool call with the final status VK left it in (through
 //! `replaced` when VK finished it after the agent first saw it) and every state the detail-2
 //! agent saw.
+//!
+//! Beside it, in the same lockstep, the `until` loop (issue 25): each tick
+//! `wait_for_attempt_change(until=[completed, failed, cancelled, needs_input])` instead of the
+//! status poll, then the same tail; at the end the wait answers `reached` with the status and
+//! the final agent message, so `tail_session_messages` is not called. Its waits time out after
+//! 1 ms to keep the lockstep (an agent would let each run for its tick; a timeout answer is
+//! the same bytes whatever its length). Asserted: every entry index and tool status, the end
+//! (`completed`) and the final agent message.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -28,9 +36,22 @@ use crate::report::Report;
 const ENTRIES: usize = 2_000;
 const PER_TICK: usize = 10;
 
+/// How an agent learns the attempt's state each tick.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loop {
+    /// `get_attempt_status` with `since_token` (docs/agent-guide.md's cheap loop).
+    Status,
+    /// `wait_for_attempt_change` with `until` (answers only at a target state).
+    Until,
+}
+
+/// The states the `until` loop waits for.
+const UNTIL: [&str; 4] = ["completed", "failed", "cancelled", "needs_input"];
+
 /// One agent following the attempt at one detail level.
 struct Follower {
     detail: u8,
+    how: Loop,
     bytes: BTreeMap<&'static str, (u64, u64)>,
     status_token: Option<Value>,
     log_token: Option<Value>,
@@ -39,12 +60,15 @@ struct Follower {
     /// Final tool status per entry index (a replacement overwrites the first sighting).
     tools: BTreeMap<u64, String>,
     states: Vec<String>,
+    /// The `until` loop: the final agent message its last wait answered.
+    final_message: Option<String>,
 }
 
 impl Follower {
-    fn new(detail: u8) -> Self {
+    fn new(detail: u8, how: Loop) -> Self {
         Follower {
             detail,
+            how,
             bytes: BTreeMap::new(),
             status_token: None,
             log_token: None,
@@ -52,6 +76,7 @@ impl Follower {
             indices: BTreeSet::new(),
             tools: BTreeMap::new(),
             states: Vec::new(),
+            final_message: None,
         }
     }
 
@@ -89,6 +114,44 @@ impl Follower {
             self.states.push(state.to_string());
         }
         self.status_token = Some(s["token"].clone());
+        Ok(())
+    }
+
+    /// What it learns of the state each tick (and at the end): a status poll or an `until` wait.
+    async fn state(&mut self, mcp: &Mcp, attempt: uuid::Uuid) -> anyhow::Result<()> {
+        match self.how {
+            Loop::Status => self.status(mcp, attempt).await,
+            Loop::Until => self.wait_until(mcp, attempt).await,
+        }
+    }
+
+    /// One `until` wait (1 ms: the tick's time); a `reached` answer gives the state and the
+    /// final agent message.
+    async fn wait_until(&mut self, mcp: &Mcp, attempt: uuid::Uuid) -> anyhow::Result<()> {
+        let args = json!({"attempt_ids": [attempt], "until": UNTIL, "timeout_ms": 1});
+        let w = self.call(mcp, "wait_for_attempt_change", args).await?;
+        match w["outcome"].as_str() {
+            Some("timeout") => Ok(()),
+            Some("reached") => {
+                let state = w["attempts"][0]["state"].as_str().unwrap_or_default();
+                if self.states.last().map(String::as_str) != Some(state) {
+                    self.states.push(state.to_string());
+                }
+                self.final_message = w["final_messages"][0]["text"].as_str().map(str::to_owned);
+                Ok(())
+            }
+            _ => Err(anyhow!("until wait: unexpected answer {w}")),
+        }
+    }
+
+    /// What the agent reads once the run ended, after its last state read and tail.
+    async fn end(&mut self, mcp: &Mcp, attempt: uuid::Uuid) -> anyhow::Result<()> {
+        let changes = json!({"attempt_id": attempt});
+        self.call(mcp, "get_attempt_changes", changes).await?;
+        if self.how == Loop::Status {
+            let messages = json!({"attempt_id": attempt});
+            self.call(mcp, "tail_session_messages", messages).await?;
+        }
         Ok(())
     }
 
@@ -147,18 +210,20 @@ pub(crate) async fn phase_bytes(r: &mut Report, o: &Opts) -> anyhow::Result<()> 
             pace.label()
         );
         let schedule = cycle.schedule(total, pace);
-        let (agents, final_tools) = follow(&schedule, pace).await?;
-        judge(r, &agents, total, &final_tools, pace)?;
+        let ([cheap, full, until0, until2], final_tools) = follow(&schedule, pace).await?;
+        judge(r, &[cheap, full], total, &final_tools, pace)?;
+        judge_until(r, &[until0, until2], total, &final_tools, pace)?;
     }
     Ok(())
 }
 
-/// Run the schedule against a simulator and a daemon with two agents following it in
-/// lockstep; answers the agents and each tool call's final status as VK left it.
+/// Run the schedule against a simulator and a daemon with four agents following it in
+/// lockstep (each loop at detail 0 and 2); answers the agents and each tool call's final
+/// status as VK left it.
 async fn follow(
     schedule: &[Vec<Op<'_>>],
     pace: Pace,
-) -> anyhow::Result<([Follower; 2], BTreeMap<u64, String>)> {
+) -> anyhow::Result<([Follower; 4], BTreeMap<u64, String>)> {
     let sim = Sim::start(sim_config(100_000)).await?;
     let project = sim.add_project("Bytes", &["demo"]);
     let task = sim.add_task(
@@ -179,7 +244,12 @@ async fn follow(
     d.wait_ready(Duration::from_secs(60)).await?;
     let mcp = d.mcp();
     let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
-    let mut agents = [Follower::new(0), Follower::new(2)];
+    let mut agents = [
+        Follower::new(0, Loop::Status),
+        Follower::new(2, Loop::Status),
+        Follower::new(0, Loop::Until),
+        Follower::new(2, Loop::Until),
+    ];
     let mut final_tools: BTreeMap<u64, String> = BTreeMap::new();
     let mut last_appended: Option<u64> = None;
     for ops in schedule {
@@ -204,7 +274,7 @@ async fn follow(
         }
         settle(&mcp, ids.attempt_id, last_appended, &replaced).await?;
         for a in &mut agents {
-            a.status(&mcp, ids.attempt_id).await?;
+            a.state(&mcp, ids.attempt_id).await?;
             a.tail(&mcp, ids.attempt_id).await?;
         }
     }
@@ -220,20 +290,9 @@ async fn follow(
     sim.finish_process(pid, ProcessStatus::Completed, Some(0));
     settle_done(&mcp, ids.attempt_id).await?;
     for a in &mut agents {
-        a.status(&mcp, ids.attempt_id).await?;
+        a.state(&mcp, ids.attempt_id).await?;
         a.tail(&mcp, ids.attempt_id).await?;
-        a.call(
-            &mcp,
-            "get_attempt_changes",
-            json!({"attempt_id": ids.attempt_id}),
-        )
-        .await?;
-        a.call(
-            &mcp,
-            "tail_session_messages",
-            json!({"attempt_id": ids.attempt_id}),
-        )
-        .await?;
+        a.end(&mcp, ids.attempt_id).await?;
     }
     d.stop().await?;
     Ok((agents, final_tools))
@@ -305,6 +364,79 @@ fn judge(
     let key = match pace {
         Pace::Recorded => "agent_loop_bytes_recorded_pace".to_string(),
         Pace::PerTick(n) => format!("agent_loop_bytes_{n}_per_tick"),
+    };
+    r.detail(
+        &key,
+        json!({"entries": total, "pace": pace.label(), "per_tool": per_tool, "ratio": ratio}),
+    );
+    Ok(())
+}
+
+/// Assert the `until` loop lost nothing and reached the end with the final message; report it.
+fn judge_until(
+    r: &mut Report,
+    agents: &[Follower; 2],
+    total: usize,
+    final_tools: &BTreeMap<u64, String>,
+    pace: Pace,
+) -> anyhow::Result<()> {
+    let [cheap, full] = agents;
+    let all: BTreeSet<u64> = (0..total as u64).collect();
+    for a in agents {
+        ensure!(
+            a.indices == all,
+            "until loop, detail {}: missed entry indices",
+            a.detail
+        );
+        ensure!(
+            &a.tools == final_tools,
+            "until loop, detail {}: tool statuses",
+            a.detail
+        );
+        ensure!(
+            a.states == ["completed"],
+            "until loop: states {:?}",
+            a.states
+        );
+        ensure!(
+            a.final_message.is_some(),
+            "until loop: no final agent message"
+        );
+    }
+    let ratio = cheap.total() as f64 / full.total() as f64;
+    println!("until loop, bytes per tool (detail 0 | detail 2, calls):");
+    for (tool, (b2, n)) in &full.bytes {
+        let b0 = cheap.bytes.get(tool).map_or(0, |x| x.0);
+        println!("  {tool:24} {b0:>10} | {b2:>10}  ({n} calls)");
+    }
+    println!(
+        "until loop total: {} B at detail 0, {} B at detail 2: {:.1} %",
+        cheap.total(),
+        full.total(),
+        ratio * 100.0
+    );
+    r.row(
+        &format!(
+            "agent loop bytes with until, {total} entries at {}: detail 0 / detail 2",
+            pace.label()
+        ),
+        format!(
+            "{} B / {} B = {:.1} %",
+            cheap.total(),
+            full.total(),
+            ratio * 100.0
+        ),
+        "≤ 25 %",
+        Some(ratio <= 0.25),
+    );
+    let per_tool: BTreeMap<&str, Value> = full
+        .bytes
+        .iter()
+        .map(|(t, (b2, n))| (*t, json!({"calls": n, "detail0": cheap.bytes.get(t).map_or(0, |x| x.0), "detail2": b2})))
+        .collect();
+    let key = match pace {
+        Pace::Recorded => "agent_loop_bytes_until_recorded_pace".to_string(),
+        Pace::PerTick(n) => format!("agent_loop_bytes_until_{n}_per_tick"),
     };
     r.detail(
         &key,

@@ -21,6 +21,7 @@ pub mod status_memo;
 pub mod target;
 pub mod tasks;
 pub mod transcript;
+pub mod until;
 pub mod verdict;
 pub mod wait;
 

@@ -4,7 +4,6 @@
 
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::conversation::{self, Message};
@@ -13,14 +12,11 @@ use super::detail::Rules;
 use super::target::{self, SessionTarget};
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
-use crate::store::keys::Channel;
 use crate::tool_error::ToolError;
 use crate::vk::{self, ts_string};
 
 pub const TURN_PAGE_DEFAULT: usize = 10;
 pub const TURN_PAGE_MAX: usize = 50;
-/// How far back from a log's end to look for the agent's last assistant message.
-const SUMMARY_SCAN: usize = 200;
 
 /// One exchange: the prompt and the agent's final message.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
@@ -151,23 +147,7 @@ impl Query {
     }
 }
 
+/// The agent's last message of a process (the text of `until::last_assistant_message`).
 fn last_assistant_message(reader: &StoreReader, pid: Uuid) -> Result<Option<String>, ToolError> {
-    let entries = reader.log_tail(pid, Channel::Normalized, None, SUMMARY_SCAN)?;
-    for e in entries.iter().rev() {
-        let Ok(v) = serde_json::from_str::<Value>(e.entry.get()) else {
-            continue;
-        };
-        let content = v.get("content").unwrap_or(&Value::Null);
-        let kind = content
-            .get("entry_type")
-            .and_then(|t| t.get("type"))
-            .and_then(Value::as_str);
-        if kind == Some("assistant_message") {
-            return Ok(content
-                .get("content")
-                .and_then(Value::as_str)
-                .map(str::to_owned));
-        }
-    }
-    Ok(None)
+    Ok(super::until::last_assistant_message(reader, pid)?.map(|(_, text)| text))
 }

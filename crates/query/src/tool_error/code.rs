@@ -171,16 +171,25 @@ pub enum InvalidReason {
     /// A repo's `target_branch` was omitted but VK reports no current branch for it (detached
     /// HEAD) to default to (`details.field`, `repo_id`).
     NoCurrentBranch,
+    /// A word outside a field's vocabulary (`details.field`, `got`, `valid`: the words).
+    UnknownWord,
+    /// An empty list where at least one item is needed (`details.field`, `valid`).
+    EmptySet,
+    /// A value of the wrong JSON type (`details.field`, `expected`).
+    WrongType,
 }
 
 impl InvalidReason {
     /// Every reason, in the order of the declaration.
-    pub const ALL: [InvalidReason; 5] = [
+    pub const ALL: [InvalidReason; 8] = [
         InvalidReason::AmbiguousTarget,
         InvalidReason::MixedPagination,
         InvalidReason::TitleLength,
         InvalidReason::DescriptionLength,
         InvalidReason::NoCurrentBranch,
+        InvalidReason::UnknownWord,
+        InvalidReason::EmptySet,
+        InvalidReason::WrongType,
     ];
 
     /// The reason as clients see it in `details.reason`.
@@ -191,6 +200,9 @@ impl InvalidReason {
             InvalidReason::TitleLength => "title_length",
             InvalidReason::DescriptionLength => "description_length",
             InvalidReason::NoCurrentBranch => "no_current_branch",
+            InvalidReason::UnknownWord => "unknown_word",
+            InvalidReason::EmptySet => "empty_set",
+            InvalidReason::WrongType => "wrong_type",
         }
     }
 }
@@ -277,6 +289,9 @@ mod tests {
             (InvalidReason::TitleLength, "title_length"),
             (InvalidReason::DescriptionLength, "description_length"),
             (InvalidReason::NoCurrentBranch, "no_current_branch"),
+            (InvalidReason::UnknownWord, "unknown_word"),
+            (InvalidReason::EmptySet, "empty_set"),
+            (InvalidReason::WrongType, "wrong_type"),
         ];
         let listed: Vec<InvalidReason> = table.iter().map(|(r, _)| *r).collect();
         assert_eq!(listed, InvalidReason::ALL);

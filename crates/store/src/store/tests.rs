@@ -535,3 +535,32 @@ fn branch_status_moves_tokens_only_when_it_differs_and_always_renews_its_read_ti
     );
     assert!(store.read().branch_status(a).unwrap().is_none());
 }
+
+/// An attempt removed alone (its task stays) still wakes its project's waits: the writer finds
+/// the project from the rows as they were before the batch removed the attempt.
+#[test]
+fn removing_an_attempt_wakes_its_project() {
+    let (store, mut w) = temporary();
+    let (t, a, s, p) = (id(30), id(31), id(32), id(33));
+    let mut setup = vec![DomainEvent::TasksSnapshot {
+        project_id: PROJECT,
+        tasks: vec![task(t, "kept")],
+    }];
+    setup.extend(tree_of(t, a, s, p));
+    apply(&mut w, setup);
+    let mut project = store.hub().subscribe_project(PROJECT);
+    project.mark_unchanged();
+    let gone = apply(
+        &mut w,
+        vec![DomainEvent::AttemptsSnapshot {
+            task_id: t,
+            attempts: vec![],
+        }],
+    );
+    assert_eq!(gone.attempts, vec![a]);
+    assert!(
+        project.has_changed().expect("the hub keeps the channel"),
+        "the project's channel fired"
+    );
+    assert_eq!(*project.borrow(), gone.token.expect("a change"));
+}

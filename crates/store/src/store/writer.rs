@@ -130,7 +130,7 @@ impl Writer {
         if let Some(json) = replicated {
             p.ov.insert(&keys::u64_key(table::OUTBOX, next), json);
         }
-        let mut projects = projects_of(&p.ov, &attempts);
+        let mut projects = projects_of(&p.ov, tree, &attempts);
         let fed = !p.feed.is_empty();
         for project in feed::write(&mut p.ov, next, &mut p.feed)? {
             if !projects.contains(&project) {
@@ -215,13 +215,15 @@ impl Writer {
 }
 
 /// Projects owning the given attempts (attempt → task → project), read through the batch.
-fn projects_of(ov: &Overlay<'_>, attempts: &[Uuid]) -> Vec<Uuid> {
+/// The projects of the touched attempts, as the batch leaves them or, for an attempt (or its
+/// task) the batch removes, as they were before it: a deletion wakes its project's waits too.
+fn projects_of(ov: &Overlay<'_>, before: &sled::Tree, attempts: &[Uuid]) -> Vec<Uuid> {
     let mut out = BTreeSet::new();
+    let read = |key: &[u8]| read_json(ov, key).or_else(|| read_committed(before, key));
     for a in attempts {
-        let task =
-            read_json(ov, &keys::id_key(table::ATTEMPTS, *a)).and_then(|v| uuid_of(&v, "task_id"));
+        let task = read(&keys::id_key(table::ATTEMPTS, *a)).and_then(|v| uuid_of(&v, "task_id"));
         let project = task
-            .and_then(|t| read_json(ov, &keys::id_key(table::TASKS, t)))
+            .and_then(|t| read(&keys::id_key(table::TASKS, t)))
             .and_then(|v| uuid_of(&v, "project_id"));
         if let Some(p) = project {
             out.insert(p);
@@ -232,6 +234,13 @@ fn projects_of(ov: &Overlay<'_>, attempts: &[Uuid]) -> Vec<Uuid> {
 
 fn read_json(ov: &Overlay<'_>, key: &[u8]) -> Option<serde_json::Value> {
     let v = ov.get(key).ok()??;
+    let (_, j) = decode(&v)?;
+    serde_json::from_slice(j).ok()
+}
+
+/// A value as committed before the batch (the overlay is not applied yet).
+fn read_committed(tree: &sled::Tree, key: &[u8]) -> Option<serde_json::Value> {
+    let v = tree.get(key).ok()??;
     let (_, j) = decode(&v)?;
     serde_json::from_slice(j).ok()
 }

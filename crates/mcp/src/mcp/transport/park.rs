@@ -26,7 +26,7 @@ use axum::response::Response;
 use serde::Deserialize;
 
 use super::progress::{Cancels, ProgressCall};
-use crate::mcp::tools::observe::{Parked, WaitArgs, plan};
+use crate::mcp::tools::observe::{Parked, WaitArgs, WaitPlan, plan};
 use crate::query::wait::WaitClock;
 use crate::query::{Query, Since};
 
@@ -175,10 +175,18 @@ fn detached(mut parts: Parts, body: &[u8]) -> (Parts, Bytes) {
 /// tool then does everything itself). `with_progress`: the client is kept alive by progress
 /// notifications, so the longer timeout cap applies.
 async fn hold(query: &Query, args: WaitArgs, with_progress: bool) -> Option<Parked> {
-    let (scope, since, timeout) = plan(query, args, with_progress).ok()?;
-    let since = match since {
-        Since::After(n) => n,
-        Since::None => query.store.current_token(),
+    let WaitPlan {
+        scope,
+        until,
+        since,
+        timeout,
+    } = plan(query, args, with_progress).ok()?;
+    let now = query.store.current_token();
+    // With `until` and no token, attempts already in a target state count: no baseline.
+    let (since, compared) = match since {
+        Since::After(n) => (n, Some(n)),
+        Since::None if until.is_some() => (now, None),
+        Since::None => (now, Some(now)),
         Since::Reset => return None,
     };
     let clock = WaitClock::start(timeout);
@@ -188,9 +196,13 @@ async fn hold(query: &Query, args: WaitArgs, with_progress: bool) -> Option<Park
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     metrics::counter!(crate::telemetry::WAITS_PARKED).increment(1);
     // Errors (unknown project, too many waiters) are the tool's to report.
-    query
-        .park_until_changed(&scope, since, clock.deadline)
+    let watched = query
+        .park_until_changed(&scope, until.as_ref(), compared, clock.deadline)
         .await
         .ok()?;
-    Some(Parked { clock, since })
+    Some(Parked {
+        clock,
+        since,
+        watched,
+    })
 }

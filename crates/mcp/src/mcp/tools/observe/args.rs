@@ -8,6 +8,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::query::detail::Detail;
+use crate::query::until::UntilState;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -170,9 +171,19 @@ pub struct WaitArgs {
     #[serde(default)]
     pub project_id: Option<Uuid>,
     /// Opaque `token` from an earlier response: return at once if a watched attempt changed
-    /// after it. Omit to wait for the next change from now.
+    /// after it. Omit to wait for the next change from now (with `until`: to return at once
+    /// if any watched attempt is already in a target state).
     #[serde(default)]
     pub since_token: Option<String>,
+    /// Return only when a watched attempt is in one of these states (1–6 words, any order):
+    /// `idle`, `running`, `completed`, `failed` (as get_attempt_status's `state`; a stopped run
+    /// is `failed`), `cancelled` (a stopped run: `result.outcome` cancelled), `needs_input` (an
+    /// approval is pending). Answers at once when one already is (with `since_token`: one that
+    /// changed after it); other changes keep waiting. Outcome `reached` lists those attempts
+    /// and their final agent message; `deleted` when a watched attempt is deleted instead.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<UntilState>>", length(min = 1, max = 6))]
+    pub until: Option<serde_json::Value>,
     /// How long to wait at most, in milliseconds (default 25000). Capped at 50000, below common
     /// MCP client request timeouts, unless the call carries a `progressToken` in `_meta` and is
     /// answered as SSE (not stateless JSON mode): progress notifications then come every 10 s

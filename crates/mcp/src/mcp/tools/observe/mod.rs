@@ -12,7 +12,7 @@ use rmcp::{tool, tool_router};
 pub use self::args::{
     ChangesArgs, LogChannel, MessagesArgs, MessagesBy, StatusArgs, TailLogsArgs, WaitArgs,
 };
-pub use self::wait::{Parked, plan};
+pub use self::wait::{Parked, WaitPlan, plan};
 use super::answer::{detail_output_schema, level_of, rendered, shaped, shaped_with};
 use super::args::{Args, input_schema};
 use super::paging::{MAX_BATCH, page_size};
@@ -195,10 +195,10 @@ Optional: by (turn|message), cursor (next_cursor: older items), limit (turns 1-5
 Next: follow_up with the same attempt_id, or tail_attempt_logs for the full detail of a turn.
 Avoid: both session_id and attempt_id; following live output (use tail_attempt_logs).";
 
-    pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes (status, processes, logs, changes); returns the changed attempts' statuses and a new token; free while waiting.
+    pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes or, with until, reaches a target state; answers outcome (reached|changed|timeout|token_reset|deleted), statuses, final agent messages, a new token.
 Use when: you would otherwise poll get_attempt_status or logs.
 Required: one of attempt_ids (1-100) or project_id.
-Optional: since_token (changes after it return at once), timeout_ms (default 25000, max 50000; 600000 with a progressToken), include_activity (project_id: new activity too).
-Next: read what changed, then wait again with the returned token.
-Avoid: looping without since_token (misses changes); treating changed=false as an error.";
+Optional: until (e.g. [\"completed\",\"failed\",\"needs_input\"]), since_token, timeout_ms (default 25000, max 50000; 600000 with a progressToken), include_activity (project_id).
+Next: route on outcome; wait again with the returned token.
+Avoid: looping without since_token (misses changes)";
 }

@@ -17,6 +17,7 @@ use crate::mcp::tools::answer::{detail_output_schema, level_of, shaped};
 use crate::mcp::tools::args::{Args, input_schema};
 use crate::mcp::tools::paging::MAX_BATCH;
 use crate::query::Since;
+use crate::query::until::Until;
 use crate::query::wait::{
     WAIT_DEFAULT_MS, WAIT_MAX_MS, WAIT_MAX_PROGRESS_MS, WAIT_RULES, WaitClock, WaitResult,
     WaitScope,
@@ -35,7 +36,12 @@ impl VkTools {
     ) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         // Not parked (a wait `transport::park` let through): no progress is sent, so the short cap.
-        let (scope, since, timeout) = match a.and_then(|a| plan(&self.query, a, false)) {
+        let WaitPlan {
+            scope,
+            until,
+            since,
+            timeout,
+        } = match a.and_then(|a| plan(&self.query, a, false)) {
             Ok(p) => p,
             Err(e) => return shaped(Err::<WaitResult, _>(e), &WAIT_RULES, level),
         };
@@ -44,16 +50,26 @@ impl VkTools {
             .extensions
             .get::<axum::http::request::Parts>()
             .and_then(|p| p.extensions.get::<Parked>())
-            .copied();
+            .cloned();
+        let started_with = parked.as_ref().map(|p| p.watched.clone());
         let (clock, since) = match (parked, since) {
-            (Some(p), Since::None) => (p.clock, Since::After(p.since)),
+            // Without `until`, a wait without a token waits for changes after the park began;
+            // with it, attempts already in a target state count (no baseline).
+            (Some(p), Since::None) if until.is_none() => (p.clock, Since::After(p.since)),
             (Some(p), since) => (p.clock, since),
             (None, since) => (WaitClock::start(timeout), since),
         };
         let ct = ctx.ct.clone();
         shaped(
             self.query
-                .wait_for_change(scope, since, clock, ct.cancelled_owned())
+                .wait_for_change(
+                    scope,
+                    until,
+                    since,
+                    clock,
+                    started_with,
+                    ct.cancelled_owned(),
+                )
                 .await,
             &WAIT_RULES,
             level,
@@ -61,13 +77,22 @@ impl VkTools {
     }
 }
 
-/// What a validated wait call asks for: scope, baseline and timeout (shared with `transport::park`);
-/// `with_progress`: progress notifications keep the client alive, so the longer cap applies.
+/// What a validated wait call asks for (shared with `transport::park`).
+pub struct WaitPlan {
+    pub scope: WaitScope,
+    /// The target states (`until`), if any.
+    pub until: Option<Until>,
+    pub since: Since,
+    pub timeout: Duration,
+}
+
+/// Validate a wait call; `with_progress`: progress notifications keep the client alive, so the
+/// longer timeout cap applies.
 pub fn plan(
     query: &crate::query::Query,
     a: WaitArgs,
     with_progress: bool,
-) -> Result<(WaitScope, Since, Duration), ToolError> {
+) -> Result<WaitPlan, ToolError> {
     if a.include_activity == Some(true) && a.project_id.is_none() {
         return Err(ToolError::invalid_field(
             "include_activity",
@@ -89,9 +114,15 @@ pub fn plan(
         (None, Some(p)) => WaitScope::Project(p),
         _ => return Err(ToolError::ambiguous_target(&["attempt_ids", "project_id"])),
     };
+    let until = a.until.as_ref().map(Until::parse).transpose()?;
     let timeout = timeout_of(a.timeout_ms, with_progress)?;
     let since = query.since(a.since_token.as_deref(), "since_token")?;
-    Ok((scope, since, timeout))
+    Ok(WaitPlan {
+        scope,
+        until,
+        since,
+        timeout,
+    })
 }
 
 /// How long a wait may park: as asked, capped by `WAIT_MAX_MS`, or by the longer
@@ -113,11 +144,12 @@ fn timeout_of(timeout_ms: Option<u64>, with_progress: bool) -> Result<Duration, 
 
 /// Set on a request's extensions by `transport::park` once it has held the wait: the wait's
 /// clock (so the timeout is not served twice) and the token it compared against (the baseline
-/// of a wait without `since_token`).
-#[derive(Debug, Clone, Copy)]
+/// of a wait without `since_token` or `until`), and the attempts it watched when it began.
+#[derive(Debug, Clone)]
 pub struct Parked {
     pub clock: WaitClock,
     pub since: u64,
+    pub watched: std::sync::Arc<[uuid::Uuid]>,
 }
 
 #[cfg(test)]
