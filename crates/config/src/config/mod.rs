@@ -6,6 +6,7 @@
 //! from. Every consumer receives its own section by value. Nothing else reads a setting from
 //! the environment, and this module imports from no layer above `upstream`.
 
+pub mod access;
 mod layers;
 mod sections;
 #[cfg(test)]
@@ -63,7 +64,8 @@ impl Default for Settings {
 impl Settings {
     /// The one check of a whole `Settings`: an upstream URL, and an exposure the `/mcp` limits
     /// and token allow.
-    pub fn validate(self) -> anyhow::Result<ValidSettings> {
+    pub fn validate(mut self) -> anyhow::Result<ValidSettings> {
+        self.mcp.tokens_file = Some(self.tokens_path());
         if self.upstream.is_empty() {
             anyhow::bail!(
                 "no VK upstream: pass --upstream URL, set VK_OBSERVER_UPSTREAM, put `upstream` in the \
@@ -80,6 +82,14 @@ impl Settings {
             anyhow::bail!("[idempotency] prune_every must be above 0");
         }
         Ok(ValidSettings(self))
+    }
+
+    /// Where the scoped tokens are kept: `[mcp] tokens_file`, else `<data_dir>/tokens.toml`.
+    pub fn tokens_path(&self) -> PathBuf {
+        self.mcp
+            .tokens_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("tokens.toml"))
     }
 
     /// The settings as a config file, tokens shown or replaced by `<redacted>`.

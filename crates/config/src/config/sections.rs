@@ -64,6 +64,10 @@ pub struct McpSettings {
     /// Resources one MCP session may be subscribed to at once (`resources/subscribe`; also the
     /// most URIs one `subscriptions/listen` may name). See `mcp::transport::subscriptions`.
     pub max_subscriptions_per_session: usize,
+    /// The scoped tokens (`config::access`), written by `vk-observer token`; default
+    /// `<data_dir>/tokens.toml`. Once `[mcp] token` is set or this file holds a token, every
+    /// caller must present one.
+    pub tokens_file: Option<std::path::PathBuf>,
 }
 
 pub const DEFAULT_MAX_SESSIONS: usize = 256;
@@ -88,6 +92,7 @@ impl Default for McpSettings {
             stateless: false,
             progress_every: DEFAULT_PROGRESS_EVERY,
             max_subscriptions_per_session: DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION,
+            tokens_file: None,
         }
     }
 }

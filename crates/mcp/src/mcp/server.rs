@@ -1,8 +1,9 @@
 //! The MCP server handler `VkTools`: tools from the families' router (`tools`), resources
 //! (`transport::resources`, subscriptions in `transport::subscriptions`), every call counted
-//! and timed. `get_context` is listed only to clients that run inside an attempt workspace
-//! (they say where with the `x-vk-workspace` header, or the daemon itself was started inside
-//! one).
+//! and timed, and checked first against the caller's grant (`access`: scopes, project and
+//! own-attempt limits; `tools/list` shows only what it allows). `get_context` is listed only to
+//! clients that run inside an attempt workspace (they say where with the `x-vk-workspace`
+//! header, or the daemon itself was started inside one).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
+use super::access::{Caller, Grant};
 use super::tools;
 use super::transport::{resources, subscriptions};
 use crate::query::Query;
@@ -90,10 +92,38 @@ impl VkTools {
             .or_else(|| self.own_workspace.clone())
     }
 
-    fn in_workspace(&self, ctx: &RequestContext<RoleServer>) -> bool {
+    /// The attempt whose workspace this request comes from, if any.
+    fn own_attempt(&self, ctx: &RequestContext<RoleServer>) -> Option<uuid::Uuid> {
         self.workspace_of(ctx)
             .and_then(|d| self.query.attempt_at(&d).ok().flatten())
-            .is_some()
+            .map(|(id, _)| id)
+    }
+
+    /// What this request may do: the guard's caller (`access`), narrowed when it presented no
+    /// token and runs inside an attempt workspace.
+    pub fn grant_of(&self, ctx: &RequestContext<RoleServer>) -> Grant {
+        let caller = ctx
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>());
+        let own = match caller {
+            Some(c) if c.presented_token => None,
+            _ => self.own_attempt(ctx),
+        };
+        Grant::new(caller, own)
+    }
+
+    /// Resources are reads: refused without `read`.
+    fn may_read(&self, ctx: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let grant = self.grant_of(ctx);
+        if grant.scopes.contains(tools::Scope::Read) {
+            return Ok(());
+        }
+        let e = grant.missing_scope("resources", tools::Scope::Read);
+        Err(ErrorData::invalid_request(
+            e.hint.clone(),
+            Some(serde_json::to_value(&e).unwrap_or_default()),
+        ))
     }
 
     /// Every tool, `get_context` included (for schema tests and documentation).
@@ -138,8 +168,16 @@ impl ServerHandler for VkTools {
         } else {
             telemetry::UNKNOWN_TOOL.to_string()
         };
-        let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-        let result = self.router.call(tcc).await;
+        let grant = self.grant_of(&context);
+        let result = match grant.check(&request.name, request.arguments.as_ref(), &self.query) {
+            Err(refused) => Ok(rmcp::model::CallToolResponse::Complete(
+                tools::answer::error_result(&refused),
+            )),
+            Ok(()) => {
+                let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+                self.router.call(tcc).await
+            }
+        };
         let outcome = match &result {
             Ok(rmcp::model::CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
                 telemetry::ToolOutcome::ToolError
@@ -159,12 +197,14 @@ impl ServerHandler for VkTools {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let with_context = self.in_workspace(&context);
+        let with_context = self.own_attempt(&context).is_some();
+        let grant = self.grant_of(&context);
         let tools = self
             .router
             .list_all()
             .into_iter()
             .filter(|t| with_context || t.name != tools::context::GET_CONTEXT)
+            .filter(|t| grant.lists(&t.name))
             .collect();
         Ok(ListToolsResult {
             tools,
@@ -186,8 +226,9 @@ impl ServerHandler for VkTools {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        self.may_read(&context)?;
         let res = resources::Resource::parse(&request.uri)?;
         res.read(&self.query).map(ReadResourceResponse::from)
     }
@@ -198,6 +239,7 @@ impl ServerHandler for VkTools {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.may_read(&context)?;
         match &self.subscriptions {
             Some(s) => s.subscribe(&request.uri, &context.peer),
             None => Err(subscriptions::stateless_refusal()),
