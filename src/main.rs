@@ -1,6 +1,7 @@
 //! The `vk-observer` command: `serve` (the daemon), `demo` (the daemon plus the built-in VK
 //! simulator playing scripted attempts, so a newcomer can try it without VK), `mcp` (a stdio
-//! bridge to the daemon) and the terminal commands `status`, `watch` and `doctor` (src/cli/).
+//! bridge to the daemon) and the terminal commands `status`, `watch`, `doctor` and `token`
+//! (src/cli/).
 //! Only clap types and dispatch live here: settings resolve in `config`, the demo's script
 //! is `sim::demo`.
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use vk_observer::cli::{DaemonArgs, doctor, status, watch};
+use vk_observer::cli::{DaemonArgs, doctor, status, token, watch};
 use vk_observer::config::{self, IdempotencyArgs, SettingsArgs};
 use vk_observer::daemon::Daemon;
 
@@ -85,6 +86,13 @@ enum Command {
     },
     /// Run the daemon beside the built-in VK simulator playing scripted attempts.
     Demo(DemoArgs),
+    /// Create, list or revoke scoped MCP tokens (kept hashed in `[mcp] tokens_file`).
+    Token {
+        #[command(subcommand)]
+        command: token::TokenCommand,
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
 }
 
 /// `demo`'s own flags: no environment besides the idempotency lifetimes, no config file.
@@ -171,6 +179,13 @@ async fn main() -> anyhow::Result<()> {
                 linger: Duration::from_secs_f64(linger.clamp(0.0, 50.0)),
             };
             exit_with("watch", watch::run(opts).await);
+        }
+        Command::Token { command, settings } => {
+            let path = settings
+                .load_file()
+                .and_then(|file| settings.layered(file.as_ref()))
+                .map(|s| s.tokens_path());
+            exit_with("token", path.and_then(|p| token::run(&p, command)));
         }
         Command::Doctor { settings, daemon } => {
             let opts = doctor::DoctorOptions { settings, daemon };

@@ -20,6 +20,7 @@ pub mod render;
 pub mod resolve;
 pub mod settings_toml;
 pub mod status;
+pub mod token;
 pub mod watch;
 
 /// The daemon's MCP endpoint when none is given: `/mcp` on `config::DEFAULT_LISTEN`.
