@@ -14,6 +14,7 @@ macro_rules! outln {
     };
 }
 
+pub mod audit;
 pub mod client;
 pub mod doctor;
 pub mod render;

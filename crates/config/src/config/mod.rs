@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use layers::{ConfigFile, IdempotencyArgs, SettingsArgs};
 pub use sections::{
-    DEFAULT_ACTIVITY_HORIZON, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
+    DEFAULT_ACTIVITY_HORIZON, DEFAULT_AUDIT_HORIZON, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION, DEFAULT_MAX_WAITERS, DEFAULT_PROGRESS_EVERY,
     IdempotencySettings, IngestConfig, MAX_PROGRESS_EVERY, McpSettings, Retention,
 };

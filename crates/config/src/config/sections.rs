@@ -25,7 +25,14 @@ pub struct Retention {
     /// `since_token` from before the dropped items answers `token_reset` (`store::feed`).
     #[serde(with = "humantime_serde")]
     pub activity_horizon: Duration,
+    /// Audit entries (`vk-observer audit`, `store::audit`) older than this are dropped by the
+    /// retention pass (zero = keep all).
+    #[serde(with = "humantime_serde")]
+    pub audit_horizon: Duration,
 }
+
+/// Ninety days of audit by default: long enough to answer "who merged this" after a release.
+pub const DEFAULT_AUDIT_HORIZON: Duration = Duration::from_secs(90 * 24 * 3600);
 
 /// Seven days of activity by default.
 pub const DEFAULT_ACTIVITY_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -38,6 +45,7 @@ impl Default for Retention {
             events_kept: 100_000,
             prune_every: Duration::from_secs(600),
             activity_horizon: DEFAULT_ACTIVITY_HORIZON,
+            audit_horizon: DEFAULT_AUDIT_HORIZON,
         }
     }
 }

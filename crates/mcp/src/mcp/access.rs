@@ -264,6 +264,44 @@ impl Grant {
     }
 }
 
+/// The id arguments an audit entry keeps.
+const AUDITED_IDS: [&str; 7] = [
+    "project_id",
+    "task_id",
+    "attempt_id",
+    "session_id",
+    "execution_process_id",
+    "approval_id",
+    "repo_id",
+];
+
+/// The audit context of a mutation (`proxy::audit`): who, and the ids it names, with the
+/// project and attempt they belong to where the cache knows them.
+pub fn audit_context(
+    grant: &Grant,
+    args: Option<&Map<String, Value>>,
+    query: &Query,
+) -> crate::proxy::audit::AuditContext {
+    let empty = Map::new();
+    let args = args.unwrap_or(&empty);
+    let mut targets: Map<String, Value> = AUDITED_IDS
+        .iter()
+        .filter_map(|f| Some((f.to_string(), args.get(*f)?.as_str()?.into())))
+        .collect();
+    if let Ok(Some(owner)) = query.owner_of(args) {
+        targets
+            .entry("project_id")
+            .or_insert(owner.project.to_string().into());
+        if let Some(a) = owner.attempt {
+            targets.entry("attempt_id").or_insert(a.to_string().into());
+        }
+    }
+    crate::proxy::audit::AuditContext {
+        caller: grant.caller.clone(),
+        targets,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

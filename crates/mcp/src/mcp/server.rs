@@ -174,8 +174,17 @@ impl ServerHandler for VkTools {
                 tools::answer::error_result(&refused),
             )),
             Ok(()) => {
+                // Mutations run inside their audit context (`proxy::audit`); reads need none.
+                let mutates =
+                    tools::scope_of(&request.name).is_some_and(|s| s != tools::Scope::Read);
+                let audit = mutates.then(|| {
+                    super::access::audit_context(&grant, request.arguments.as_ref(), &self.query)
+                });
                 let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-                self.router.call(tcc).await
+                match audit {
+                    Some(audit) => crate::proxy::audit::audited(audit, self.router.call(tcc)).await,
+                    None => self.router.call(tcc).await,
+                }
             }
         };
         let outcome = match &result {

@@ -15,6 +15,7 @@ pub mod apply;
 pub mod approvals;
 #[cfg(test)]
 mod approvals_tests;
+pub mod audit;
 pub mod codec;
 pub mod events;
 pub mod feed;
@@ -92,6 +93,8 @@ struct Inner {
     db: sled::Db,
     tree: sled::Tree,
     idem: sled::Tree,
+    /// The audit trail (`audit`), written with the idempotency records.
+    audit: sled::Tree,
     epoch: Epoch,
     hub: NotifyHub,
     retention: Retention,
@@ -179,7 +182,10 @@ impl StoreOwner {
 
     /// The request_id records of the mutating tools.
     pub fn idempotency_records(&self) -> records::IdempotencyRecords {
-        records::IdempotencyRecords::new(self.store.inner.idem.clone())
+        records::IdempotencyRecords::new(
+            self.store.inner.idem.clone(),
+            self.store.inner.audit.clone(),
+        )
     }
 
     /// Force everything written so far to disk.
@@ -200,6 +206,7 @@ impl Store {
     ) -> Result<Store, StoreError> {
         let tree = db.open_tree("projections")?;
         let idem = db.open_tree("idempotency")?;
+        let audit = db.open_tree("audit")?;
         let schema = tree.get(meta_key(meta::SCHEMA))?;
         let epoch = match schema {
             None => {
@@ -236,6 +243,7 @@ impl Store {
                 db,
                 tree,
                 idem,
+                audit,
                 epoch,
                 hub: NotifyHub::new(token),
                 retention,

@@ -7,8 +7,18 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sled::Transactional as _;
 
 use super::StoreError;
+use super::audit::AuditEntry;
+
+/// What a commit does to a `request_id` record, beside its audit entry.
+pub enum RecordChange<'a> {
+    /// No record (a call without a `request_id`).
+    None,
+    Put(&'a [u8], &'a IdempotencyRecord),
+    Remove(&'a [u8]),
+}
 
 /// Where a recorded call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,17 +59,66 @@ impl IdempotencyRecord {
 #[derive(Clone)]
 pub struct IdempotencyRecords {
     tree: sled::Tree,
+    /// The audit trail (`store::audit`), committed together with the records.
+    audit: sled::Tree,
 }
 
 impl IdempotencyRecords {
-    pub(super) fn new(tree: sled::Tree) -> Self {
-        IdempotencyRecords { tree }
+    pub(super) fn new(tree: sled::Tree, audit: sled::Tree) -> Self {
+        IdempotencyRecords { tree, audit }
     }
 
     /// Records in a throwaway database (unit tests of the proxy).
     pub fn temporary() -> Result<Self, StoreError> {
         let db = sled::Config::new().temporary(true).open()?;
-        Ok(IdempotencyRecords::new(db.open_tree("idempotency")?))
+        Ok(IdempotencyRecords::new(
+            db.open_tree("idempotency")?,
+            db.open_tree("audit")?,
+        ))
+    }
+
+    /// A record change and its audit entry in one sled transaction over both trees: after a
+    /// crash both are there or neither (`store::audit`). Not flushed: see `flush`.
+    pub fn commit(
+        &self,
+        change: RecordChange<'_>,
+        audit_key: &[u8],
+        entry: &AuditEntry,
+    ) -> Result<(), StoreError> {
+        let record = match &change {
+            RecordChange::Put(_, r) => Some(r.encode()?),
+            _ => None,
+        };
+        let entry = entry.encode()?;
+        (&self.tree, &self.audit)
+            .transaction(|(records, audit)| {
+                match &change {
+                    RecordChange::None => {}
+                    RecordChange::Put(k, _) => {
+                        records.insert(*k, record.clone().unwrap_or_default())?;
+                    }
+                    RecordChange::Remove(k) => {
+                        records.remove(*k)?;
+                    }
+                }
+                audit.insert(audit_key, entry.clone())?;
+                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                sled::transaction::TransactionError::Storage(e) => StoreError::from(e),
+                sled::transaction::TransactionError::Abort(()) => {
+                    StoreError::from(sled::Error::Unsupported("audit commit aborted".into()))
+                }
+            })
+    }
+
+    /// The audit entries, oldest first (tests and the proxy's own checks).
+    pub fn audit_entries(&self) -> Vec<AuditEntry> {
+        self.audit
+            .iter()
+            .filter_map(Result::ok)
+            .filter_map(|(_, v)| AuditEntry::decode(&v))
+            .collect()
     }
 
     /// The record under `key`; one that does not parse reads as absent (and is overwritten).
@@ -80,7 +139,7 @@ impl IdempotencyRecords {
         Ok(())
     }
 
-    /// Make every record written so far durable.
+    /// Make every record and audit entry written so far durable (one sled log for both trees).
     pub async fn flush(&self) -> Result<(), StoreError> {
         self.tree.flush_async().await?;
         Ok(())

@@ -170,6 +170,14 @@ impl Writer {
                 .map_or(i64::MIN, |t| t.timestamp_millis());
             feed::prune(tree, cutoff)?;
         }
+        if !self.retention.audit_horizon.is_zero() {
+            let horizon = chrono::Duration::from_std(self.retention.audit_horizon)
+                .unwrap_or(chrono::Duration::MAX);
+            let cutoff = now
+                .checked_sub_signed(horizon)
+                .map_or(i64::MIN, |t| t.timestamp_millis());
+            self.store.prune_audit(cutoff)?;
+        }
         if removals.is_empty() {
             return Ok(Applied::default());
         }
