@@ -272,6 +272,63 @@ async fn a_project_limited_token_touches_only_its_projects() {
     mcp.call("get_task", json!({"task_id": w.other_task}))
         .await
         .ok();
+    // The audit trail: the one mutation, under the token's name, in the feed at detail ≥ 1.
+    let mut audited = Value::Null;
+    for _ in 0..100 {
+        let page = mcp
+            .call(
+                "tail_project_activity",
+                json!({"project_id": w.project, "detail": 1}),
+            )
+            .await
+            .ok();
+        if page["audit"].as_array().is_some_and(|a| !a.is_empty()) {
+            audited = page["audit"].clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let entries = audited
+        .as_array()
+        .expect("the update is audited in the feed");
+    assert_eq!(entries.len(), 1, "{audited}");
+    assert_eq!(entries[0]["caller"], "limited");
+    assert_eq!(entries[0]["tool"], "update_task");
+    assert_eq!(entries[0]["outcome"], "ok");
+    assert_eq!(entries[0]["targets"]["task_id"], w.task.to_string());
+    assert!(entries[0]["vk_ms"].is_u64());
+    let compact = mcp
+        .call(
+            "tail_project_activity",
+            json!({"project_id": w.project, "detail": 0}),
+        )
+        .await
+        .ok();
+    assert!(
+        compact.get("audit").is_none(),
+        "detail 0 leaves the audit out"
+    );
+    let other = mcp
+        .call(
+            "tail_project_activity",
+            json!({"project_id": w.other_project, "detail": 2}),
+        )
+        .await
+        .ok();
+    assert!(
+        other["audit"].as_array().is_none_or(|a| a.is_empty()),
+        "{other}"
+    );
+    let http: Value = reqwest::Client::new()
+        .get(format!("http://{}/audit?caller=limited", daemon.addr))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(http["entries"].as_array().unwrap().len(), 1, "{http}");
     daemon.shutdown().await;
     sim.shutdown().await;
 }

@@ -292,6 +292,9 @@ pub fn audit_context(
         targets
             .entry("project_id")
             .or_insert(owner.project.to_string().into());
+        if let Some(t) = owner.task {
+            targets.entry("task_id").or_insert(t.to_string().into());
+        }
         if let Some(a) = owner.attempt {
             targets.entry("attempt_id").or_insert(a.to_string().into());
         }

@@ -15,6 +15,7 @@ use crate::vk::fields::uuid_of;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
     pub project: Uuid,
+    pub task: Option<Uuid>,
     pub attempt: Option<Uuid>,
 }
 
@@ -57,12 +58,14 @@ fn owner(reader: &StoreReader, field: &str, id: Uuid) -> Result<Option<Owner>, T
         "task_id" => {
             return Ok(project_of_task(reader, id)?.map(|p| Owner {
                 project: p,
+                task: Some(id),
                 attempt: None,
             }));
         }
         _ => {
             return Ok(reader.project(id)?.map(|_| Owner {
                 project: id,
+                task: None,
                 attempt: None,
             }));
         }
@@ -78,6 +81,7 @@ fn owner(reader: &StoreReader, field: &str, id: Uuid) -> Result<Option<Owner>, T
     };
     Ok(project_of_task(reader, task)?.map(|project| Owner {
         project,
+        task: Some(task),
         attempt: Some(attempt),
     }))
 }

@@ -35,18 +35,22 @@ pub enum AuditOutcome {
 pub struct AuditEntry {
     /// When the call started (Unix ms).
     pub at_ms: i64,
+    /// The mutating tool called.
     pub tool: String,
     /// The token's name, `mcp-token` (`[mcp] token`), or `loopback` (no token).
     pub caller: String,
     /// The target ids of the call (`attempt_id`, `task_id`, `project_id`, …), the project and
     /// attempt resolved from the cache where it knew them.
     pub targets: Map<String, Value>,
+    /// The call's `request_id`, if it had one.
     pub request_id: Option<String>,
+    /// `pending` (VK asked, no answer recorded: still running, or the daemon died meanwhile),
+    /// `ok` or `failed`.
     #[schemars(with = "String")]
     pub outcome: AuditOutcome,
     /// The error code of a failed call.
     pub code: Option<String>,
-    /// Milliseconds VK took to answer (None while pending).
+    /// Milliseconds VK took to answer (null while pending).
     pub vk_ms: Option<u64>,
 }
 
