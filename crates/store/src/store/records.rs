@@ -206,4 +206,35 @@ mod tests {
             records.entries().map(|(_, r)| r.map(|r| r.state)).collect();
         assert_eq!(states, [Some(RecordState::Completed), None]);
     }
+
+    /// A record and its audit entry land together; rewriting the entry under its key keeps
+    /// one entry per call, and a removal still leaves the entry with its outcome.
+    #[test]
+    fn a_commit_writes_the_record_and_its_audit_entry_together() {
+        use crate::store::audit::{AuditEntry, AuditOutcome, audit_key};
+        let records = IdempotencyRecords::temporary().unwrap();
+        let rec = IdempotencyRecord::decode(OLD_IN_PROGRESS).unwrap();
+        let key = audit_key(5, b"create_task\0r1");
+        let mut entry = AuditEntry {
+            at_ms: 5,
+            tool: "create_task".into(),
+            caller: "agent".into(),
+            targets: serde_json::Map::new(),
+            request_id: Some("r1".into()),
+            outcome: AuditOutcome::Pending,
+            code: None,
+            vk_ms: None,
+        };
+        records
+            .commit(RecordChange::Put(b"k", &rec), &key, &entry)
+            .unwrap();
+        assert_eq!(records.get(b"k").unwrap(), Some(rec));
+        entry.outcome = AuditOutcome::Failed;
+        entry.code = Some("conflict".into());
+        records
+            .commit(RecordChange::Remove(b"k"), &key, &entry)
+            .unwrap();
+        assert_eq!(records.get(b"k").unwrap(), None);
+        assert_eq!(records.audit_entries(), [entry]);
+    }
 }
