@@ -102,10 +102,7 @@ impl VkTools {
     /// What this request may do: the guard's caller (`access`), narrowed when it presented no
     /// token and runs inside an attempt workspace.
     pub fn grant_of(&self, ctx: &RequestContext<RoleServer>) -> Grant {
-        let caller = ctx
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|p| p.extensions.get::<Caller>());
+        let caller = Self::caller_of(ctx);
         let own = match caller {
             Some(c) if c.presented_token => None,
             _ => self.own_attempt(ctx),
@@ -113,9 +110,26 @@ impl VkTools {
         Grant::new(caller, own)
     }
 
+    fn caller_of(ctx: &RequestContext<RoleServer>) -> Option<&Caller> {
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+    }
+
+    /// The grant a call of `tool` is checked against. A read needs no workspace lookup (a scan
+    /// of the cached attempts): the narrowing inside a workspace keeps `read` and limits only
+    /// mutations, so the caller's own scopes decide.
+    fn grant_for_call(&self, tool: &str, ctx: &RequestContext<RoleServer>) -> Grant {
+        if tools::scope_of(tool) == Some(tools::Scope::Read) {
+            return Grant::new(Self::caller_of(ctx), None);
+        }
+        self.grant_of(ctx)
+    }
+
     /// Resources are reads: refused without `read`.
     fn may_read(&self, ctx: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        let grant = self.grant_of(ctx);
+        // No workspace lookup: the narrowing inside one keeps `read` (see `grant_for_call`).
+        let grant = Grant::new(Self::caller_of(ctx), None);
         if grant.scopes.contains(tools::Scope::Read) {
             return Ok(());
         }
@@ -168,7 +182,7 @@ impl ServerHandler for VkTools {
         } else {
             telemetry::UNKNOWN_TOOL.to_string()
         };
-        let grant = self.grant_of(&context);
+        let grant = self.grant_for_call(&request.name, &context);
         let result = match grant.check(&request.name, request.arguments.as_ref(), &self.query) {
             Err(refused) => Ok(rmcp::model::CallToolResponse::Complete(
                 tools::answer::error_result(&refused),
