@@ -171,6 +171,14 @@ async fn every_mutation_outside_a_tokens_scopes_is_refused_before_vk() {
         if !set.contains(Scope::Read) {
             let e = mcp.call("list_projects", json!({})).await.err();
             assert_eq!(e["code"], "forbidden");
+            let uri = format!("vk-observer://attempts/{}/status", w.attempt);
+            let refused = mcp
+                .client
+                .peer()
+                .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+                .await
+                .expect_err("resources are reads");
+            assert!(refused.to_string().contains("`read`"), "{refused}");
         }
     }
     // 11 tools × 15 sets, minus the sets that hold each tool's scope (8 of 15 each).

@@ -291,6 +291,7 @@ impl ServerHandler for VkTools {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.may_read(context.request_context())?;
         match &self.subscriptions {
             Some(s) => s.listen(context).await,
             None => Ok(()),
