@@ -213,5 +213,13 @@ async fn tokens_are_created_revoked_and_kept_across_a_restart() {
         }
     }
     assert!(doctor.contains("tokens_file"), "{doctor}");
+    assert!(
+        doctor.contains("orchestrator (read,write,approve,deliver)"),
+        "{doctor}"
+    );
+    assert!(
+        !doctor.contains("agent ("),
+        "revoked tokens are gone: {doctor}"
+    );
     sim.shutdown().await;
 }
