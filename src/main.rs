@@ -1,6 +1,7 @@
 //! The `vk-observer` command: `serve` (the daemon), `demo` (the daemon plus the built-in VK
 //! simulator playing scripted attempts, so a newcomer can try it without VK), `mcp` (a stdio
-//! bridge to the daemon) and the terminal commands `status`, `watch` and `doctor` (src/cli/).
+//! bridge to the daemon) and the terminal commands `status`, `watch`, `doctor`, `token` and
+//! `audit` (src/cli/).
 //! Only clap types and dispatch live here: settings resolve in `config`, the demo's script
 //! is `sim::demo`.
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use vk_observer::cli::{DaemonArgs, doctor, status, watch};
+use vk_observer::cli::{DaemonArgs, audit, doctor, status, token, watch};
 use vk_observer::config::{self, IdempotencyArgs, SettingsArgs};
 use vk_observer::daemon::Daemon;
 
@@ -85,6 +86,32 @@ enum Command {
     },
     /// Run the daemon beside the built-in VK simulator playing scripted attempts.
     Demo(DemoArgs),
+    /// The audit trail of mutations, newest first (asks the running daemon).
+    Audit {
+        #[command(flatten)]
+        to: DaemonArgs,
+        /// Only this attempt's mutations.
+        #[arg(long)]
+        attempt: Option<uuid::Uuid>,
+        /// Only this caller's: a token's name, `mcp-token` or `loopback`.
+        #[arg(long = "token-name")]
+        caller: Option<String>,
+        /// Only this tool's (e.g. merge_attempt).
+        #[arg(long)]
+        tool: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Print the daemon's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create, list or revoke scoped MCP tokens (kept hashed in `[mcp] tokens_file`).
+    Token {
+        #[command(subcommand)]
+        command: token::TokenCommand,
+        #[command(flatten)]
+        settings: SettingsArgs,
+    },
 }
 
 /// `demo`'s own flags: no environment besides the idempotency lifetimes, no config file.
@@ -171,6 +198,32 @@ async fn main() -> anyhow::Result<()> {
                 linger: Duration::from_secs_f64(linger.clamp(0.0, 50.0)),
             };
             exit_with("watch", watch::run(opts).await);
+        }
+        Command::Audit {
+            to,
+            attempt,
+            caller,
+            tool,
+            limit,
+            json,
+        } => {
+            let opts = audit::AuditOptions {
+                daemon: to.daemon,
+                token: to.token,
+                attempt,
+                caller,
+                tool,
+                limit,
+                json,
+            };
+            exit_with("audit", audit::run(opts).await);
+        }
+        Command::Token { command, settings } => {
+            let path = settings
+                .load_file()
+                .and_then(|file| settings.layered(file.as_ref()))
+                .map(|s| s.tokens_path());
+            exit_with("token", path.and_then(|p| token::run(&p, command)));
         }
         Command::Doctor { settings, daemon } => {
             let opts = doctor::DoctorOptions { settings, daemon };

@@ -255,3 +255,93 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
     let _ = busy;
     daemon.shutdown().await;
 }
+
+/// The refusals of least privilege (`support::mistakes_scopes`), each made by its own caller:
+/// scoped tokens, a project-limited one, and a tokenless client inside an attempt workspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scope_refusals_are_catalogued_with_their_callers() {
+    use support::mistakes_scopes::{Caller, ScopeWorld, cases};
+    use vk_observer::config::access::{Scope, Scopes, TokenFile};
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let project = sim.add_project("Scoped", &["demo"]);
+    let other_project = sim.add_project("Other", &["demo"]);
+    let task = sim.add_task(project, "Mine", None);
+    let other_task = sim.add_task(other_project, "Theirs", None);
+    let mine = sim.run_attempt_script(task, AttemptScript::default()).await;
+    let other = sim
+        .run_attempt_script(other_task, AttemptScript::default())
+        .await;
+    let daemon = support::daemon(&sim, dir.path()).await;
+    support::converge(&daemon.store, &sim, Duration::from_secs(30), "scoped world").await;
+    let root = sim.truth().attempts[&mine.attempt_id]["container_ref"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The workspace client first, while no token is in use.
+    let inside = Mcp::connect_with(
+        daemon.addr,
+        std::collections::HashMap::from([("x-vk-workspace".to_string(), root)]),
+    )
+    .await;
+    let w = ScopeWorld {
+        project,
+        attempt: mine.attempt_id,
+        other_attempt: other.attempt_id,
+        other_task,
+    };
+    let path = dir.path().join("tokens.toml");
+    let mut file = TokenFile::default();
+    let agent = file
+        .create("agent", Scopes::of(&[Scope::Read, Scope::Write]), vec![])
+        .unwrap();
+    let reader = file
+        .create("reader", Scopes::of(&[Scope::Read]), vec![])
+        .unwrap();
+    let limited = file
+        .create("limited", Scopes::all(), vec![project.to_string()])
+        .unwrap();
+    let before = sim.counters().by_route.clone();
+    for (name, caller, tool, args, code, retryable, words) in cases(&w) {
+        if caller == Caller::InWorkspace {
+            std::fs::remove_file(&path).ok();
+        } else {
+            file.save(&path).unwrap();
+        }
+        let mcp;
+        let client = match caller {
+            Caller::InWorkspace => &inside,
+            other => {
+                let secret = match other {
+                    Caller::AgentToken => &agent,
+                    Caller::ReadToken => &reader,
+                    _ => &limited,
+                };
+                mcp = Mcp::connect_with_token(daemon.addr, secret).await;
+                &mcp
+            }
+        };
+        let e = match client.call(tool, args.clone()).await {
+            Reply::Err(e) => e,
+            Reply::Ok(v) => panic!("{name}: {tool} accepted {args}: {v}"),
+        };
+        assert_eq!(e["code"], code, "{name}: {e}");
+        assert_eq!(e["retryable"], retryable, "{name}: {e}");
+        let said = format!("{} {}", e["hint"].as_str().unwrap(), e["details"]);
+        for w in words {
+            assert!(said.contains(w), "{name}: hint/details lack {w:?}: {e}");
+        }
+    }
+    let writes = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter()
+            .filter(|(r, _)| !r.starts_with("GET "))
+            .map(|(_, n)| *n)
+            .sum::<u64>()
+    };
+    assert_eq!(
+        writes(&sim.counters().by_route),
+        writes(&before),
+        "VK was asked"
+    );
+    daemon.shutdown().await;
+}

@@ -70,6 +70,17 @@ impl Mcp {
         Mcp { client }
     }
 
+    /// A client that sends `Authorization: Bearer <token>` (a scoped token, issue 26).
+    pub async fn connect_with_token(addr: std::net::SocketAddr, token: &str) -> Mcp {
+        let cfg = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+            .auth_header(token.to_string());
+        let client =
+            ().serve(StreamableHttpClientTransport::from_config(cfg))
+                .await
+                .expect("MCP client connects with its token");
+        Mcp { client }
+    }
+
     pub async fn tool_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .client

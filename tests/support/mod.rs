@@ -9,6 +9,7 @@ pub mod approvals;
 pub mod feed;
 pub mod mcp;
 pub mod mistakes;
+pub mod mistakes_scopes;
 pub mod mistakes_workflow;
 pub mod nats;
 pub mod sim_common;

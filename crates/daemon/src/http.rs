@@ -1,5 +1,6 @@
 //! The axum app on the listen address: `/healthz` (the process is up), `/readyz` (bootstrap done:
-//! the cache reflects VK), `/metrics` (Prometheus text). The MCP endpoint is mounted here too.
+//! the cache reflects VK), `/metrics` (Prometheus text). The MCP endpoint is mounted here too,
+//! and `/audit` (the audit trail, `store::audit`, behind the same token guard: `read` scope).
 
 use std::sync::Arc;
 
@@ -24,15 +25,59 @@ pub struct AppState {
 /// metrics routes.
 pub fn router(state: AppState, mcp: crate::mcp::McpEndpoint) -> Router {
     // The guard checks the token and session cap, then parks long-polls (`mcp::transport::park`).
-    let mcp_routes = Router::new().nest_service("/mcp", mcp.service).layer(
-        axum::middleware::from_fn_with_state(mcp.guard, crate::mcp::transport::guard::guard),
-    );
+    let guard =
+        axum::middleware::from_fn_with_state(mcp.guard, crate::mcp::transport::guard::guard);
+    let mcp_routes = Router::new()
+        .nest_service("/mcp", mcp.service)
+        .route("/audit", get(audit).with_state(state.clone()))
+        .layer(guard);
     Router::new()
         .merge(mcp_routes)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .with_state(state)
+}
+
+/// `GET /audit?attempt_id=&task_id=&project_id=&caller=&tool=&since_ms=&limit=`: the newest
+/// matching audit entries first (`limit` default 100, at most 1000).
+#[derive(serde::Deserialize)]
+struct AuditQuery {
+    attempt_id: Option<uuid::Uuid>,
+    task_id: Option<uuid::Uuid>,
+    project_id: Option<uuid::Uuid>,
+    caller: Option<String>,
+    tool: Option<String>,
+    since_ms: Option<i64>,
+    limit: Option<usize>,
+}
+
+async fn audit(
+    State(s): State<AppState>,
+    caller: Option<axum::Extension<crate::mcp::access::Caller>>,
+    axum::extract::Query(q): axum::extract::Query<AuditQuery>,
+) -> axum::response::Response {
+    let may_read = caller.is_some_and(|c| c.scopes.contains(crate::config::access::Scope::Read));
+    if !may_read {
+        let body =
+            serde_json::json!({"code": "forbidden", "hint": "the audit trail needs scope `read`"});
+        return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+    }
+    let filter = crate::store::audit::AuditFilter {
+        attempt: q.attempt_id,
+        task: q.task_id,
+        project: q.project_id,
+        caller: q.caller,
+        tool: q.tool,
+        since_ms: q.since_ms,
+    };
+    match s
+        .store
+        .audit(&filter, q.limit.unwrap_or(100).clamp(1, 1000))
+    {
+        Ok(entries) => axum::Json(serde_json::json!({ "entries": entries })).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
 }
 
 async fn healthz(State(s): State<AppState>) -> impl IntoResponse {

@@ -154,6 +154,35 @@ fn check_settings(r: &mut Report, merged: Settings) {
         ),
         Err(e) => r.fail("round-trip", format!("{e:#}")),
     }
+    check_tokens(r, &s.tokens_path(), s.mcp.token.is_some());
+}
+
+/// The tokens file: how many scoped tokens, by name and scopes (never a secret or a hash).
+fn check_tokens(r: &mut Report, path: &std::path::Path, config_token: bool) {
+    match crate::config::access::TokenFile::load(path) {
+        Ok(file) if file.tokens.is_empty() && !config_token => r.ok(
+            "tokens",
+            format!("none in {}: loopback clients need no token; inside an attempt workspace they get read+write on their own attempt", path.display()),
+        ),
+        Ok(file) => {
+            let names: Vec<String> = file
+                .tokens
+                .iter()
+                .map(|t| format!("{} ({})", t.name, t.scope_set().names()))
+                .collect();
+            r.ok(
+                "tokens",
+                format!(
+                    "every caller needs one; [mcp] token: {}; {} scoped in {}: {}",
+                    if config_token { "set (every scope)" } else { "none" },
+                    names.len(),
+                    path.display(),
+                    names.join(", ")
+                ),
+            )
+        }
+        Err(e) => r.fail("tokens", format!("{e:#}")),
+    }
 }
 
 /// A vk-observer daemon answers `/healthz` and an MCP session at `url`; what `/healthz` said

@@ -14,12 +14,14 @@ macro_rules! outln {
     };
 }
 
+pub mod audit;
 pub mod client;
 pub mod doctor;
 pub mod render;
 pub mod resolve;
 pub mod settings_toml;
 pub mod status;
+pub mod token;
 pub mod watch;
 
 /// The daemon's MCP endpoint when none is given: `/mcp` on `config::DEFAULT_LISTEN`.

@@ -6,6 +6,7 @@
 //! from. Every consumer receives its own section by value. Nothing else reads a setting from
 //! the environment, and this module imports from no layer above `upstream`.
 
+pub mod access;
 mod fleet;
 mod layers;
 mod sections;
@@ -21,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use fleet::{DEFAULT_MAX_BACKLOG_BATCHES, FleetSettings, is_subject_token};
 pub use layers::{ConfigFile, IdempotencyArgs, SettingsArgs};
 pub use sections::{
-    DEFAULT_ACTIVITY_HORIZON, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
+    DEFAULT_ACTIVITY_HORIZON, DEFAULT_AUDIT_HORIZON, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION, DEFAULT_MAX_WAITERS, DEFAULT_PROGRESS_EVERY,
     IdempotencySettings, IngestConfig, MAX_PROGRESS_EVERY, McpSettings, Retention,
 };
@@ -68,7 +69,8 @@ impl Default for Settings {
 impl Settings {
     /// The one check of a whole `Settings`: an upstream URL, and an exposure the `/mcp` limits
     /// and token allow.
-    pub fn validate(self) -> anyhow::Result<ValidSettings> {
+    pub fn validate(mut self) -> anyhow::Result<ValidSettings> {
+        self.mcp.tokens_file = Some(self.tokens_path());
         self.fleet.check()?;
         if self.fleet.node {
             // A fleet node has no VK of its own.
@@ -91,6 +93,14 @@ impl Settings {
             anyhow::bail!("[idempotency] prune_every must be above 0");
         }
         Ok(ValidSettings(self))
+    }
+
+    /// Where the scoped tokens are kept: `[mcp] tokens_file`, else `<data_dir>/tokens.toml`.
+    pub fn tokens_path(&self) -> PathBuf {
+        self.mcp
+            .tokens_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("tokens.toml"))
     }
 
     /// The settings as a config file, tokens shown or replaced by `<redacted>`.

@@ -25,7 +25,14 @@ pub struct Retention {
     /// `since_token` from before the dropped items answers `token_reset` (`store::feed`).
     #[serde(with = "humantime_serde")]
     pub activity_horizon: Duration,
+    /// Audit entries (`vk-observer audit`, `store::audit`) older than this are dropped by the
+    /// retention pass (zero = keep all).
+    #[serde(with = "humantime_serde")]
+    pub audit_horizon: Duration,
 }
+
+/// Ninety days of audit by default: long enough to answer "who merged this" after a release.
+pub const DEFAULT_AUDIT_HORIZON: Duration = Duration::from_secs(90 * 24 * 3600);
 
 /// Seven days of activity by default.
 pub const DEFAULT_ACTIVITY_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -38,6 +45,7 @@ impl Default for Retention {
             events_kept: 100_000,
             prune_every: Duration::from_secs(600),
             activity_horizon: DEFAULT_ACTIVITY_HORIZON,
+            audit_horizon: DEFAULT_AUDIT_HORIZON,
         }
     }
 }
@@ -64,6 +72,10 @@ pub struct McpSettings {
     /// Resources one MCP session may be subscribed to at once (`resources/subscribe`; also the
     /// most URIs one `subscriptions/listen` may name). See `mcp::transport::subscriptions`.
     pub max_subscriptions_per_session: usize,
+    /// The scoped tokens (`config::access`), written by `vk-observer token`; default
+    /// `<data_dir>/tokens.toml`. Once `[mcp] token` is set or this file holds a token, every
+    /// caller must present one.
+    pub tokens_file: Option<std::path::PathBuf>,
 }
 
 pub const DEFAULT_MAX_SESSIONS: usize = 256;
@@ -88,6 +100,7 @@ impl Default for McpSettings {
             stateless: false,
             progress_every: DEFAULT_PROGRESS_EVERY,
             max_subscriptions_per_session: DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION,
+            tokens_file: None,
         }
     }
 }

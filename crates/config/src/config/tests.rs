@@ -112,6 +112,7 @@ fn the_example_file_shows_every_setting_and_nothing_else() {
         upstream_token: Some("t".into()),
         mcp: McpSettings {
             token: Some("t".into()),
+            tokens_file: Some("/tmp/tokens.toml".into()),
             ..McpSettings::default()
         },
         fleet: FleetSettings {

@@ -2,6 +2,7 @@
 //! one file per family: parse → `query`/`proxy` → answer), served over Streamable HTTP at
 //! `/mcp` by the daemon and over stdio by the `vk-observer mcp` bridge (`transport`).
 
+pub mod access;
 pub mod server;
 pub mod tools;
 pub mod transport;

@@ -1,8 +1,9 @@
 //! The MCP server handler `VkTools`: tools from the families' router (`tools`), resources
 //! (`transport::resources`, subscriptions in `transport::subscriptions`), every call counted
-//! and timed. `get_context` is listed only to clients that run inside an attempt workspace
-//! (they say where with the `x-vk-workspace` header, or the daemon itself was started inside
-//! one).
+//! and timed, and checked first against the caller's grant (`access`: scopes, project and
+//! own-attempt limits; `tools/list` shows only what it allows). `get_context` is listed only to
+//! clients that run inside an attempt workspace (they say where with the `x-vk-workspace`
+//! header, or the daemon itself was started inside one).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
+use super::access::{Caller, Grant};
 use super::tools;
 use super::transport::{resources, subscriptions};
 use crate::query::Query;
@@ -90,10 +92,52 @@ impl VkTools {
             .or_else(|| self.own_workspace.clone())
     }
 
-    fn in_workspace(&self, ctx: &RequestContext<RoleServer>) -> bool {
+    /// The attempt whose workspace this request comes from, if any.
+    fn own_attempt(&self, ctx: &RequestContext<RoleServer>) -> Option<uuid::Uuid> {
         self.workspace_of(ctx)
             .and_then(|d| self.query.attempt_at(&d).ok().flatten())
-            .is_some()
+            .map(|(id, _)| id)
+    }
+
+    /// What this request may do: the guard's caller (`access`), narrowed when it presented no
+    /// token and runs inside an attempt workspace.
+    pub fn grant_of(&self, ctx: &RequestContext<RoleServer>) -> Grant {
+        let caller = Self::caller_of(ctx);
+        let own = match caller {
+            Some(c) if c.presented_token => None,
+            _ => self.own_attempt(ctx),
+        };
+        Grant::new(caller, own)
+    }
+
+    fn caller_of(ctx: &RequestContext<RoleServer>) -> Option<&Caller> {
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+    }
+
+    /// The grant a call of `tool` is checked against. A read needs no workspace lookup (a scan
+    /// of the cached attempts): the narrowing inside a workspace keeps `read` and limits only
+    /// mutations, so the caller's own scopes decide.
+    fn grant_for_call(&self, tool: &str, ctx: &RequestContext<RoleServer>) -> Grant {
+        if tools::scope_of(tool) == Some(tools::Scope::Read) {
+            return Grant::new(Self::caller_of(ctx), None);
+        }
+        self.grant_of(ctx)
+    }
+
+    /// Resources are reads: refused without `read`.
+    fn may_read(&self, ctx: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        // No workspace lookup: the narrowing inside one keeps `read` (see `grant_for_call`).
+        let grant = Grant::new(Self::caller_of(ctx), None);
+        if grant.scopes.contains(tools::Scope::Read) {
+            return Ok(());
+        }
+        let e = grant.missing_scope("resources", tools::Scope::Read);
+        Err(ErrorData::invalid_request(
+            e.hint.clone(),
+            Some(serde_json::to_value(&e).unwrap_or_default()),
+        ))
     }
 
     /// Every tool, `get_context` included (for schema tests and documentation).
@@ -138,8 +182,25 @@ impl ServerHandler for VkTools {
         } else {
             telemetry::UNKNOWN_TOOL.to_string()
         };
-        let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-        let result = self.router.call(tcc).await;
+        let grant = self.grant_for_call(&request.name, &context);
+        let result = match grant.check(&request.name, request.arguments.as_ref(), &self.query) {
+            Err(refused) => Ok(rmcp::model::CallToolResponse::Complete(
+                tools::answer::error_result(&refused),
+            )),
+            Ok(()) => {
+                // Mutations run inside their audit context (`proxy::audit`); reads need none.
+                let mutates =
+                    tools::scope_of(&request.name).is_some_and(|s| s != tools::Scope::Read);
+                let audit = mutates.then(|| {
+                    super::access::audit_context(&grant, request.arguments.as_ref(), &self.query)
+                });
+                let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+                match audit {
+                    Some(audit) => crate::proxy::audit::audited(audit, self.router.call(tcc)).await,
+                    None => self.router.call(tcc).await,
+                }
+            }
+        };
         let outcome = match &result {
             Ok(rmcp::model::CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
                 telemetry::ToolOutcome::ToolError
@@ -159,12 +220,14 @@ impl ServerHandler for VkTools {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let with_context = self.in_workspace(&context);
+        let with_context = self.own_attempt(&context).is_some();
+        let grant = self.grant_of(&context);
         let tools = self
             .router
             .list_all()
             .into_iter()
             .filter(|t| with_context || t.name != tools::context::GET_CONTEXT)
+            .filter(|t| grant.lists(&t.name))
             .collect();
         Ok(ListToolsResult {
             tools,
@@ -186,8 +249,9 @@ impl ServerHandler for VkTools {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        self.may_read(&context)?;
         let res = resources::Resource::parse(&request.uri)?;
         res.read(&self.query).map(ReadResourceResponse::from)
     }
@@ -198,6 +262,7 @@ impl ServerHandler for VkTools {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.may_read(&context)?;
         match &self.subscriptions {
             Some(s) => s.subscribe(&request.uri, &context.peer),
             None => Err(subscriptions::stateless_refusal()),
@@ -226,6 +291,7 @@ impl ServerHandler for VkTools {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.may_read(context.request_context())?;
         match &self.subscriptions {
             Some(s) => s.listen(context).await,
             None => Ok(()),

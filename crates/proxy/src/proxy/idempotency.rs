@@ -10,6 +10,11 @@
 //! - Same key, other payload → `idempotency_conflict`.
 //! - Failures delete the record (a retry re-executes), completed records expire after
 //!   `completed_ttl`, `in_progress` ones are stale after `in_progress_ttl` (0 disables each).
+//!
+//! Every call that reaches VK, with or without a key, is audited (`store::audit`): its entry is
+//! committed `pending` with the `in_progress` record and flushed before VK is asked, then
+//! rewritten with the outcome in the same transaction as the completed record (or its
+//! removal). A replayed or conflicting call asks VK nothing and is not audited.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -19,7 +24,10 @@ use dashmap::DashMap;
 use serde_json::{Value, json};
 
 use crate::config::IdempotencySettings;
-use crate::store::records::{IdempotencyRecord as Record, IdempotencyRecords, RecordState};
+use crate::store::audit::{AuditEntry, AuditOutcome, audit_key};
+use crate::store::records::{
+    IdempotencyRecord as Record, IdempotencyRecords, RecordChange, RecordState,
+};
 use crate::tool_error::{ErrorCode, ToolError};
 
 /// How long records live; built from the `[idempotency]` section (`config::IdempotencySettings`,
@@ -86,8 +94,14 @@ impl Idempotency {
         self.records.get(key).map_err(ToolError::internal)
     }
 
-    fn save(&self, key: &[u8], rec: &Record) -> Result<(), ToolError> {
-        self.records.put(key, rec).map_err(ToolError::internal)
+    fn commit(&self, change: RecordChange<'_>, audit: &Audit) -> Result<(), ToolError> {
+        self.records
+            .commit(change, &audit.key, &audit.entry)
+            .map_err(ToolError::internal)
+    }
+
+    async fn flush(&self) -> Result<(), ToolError> {
+        self.records.flush().await.map_err(ToolError::internal)
     }
 
     fn stale(&self, rec: &Record, now: i64) -> bool {
@@ -113,7 +127,15 @@ impl Idempotency {
         Fut: Future<Output = Result<Value, ToolError>>,
     {
         let Some(rid) = request_id else {
-            return call().await.map(|result| Outcome {
+            let now = now_ms();
+            let mut audit = Audit::start(tool, None, now, uuid::Uuid::new_v4().as_bytes());
+            self.commit(RecordChange::None, &audit)?;
+            self.flush().await?;
+            let result = call().await;
+            audit.finish(&result);
+            self.commit(RecordChange::None, &audit)?;
+            self.flush().await?;
+            return result.map(|result| Outcome {
                 result,
                 replayed: false,
             });
@@ -132,7 +154,7 @@ impl Idempotency {
         let lock = self.inflight.entry(key.clone()).or_default().clone();
         let outcome = {
             let _serialized = lock.lock().await;
-            self.run_locked(&key, rid, &payload_text, call).await
+            self.run_locked(tool, &key, rid, &payload_text, call).await
         };
         drop(lock);
         self.inflight
@@ -142,6 +164,7 @@ impl Idempotency {
 
     async fn run_locked<F, Fut>(
         &self,
+        tool: &str,
         key: &[u8],
         rid: &str,
         payload_text: &str,
@@ -181,26 +204,35 @@ impl Idempotency {
             created_ms,
             updated_ms: now,
         };
-        self.save(key, &rec)?;
+        // The entry's key is the record's creation: a re-run after a crash rewrites it.
+        let mut audit = Audit::start(tool, Some(rid), created_ms, key);
+        self.commit(RecordChange::Put(key, &rec), &audit)?;
         // Durable before VK is asked: a crash after VK accepted still finds the key.
-        self.records.flush().await.map_err(ToolError::internal)?;
-        match call().await {
+        self.flush().await?;
+        let result = call().await;
+        audit.finish(&result);
+        match result {
             Ok(result) => {
                 rec.state = RecordState::Completed;
                 rec.result = Some(result.clone());
                 rec.updated_ms = now_ms();
-                self.save(key, &rec)?;
-                self.records.flush().await.map_err(ToolError::internal)?;
+                self.commit(RecordChange::Put(key, &rec), &audit)?;
+                self.flush().await?;
                 Ok(Outcome {
                     result,
                     replayed: false,
                 })
             }
             Err(e) => {
-                let _ = self.records.remove(key);
+                let _ = self.commit(RecordChange::Remove(key), &audit);
                 Err(e)
             }
         }
+    }
+
+    /// The audit trail (tests).
+    pub fn audit_entries(&self) -> Vec<AuditEntry> {
+        self.records.audit_entries()
     }
 
     /// Delete expired records; returns how many. Run periodically by the daemon.
@@ -222,6 +254,44 @@ impl Idempotency {
 
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
+    }
+}
+
+/// A call's audit entry under its key, from `pending` to its outcome.
+struct Audit {
+    key: Vec<u8>,
+    entry: AuditEntry,
+    started: std::time::Instant,
+}
+
+impl Audit {
+    fn start(tool: &str, request_id: Option<&str>, at_ms: i64, unique: &[u8]) -> Audit {
+        let context = super::audit::current();
+        Audit {
+            key: audit_key(at_ms, unique),
+            entry: AuditEntry {
+                at_ms,
+                tool: tool.to_string(),
+                caller: context.caller,
+                targets: context.targets,
+                request_id: request_id.map(str::to_string),
+                outcome: AuditOutcome::Pending,
+                code: None,
+                vk_ms: None,
+            },
+            started: std::time::Instant::now(),
+        }
+    }
+
+    fn finish(&mut self, result: &Result<Value, ToolError>) {
+        self.entry.vk_ms = Some(self.started.elapsed().as_millis() as u64);
+        match result {
+            Ok(_) => self.entry.outcome = AuditOutcome::Ok,
+            Err(e) => {
+                self.entry.outcome = AuditOutcome::Failed;
+                self.entry.code = Some(e.code.as_str().to_string());
+            }
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod approvals;
 pub mod artifacts;
 pub mod attempts;
+pub mod audit;
 pub mod branch_prefix;
 pub mod file_lines;
 pub mod git;

@@ -22,9 +22,13 @@ use super::detail::Detail;
 use super::paging::{self, ListId, PAGE_DEFAULT, PAGE_MAX, Part};
 use super::{Freshness, Query, Since};
 use crate::store::StoreReader;
+use crate::store::audit::{AuditEntry, AuditFilter};
 use crate::store::feed::{ActivityKind, FeedEntry, FeedScope};
 use crate::store::token::{Epoch, Token};
 use crate::tool_error::ToolError;
+
+/// Most audit entries one activity page carries.
+const AUDIT_PER_PAGE: usize = 50;
 
 /// Which feed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,6 +219,11 @@ pub struct ActivityPage {
     pub token: String,
     /// How current the cache is. Detail 0 leaves it out while the cache is current.
     pub freshness: Freshness,
+    /// Detail 1 and 2: the mutations callers asked of VK in this scope during the time this
+    /// page's items span (up to now on the newest page), newest first, at most 50: who (token
+    /// name), which tool, on which ids, the outcome and VK's time (`vk-observer audit`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<Vec<AuditEntry>>,
 }
 
 fn item(epoch: Epoch, e: FeedEntry, detail: Detail) -> ActivityItem {
@@ -299,6 +308,13 @@ impl Query {
             }
         };
         let next = page.next_since.unwrap_or(cap.seq);
+        let newest = match page.order {
+            Order::OldestFirst => !page.has_more,
+            Order::NewestFirst => req.position == Position::Newest,
+        };
+        let audit = (req.detail != Detail::Compact)
+            .then(|| self.audit_of_page(req.scope, &page.entries, newest))
+            .transpose()?;
         Ok(ActivityPage {
             items: page
                 .entries
@@ -312,7 +328,37 @@ impl Query {
             token_reset: page.token_reset,
             token: cap.to_string(),
             freshness,
+            audit,
         })
+    }
+
+    /// The audit entries of a scope between a page's oldest item and its newest (or now).
+    fn audit_of_page(
+        &self,
+        scope: ActivityScope,
+        entries: &[FeedEntry],
+        newest: bool,
+    ) -> Result<Vec<AuditEntry>, ToolError> {
+        let times = entries.iter().map(|e| e.item.at);
+        let (Some(from), Some(to)) = (times.clone().min(), times.max()) else {
+            return Ok(Vec::new());
+        };
+        let mut filter = AuditFilter {
+            since_ms: Some(from),
+            ..AuditFilter::default()
+        };
+        match scope {
+            ActivityScope::Project(p) => filter.project = Some(p),
+            ActivityScope::Task(t) => filter.task = Some(t),
+        }
+        let mut found = self
+            .store
+            .audit(&filter, AUDIT_PER_PAGE)
+            .map_err(ToolError::internal)?;
+        if !newest {
+            found.retain(|e| e.at_ms <= to);
+        }
+        Ok(found)
     }
 
     /// An unknown scope is `not_found` unless its feed still holds items (a deleted task's or

@@ -14,6 +14,7 @@ pub mod conversation;
 pub mod detail;
 pub mod last_error;
 pub mod logs;
+pub mod owner;
 pub mod paging;
 pub mod rows;
 pub mod status;

@@ -27,6 +27,9 @@ pub enum ErrorCode {
     ConflictsPresent,
     /// VK rejected a push: the remote branch has commits the local one lacks.
     ForcePushRequired,
+    /// The caller's scopes (its token's, or the in-workspace default) do not allow this tool or
+    /// this target; refused before VK is asked. The hint names the scope.
+    Forbidden,
     /// A `request_id` reused with other arguments (by the daemon's records or VK's).
     IdempotencyConflict,
     /// VK is still executing an earlier request with the same idempotency key.
@@ -80,7 +83,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the declaration.
-    pub const ALL: [ErrorCode; 32] = [
+    pub const ALL: [ErrorCode; 33] = [
         ErrorCode::AlreadyMerged,
         ErrorCode::ApprovalAlreadyAnswered,
         ErrorCode::ApprovalRejected,
@@ -90,6 +93,7 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::ConflictsPresent,
         ErrorCode::ForcePushRequired,
+        ErrorCode::Forbidden,
         ErrorCode::IdempotencyConflict,
         ErrorCode::InProgress,
         ErrorCode::Internal,
@@ -127,6 +131,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::ConflictsPresent => "conflicts_present",
             ErrorCode::ForcePushRequired => "force_push_required",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::IdempotencyConflict => "idempotency_conflict",
             ErrorCode::InProgress => "in_progress",
             ErrorCode::Internal => "internal",
@@ -233,7 +238,7 @@ mod tests {
 
     /// The MCP API: every code and its exact string. Change a row only with the docs and
     /// `tests/mcp_schema.rs`; agents branch on these strings.
-    const TABLE: [(ErrorCode, &str); 32] = [
+    const TABLE: [(ErrorCode, &str); 33] = [
         (AlreadyMerged, "already_merged"),
         (ApprovalAlreadyAnswered, "approval_already_answered"),
         (ApprovalRejected, "approval_rejected"),
@@ -243,6 +248,7 @@ mod tests {
         (Conflict, "conflict"),
         (ConflictsPresent, "conflicts_present"),
         (ForcePushRequired, "force_push_required"),
+        (Forbidden, "forbidden"),
         (IdempotencyConflict, "idempotency_conflict"),
         (InProgress, "in_progress"),
         (Internal, "internal"),

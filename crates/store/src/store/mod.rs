@@ -15,6 +15,7 @@ pub mod apply;
 pub mod approvals;
 #[cfg(test)]
 mod approvals_tests;
+pub mod audit;
 pub mod codec;
 pub mod events;
 pub mod feed;
@@ -97,6 +98,8 @@ struct Inner {
     idem: sled::Tree,
     /// The fleet publisher's cursor (`outbox::CursorTree`).
     fleet: sled::Tree,
+    /// The audit trail (`audit`), written with the idempotency records.
+    audit: sled::Tree,
     epoch: Epoch,
     hub: NotifyHub,
     retention: Retention,
@@ -184,7 +187,10 @@ impl StoreOwner {
 
     /// The request_id records of the mutating tools.
     pub fn idempotency_records(&self) -> records::IdempotencyRecords {
-        records::IdempotencyRecords::new(self.store.inner.idem.clone())
+        records::IdempotencyRecords::new(
+            self.store.inner.idem.clone(),
+            self.store.inner.audit.clone(),
+        )
     }
 
     /// Make the writer (not yet taken) keep a fleet outbox (`store::outbox`).
@@ -218,6 +224,7 @@ impl Store {
         let tree = db.open_tree("projections")?;
         let idem = db.open_tree("idempotency")?;
         let fleet = db.open_tree("fleet")?;
+        let audit = db.open_tree("audit")?;
         let schema = tree.get(meta_key(meta::SCHEMA))?;
         let epoch = match schema {
             None => {
@@ -255,6 +262,7 @@ impl Store {
                 tree,
                 idem,
                 fleet,
+                audit,
                 epoch,
                 hub: NotifyHub::new(token),
                 retention,

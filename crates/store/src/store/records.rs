@@ -7,8 +7,18 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sled::Transactional as _;
 
 use super::StoreError;
+use super::audit::AuditEntry;
+
+/// What a commit does to a `request_id` record, beside its audit entry.
+pub enum RecordChange<'a> {
+    /// No record (a call without a `request_id`).
+    None,
+    Put(&'a [u8], &'a IdempotencyRecord),
+    Remove(&'a [u8]),
+}
 
 /// Where a recorded call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,17 +59,66 @@ impl IdempotencyRecord {
 #[derive(Clone)]
 pub struct IdempotencyRecords {
     tree: sled::Tree,
+    /// The audit trail (`store::audit`), committed together with the records.
+    audit: sled::Tree,
 }
 
 impl IdempotencyRecords {
-    pub(super) fn new(tree: sled::Tree) -> Self {
-        IdempotencyRecords { tree }
+    pub(super) fn new(tree: sled::Tree, audit: sled::Tree) -> Self {
+        IdempotencyRecords { tree, audit }
     }
 
     /// Records in a throwaway database (unit tests of the proxy).
     pub fn temporary() -> Result<Self, StoreError> {
         let db = sled::Config::new().temporary(true).open()?;
-        Ok(IdempotencyRecords::new(db.open_tree("idempotency")?))
+        Ok(IdempotencyRecords::new(
+            db.open_tree("idempotency")?,
+            db.open_tree("audit")?,
+        ))
+    }
+
+    /// A record change and its audit entry in one sled transaction over both trees: after a
+    /// crash both are there or neither (`store::audit`). Not flushed: see `flush`.
+    pub fn commit(
+        &self,
+        change: RecordChange<'_>,
+        audit_key: &[u8],
+        entry: &AuditEntry,
+    ) -> Result<(), StoreError> {
+        let record = match &change {
+            RecordChange::Put(_, r) => Some(r.encode()?),
+            _ => None,
+        };
+        let entry = entry.encode()?;
+        (&self.tree, &self.audit)
+            .transaction(|(records, audit)| {
+                match &change {
+                    RecordChange::None => {}
+                    RecordChange::Put(k, _) => {
+                        records.insert(*k, record.clone().unwrap_or_default())?;
+                    }
+                    RecordChange::Remove(k) => {
+                        records.remove(*k)?;
+                    }
+                }
+                audit.insert(audit_key, entry.clone())?;
+                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                sled::transaction::TransactionError::Storage(e) => StoreError::from(e),
+                sled::transaction::TransactionError::Abort(()) => {
+                    StoreError::from(sled::Error::Unsupported("audit commit aborted".into()))
+                }
+            })
+    }
+
+    /// The audit entries, oldest first (tests and the proxy's own checks).
+    pub fn audit_entries(&self) -> Vec<AuditEntry> {
+        self.audit
+            .iter()
+            .filter_map(Result::ok)
+            .filter_map(|(_, v)| AuditEntry::decode(&v))
+            .collect()
     }
 
     /// The record under `key`; one that does not parse reads as absent (and is overwritten).
@@ -80,7 +139,7 @@ impl IdempotencyRecords {
         Ok(())
     }
 
-    /// Make every record written so far durable.
+    /// Make every record and audit entry written so far durable (one sled log for both trees).
     pub async fn flush(&self) -> Result<(), StoreError> {
         self.tree.flush_async().await?;
         Ok(())
@@ -146,5 +205,36 @@ mod tests {
         let states: Vec<Option<RecordState>> =
             records.entries().map(|(_, r)| r.map(|r| r.state)).collect();
         assert_eq!(states, [Some(RecordState::Completed), None]);
+    }
+
+    /// A record and its audit entry land together; rewriting the entry under its key keeps
+    /// one entry per call, and a removal still leaves the entry with its outcome.
+    #[test]
+    fn a_commit_writes_the_record_and_its_audit_entry_together() {
+        use crate::store::audit::{AuditEntry, AuditOutcome, audit_key};
+        let records = IdempotencyRecords::temporary().unwrap();
+        let rec = IdempotencyRecord::decode(OLD_IN_PROGRESS).unwrap();
+        let key = audit_key(5, b"create_task\0r1");
+        let mut entry = AuditEntry {
+            at_ms: 5,
+            tool: "create_task".into(),
+            caller: "agent".into(),
+            targets: serde_json::Map::new(),
+            request_id: Some("r1".into()),
+            outcome: AuditOutcome::Pending,
+            code: None,
+            vk_ms: None,
+        };
+        records
+            .commit(RecordChange::Put(b"k", &rec), &key, &entry)
+            .unwrap();
+        assert_eq!(records.get(b"k").unwrap(), Some(rec));
+        entry.outcome = AuditOutcome::Failed;
+        entry.code = Some("conflict".into());
+        records
+            .commit(RecordChange::Remove(b"k"), &key, &entry)
+            .unwrap();
+        assert_eq!(records.get(b"k").unwrap(), None);
+        assert_eq!(records.audit_entries(), [entry]);
     }
 }

@@ -188,6 +188,14 @@ impl Writer {
         if let Some(config) = self.outbox {
             outbox::prune(tree, self.store.fleet_cursor().acked_token(), config)?;
         }
+        if !self.retention.audit_horizon.is_zero() {
+            let horizon = chrono::Duration::from_std(self.retention.audit_horizon)
+                .unwrap_or(chrono::Duration::MAX);
+            let cutoff = now
+                .checked_sub_signed(horizon)
+                .map_or(i64::MIN, |t| t.timestamp_millis());
+            self.store.prune_audit(cutoff)?;
+        }
         if removals.is_empty() {
             return Ok(Applied::default());
         }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::answer::{plain, plain_output_schema};
 use super::args::{Args, input_schema};
-use super::{Family, VkTools};
+use super::{Family, Scope, VkTools};
 use crate::query::activity::{ActivityPage, ActivityRequest, ActivityScope};
 use crate::query::detail::Detail;
 
@@ -21,7 +21,10 @@ pub const TAIL_TASK_ACTIVITY: &str = "tail_task_activity";
 
 pub const FAMILY: Family = Family {
     name: "activity",
-    tools: &[TAIL_PROJECT_ACTIVITY, TAIL_TASK_ACTIVITY],
+    tools: &[
+        (TAIL_PROJECT_ACTIVITY, Scope::Read),
+        (TAIL_TASK_ACTIVITY, Scope::Read),
+    ],
     router: VkTools::activity_router,
 };
 

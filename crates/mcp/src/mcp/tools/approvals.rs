@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::answer::{plain, plain_output_schema};
 use super::args::{Args, input_schema};
 use super::paging::page_args;
-use super::{Family, VkTools};
+use super::{Family, Scope, VkTools};
 use crate::proxy::approvals::{ApprovalAnswered, Decision};
 pub use crate::query::approvals::StatusFilter;
 use crate::query::approvals::{ApprovalList, ApprovalScope};
@@ -24,7 +24,10 @@ pub const RESPOND_APPROVAL: &str = "respond_approval";
 
 pub const FAMILY: Family = Family {
     name: "approvals",
-    tools: &[LIST_APPROVALS, RESPOND_APPROVAL],
+    tools: &[
+        (LIST_APPROVALS, Scope::Read),
+        (RESPOND_APPROVAL, Scope::Approve),
+    ],
     router: VkTools::approvals_router,
 };
 

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::answer::{plain, plain_output_schema};
 use super::args::{Args, input_schema};
-use super::{Family, VkTools};
+use super::{Family, Scope, VkTools};
 use crate::proxy::artifacts::{
     Encoding, FILE_DEFAULT_BYTES, FileSlice, PATCH_DEFAULT_BYTES, PatchGuard, PatchText,
 };
@@ -27,7 +27,10 @@ pub const GET_ATTEMPT_PATCH: &str = "get_attempt_patch";
 
 pub const FAMILY: Family = Family {
     name: "artifacts",
-    tools: &[GET_ATTEMPT_FILE, GET_ATTEMPT_PATCH],
+    tools: &[
+        (GET_ATTEMPT_FILE, Scope::Read),
+        (GET_ATTEMPT_PATCH, Scope::Read),
+    ],
     router: VkTools::artifacts_router,
 };
 

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::answer::{detail_output_schema, level_of, plain, plain_output_schema, shaped};
 use super::args::{Args, input_schema};
-use super::{Family, VkTools};
+use super::{Family, Scope, VkTools};
 use crate::proxy::attempts::{
     AttemptStarted, FollowUp, FollowUpAction, FollowUpDone, StartAttempt,
 };
@@ -25,7 +25,11 @@ pub const STOP_ATTEMPT: &str = "stop_attempt";
 
 pub const FAMILY: Family = Family {
     name: "attempts",
-    tools: &[START_TASK_ATTEMPT, FOLLOW_UP, STOP_ATTEMPT],
+    tools: &[
+        (START_TASK_ATTEMPT, Scope::Write),
+        (FOLLOW_UP, Scope::Write),
+        (STOP_ATTEMPT, Scope::Write),
+    ],
     router: VkTools::attempts_router,
 };
 

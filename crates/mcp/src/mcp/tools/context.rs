@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::answer::{detail_output_schema, level_of, shaped};
 use super::args::{Args, input_schema};
-use super::{Family, VkTools};
+use super::{Family, Scope, VkTools};
 use crate::query::context::{CONTEXT_RULES, WorkspaceContext};
 use crate::query::detail::Detail;
 use crate::tool_error::ToolError;
@@ -19,7 +19,7 @@ pub const GET_CONTEXT: &str = "get_context";
 
 pub const FAMILY: Family = Family {
     name: "context",
-    tools: &[GET_CONTEXT],
+    tools: &[(GET_CONTEXT, Scope::Read)],
     router: VkTools::context_router,
 };
 

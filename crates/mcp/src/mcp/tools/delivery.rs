@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::answer::{plain, plain_output_schema};
 use super::args::{Args, input_schema};
-use super::{Family, VkTools};
+use super::{Family, Scope, VkTools};
 use crate::proxy::git::{AttemptBranchStatus, GitActionDone};
 use crate::query::detail::Detail;
 use crate::tool_error::ToolError;
@@ -26,11 +26,11 @@ pub const PUSH_ATTEMPT: &str = "push_attempt";
 pub const FAMILY: Family = Family {
     name: "delivery",
     tools: &[
-        GET_ATTEMPT_BRANCH_STATUS,
-        REBASE_ATTEMPT,
-        ABORT_ATTEMPT_CONFLICTS,
-        MERGE_ATTEMPT,
-        PUSH_ATTEMPT,
+        (GET_ATTEMPT_BRANCH_STATUS, Scope::Read),
+        (REBASE_ATTEMPT, Scope::Deliver),
+        (ABORT_ATTEMPT_CONFLICTS, Scope::Deliver),
+        (MERGE_ATTEMPT, Scope::Deliver),
+        (PUSH_ATTEMPT, Scope::Deliver),
     ],
     router: VkTools::delivery_router,
 };

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::answer::{detail_output_schema, drop_in_items, level_of, shaped, shaped_with};
 use super::args::{Args, input_schema};
 use super::paging::page_args;
-use super::{Family, VkTools};
+use super::{Family, Scope, VkTools};
 use crate::proxy::repos::branches_not_configured;
 use crate::query::catalog::{
     EXECUTOR_LIST_RULES, ExecutorFilter, ExecutorList, PROJECT_LIST_RULES, ProjectList,
@@ -24,7 +24,11 @@ pub const LIST_EXECUTORS: &str = "list_executors";
 
 pub const FAMILY: Family = Family {
     name: "discovery",
-    tools: &[LIST_PROJECTS, LIST_REPOS, LIST_EXECUTORS],
+    tools: &[
+        (LIST_PROJECTS, Scope::Read),
+        (LIST_REPOS, Scope::Read),
+        (LIST_EXECUTORS, Scope::Read),
+    ],
     router: VkTools::discovery_router,
 };
 

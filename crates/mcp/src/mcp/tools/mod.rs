@@ -29,11 +29,14 @@ use serde_json::Value;
 
 use super::VkTools;
 
-/// What a family registers: its name (the README's), its tools' names, and its router (the
+pub use crate::config::access::Scope;
+
+/// What a family registers: its name (the README's), its tools' names each with the scope a
+/// caller needs for it (`mcp::access`: this is the one table of them), and its router (the
 /// handlers and their schemas, made by rmcp's `#[tool_router]`).
 pub struct Family {
     pub name: &'static str,
-    pub tools: &'static [&'static str],
+    pub tools: &'static [(&'static str, Scope)],
     pub router: fn() -> ToolRouter<VkTools>,
 }
 
@@ -69,6 +72,20 @@ pub(crate) fn router() -> Arc<ToolRouter<VkTools>> {
             Arc::new(router)
         })
         .clone()
+}
+
+/// The scope a caller needs for `tool`; None for a name no family registers.
+pub fn scope_of(tool: &str) -> Option<Scope> {
+    FAMILIES
+        .iter()
+        .flat_map(|f| f.tools)
+        .find(|(name, _)| *name == tool)
+        .map(|(_, scope)| *scope)
+}
+
+/// Every tool's name, in the families' order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    FAMILIES.iter().flat_map(|f| f.tools).map(|(name, _)| *name)
 }
 
 /// Whether `tool` answers at a detail level: its input schema takes `detail` (0 | 1 | 2).
@@ -111,13 +128,56 @@ mod tests {
                 .map(|t| t.name.to_string())
                 .collect();
             routed.sort();
-            let mut named: Vec<String> = family.tools.iter().map(|t| t.to_string()).collect();
+            let mut named: Vec<String> = family.tools.iter().map(|t| t.0.to_string()).collect();
             named.sort();
             assert_eq!(routed, named, "family {}", family.name);
-            for t in family.tools {
+            for (t, _) in family.tools {
                 assert!(seen.insert(*t), "{t} registered twice");
             }
         }
         assert_eq!(seen.len(), router().list_all().len());
+    }
+
+    /// The scope table (issue 26): every tool that is not read-only needs a scope beyond
+    /// `read`, and exactly these do, with these scopes. A new mutating tool fails here until
+    /// it is given its scope on purpose.
+    #[test]
+    fn the_scope_of_every_tool_is_pinned() {
+        let beyond_read: Vec<(&str, Scope)> = FAMILIES
+            .iter()
+            .flat_map(|f| f.tools)
+            .filter(|(_, s)| *s != Scope::Read)
+            .copied()
+            .collect();
+        use Scope::*;
+        assert_eq!(
+            beyond_read,
+            [
+                ("create_task", Write),
+                ("update_task", Write),
+                ("delete_task", Write),
+                ("start_task_attempt", Write),
+                ("follow_up", Write),
+                ("stop_attempt", Write),
+                ("rebase_attempt", Deliver),
+                ("abort_attempt_conflicts", Deliver),
+                ("merge_attempt", Deliver),
+                ("push_attempt", Deliver),
+                ("respond_approval", Approve),
+            ]
+        );
+        for tool in router().list_all() {
+            let read_only = tool
+                .annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false);
+            assert_eq!(
+                read_only,
+                scope_of(&tool.name) == Some(Read),
+                "{}: read-only tools need `read` only",
+                tool.name
+            );
+        }
     }
 }

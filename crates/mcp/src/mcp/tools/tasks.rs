@@ -14,7 +14,7 @@ use super::answer::{
 };
 use super::args::{Args, input_schema};
 use super::paging::page_args;
-use super::{Family, VkTools};
+use super::{Family, Scope, VkTools};
 use crate::proxy::tasks::{NewTask, TaskChange, TaskDeleted, TaskEdit};
 use crate::query::detail::{Detail, Rules};
 use crate::query::tasks::{
@@ -33,12 +33,12 @@ pub const DELETE_TASK: &str = "delete_task";
 pub const FAMILY: Family = Family {
     name: "tasks",
     tools: &[
-        LIST_TASKS,
-        GET_TASK,
-        LIST_TASK_ATTEMPTS,
-        CREATE_TASK,
-        UPDATE_TASK,
-        DELETE_TASK,
+        (LIST_TASKS, Scope::Read),
+        (GET_TASK, Scope::Read),
+        (LIST_TASK_ATTEMPTS, Scope::Read),
+        (CREATE_TASK, Scope::Write),
+        (UPDATE_TASK, Scope::Write),
+        (DELETE_TASK, Scope::Write),
     ],
     router: VkTools::tasks_router,
 };

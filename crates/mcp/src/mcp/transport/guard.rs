@@ -1,5 +1,7 @@
-//! HTTP guards in front of `/mcp`: the bearer token (required when configured, and always for a
-//! non-loopback listen address) and the cap on concurrent sessions; requests that pass go on
+//! HTTP guards in front of `/mcp`: the bearer token (required once `[mcp] token` is set or the
+//! tokens file holds one, and always for a non-loopback listen address), which becomes the
+//! request's `access::Caller` (in its extensions, for the handlers), and the cap on concurrent
+//! sessions; requests that pass go on
 //! through long-poll parking (`park`) to rmcp. Host/Origin validation and
 //! the body-size cap are rmcp's (configured in `mcp::transport::http`). A session's `DELETE` is answered
 //! `200 OK` (see `terminate_session`).
@@ -14,12 +16,15 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::json;
 
 use crate::config::McpSettings;
+use crate::mcp::access::TokenBook;
 use crate::telemetry::{self, label};
 
 #[derive(Clone)]
 pub struct GuardState {
     /// The `[mcp]` section: `token`, `max_sessions`, `stateless`.
     pub settings: Arc<McpSettings>,
+    /// `[mcp] token` and the tokens file: who a bearer token is.
+    pub tokens: Arc<TokenBook>,
     pub sessions: Arc<LocalSessionManager>,
     /// The long-poll parking step that follows the checks (`park`).
     pub parking: super::park::Parking,
@@ -30,31 +35,27 @@ fn refuse(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-/// Constant-time comparison, so the token cannot be guessed byte by byte from timings.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Response {
-    if let Some(token) = &g.settings.token {
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        if !presented.is_some_and(|p| same(p.as_bytes(), token.as_bytes())) {
-            metrics::counter!(telemetry::HTTP_REFUSED, label::REASON => telemetry::HttpRefusal::Unauthorized.as_str())
-                .increment(1);
-            let mut r = refuse(
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong bearer token: send `Authorization: Bearer <VK_OBSERVER_MCP_TOKEN>`",
-            );
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
-        }
-    }
+pub async fn guard(State(g): State<GuardState>, mut req: Request, next: Next) -> Response {
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    // One answer for every failure (unknown, revoked, malformed): nothing about which part was
+    // wrong, and never the presented value.
+    let Ok(caller) = g.tokens.authenticate(authorization) else {
+        metrics::counter!(telemetry::HTTP_REFUSED, label::REASON => telemetry::HttpRefusal::Unauthorized.as_str())
+            .increment(1);
+        let mut r = refuse(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token: send `Authorization: Bearer <token>` (VK_OBSERVER_MCP_TOKEN, or a token from `vk-observer token create`)",
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    };
+    // A caller that may not read is refused by the tool, never parked first.
+    let may_park = caller.scopes.contains(crate::config::access::Scope::Read);
+    req.extensions_mut().insert(caller);
     let opens_session = !g.settings.stateless
         && req.method() == axum::http::Method::POST
         && !req.headers().contains_key("mcp-session-id");
@@ -83,7 +84,7 @@ pub async fn guard(State(g): State<GuardState>, req: Request, next: Next) -> Res
         }
         return terminate_session(req, next).await;
     }
-    if stale_session {
+    if stale_session || !may_park {
         return next.run(req).await;
     }
     super::park::park_waits(&g.parking, req, next).await

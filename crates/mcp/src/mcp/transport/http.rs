@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::guard::GuardState;
 use super::{park, progress, subscriptions};
 use crate::mcp::VkTools;
+use crate::mcp::access::TokenBook;
 use crate::query::Query;
 
 pub type McpService = StreamableHttpService<VkTools, LocalSessionManager>;
@@ -92,6 +93,10 @@ pub fn service(
     McpEndpoint {
         service,
         guard: GuardState {
+            tokens: Arc::new(TokenBook::new(
+                settings.token.clone(),
+                settings.tokens_file.clone(),
+            )),
             settings: Arc::new(settings),
             sessions,
             parking,

@@ -16,7 +16,7 @@ pub use self::wait::{Parked, WaitPlan, plan};
 use super::answer::{detail_output_schema, level_of, rendered, shaped, shaped_with};
 use super::args::{Args, input_schema};
 use super::paging::{MAX_BATCH, page_size};
-use super::{Family, VkTools};
+use super::{Family, Scope, VkTools};
 use crate::query::changes::{CHANGES_RULES, ChangesPage};
 use crate::query::conversation::{MESSAGE_PAGE_DEFAULT, MESSAGE_PAGE_MAX};
 use crate::query::logs::{LOG_PAGE_DEFAULT, LOG_PAGE_RULES, LogMode, LogPage, LogRequest};
@@ -37,11 +37,11 @@ pub const TAIL_SESSION_MESSAGES: &str = "tail_session_messages";
 pub const FAMILY: Family = Family {
     name: "observe",
     tools: &[
-        GET_ATTEMPT_STATUS,
-        WAIT_FOR_ATTEMPT_CHANGE,
-        TAIL_ATTEMPT_LOGS,
-        GET_ATTEMPT_CHANGES,
-        TAIL_SESSION_MESSAGES,
+        (GET_ATTEMPT_STATUS, Scope::Read),
+        (WAIT_FOR_ATTEMPT_CHANGE, Scope::Read),
+        (TAIL_ATTEMPT_LOGS, Scope::Read),
+        (GET_ATTEMPT_CHANGES, Scope::Read),
+        (TAIL_SESSION_MESSAGES, Scope::Read),
     ],
     router,
 };
