@@ -277,7 +277,8 @@ async fn stdio_bridge_relays_resource_subscriptions() {
 }
 
 /// `subscriptions/listen` (2026-07-28) through the bridge: the daemon leg is subscribed while the
-/// listen runs, its updates reach the listen, and its end unsubscribes the daemon leg.
+/// listen runs, its updates reach the listen, and its end unsubscribes the daemon leg; a read
+/// carries the caching hints of live data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_bridge_serves_subscriptions_listen() {
     use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
@@ -316,6 +317,17 @@ async fn stdio_bridge_serves_subscriptions_listen() {
         sub.acknowledged().resource_subscriptions.as_deref(),
         Some(std::slice::from_ref(&uri)),
         "a URI that names no resource family is not accepted"
+    );
+    // The bridge states the daemon's caching hints to its 2026-07-28 client (`cache_hints`).
+    let read = client
+        .peer()
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (read.ttl_ms, read.cache_scope),
+        (Some(0), Some(rmcp::model::CacheScope::Private)),
+        "live data is not cacheable"
     );
     let start = std::time::Instant::now();
     while held() != 1 {

@@ -464,8 +464,13 @@ async def check_resource_reads(c: Client, attempt_id: str) -> None:
         f"resources/templates/list: {templates}",
     )
     uri = f"vk-observer://attempts/{attempt_id}"
-    status = json.loads((await c.read_resource(uri)).contents[0].text)
+    read = await c.read_resource(uri)
+    status = json.loads(read.contents[0].text)
     check(status.get("attempt_id") == attempt_id, f"resources/read {uri}: {short(status)}")
+    if c.protocol_version >= "2026-07-28":
+        # Live data: the SDK's default cache must never serve it again.
+        hints = (read.ttl_ms, read.cache_scope)
+        check(hints == (0, "private"), f"resources/read {uri}: cache hints {hints}, want (0, 'private')")
     logs = json.loads((await c.read_resource(uri + "/logs")).contents[0].text)
     check(logs.get("entries"), f"resources/read {uri}/logs: no entries: {short(logs)}")
 

@@ -19,7 +19,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
 
 use super::access::{Caller, Grant};
 use super::tools;
-use super::transport::{resources, subscriptions};
+use super::transport::{cache_hints, resources, subscriptions};
 use crate::query::Query;
 use crate::telemetry::{self, label};
 use crate::tool_error::ToolError;
@@ -229,21 +229,23 @@ impl ServerHandler for VkTools {
             .filter(|t| with_context || t.name != tools::context::GET_CONTEXT)
             .filter(|t| grant.lists(&t.name))
             .collect();
-        Ok(ListToolsResult {
+        let mut result = ListToolsResult {
             tools,
             ..Default::default()
-        })
+        };
+        cache_hints::on_tools(&context, &mut result);
+        Ok(result)
     }
 
     /// The resource families (`resources::KINDS`); there is no fixed list of resources.
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(
-            resources::templates(),
-        ))
+        let mut result = ListResourceTemplatesResult::with_all_items(resources::templates());
+        cache_hints::on_templates(&context, &mut result);
+        Ok(result)
     }
 
     async fn read_resource(
@@ -252,8 +254,9 @@ impl ServerHandler for VkTools {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.may_read(&context)?;
-        let res = resources::Resource::parse(&request.uri)?;
-        res.read(&self.query).map(ReadResourceResponse::from)
+        let mut read = resources::Resource::parse(&request.uri)?.read(&self.query)?;
+        cache_hints::on_read(&context, &mut read);
+        Ok(ReadResourceResponse::from(read))
     }
 
     #[allow(deprecated)]

@@ -30,6 +30,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientHandler, ErrorData, RoleClient, RoleServer, ServerHandler, ServiceExt};
 
 use super::bridge_followers::Followers;
+use super::cache_hints;
 use crate::mcp::WORKSPACE_HEADER;
 
 pub struct Bridge {
@@ -135,7 +136,7 @@ impl ServerHandler for Bridge {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // The daemon leg speaks the 2025-11-25 protocol, whose results carry no `resultType`;
         // mark them complete so a 2026-07-28 client on stdio accepts them (rmcp drops the
@@ -147,13 +148,14 @@ impl ServerHandler for Bridge {
             .await
             .map_err(|e| upstream_error(&self.url, e))?;
         tools.result_type = Some(ResultType::COMPLETE);
+        cache_hints::on_tools(&context, &mut tools);
         Ok(tools)
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let mut templates = self
             .daemon
@@ -162,13 +164,14 @@ impl ServerHandler for Bridge {
             .await
             .map_err(|e| upstream_error(&self.url, e))?;
         templates.result_type = Some(ResultType::COMPLETE);
+        cache_hints::on_templates(&context, &mut templates);
         Ok(templates)
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let mut read = self
             .daemon
@@ -178,6 +181,7 @@ impl ServerHandler for Bridge {
             .map_err(|e| upstream_error(&self.url, e))?;
         if let ReadResourceResponse::Complete(r) = &mut read {
             r.result_type = Some(ResultType::COMPLETE);
+            cache_hints::on_read(&context, r);
         }
         Ok(read)
     }
