@@ -18,6 +18,7 @@ use super::fresh_changes::ChangeSchedule;
 use super::jobs::Jobs;
 use super::logs::LogFollower;
 use super::objects::{ObjectFollower, ObjectStream};
+use super::refreshes::Refreshes;
 use super::signal::Signal;
 use crate::store::events::{Channel, DomainEvent};
 use crate::telemetry::{ResyncCause, ResyncScope};
@@ -44,7 +45,7 @@ pub struct Coordinator {
     running_seen: HashSet<Uuid>,
     hinted: HashSet<Uuid>,
     hint_deadline: Option<Instant>,
-    refreshing: usize,
+    refreshes: Refreshes,
     pending_seq: Option<u64>,
     /// When the seq was last persisted: at most one seq write per `tick`.
     seq_written_at: Instant,
@@ -79,7 +80,7 @@ impl Coordinator {
             running_seen: HashSet::new(),
             hinted: HashSet::new(),
             hint_deadline: None,
-            refreshing: 0,
+            refreshes: Refreshes::default(),
             pending_seq: None,
             seq_written_at: Instant::now(),
             changes: ChangeSchedule::default(),
@@ -117,7 +118,7 @@ impl Coordinator {
             // again now and then: the task's change reaches the store, not this task.
             .map(|s| s.idle_since.map_or(now + ACTIVE_RECHECK, |t| t + linger));
         // The seq waits for quiet hints; the signal that makes them quiet wakes us anyway.
-        let quiet_hints = self.hinted.is_empty() && self.refreshing == 0;
+        let quiet_hints = self.hinted.is_empty() && self.refreshes.is_empty();
         let seq = (self.pending_seq.is_some() && quiet_hints).then(|| self.seq_written_at + tick);
         let bootstrap = (!self.ctx.health.bootstrapped()).then(|| now + tick);
         self.hint_deadline
@@ -168,8 +169,10 @@ impl Coordinator {
                     self.follow_again_if_ended(process_id, channel);
                 }
             }
-            Signal::TaskRefreshed { attempts, .. } => {
-                self.refreshing = self.refreshing.saturating_sub(1);
+            Signal::TaskRefreshed { task_id, attempts } => {
+                if let Some(deep) = self.refreshes.ended(task_id) {
+                    self.start_refresh(task_id, deep);
+                }
                 for a in attempts {
                     self.ensure_process_stream(a);
                 }
@@ -295,8 +298,9 @@ impl Coordinator {
     }
 
     fn start_refresh(&mut self, task: Uuid, deep: bool) {
-        self.refreshing += 1;
-        self.jobs.refresh_task(task, deep);
+        if self.refreshes.ask(task, deep) {
+            self.jobs.refresh_task(task, deep);
+        }
     }
 
     fn ensure_process_stream(&mut self, attempt_id: Uuid) {
@@ -457,7 +461,7 @@ impl Coordinator {
         self.flush_hints(now);
         self.refresh_due_changes(now);
         self.close_quiet_process_streams(now);
-        let quiet_hints = self.hinted.is_empty() && self.refreshing == 0;
+        let quiet_hints = self.hinted.is_empty() && self.refreshes.is_empty();
         if quiet_hints {
             self.persist_seq(now).await;
         }

@@ -13,6 +13,7 @@ pub mod logs;
 pub mod materialize;
 pub mod objects;
 pub mod pulse;
+pub mod refreshes;
 pub mod signal;
 pub mod sse;
 

@@ -56,7 +56,11 @@ mod tests {
         assert!(!r.ask(a, false));
         assert!(!r.ask(a, true));
         assert!(!r.ask(a, false));
-        assert_eq!(r.ended(a), Some(true), "one rerun, deep because one ask was");
+        assert_eq!(
+            r.ended(a),
+            Some(true),
+            "one rerun, deep because one ask was"
+        );
         assert!(r.ask(a, true));
         assert_eq!(r.ended(a), None);
         assert_eq!(r.ended(b), None);
