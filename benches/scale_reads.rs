@@ -268,7 +268,7 @@ fn phases(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
         out.push(measure(
             &name,
             n,
-            || q.list_task_attempts(task, &args).map(|p| p.count),
+            || q.list_task_attempts(task, &args).map(|p| p.attempts.len()),
             |c| *c.as_ref().unwrap_or(&0),
         ));
     }
@@ -294,7 +294,10 @@ fn status_batch(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
     out.push(measure(
         &name,
         o.iters,
-        || q.attempt_statuses(&ids, Since::None).map(|p| p.count),
+        || {
+            q.attempt_statuses(&ids, Since::None)
+                .map(|p| p.attempts.len())
+        },
         |c| *c.as_ref().unwrap_or(&0),
     ));
     let name = format!(
@@ -305,7 +308,11 @@ fn status_batch(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
     out.push(measure(
         &name,
         o.iters,
-        || fresh().attempt_statuses(&ids, Since::None).map(|p| p.count),
+        || {
+            fresh()
+                .attempt_statuses(&ids, Since::None)
+                .map(|p| p.attempts.len())
+        },
         |c| *c.as_ref().unwrap_or(&0),
     ));
 }

@@ -253,7 +253,7 @@ impl StoreReader {
             }
             None => Bound::Included(prefix.to_vec()),
         };
-        let mut ids = Vec::with_capacity(limit + 1);
+        let mut ids = Vec::with_capacity(limit.saturating_add(1).min(256));
         for item in tree.range::<Vec<u8>, _>((start, Bound::Unbounded)).keys() {
             let k = item?;
             if !k.starts_with(prefix) || ids.len() > limit {
