@@ -20,6 +20,8 @@ pub mod status;
 pub mod status_memo;
 pub mod target;
 pub mod tasks;
+#[cfg(test)]
+mod tasks_tests;
 pub mod transcript;
 pub mod verdict;
 pub mod wait;
