@@ -185,29 +185,25 @@ fn list_status(q: &Query, project: Uuid, status: TaskStatus) -> usize {
         .unwrap_or(usize::MAX)
 }
 
+/// The same `list_tasks(status)` on the three projects of the board, side by side.
+fn list_status_phase(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
+    let sizes = [o.spec.tasks, o.spec.side_tasks, o.spec.small_tasks];
+    for (project, size) in rows.project_ids.into_iter().zip(sizes) {
+        let name = format!("list_tasks(status=todo, limit 50), {size} tasks");
+        out.push(measure(
+            &name,
+            o.iters,
+            || list_status(q, project, TaskStatus::Todo),
+            |c| *c,
+        ));
+    }
+}
+
 fn phases(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
-    let [big, side, small] = rows.project_ids;
+    let big = rows.project_ids[0];
     let n = o.iters;
     if o.runs("list_status") {
-        let name = |p: &str| format!("list_tasks(status=todo, limit 50), {p}");
-        out.push(measure(
-            &name(&format!("{} tasks", o.spec.tasks)),
-            n,
-            || list_status(q, big, TaskStatus::Todo),
-            |c| *c,
-        ));
-        out.push(measure(
-            &name(&format!("{} tasks", o.spec.side_tasks)),
-            n,
-            || list_status(q, side, TaskStatus::Todo),
-            |c| *c,
-        ));
-        out.push(measure(
-            &name(&format!("{} tasks", o.spec.small_tasks)),
-            n,
-            || list_status(q, small, TaskStatus::Todo),
-            |c| *c,
-        ));
+        list_status_phase(o, q, rows, out);
     }
     if o.runs("updated_since") {
         let since = updated_at(q, rows.big_tasks[rows.big_tasks.len().saturating_sub(10)]);
