@@ -21,6 +21,8 @@ pub mod status;
 pub mod status_memo;
 pub mod target;
 pub mod tasks;
+#[cfg(test)]
+mod tasks_tests;
 pub mod transcript;
 pub mod until;
 pub mod verdict;

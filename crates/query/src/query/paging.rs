@@ -44,6 +44,30 @@ pub fn newest_first_key(created_micros: Option<i64>, id: Uuid) -> SortKey {
     vec![Part::Int(t), Part::Text(id.to_string())]
 }
 
+/// Where a newest-first key stands in a store index (`store::list_index`): its (rank, id). A key
+/// of another shape is a cursor of no newest-first list: refused like a malformed one.
+pub fn newest_first_position(list: ListId, key: &SortKey) -> Result<(i64, Uuid), ToolError> {
+    match key.as_slice() {
+        [Part::Int(rank), Part::Text(id)] => match id.parse() {
+            Ok(id) => Ok((*rank, id)),
+            Err(_) => Err(malformed(list)),
+        },
+        _ => Err(malformed(list)),
+    }
+}
+
+fn malformed(list: ListId) -> ToolError {
+    ToolError::invalid_field(
+        list.field,
+        format!(
+            "Malformed cursor. Pass `{}` from the previous {} answer unchanged, or omit `{}` for the first page.",
+            next_field(list.field),
+            list.tool,
+            list.field
+        ),
+    )
+}
+
 /// Key of a by-name list (name ascending, id ascending on ties).
 pub fn by_name_key(name: &str, id: Uuid) -> SortKey {
     vec![Part::Text(name.to_string()), Part::Text(id.to_string())]

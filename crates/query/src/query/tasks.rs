@@ -13,6 +13,7 @@ use super::status::{AttemptState, attempt_state, latest_session_of};
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
 use crate::store::events::HOST_FIELD;
+use crate::store::list_index::{After, IndexPage};
 use crate::store::reader::Stored;
 use crate::tool_error::ToolError;
 use crate::vk::{self, ProcessStatus, newest_first, str_of, string_of, ts_of, ts_string};
@@ -195,26 +196,12 @@ impl Query {
             freshness,
         } = self.view();
         super::target::project(&reader, project)?;
-        let needle = filter.q.as_deref().map(str::to_lowercase);
-        let tasks: Vec<Stored> = reader
-            .tasks_of_project(project)?
-            .into_iter()
-            .filter(|t| {
-                filter
-                    .status
-                    .is_none_or(|s| str_of(&t.value, "status") == Some(s.as_str()))
-                    && filter.updated_since.is_none_or(|since| {
-                        ts_of(&t.value, "updated_at").is_some_and(|u| u >= since)
-                    })
-                    && needle.as_deref().is_none_or(|n| matches_text(&t.value, n))
-            })
-            .collect();
         let list = ListId {
             tool: "list_tasks",
             field: "cursor",
             scope: Some(project),
         };
-        let page = paging::page(list, tasks, args, created_key)?;
+        let page = task_page(&reader, project, filter, list, args)?;
         let tasks: Vec<TaskSummary> = page
             .items
             .iter()
@@ -296,6 +283,73 @@ impl Query {
     }
 }
 
+/// The page of a project's tasks the filters select. Without `q` or `updated_since` it is read
+/// from the newest-first index (by status when one is given): O(page), plus counting the index
+/// keys for `total`. `updated_since` reads the tasks updated since then from their index and
+/// pages them in memory (O(matches)); `q` alone has no index and reads the project (or, with
+/// `status`, that status) to match the text.
+fn task_page(
+    reader: &StoreReader,
+    project: Uuid,
+    filter: &TaskFilter,
+    list: ListId,
+    args: &PageArgs,
+) -> Result<paging::Paged<Stored>, ToolError> {
+    let status = filter.status.map(TaskStatus::as_str);
+    let needle = filter.q.as_deref().map(str::to_lowercase);
+    let candidates = match (filter.updated_since, &needle) {
+        (Some(since), _) => reader.tasks_updated_since(project, since.timestamp_micros())?,
+        (None, Some(_)) => {
+            reader
+                .tasks_newest_first(project, status, None, usize::MAX)?
+                .items
+        }
+        (None, None) => {
+            return indexed_page(list, args, |after| {
+                reader.tasks_newest_first(project, status, after, args.limit)
+            });
+        }
+    };
+    let tasks: Vec<Stored> = candidates
+        .into_iter()
+        .filter(|t| {
+            status.is_none_or(|s| str_of(&t.value, "status") == Some(s))
+                && needle.as_deref().is_none_or(|n| matches_text(&t.value, n))
+        })
+        .collect();
+    paging::page(list, tasks, args, created_key)
+}
+
+/// A newest-first page read from a store index, its cursors those of `paging` (the same key).
+fn indexed_page(
+    list: ListId,
+    args: &PageArgs,
+    read: impl FnOnce(After) -> Result<IndexPage, crate::store::StoreError>,
+) -> Result<paging::Paged<Stored>, ToolError> {
+    let after = match args.cursor.as_deref() {
+        Some(c) => Some(paging::newest_first_position(
+            list,
+            &paging::decode(list, c)?,
+        )?),
+        None => None,
+    };
+    let page = read(after)?;
+    let next_cursor = page
+        .has_more
+        .then(|| {
+            page.items
+                .last()
+                .map(|last| paging::encode(list, created_key(last)))
+        })
+        .flatten();
+    Ok(paging::Paged {
+        has_more: next_cursor.is_some(),
+        next_cursor,
+        total: page.total,
+        items: page.items,
+    })
+}
+
 fn matches_text(task: &serde_json::Value, needle: &str) -> bool {
     ["title", "description"]
         .iter()
@@ -360,7 +414,9 @@ fn attempt_page(
     args: &PageArgs,
 ) -> Result<paging::Paged<AttemptSummary>, ToolError> {
     let task = list.scope.unwrap_or_default();
-    let page = paging::page(list, reader.attempts_of_task(task)?, args, created_key)?;
+    let page = indexed_page(list, args, |after| {
+        reader.attempts_newest_first(task, after, args.limit)
+    })?;
     let items = page
         .items
         .iter()

@@ -19,6 +19,7 @@ mod rest_processes;
 mod rest_sessions;
 mod rest_tasks;
 mod router;
+pub mod scale;
 mod script;
 mod sse;
 mod truth;
@@ -82,6 +83,13 @@ impl Sim {
 
     pub fn add_project(&self, name: &str, repo_names: &[&str]) -> Uuid {
         self.inner.add_project(name, repo_names)
+    }
+
+    /// Builds the scale board (`scale`) straight into the simulated database, logs included,
+    /// and returns its rows. Call it before a daemon connects: no change is announced.
+    pub fn load_scale(&self, spec: scale::ScaleSpec) -> scale::ScaleRows {
+        let mut w = self.inner.world();
+        scale::load(&mut w, spec)
     }
 
     pub fn add_task(&self, project_id: Uuid, title: &str, description: Option<&str>) -> Uuid {

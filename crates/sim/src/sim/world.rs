@@ -115,7 +115,7 @@ pub(crate) struct ProcLogs {
 }
 
 impl ProcLogs {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             normalized: Vec::new(),
             raw: Vec::new(),
@@ -153,7 +153,7 @@ pub(crate) struct World {
 }
 
 impl World {
-    fn next_ord(&mut self) -> u64 {
+    pub(crate) fn next_ord(&mut self) -> u64 {
         self.ord += 1;
         self.ord
     }

@@ -23,6 +23,9 @@ mod feed_derive;
 #[cfg(test)]
 mod feed_tests;
 pub mod keys;
+pub mod list_index;
+#[cfg(test)]
+mod list_index_tests;
 pub mod notify;
 pub mod outbox;
 #[cfg(test)]
@@ -45,7 +48,8 @@ pub use reader::StoreReader;
 use token::{Epoch, Token};
 
 /// On-disk layout version. Bump on any incompatible change to keys or values.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: the list indexes (`list_index`); a version-1 store is migrated on open.
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -242,7 +246,9 @@ impl Store {
             }
             Some(v) => {
                 let found = v.as_ref().try_into().map(u32::from_be_bytes).unwrap_or(0);
-                if found != SCHEMA_VERSION {
+                if found == 1 {
+                    list_index::migrate_from_v1(&tree)?;
+                } else if found != SCHEMA_VERSION {
                     return Err(StoreError::Incompatible {
                         dir: dir.clone().unwrap_or_default(),
                         found,

@@ -97,6 +97,20 @@ impl<'t> Overlay<'t> {
         Ok(from_tree.max(from_pending))
     }
 
+    /// The batch's own writes under `prefix` (None: a removal), in key order.
+    pub fn pending_with_prefix(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        self.pending
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The committed value of `key`, ignoring the batch's own writes.
+    pub fn committed(&self, key: &[u8]) -> sled::Result<Option<Vec<u8>>> {
+        Ok(self.tree.get(key)?.map(|v| v.to_vec()))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }

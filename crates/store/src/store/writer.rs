@@ -107,6 +107,7 @@ impl Writer {
             }
             return Ok(Applied::default());
         }
+        super::list_index::restate(&mut p.ov)?;
         let attempts: Vec<Uuid> = p.attempts.iter().copied().collect();
         for a in &attempts {
             p.ov.insert(

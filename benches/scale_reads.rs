@@ -1,0 +1,367 @@
+//! Server-side reads on the scale board (issue 27): the in-process query layer (`query::Query`,
+//! what every MCP read tool calls) over a store holding the simulator's scale board
+//! (`sim::scale`: 10,000 tasks and 20,000 attempts in one project, a 1,000-task project beside
+//! it, a 98-task project of today's size, and the normalized entries), side by side in one run.
+//! The board goes into the store through the one writer, as VK's streams would deliver it.
+//!
+//! Run: `cargo bench --bench scale_reads`. Knobs (environment): `VK_BENCH_QUICK=1` (1,000 tasks,
+//! 2,000 attempts, 100 k entries), `VK_BENCH_SCALE_ENTRIES=N` (normalized entries; default
+//! 5 M), `VK_BENCH_ONLY=a,b,…` (phases: list_status, updated_since, cursor, attempts,
+//! status_batch), `VK_BENCH_ITERS=N` (calls per figure, default 400), `VK_BENCH_OUT=dir`
+//! (default target/perf; writes `scale.json`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use uuid::Uuid;
+use vk_observer::health::Health;
+use vk_observer::query::paging::PageArgs;
+use vk_observer::query::tasks::{TaskFilter, TaskStatus};
+use vk_observer::query::{Query, Since};
+use vk_observer::sim::scale::{ScaleRows, ScaleSpec, scale_entry, scale_rows};
+use vk_observer::store::events::{Channel, DomainEvent};
+use vk_observer::store::writer::Writer;
+use vk_observer::store::{Retention, StoreOwner};
+
+struct Opts {
+    spec: ScaleSpec,
+    only: Option<Vec<String>>,
+    iters: usize,
+}
+
+impl Opts {
+    fn from_env() -> Opts {
+        let var = |k: &str| std::env::var(k).ok();
+        let num = |k: &str| var(k).and_then(|v| v.parse::<u64>().ok());
+        let quick = var("VK_BENCH_QUICK").is_some_and(|v| v != "0");
+        let mut spec = ScaleSpec::default();
+        if quick {
+            spec.tasks = 1_000;
+            spec.attempts = 2_000;
+            spec.entries = 100_000;
+        }
+        if let Some(n) = num("VK_BENCH_SCALE_ENTRIES") {
+            spec.entries = n;
+        }
+        let only =
+            var("VK_BENCH_ONLY").map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+        Opts {
+            spec,
+            only,
+            iters: num("VK_BENCH_ITERS").unwrap_or(400) as usize,
+        }
+    }
+    fn runs(&self, phase: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|p| p == phase))
+    }
+}
+
+/// One figure: p50 and p99 of `iters` calls, after a warm-up of a tenth of them.
+struct Figure {
+    name: String,
+    p50: Duration,
+    p99: Duration,
+    items: usize,
+}
+
+fn measure<T>(
+    name: &str,
+    iters: usize,
+    mut call: impl FnMut() -> T,
+    count: impl Fn(&T) -> usize,
+) -> Figure {
+    let mut items = 0;
+    for _ in 0..iters / 10 + 1 {
+        items = count(&call());
+    }
+    let mut times: Vec<Duration> = (0..iters)
+        .map(|_| {
+            let t = Instant::now();
+            let out = call();
+            let d = t.elapsed();
+            std::hint::black_box(out);
+            d
+        })
+        .collect();
+    times.sort();
+    let at = |q: f64| times[((times.len() as f64 * q) as usize).min(times.len() - 1)];
+    let f = Figure {
+        name: name.to_string(),
+        p50: at(0.50),
+        p99: at(0.99),
+        items,
+    };
+    println!(
+        "{:<64} p50 {:>9.1} µs  p99 {:>9.1} µs  ({} items)",
+        f.name,
+        us(f.p50),
+        us(f.p99),
+        f.items
+    );
+    f
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Feeds the board to the writer in the order VK's streams deliver it; returns what it took.
+fn load(writer: &mut Writer, rows: &ScaleRows) -> anyhow::Result<Duration> {
+    let t = Instant::now();
+    let mut events = vec![DomainEvent::ProjectsSnapshot {
+        projects: rows.projects.clone(),
+    }];
+    for (project_id, repos) in &rows.repos {
+        events.push(DomainEvent::ReposSnapshot {
+            project_id: *project_id,
+            repos: repos.clone(),
+        });
+    }
+    for (project_id, tasks) in &rows.tasks {
+        events.push(DomainEvent::TasksSnapshot {
+            project_id: *project_id,
+            tasks: tasks.clone(),
+        });
+    }
+    writer.apply(std::mem::take(&mut events))?;
+    let scoped =
+        rows.attempts
+            .iter()
+            .map(|(task_id, attempts)| DomainEvent::AttemptsSnapshot {
+                task_id: *task_id,
+                attempts: attempts.clone(),
+            })
+            .chain(rows.sessions.iter().map(|(attempt_id, sessions)| {
+                DomainEvent::SessionsSnapshot {
+                    attempt_id: *attempt_id,
+                    sessions: sessions.clone(),
+                }
+            }))
+            .chain(rows.processes.iter().map(|(attempt_id, processes)| {
+                DomainEvent::ProcessesSnapshot {
+                    attempt_id: *attempt_id,
+                    processes: processes.clone(),
+                }
+            }));
+    for event in scoped {
+        events.push(event);
+        if events.len() == 500 {
+            writer.apply(std::mem::take(&mut events))?;
+        }
+    }
+    writer.apply(std::mem::take(&mut events))?;
+    for &(attempt_id, process_id, count) in &rows.logs {
+        for start in (0..count).step_by(512) {
+            let entries = (start..(start + 512).min(count))
+                .map(|i| Ok((i, RawValue::from_string(scale_entry(i))?)))
+                .collect::<Result<Vec<_>, serde_json::Error>>()?;
+            writer.apply(vec![DomainEvent::LogEntriesPut {
+                attempt_id,
+                process_id,
+                channel: Channel::Normalized,
+                entries,
+            }])?;
+        }
+    }
+    Ok(t.elapsed())
+}
+
+fn list_status(q: &Query, project: Uuid, status: TaskStatus) -> usize {
+    let filter = TaskFilter {
+        status: Some(status),
+        ..TaskFilter::default()
+    };
+    let args = PageArgs {
+        cursor: None,
+        limit: 50,
+    };
+    q.list_tasks(project, &filter, &args)
+        .map(|p| p.count)
+        .unwrap_or(usize::MAX)
+}
+
+/// The same `list_tasks(status)` on the three projects of the board, side by side.
+fn list_status_phase(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
+    let sizes = [o.spec.tasks, o.spec.side_tasks, o.spec.small_tasks];
+    for (project, size) in rows.project_ids.into_iter().zip(sizes) {
+        let name = format!("list_tasks(status=todo, limit 50), {size} tasks");
+        out.push(measure(
+            &name,
+            o.iters,
+            || list_status(q, project, TaskStatus::Todo),
+            |c| *c,
+        ));
+    }
+}
+
+fn phases(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
+    let big = rows.project_ids[0];
+    let n = o.iters;
+    if o.runs("list_status") {
+        list_status_phase(o, q, rows, out);
+    }
+    if o.runs("updated_since") {
+        let since = updated_at(q, rows.big_tasks[rows.big_tasks.len().saturating_sub(10)]);
+        let filter = TaskFilter {
+            updated_since: since,
+            ..TaskFilter::default()
+        };
+        let args = PageArgs {
+            cursor: None,
+            limit: 50,
+        };
+        let name = format!("list_tasks(updated_since) → 10 of {}", o.spec.tasks);
+        out.push(measure(
+            &name,
+            n,
+            || q.list_tasks(big, &filter, &args).map(|p| p.count),
+            |c| *c.as_ref().unwrap_or(&0),
+        ));
+    }
+    if o.runs("cursor") {
+        let filter = TaskFilter {
+            status: Some(TaskStatus::Done),
+            ..TaskFilter::default()
+        };
+        let first = q.list_tasks(
+            big,
+            &filter,
+            &PageArgs {
+                cursor: None,
+                limit: 50,
+            },
+        );
+        let args = PageArgs {
+            cursor: first.ok().and_then(|p| p.next_cursor),
+            limit: 50,
+        };
+        let name = format!(
+            "list_tasks(status=done, cursor: page 2, limit 50), {} tasks",
+            o.spec.tasks
+        );
+        out.push(measure(
+            &name,
+            n,
+            || q.list_tasks(big, &filter, &args).map(|p| p.count),
+            |c| *c.as_ref().unwrap_or(&0),
+        ));
+    }
+    if o.runs("attempts") {
+        let task = rows.big_tasks[rows.big_tasks.len() / 2];
+        let args = PageArgs {
+            cursor: None,
+            limit: 50,
+        };
+        let name = format!(
+            "list_task_attempts(limit 50), a task of the {}-task project",
+            o.spec.tasks
+        );
+        out.push(measure(
+            &name,
+            n,
+            || q.list_task_attempts(task, &args).map(|p| p.attempts.len()),
+            |c| *c.as_ref().unwrap_or(&0),
+        ));
+    }
+    if o.runs("status_batch") {
+        status_batch(o, q, rows, out);
+    }
+}
+
+/// `get_attempt_status` with 100 ids: steady state (statuses memoized per attempt token, as a
+/// polling orchestrator meets them) and cold (a fresh memo every call).
+fn status_batch(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
+    let ids: Vec<Uuid> = rows
+        .big_attempts
+        .iter()
+        .step_by((rows.big_attempts.len() / 100).max(1))
+        .take(100)
+        .copied()
+        .collect();
+    let name = format!(
+        "get_attempt_status, batch of 100 of {} attempts, memoized",
+        o.spec.attempts
+    );
+    out.push(measure(
+        &name,
+        o.iters,
+        || {
+            q.attempt_statuses(&ids, Since::None)
+                .map(|p| p.attempts.len())
+        },
+        |c| *c.as_ref().unwrap_or(&0),
+    ));
+    let name = format!(
+        "get_attempt_status, batch of 100 of {} attempts, cold memo",
+        o.spec.attempts
+    );
+    let fresh = || Query::new(q.store.clone(), q.health.clone());
+    out.push(measure(
+        &name,
+        o.iters,
+        || {
+            fresh()
+                .attempt_statuses(&ids, Since::None)
+                .map(|p| p.attempts.len())
+        },
+        |c| *c.as_ref().unwrap_or(&0),
+    ));
+}
+
+fn updated_at(q: &Query, task: Uuid) -> Option<DateTime<Utc>> {
+    let t = q.read().task(task).ok()??;
+    t.value.get("updated_at")?.as_str()?.parse().ok()
+}
+
+fn main() -> anyhow::Result<()> {
+    let o = Opts::from_env();
+    println!("scale_reads: {:?}", o.spec);
+    let dir = tempfile::tempdir()?;
+    let mut owner = StoreOwner::open(dir.path(), Retention::default())?;
+    let mut writer = owner
+        .take_writer()
+        .ok_or_else(|| anyhow::anyhow!("no writer"))?;
+    let t = Instant::now();
+    let rows = scale_rows(o.spec);
+    let generated = t.elapsed();
+    let loaded = load(&mut writer, &rows)?;
+    owner.flush()?;
+    let disk = owner.store().size_on_disk();
+    println!(
+        "board generated in {generated:.2?}, written in {loaded:.2?}, {:.1} MB on disk",
+        disk as f64 / 1e6
+    );
+    let q = Query::new(owner.store(), Arc::new(Health::new()));
+    let mut figures = Vec::new();
+    phases(&o, &q, &rows, &mut figures);
+    write_report(&o, generated, loaded, disk, &figures)
+}
+
+fn write_report(
+    o: &Opts,
+    generated: Duration,
+    loaded: Duration,
+    disk: u64,
+    figures: &[Figure],
+) -> anyhow::Result<()> {
+    let report = json!({
+        "spec": format!("{:?}", o.spec),
+        "iters": o.iters,
+        "commit": std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()),
+        "generated_s": generated.as_secs_f64(),
+        "written_s": loaded.as_secs_f64(),
+        "disk_bytes": disk,
+        "figures": figures.iter().map(|f| json!({"name": f.name, "p50_us": us(f.p50), "p99_us": us(f.p99), "items": f.items})).collect::<Vec<Value>>(),
+    });
+    let out = std::env::var("VK_BENCH_OUT").unwrap_or_else(|_| "target/perf".into());
+    std::fs::create_dir_all(&out)?;
+    let path = std::path::Path::new(&out).join("scale.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
