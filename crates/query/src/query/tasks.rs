@@ -177,6 +177,8 @@ pub struct TaskDetail {
 /// Filters of `list_tasks`.
 #[derive(Debug, Default, Clone)]
 pub struct TaskFilter {
+    /// This task alone (a caller limited to its own attempt sees only its task).
+    pub only: Option<Uuid>,
     pub status: Option<TaskStatus>,
     pub q: Option<String>,
     pub updated_since: Option<DateTime<Utc>>,
@@ -200,9 +202,10 @@ impl Query {
             .tasks_of_project(project)?
             .into_iter()
             .filter(|t| {
-                filter
-                    .status
-                    .is_none_or(|s| str_of(&t.value, "status") == Some(s.as_str()))
+                filter.only.is_none_or(|only| t.id == only)
+                    && filter
+                        .status
+                        .is_none_or(|s| str_of(&t.value, "status") == Some(s.as_str()))
                     && filter.updated_since.is_none_or(|since| {
                         ts_of(&t.value, "updated_at").is_some_and(|u| u >= since)
                     })
