@@ -194,6 +194,46 @@ async fn a_project_limited_token_reads_only_its_projects() {
         .await
         .ok();
     assert_eq!(tasks["tasks"].as_array().unwrap().len(), 2, "{tasks}");
+    // The audit trail (`GET /audit`): the orchestrator's edit of the other project is not the
+    // limited token's to see, and naming that project is refused.
+    orchestrator
+        .call(
+            "update_task",
+            json!({"task_id": w.other_task, "title": "renamed"}),
+        )
+        .await
+        .ok();
+    let audit = |secret: String, query: String| {
+        let addr = daemon.addr;
+        async move {
+            let r = reqwest::Client::new()
+                .get(format!("http://{addr}/audit{query}"))
+                .bearer_auth(secret)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, all) = audit(full.clone(), String::new()).await;
+    assert_eq!(
+        (status, all["entries"].as_array().unwrap().len()),
+        (200, 1),
+        "{all}"
+    );
+    let (status, mine) = audit(limited.clone(), String::new()).await;
+    assert_eq!(
+        (status, mine["entries"].as_array().unwrap().len()),
+        (200, 0),
+        "{mine}"
+    );
+    let (status, refused) =
+        audit(limited.clone(), format!("?project_id={}", w.other_project)).await;
+    assert_eq!(
+        (status, &refused["code"]),
+        (403, &json!("forbidden")),
+        "{refused}"
+    );
     // Resources: read and subscribe inside, refused outside.
     for (uri_of, wake_ok) in [
         (format!("vk-observer://attempts/{}", w.attempt), true),
