@@ -160,6 +160,31 @@ async fn a_project_limited_token_reads_only_its_projects() {
         let reply = orchestrator.call(tool, theirs).await;
         assert!(!forbidden(&reply), "{tool} full: {reply:?}");
     }
+    // A wait of a limited caller is not parked before its check: a foreign one is refused at
+    // once (never when the attempt changes), its own waits its time out.
+    // (Parked, it would answer only after its 50 s; half of that is a generous bound.)
+    let foreign_wait = mcp.call(
+        "wait_for_attempt_change",
+        json!({"attempt_ids": [w.other_attempt], "timeout_ms": 50_000}),
+    );
+    let e = tokio::time::timeout(Duration::from_secs(25), foreign_wait)
+        .await
+        .expect("refused before waiting, not parked")
+        .err();
+    assert_eq!(e["code"], "forbidden", "{e}");
+    let token = mcp
+        .call("get_attempt_status", json!({"attempt_id": w.attempt}))
+        .await
+        .ok()["token"]
+        .clone();
+    let waited = mcp
+        .call(
+            "wait_for_attempt_change",
+            json!({"attempt_ids": [w.attempt], "since_token": token, "timeout_ms": 300}),
+        )
+        .await
+        .ok();
+    assert_eq!(waited["outcome"], "timeout", "{waited}");
     // A batch naming a foreign attempt is refused whole, naming it.
     let e = mcp
         .call(
