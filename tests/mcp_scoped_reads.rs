@@ -124,7 +124,6 @@ fn ids(list: &Value, field: &str, id: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[allow(deprecated)] // resources/subscribe: the 2025 era's subscription, still served
 async fn a_project_limited_token_reads_only_its_projects() {
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
@@ -219,8 +218,21 @@ async fn a_project_limited_token_reads_only_its_projects() {
         .await
         .ok();
     assert_eq!(tasks["tasks"].as_array().unwrap().len(), 2, "{tasks}");
-    // The audit trail (`GET /audit`): the orchestrator's edit of the other project is not the
-    // limited token's to see, and naming that project is refused.
+    audit_shows_only_its_projects(&daemon, &w, &orchestrator, &full, &limited).await;
+    resources_inside_and_outside(&mcp, &w).await;
+    daemon.shutdown().await;
+    sim.shutdown().await;
+}
+
+/// `GET /audit` of the limited token: the orchestrator's edit of the other project is not its to
+/// see, and naming that project is refused.
+async fn audit_shows_only_its_projects(
+    daemon: &vk_observer::daemon::Daemon,
+    w: &World,
+    orchestrator: &Mcp,
+    full: &str,
+    limited: &str,
+) {
     orchestrator
         .call(
             "update_task",
@@ -240,26 +252,33 @@ async fn a_project_limited_token_reads_only_its_projects() {
             (r.status().as_u16(), r.json::<Value>().await.unwrap())
         }
     };
-    let (status, all) = audit(full.clone(), String::new()).await;
+    let (status, all) = audit(full.to_string(), String::new()).await;
     assert_eq!(
         (status, all["entries"].as_array().unwrap().len()),
         (200, 1),
         "{all}"
     );
-    let (status, mine) = audit(limited.clone(), String::new()).await;
+    let (status, mine) = audit(limited.to_string(), String::new()).await;
     assert_eq!(
         (status, mine["entries"].as_array().unwrap().len()),
         (200, 0),
         "{mine}"
     );
-    let (status, refused) =
-        audit(limited.clone(), format!("?project_id={}", w.other_project)).await;
+    let (status, refused) = audit(
+        limited.to_string(),
+        format!("?project_id={}", w.other_project),
+    )
+    .await;
     assert_eq!(
         (status, &refused["code"]),
         (403, &json!("forbidden")),
         "{refused}"
     );
-    // Resources: read and subscribe inside, refused outside.
+}
+
+/// Resources of the limited token: read and subscribe inside its project, refused outside.
+#[allow(deprecated)] // resources/subscribe: the 2025 era's subscription, still served
+async fn resources_inside_and_outside(mcp: &Mcp, w: &World) {
     for (uri_of, wake_ok) in [
         (format!("vk-observer://attempts/{}", w.attempt), true),
         (
@@ -294,8 +313,6 @@ async fn a_project_limited_token_reads_only_its_projects() {
             sub.expect_err("foreign subscription");
         }
     }
-    daemon.shutdown().await;
-    sim.shutdown().await;
 }
 
 fn params(name: &'static str, args: Value) -> CallToolRequestParams {
