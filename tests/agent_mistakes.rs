@@ -286,6 +286,7 @@ async fn scope_refusals_are_catalogued_with_their_callers() {
     .await;
     let w = ScopeWorld {
         project,
+        other_project,
         attempt: mine.attempt_id,
         other_attempt: other.attempt_id,
         other_task,

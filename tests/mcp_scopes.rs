@@ -276,10 +276,12 @@ async fn a_project_limited_token_touches_only_its_projects() {
         .ok();
     assert_eq!(updated["task"]["title"], "renamed", "{updated}");
     assert_eq!(sim.counters().task_updates, 1);
-    // Reads are not limited by project.
-    mcp.call("get_task", json!({"task_id": w.other_task}))
+    // Reads are limited by project too (tests/mcp_scoped_reads.rs covers every read tool).
+    let e = mcp
+        .call("get_task", json!({"task_id": w.other_task}))
         .await
-        .ok();
+        .err();
+    assert_eq!(e["code"], "forbidden", "{e}");
     // The audit trail: the one mutation, under the token's name, in the feed at detail ≥ 1.
     let mut audited = Value::Null;
     for _ in 0..100 {
@@ -316,17 +318,15 @@ async fn a_project_limited_token_touches_only_its_projects() {
         compact.get("audit").is_none(),
         "detail 0 leaves the audit out"
     );
+    // Another project's feed (and its audit) is not this token's to read.
     let other = mcp
         .call(
             "tail_project_activity",
             json!({"project_id": w.other_project, "detail": 2}),
         )
         .await
-        .ok();
-    assert!(
-        other["audit"].as_array().is_none_or(|a| a.is_empty()),
-        "{other}"
-    );
+        .err();
+    assert_eq!(other["code"], "forbidden", "{other}");
     let http: Value = reqwest::Client::new()
         .get(format!("http://{}/audit?caller=limited", daemon.addr))
         .bearer_auth(&secret)

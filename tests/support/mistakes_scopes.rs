@@ -1,4 +1,4 @@
-//! The refusals of least privilege (issue 26; docs/agent-guide.md rows 84–90) as data for
+//! The refusals of least privilege (issue 26; docs/agent-guide.md rows 84–95) as data for
 //! tests/agent_mistakes.rs: each mis-call with the caller that makes it, the code, `retryable`
 //! and the words its hint or details must carry.
 
@@ -21,6 +21,7 @@ pub enum Caller {
 /// What the calls name.
 pub struct ScopeWorld {
     pub project: Uuid,
+    pub other_project: Uuid,
     pub attempt: Uuid,
     pub other_attempt: Uuid,
     pub other_task: Uuid,
@@ -110,6 +111,51 @@ pub fn cases(w: &ScopeWorld) -> Vec<ScopeCase> {
             "forbidden",
             false,
             &["project"],
+        ),
+        (
+            "a project-limited token reading another project's attempt",
+            Caller::ProjectToken,
+            "get_attempt_status",
+            json!({"attempt_id": w.other_attempt}),
+            "forbidden",
+            false,
+            &["projects", "refused", "project_ids"],
+        ),
+        (
+            "a project-limited token batching a foreign attempt with its own",
+            Caller::ProjectToken,
+            "get_attempt_status",
+            json!({"attempt_ids": [w.attempt, w.other_attempt]}),
+            "forbidden",
+            false,
+            &["refused", "attempt_ids"],
+        ),
+        (
+            "a project-limited token tailing another project's feed",
+            Caller::ProjectToken,
+            "tail_project_activity",
+            json!({"project_id": w.other_project}),
+            "forbidden",
+            false,
+            &["projects", "list_projects"],
+        ),
+        (
+            "an agent in its workspace tailing another attempt's logs",
+            Caller::InWorkspace,
+            "tail_attempt_logs",
+            json!({"attempt_id": w.other_attempt}),
+            "forbidden",
+            false,
+            &["own attempt", "get_context", "refused"],
+        ),
+        (
+            "an agent in its workspace tailing its whole project's feed",
+            Caller::InWorkspace,
+            "tail_project_activity",
+            json!({"project_id": w.project}),
+            "forbidden",
+            false,
+            &["own attempt", "list_tasks"],
         ),
     ]
 }

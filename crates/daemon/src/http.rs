@@ -40,7 +40,8 @@ pub fn router(state: AppState, mcp: crate::mcp::McpEndpoint) -> Router {
 }
 
 /// `GET /audit?attempt_id=&task_id=&project_id=&caller=&tool=&since_ms=&limit=`: the newest
-/// matching audit entries first (`limit` default 100, at most 1000).
+/// matching audit entries first (`limit` default 100, at most 1000); a project-limited token's
+/// only those of its projects.
 #[derive(serde::Deserialize)]
 struct AuditQuery {
     attempt_id: Option<uuid::Uuid>,
@@ -57,10 +58,18 @@ async fn audit(
     caller: Option<axum::Extension<crate::mcp::access::Caller>>,
     axum::extract::Query(q): axum::extract::Query<AuditQuery>,
 ) -> axum::response::Response {
-    let may_read = caller.is_some_and(|c| c.scopes.contains(crate::config::access::Scope::Read));
-    if !may_read {
+    let Some(axum::Extension(caller)) =
+        caller.filter(|c| c.scopes.contains(crate::config::access::Scope::Read))
+    else {
         let body =
             serde_json::json!({"code": "forbidden", "hint": "the audit trail needs scope `read`"});
+        return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+    };
+    // A project-limited token reads the entries of its projects only (docs/reliability.md).
+    if let (Some(projects), Some(p)) = (&caller.projects, q.project_id)
+        && !projects.contains(&p)
+    {
+        let body = serde_json::json!({"code": "forbidden", "hint": "project_id is not one of this token's projects", "details": {"limit": {"project_ids": projects}}});
         return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
     }
     let filter = crate::store::audit::AuditFilter {
@@ -70,6 +79,7 @@ async fn audit(
         caller: q.caller,
         tool: q.tool,
         since_ms: q.since_ms,
+        within: caller.projects.clone(),
     };
     match s
         .store

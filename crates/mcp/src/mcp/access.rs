@@ -9,6 +9,11 @@
 //! `x-vk-workspace` header of the stdio bridge, or the daemon's own directory) gets only `read`
 //! and `write`, limited to its own attempt. [`Grant::check`] runs before a tool's handler, so a
 //! refused call never reaches VK, and `tools/list` shows only what the grant allows.
+//!
+//! Limits hold for reads too: every id a read names must be placed (`query::owner`) inside
+//! the grant's projects, or be the caller's own attempt (its task; its project only for the
+//! task list and repositories). Listings that name no target are filtered instead: the handler
+//! asks [`visible_projects`] / [`only_task`] for the grant of the call it serves ([`reading`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -22,7 +27,7 @@ use crate::config::access::{
     CONFIG_TOKEN_CALLER, LOOPBACK_CALLER, Scope, Scopes, TokenFile, TokenRecord, same,
 };
 use crate::query::Query;
-use crate::query::owner::Owner;
+use crate::query::owner::{Owner, ReadTarget};
 use crate::tool_error::{ErrorCode, ToolError};
 
 /// The authenticated identity of a request, as the guard found it.
@@ -205,8 +210,11 @@ impl Grant {
         if !self.scopes.contains(scope) {
             return Err(self.missing_scope(tool, scope));
         }
-        if scope == Scope::Read || self.limit == Limit::Everything {
+        if self.limit == Limit::Everything {
             return Ok(());
+        }
+        if scope == Scope::Read {
+            return self.check_read(tool, args, query);
         }
         let empty = Map::new();
         let owner = query.owner_of(args.unwrap_or(&empty))?;
@@ -214,6 +222,72 @@ impl Grant {
             return Ok(());
         }
         Err(self.outside_limit(tool))
+    }
+
+    /// `forbidden` unless every id the read `tool` names lies within this grant's limit; the
+    /// refusal names each id that does not (a batch is refused whole, never silently cut).
+    pub fn check_read(
+        &self,
+        tool: &str,
+        args: Option<&Map<String, Value>>,
+        query: &Query,
+    ) -> Result<(), ToolError> {
+        if self.limit == Limit::Everything {
+            return Ok(());
+        }
+        let empty = Map::new();
+        let targets = query.read_targets(args.unwrap_or(&empty))?;
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let own = match &self.limit {
+            Limit::OwnAttempt(a) => query.owner_of_attempt(*a)?,
+            _ => None,
+        };
+        let refused: Vec<Value> = targets
+            .iter()
+            .filter(|t| !self.may_read(tool, t, own))
+            .map(|t| json!({"field": t.field, "id": t.id}))
+            .collect();
+        if refused.is_empty() {
+            return Ok(());
+        }
+        let mut e = self.outside_limit(tool);
+        e.hint = self.read_hint(tool, refused.len());
+        if let Some(d) = e.details.as_object_mut() {
+            d.insert("scope".into(), Scope::Read.as_str().into());
+            d.insert("refused".into(), refused.into());
+        }
+        Err(e)
+    }
+
+    /// Whether a read may name `target`: inside the grant's projects; or, inside a workspace,
+    /// its own attempt, its own task, and its own project for the listings in
+    /// [`OWN_PROJECT_READS`]. Not cached: not shown to be its own, refused.
+    fn may_read(&self, tool: &str, target: &ReadTarget, own: Option<Owner>) -> bool {
+        let Some(owner) = target.owner else {
+            return false;
+        };
+        match &self.limit {
+            Limit::Everything => true,
+            Limit::Projects(projects) => projects.contains(&owner.project),
+            Limit::OwnAttempt(_) => own.is_some_and(|own| match (owner.attempt, owner.task) {
+                (Some(attempt), _) => own.attempt == Some(attempt),
+                (None, Some(task)) => own.task == Some(task),
+                (None, None) => owner.project == own.project && OWN_PROJECT_READS.contains(&tool),
+            }),
+        }
+    }
+
+    fn read_hint(&self, tool: &str, refused: usize) -> String {
+        match &self.limit {
+            Limit::OwnAttempt(a) => format!(
+                "{tool} may read only this workspace's own attempt {a} (its task; in its project only list_tasks and list_repos) from inside it without a token. Do not retry: pass your own attempt_id or task_id (get_context), or ask the orchestrator."
+            ),
+            _ => format!(
+                "{tool} names {refused} id(s) (details.refused) outside the projects this caller's token may read, or not in the cache. Do not retry as is: name only targets of your projects (list_projects shows them), or ask for a token for that project."
+            ),
+        }
     }
 
     fn may_touch(&self, owner: Owner) -> bool {
@@ -262,6 +336,56 @@ impl Grant {
             "limit": limit,
         }))
     }
+}
+
+/// The project-level reads a client inside a workspace may make of its own project: the task
+/// list (filtered to its own task) and the repositories. Project activity, approvals and waits
+/// over the project would show the other attempts.
+const OWN_PROJECT_READS: [&str; 2] = ["list_tasks", "list_repos"];
+
+tokio::task_local! {
+    static READING: Grant;
+}
+
+/// Runs a read's handler with `grant` as the grant of the call it serves.
+pub async fn reading<F: std::future::Future>(grant: Grant, call: F) -> F::Output {
+    READING.scope(grant, call).await
+}
+
+/// The grant of the call being served (every scope outside [`reading`], e.g. the CLI).
+fn current_limit() -> Limit {
+    READING
+        .try_with(|g| g.limit.clone())
+        .unwrap_or(Limit::Everything)
+}
+
+/// The projects the caller of the read being served may see; None for every project.
+pub fn visible_projects(query: &Query) -> Result<Option<Vec<Uuid>>, ToolError> {
+    Ok(match current_limit() {
+        Limit::Everything => None,
+        Limit::Projects(p) => Some(p),
+        Limit::OwnAttempt(a) => Some(
+            query
+                .owner_of_attempt(a)?
+                .map(|o| o.project)
+                .into_iter()
+                .collect(),
+        ),
+    })
+}
+
+/// The one task a listing of the caller may show (its own, inside a workspace); None for all.
+/// A caller whose own attempt the cache cannot place sees no task (the nil id matches none).
+pub fn only_task(query: &Query) -> Result<Option<Uuid>, ToolError> {
+    Ok(match current_limit() {
+        Limit::OwnAttempt(a) => Some(
+            query
+                .owner_of_attempt(a)?
+                .and_then(|o| o.task)
+                .unwrap_or(Uuid::nil()),
+        ),
+        _ => None,
+    })
 }
 
 /// The id arguments an audit entry keeps.

@@ -94,9 +94,9 @@ impl VkTools {
 
     /// The attempt whose workspace this request comes from, if any.
     fn own_attempt(&self, ctx: &RequestContext<RoleServer>) -> Option<uuid::Uuid> {
+        // Remembered per directory (`query::workspaces`): this runs before every call.
         self.workspace_of(ctx)
-            .and_then(|d| self.query.attempt_at(&d).ok().flatten())
-            .map(|(id, _)| id)
+            .and_then(|d| self.query.own_attempt_at(&d).ok().flatten())
     }
 
     /// What this request may do: the guard's caller (`access`), narrowed when it presented no
@@ -116,27 +116,30 @@ impl VkTools {
             .and_then(|p| p.extensions.get::<Caller>())
     }
 
-    /// The grant a call of `tool` is checked against. A read needs no workspace lookup (a scan
-    /// of the cached attempts): the narrowing inside a workspace keeps `read` and limits only
-    /// mutations, so the caller's own scopes decide.
-    fn grant_for_call(&self, tool: &str, ctx: &RequestContext<RoleServer>) -> Grant {
-        if tools::scope_of(tool) == Some(tools::Scope::Read) {
-            return Grant::new(Self::caller_of(ctx), None);
-        }
-        self.grant_of(ctx)
-    }
-
-    /// Resources are reads: refused without `read`.
-    fn may_read(&self, ctx: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        // No workspace lookup: the narrowing inside one keeps `read` (see `grant_for_call`).
-        let grant = Grant::new(Self::caller_of(ctx), None);
-        if grant.scopes.contains(tools::Scope::Read) {
-            return Ok(());
-        }
-        let e = grant.missing_scope("resources", tools::Scope::Read);
+    /// Resources are reads: refused without `read`, and for a limited caller unless the
+    /// resource's attempt or project is within its limit (as the tool reading it would be).
+    fn may_read(&self, ctx: &RequestContext<RoleServer>, uri: &str) -> Result<(), ErrorData> {
+        let grant = self.grant_of(ctx);
+        let refused = if grant.scopes.contains(tools::Scope::Read) {
+            let Ok(res) = resources::Resource::parse(uri) else {
+                return Ok(()); // the caller answers an unknown URI as it always did
+            };
+            let (field, tool) = match res.wake() {
+                resources::Wake::Attempt(_) => ("attempt_id", "resources (attempt)"),
+                resources::Wake::Project(_) => ("project_id", "resources (project activity)"),
+            };
+            let mut args = serde_json::Map::new();
+            args.insert(field.into(), res.id.to_string().into());
+            match grant.check_read(tool, Some(&args), &self.query) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            }
+        } else {
+            grant.missing_scope("resources", tools::Scope::Read)
+        };
         Err(ErrorData::invalid_request(
-            e.hint.clone(),
-            Some(serde_json::to_value(&e).unwrap_or_default()),
+            refused.hint.clone(),
+            Some(serde_json::to_value(&refused).unwrap_or_default()),
         ))
     }
 
@@ -182,7 +185,7 @@ impl ServerHandler for VkTools {
         } else {
             telemetry::UNKNOWN_TOOL.to_string()
         };
-        let grant = self.grant_for_call(&request.name, &context);
+        let grant = self.grant_of(&context);
         let result = match grant.check(&request.name, request.arguments.as_ref(), &self.query) {
             Err(refused) => Ok(rmcp::model::CallToolResponse::Complete(
                 tools::answer::error_result(&refused),
@@ -197,7 +200,8 @@ impl ServerHandler for VkTools {
                 let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
                 match audit {
                     Some(audit) => crate::proxy::audit::audited(audit, self.router.call(tcc)).await,
-                    None => self.router.call(tcc).await,
+                    // A limited caller's listings are filtered by the grant (`access::reading`).
+                    None => super::access::reading(grant, self.router.call(tcc)).await,
                 }
             }
         };
@@ -253,7 +257,7 @@ impl ServerHandler for VkTools {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.may_read(&context)?;
+        self.may_read(&context, &request.uri)?;
         let mut read = resources::Resource::parse(&request.uri)?.read(&self.query)?;
         cache_hints::on_read(&context, &mut read);
         Ok(ReadResourceResponse::from(read))
@@ -265,7 +269,7 @@ impl ServerHandler for VkTools {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.may_read(&context)?;
+        self.may_read(&context, &request.uri)?;
         match &self.subscriptions {
             Some(s) => s.subscribe(&request.uri, &context.peer),
             None => Err(subscriptions::stateless_refusal()),
@@ -294,7 +298,13 @@ impl ServerHandler for VkTools {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        self.may_read(context.request_context())?;
+        let ctx = context.request_context();
+        let uris = context.accepted().resource_subscriptions.iter().flatten();
+        // Names no resource: still needs `read`.
+        self.may_read(ctx, "")?;
+        for uri in uris {
+            self.may_read(ctx, uri)?;
+        }
         match &self.subscriptions {
             Some(s) => s.listen(context).await,
             None => Ok(()),

@@ -192,6 +192,16 @@ impl ExecutorFilter {
 
 impl Query {
     pub fn list_projects(&self, args: &PageArgs) -> Result<ProjectList, ToolError> {
+        self.list_projects_within(args, None)
+    }
+
+    /// `list_projects` of a caller limited to `within` (None: every project), filtered before
+    /// paging so counts, totals and cursors are those of what it may see.
+    pub fn list_projects_within(
+        &self,
+        args: &PageArgs,
+        within: Option<&[Uuid]>,
+    ) -> Result<ProjectList, ToolError> {
         let View {
             token,
             reader,
@@ -202,7 +212,11 @@ impl Query {
             field: "cursor",
             scope: None,
         };
-        let page = paging::page(list, reader.projects()?, args, |p| {
+        let mut all = reader.projects()?;
+        if let Some(within) = within {
+            all.retain(|p| within.contains(&p.id));
+        }
+        let page = paging::page(list, all, args, |p| {
             by_name_key(&string_of(&p.value, "name").unwrap_or_default(), p.id)
         })?;
         // Repository counts only for the page: a scan per project, paid for what is shown.

@@ -61,7 +61,7 @@ pub const CONTEXT_RULES: Rules = Rules {
 };
 
 /// Lexically normalized absolute path (no `.`/`..`), so prefixes compare reliably.
-fn normalize(p: &Path) -> PathBuf {
+pub(crate) fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {

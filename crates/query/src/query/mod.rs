@@ -27,6 +27,7 @@ pub mod transcript;
 pub mod until;
 pub mod verdict;
 pub mod wait;
+pub mod workspaces;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,6 +50,8 @@ pub struct Query {
     pub max_waiters: usize,
     /// Statuses already computed, per attempt token (see `status_memo`).
     pub status_memo: Arc<status_memo::StatusMemo>,
+    /// Workspace directories of tokenless clients and their attempts (`workspaces`).
+    pub workspaces: Arc<workspaces::WorkspaceMemo>,
 }
 
 /// How current the cache is; part of every tool response at detail 1 and 2, and at detail 0
@@ -126,6 +129,7 @@ impl Query {
             waiters: Arc::default(),
             max_waiters: crate::config::DEFAULT_MAX_WAITERS,
             status_memo: Arc::default(),
+            workspaces: Arc::default(),
         }
     }
 

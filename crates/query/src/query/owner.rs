@@ -1,7 +1,8 @@
 //! Whose object a call targets: the project (and attempt) a mutation's ids belong to, read from
 //! the cache, so a caller limited to some projects or to its own attempt (`mcp::access`) is
 //! refused before VK is asked. An id the cache does not hold has no owner: a limited caller is
-//! refused for it, as it cannot be shown to be its own.
+//! refused for it, as it cannot be shown to be its own. Reads of a limited caller are placed
+//! the same way, every id they name ([`Query::read_targets`]): a couple of key reads per id.
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -45,6 +46,54 @@ impl Query {
         }
         Ok(None)
     }
+}
+
+/// One id a read names, where the cache places it (None: not cached).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadTarget {
+    pub field: &'static str,
+    pub id: Uuid,
+    pub owner: Option<Owner>,
+}
+
+impl Query {
+    /// Every id a read's arguments name (the single target fields and each of `attempt_ids`),
+    /// placed. A value that is not a UUID is skipped: the tool refuses it as invalid before
+    /// reading anything.
+    pub fn read_targets(&self, args: &Map<String, Value>) -> Result<Vec<ReadTarget>, ToolError> {
+        let reader = self.read();
+        let mut named: Vec<(&'static str, Uuid)> = TARGET_FIELDS
+            .iter()
+            .filter_map(|f| Some((*f, parse(args.get(*f)?)?)))
+            .collect();
+        if let Some(ids) = args.get("attempt_ids").and_then(Value::as_array) {
+            named.extend(ids.iter().filter_map(parse).map(|id| ("attempt_ids", id)));
+        }
+        named
+            .into_iter()
+            .map(|(field, id)| {
+                let lookup = if field == "attempt_ids" {
+                    "attempt_id"
+                } else {
+                    field
+                };
+                Ok(ReadTarget {
+                    field,
+                    id,
+                    owner: owner(&reader, lookup, id)?,
+                })
+            })
+            .collect()
+    }
+
+    /// The owner of an attempt (its task and project), or None when it is not cached.
+    pub fn owner_of_attempt(&self, attempt: Uuid) -> Result<Option<Owner>, ToolError> {
+        owner(&self.read(), "attempt_id", attempt)
+    }
+}
+
+fn parse(v: &Value) -> Option<Uuid> {
+    Uuid::parse_str(v.as_str()?.trim()).ok()
 }
 
 fn owner(reader: &StoreReader, field: &str, id: Uuid) -> Result<Option<Owner>, ToolError> {

@@ -178,6 +178,8 @@ pub struct TaskDetail {
 /// Filters of `list_tasks`.
 #[derive(Debug, Default, Clone)]
 pub struct TaskFilter {
+    /// This task alone (a caller limited to its own attempt sees only its task).
+    pub only: Option<Uuid>,
     pub status: Option<TaskStatus>,
     pub q: Option<String>,
     pub updated_since: Option<DateTime<Utc>>,
@@ -297,14 +299,20 @@ fn task_page(
 ) -> Result<paging::Paged<Stored>, ToolError> {
     let status = filter.status.map(TaskStatus::as_str);
     let needle = filter.q.as_deref().map(str::to_lowercase);
-    let candidates = match (filter.updated_since, &needle) {
-        (Some(since), _) => reader.tasks_updated_since(project, since.timestamp_micros())?,
-        (None, Some(_)) => {
+    let candidates = match (filter.only, filter.updated_since, &needle) {
+        // A caller limited to its own attempt: its task alone, if it is in this project.
+        (Some(only), ..) => reader
+            .task(only)?
+            .into_iter()
+            .filter(|t| vk::uuid_of(&t.value, "project_id") == Some(project))
+            .collect(),
+        (None, Some(since), _) => reader.tasks_updated_since(project, since.timestamp_micros())?,
+        (None, None, Some(_)) => {
             reader
                 .tasks_newest_first(project, status, None, usize::MAX)?
                 .items
         }
-        (None, None) => {
+        (None, None, None) => {
             return indexed_page(list, args, |after| {
                 reader.tasks_newest_first(project, status, after, args.limit)
             });
@@ -314,6 +322,9 @@ fn task_page(
         .into_iter()
         .filter(|t| {
             status.is_none_or(|s| str_of(&t.value, "status") == Some(s))
+                && filter
+                    .updated_since
+                    .is_none_or(|since| ts_of(&t.value, "updated_at").is_some_and(|u| u >= since))
                 && needle.as_deref().is_none_or(|n| matches_text(&t.value, n))
         })
         .collect();

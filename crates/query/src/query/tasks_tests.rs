@@ -96,7 +96,7 @@ proptest! {
         for status in [None, Some(TaskStatus::Todo), Some(TaskStatus::Done)] {
             for text in [None, Some("parser".to_string())] {
                 for updated_since in [None, since] {
-                    let f = TaskFilter { status, q: text.clone(), updated_since };
+                    let f = TaskFilter { only: None, status, q: text.clone(), updated_since };
                     let want = expected(&tasks, &f);
                     let (got, total) = walk(&q, &f, limit);
                     prop_assert_eq!(&got, &want, "{:?}", f);

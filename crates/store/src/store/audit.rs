@@ -85,6 +85,8 @@ pub struct AuditFilter {
     pub tool: Option<String>,
     /// Only entries that started at or after this (Unix ms).
     pub since_ms: Option<i64>,
+    /// Only entries whose project is one of these (a project-limited reader); None for all.
+    pub within: Option<Vec<Uuid>>,
 }
 
 impl AuditFilter {
@@ -98,6 +100,11 @@ impl AuditFilter {
             && self.caller.as_ref().is_none_or(|c| *c == e.caller)
             && self.tool.as_ref().is_none_or(|t| *t == e.tool)
             && self.since_ms.is_none_or(|s| e.at_ms >= s)
+            && self.within.as_ref().is_none_or(|projects| {
+                projects
+                    .iter()
+                    .any(|p| e.target("project_id") == Some(p.to_string().as_str()))
+            })
     }
 }
 

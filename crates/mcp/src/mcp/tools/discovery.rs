@@ -42,7 +42,9 @@ impl VkTools {
         shaped(
             a.and_then(|a| {
                 let page = page_args(a.cursor, a.limit, "limit")?;
-                self.query.list_projects(&page)
+                // A limited caller sees only its projects (`access`).
+                let within = crate::mcp::access::visible_projects(&self.query)?;
+                self.query.list_projects_within(&page, within.as_deref())
             }),
             &PROJECT_LIST_RULES,
             level,

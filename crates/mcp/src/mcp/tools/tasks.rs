@@ -63,6 +63,8 @@ impl VkTools {
             .map_or(true, |a| a.include_attempt_summary != Some(false));
         let answer = a.and_then(|a| {
             let filter = TaskFilter {
+                // Inside a workspace without a token: its own task only (`access`).
+                only: crate::mcp::access::only_task(&self.query)?,
                 updated_since: updated_since(a.updated_since.as_deref())?,
                 status: a.status,
                 q: a.q.filter(|q| !q.trim().is_empty()),

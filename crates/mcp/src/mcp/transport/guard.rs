@@ -53,8 +53,9 @@ pub async fn guard(State(g): State<GuardState>, mut req: Request, next: Next) ->
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return r;
     };
-    // A caller that may not read is refused by the tool, never parked first.
-    let may_park = caller.scopes.contains(crate::config::access::Scope::Read);
+    // A caller that may not read is refused by the tool, never parked first; nor is a limited
+    // one (`unlimited_reader`), so a refused wait never says when a foreign attempt changed.
+    let may_park = unlimited_reader(&g, &caller, &req);
     req.extensions_mut().insert(caller);
     let opens_session = !g.settings.stateless
         && req.method() == axum::http::Method::POST
@@ -88,6 +89,25 @@ pub async fn guard(State(g): State<GuardState>, mut req: Request, next: Next) ->
         return next.run(req).await;
     }
     super::park::park_waits(&g.parking, req, next).await
+}
+
+/// Whether `caller` reads everything: scope `read`, no project limit, and not a tokenless
+/// client inside an attempt workspace (its `x-vk-workspace` placed by the remembered lookup,
+/// `query::workspaces`). Only such a caller's waits are parked before the tool's grant check.
+fn unlimited_reader(g: &GuardState, caller: &crate::mcp::access::Caller, req: &Request) -> bool {
+    let in_workspace = || {
+        req.headers()
+            .get(crate::mcp::WORKSPACE_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| !d.is_empty())
+            .is_some_and(|d| {
+                let dir = std::path::Path::new(d);
+                !matches!(g.parking.query.own_attempt_at(dir), Ok(None))
+            })
+    };
+    caller.scopes.contains(crate::config::access::Scope::Read)
+        && caller.projects.is_none()
+        && (caller.presented_token || !in_workspace())
 }
 
 /// rmcp 3.9 closes the session and answers `202 Accepted`. The spec (Streamable HTTP, Session
