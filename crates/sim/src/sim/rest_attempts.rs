@@ -105,23 +105,21 @@ fn standard_file(repo: &str, prompt: &str) -> SimFile {
     }
 }
 
-pub(crate) async fn create(
-    State(inner): State<AppState>,
-    headers: HeaderMap,
-    Json(body): Json<CreateAttempt>,
-) -> Response {
+/// What VK refuses before it creates anything: no repos, an unknown executor, a target branch
+/// that does not exist.
+fn refuse_create(inner: &AppState, body: &CreateAttempt) -> Option<Response> {
     if body.repos.is_empty() {
-        return fail(
+        return Some(fail(
             StatusCode::BAD_REQUEST,
             "At least one repository is required",
-        );
+        ));
     }
     if !matches!(
         body.executor_profile_id.executor.as_str(),
         "CLAUDE_CODE" | "CODEX"
     ) {
         let msg = format!("Unknown executor: {}", body.executor_profile_id.executor);
-        return fail(StatusCode::BAD_REQUEST, &msg);
+        return Some(fail(StatusCode::BAD_REQUEST, &msg));
     }
     // VK creates the worktree on the target branch inside this call: an unknown one fails it
     // (500, workspace removed; docs/vk-contract.md §11.3, message inferred).
@@ -132,9 +130,19 @@ pub(crate) async fn create(
             .find(|r| !w.git.branch_exists(r.repo_id, &r.target_branch))
             .map(|r| r.target_branch.clone())
     };
-    if let Some(b) = missing {
+    missing.map(|b| {
         let msg = format!("Failed to create workspace: Branch not found: {b}");
-        return fail(StatusCode::INTERNAL_SERVER_ERROR, &msg);
+        fail(StatusCode::INTERNAL_SERVER_ERROR, &msg)
+    })
+}
+
+pub(crate) async fn create(
+    State(inner): State<AppState>,
+    headers: HeaderMap,
+    Json(body): Json<CreateAttempt>,
+) -> Response {
+    if let Some(refused) = refuse_create(&inner, &body) {
+        return refused;
     }
     let payload = serde_json::to_value(&body).unwrap_or(Value::Null);
     let key = idempotency::key(&headers);

@@ -109,28 +109,7 @@ impl Writer {
         }
         super::list_index::restate(&mut p.ov)?;
         let attempts: Vec<Uuid> = p.attempts.iter().copied().collect();
-        for a in &attempts {
-            p.ov.insert(
-                &keys::id_key(table::ATTEMPT_TOKENS, *a),
-                next.to_be_bytes().to_vec(),
-            );
-        }
-        let record = serde_json::json!({
-            "at": chrono::Utc::now().to_rfc3339(),
-            "events": n_events,
-            "changes": p.notes,
-        });
-        p.ov.insert(
-            &keys::u64_key(table::EVENTS, next),
-            serde_json::to_vec(&record).map_err(StoreError::Encode)?,
-        );
-        p.ov.insert(
-            &keys::meta_key(keys::meta::TOKEN),
-            next.to_be_bytes().to_vec(),
-        );
-        if let Some(json) = replicated {
-            p.ov.insert(&keys::u64_key(table::OUTBOX, next), json);
-        }
+        stamp(&mut p.ov, next, &attempts, n_events, &p.notes, replicated)?;
         let mut projects = projects_of(&p.ov, tree, &attempts);
         let fed = !p.feed.is_empty();
         for project in feed::write(&mut p.ov, next, &mut p.feed)? {
@@ -138,15 +117,7 @@ impl Writer {
                 projects.push(project); // wakes project waits that follow activity
             }
         }
-        if next > self.reserved {
-            let reserved = next + TOKEN_RESERVATION;
-            tree.insert(
-                keys::meta_key(keys::meta::TOKEN_RESERVED),
-                reserved.to_be_bytes().to_vec(),
-            )?;
-            self.store.flush()?;
-            self.reserved = reserved;
-        }
+        reserve_through(&self.store, &mut self.reserved, next)?;
         tree.apply_batch(p.ov.into_batch())?;
         if fed {
             // An activity item a client can see must survive a crash (`store::feed`).
@@ -221,6 +192,56 @@ impl Writer {
             .collect();
         self.apply(events)
     }
+}
+
+/// Tokens up to `next` must be reserved on disk before a batch with `next` is committed: a
+/// crash then never reissues a token a client has seen.
+fn reserve_through(store: &Store, reserved: &mut u64, next: u64) -> Result<(), StoreError> {
+    if next > *reserved {
+        let through = next + TOKEN_RESERVATION;
+        store.tree().insert(
+            keys::meta_key(keys::meta::TOKEN_RESERVED),
+            through.to_be_bytes().to_vec(),
+        )?;
+        store.flush()?;
+        *reserved = through;
+    }
+    Ok(())
+}
+
+/// What every committed batch writes besides its changes: the touched attempts' tokens, the
+/// event record, the store token, and (on a fleet host) the batch for the outbox.
+fn stamp(
+    ov: &mut Overlay<'_>,
+    next: u64,
+    attempts: &[Uuid],
+    n_events: usize,
+    notes: &[String],
+    replicated: Option<Vec<u8>>,
+) -> Result<(), StoreError> {
+    for a in attempts {
+        ov.insert(
+            &keys::id_key(table::ATTEMPT_TOKENS, *a),
+            next.to_be_bytes().to_vec(),
+        );
+    }
+    let record = serde_json::json!({
+        "at": chrono::Utc::now().to_rfc3339(),
+        "events": n_events,
+        "changes": notes,
+    });
+    ov.insert(
+        &keys::u64_key(table::EVENTS, next),
+        serde_json::to_vec(&record).map_err(StoreError::Encode)?,
+    );
+    ov.insert(
+        &keys::meta_key(keys::meta::TOKEN),
+        next.to_be_bytes().to_vec(),
+    );
+    if let Some(json) = replicated {
+        ov.insert(&keys::u64_key(table::OUTBOX, next), json);
+    }
+    Ok(())
 }
 
 /// Projects owning the given attempts (attempt → task → project), read through the batch.
