@@ -329,11 +329,7 @@ fn judge(
         "the end was not seen"
     );
     let ratio = cheap.total() as f64 / full.total() as f64;
-    println!("bytes per tool (detail 0 | detail 2, calls):");
-    for (tool, (b2, n)) in &full.bytes {
-        let b0 = cheap.bytes.get(tool).map_or(0, |x| x.0);
-        println!("  {tool:24} {b0:>10} | {b2:>10}  ({n} calls)");
-    }
+    print_per_tool("", cheap, full);
     println!(
         "total: {} B at detail 0, {} B at detail 2: {:.1} % ({} tool calls, states {:?})",
         cheap.total(),
@@ -342,32 +338,14 @@ fn judge(
         cheap.tools.len(),
         cheap.states
     );
-    r.row(
-        &format!(
-            "agent loop bytes, {total} entries at {}: detail 0 / detail 2",
-            pace.label()
-        ),
-        format!(
-            "{} B / {} B = {:.1} %",
-            cheap.total(),
-            full.total(),
-            ratio * 100.0
-        ),
-        "≤ 25 %",
-        Some(ratio <= 0.25),
-    );
-    let per_tool: BTreeMap<&str, Value> = full
-        .bytes
-        .iter()
-        .map(|(t, (b2, n))| (*t, json!({"calls": n, "detail0": cheap.bytes.get(t).map_or(0, |x| x.0), "detail2": b2})))
-        .collect();
-    let key = match pace {
-        Pace::Recorded => "agent_loop_bytes_recorded_pace".to_string(),
-        Pace::PerTick(n) => format!("agent_loop_bytes_{n}_per_tick"),
-    };
-    r.detail(
-        &key,
-        json!({"entries": total, "pace": pace.label(), "per_tool": per_tool, "ratio": ratio}),
+    report_ratio(
+        r,
+        "agent loop bytes",
+        "agent_loop_bytes",
+        total,
+        pace,
+        cheap,
+        full,
     );
     Ok(())
 }
@@ -404,43 +382,21 @@ fn judge_until(
         );
     }
     let ratio = cheap.total() as f64 / full.total() as f64;
-    println!("until loop, bytes per tool (detail 0 | detail 2, calls):");
-    for (tool, (b2, n)) in &full.bytes {
-        let b0 = cheap.bytes.get(tool).map_or(0, |x| x.0);
-        println!("  {tool:24} {b0:>10} | {b2:>10}  ({n} calls)");
-    }
+    print_per_tool("until loop, ", cheap, full);
     println!(
         "until loop total: {} B at detail 0, {} B at detail 2: {:.1} %",
         cheap.total(),
         full.total(),
         ratio * 100.0
     );
-    r.row(
-        &format!(
-            "agent loop bytes with until, {total} entries at {}: detail 0 / detail 2",
-            pace.label()
-        ),
-        format!(
-            "{} B / {} B = {:.1} %",
-            cheap.total(),
-            full.total(),
-            ratio * 100.0
-        ),
-        "≤ 25 %",
-        Some(ratio <= 0.25),
-    );
-    let per_tool: BTreeMap<&str, Value> = full
-        .bytes
-        .iter()
-        .map(|(t, (b2, n))| (*t, json!({"calls": n, "detail0": cheap.bytes.get(t).map_or(0, |x| x.0), "detail2": b2})))
-        .collect();
-    let key = match pace {
-        Pace::Recorded => "agent_loop_bytes_until_recorded_pace".to_string(),
-        Pace::PerTick(n) => format!("agent_loop_bytes_until_{n}_per_tick"),
-    };
-    r.detail(
-        &key,
-        json!({"entries": total, "pace": pace.label(), "per_tool": per_tool, "ratio": ratio}),
+    report_ratio(
+        r,
+        "agent loop bytes with until",
+        "agent_loop_bytes_until",
+        total,
+        pace,
+        cheap,
+        full,
     );
     Ok(())
 }
@@ -506,4 +462,57 @@ async fn settle_done(mcp: &Mcp, attempt: uuid::Uuid) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     Err(anyhow!("the attempt never completed in the cache"))
+}
+
+/// Print a loop's bytes per tool at both details.
+fn print_per_tool(prefix: &str, cheap: &Follower, full: &Follower) {
+    println!("{prefix}bytes per tool (detail 0 | detail 2, calls):");
+    for (tool, (b2, n)) in &full.bytes {
+        let b0 = cheap.bytes.get(tool).map_or(0, |x| x.0);
+        println!("  {tool:24} {b0:>10} | {b2:>10}  ({n} calls)");
+    }
+}
+
+/// Report a loop's detail-0 / detail-2 ratio as a row, and its bytes per tool under
+/// `<key>_recorded_pace` / `<key>_<n>_per_tick`.
+fn report_ratio(
+    r: &mut Report,
+    label: &str,
+    key: &str,
+    total: usize,
+    pace: Pace,
+    cheap: &Follower,
+    full: &Follower,
+) {
+    let ratio = cheap.total() as f64 / full.total() as f64;
+    r.row(
+        &format!(
+            "{label}, {total} entries at {}: detail 0 / detail 2",
+            pace.label()
+        ),
+        format!(
+            "{} B / {} B = {:.1} %",
+            cheap.total(),
+            full.total(),
+            ratio * 100.0
+        ),
+        "≤ 25 %",
+        Some(ratio <= 0.25),
+    );
+    let per_tool: BTreeMap<&str, Value> = full
+        .bytes
+        .iter()
+        .map(|(t, (b2, n))| {
+            let b0 = cheap.bytes.get(t).map_or(0, |x| x.0);
+            (*t, json!({"calls": n, "detail0": b0, "detail2": b2}))
+        })
+        .collect();
+    let key = match pace {
+        Pace::Recorded => format!("{key}_recorded_pace"),
+        Pace::PerTick(n) => format!("{key}_{n}_per_tick"),
+    };
+    r.detail(
+        &key,
+        json!({"entries": total, "pace": pace.label(), "per_tool": per_tool, "ratio": ratio}),
+    );
 }
