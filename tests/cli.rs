@@ -495,11 +495,13 @@ async fn doctor_passes_on_the_example_config() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_and_status_name_what_does_not_answer() {
-    // A port nothing listens on.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // A port nothing listens on, held for the whole test: a socket bound but
+    // never listening refuses every connection, and no other test running
+    // beside this one can take the port (dropping a listener here let a
+    // parallel test's daemon bind it, so "nothing answers" met a daemon).
+    let refused = tokio::net::TcpSocket::new_v4().unwrap();
+    refused.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = refused.local_addr().unwrap().port();
     let upstream = format!("http://127.0.0.1:{port}");
     let data = tempfile::tempdir().unwrap();
     let r = run({
@@ -534,6 +536,7 @@ async fn doctor_and_status_name_what_does_not_answer() {
         "{}",
         r.stderr
     );
+    drop(refused);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
