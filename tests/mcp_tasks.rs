@@ -30,10 +30,18 @@ type Client = RunningService<RoleClient, ClientConfig>;
 
 /// A client that declares the tasks extension, in either era.
 async fn tasks_client(daemon: &Daemon, modern: bool) -> Client {
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
-        "http://{}/mcp",
-        daemon.addr
-    ));
+    tasks_client_with(daemon, modern, None).await
+}
+
+/// The same, presenting a bearer token.
+async fn tasks_client_with(daemon: &Daemon, modern: bool, token: Option<&str>) -> Client {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut cfg =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", daemon.addr));
+    if let Some(t) = token {
+        cfg = cfg.auth_header(t.to_string());
+    }
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(cfg);
     let lifecycle = if modern {
         ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -216,7 +224,14 @@ async fn a_task_runs_working_then_input_required_then_answered_then_completed() 
     let process =
         follow.meta.as_ref().unwrap()["vk-observer/answer"]["execution_process_id"].clone();
     let done = until(&c, &follow.task.task_id, TaskStatus::Completed).await;
-    assert_eq!(result_status(&done)["latest_execution_process_id"], process);
+    let s = result_status(&done);
+    assert_eq!(s["result"]["outcome"], "success", "{s}");
+    assert_ne!(
+        s["state"], "running",
+        "the run (cleanup included) is over: {s}"
+    );
+    let pid: Uuid = process.as_str().unwrap().parse().unwrap();
+    assert_eq!(sim.truth().processes[&pid]["status"], "completed");
     let _ = c.cancel().await;
     daemon.shutdown().await;
 }
@@ -421,5 +436,71 @@ async fn without_the_extension_the_calls_answer_as_before() {
         .unwrap();
     assert!(matches!(r, CallToolResponse::Complete(_)), "{r:?}");
     let _ = with.cancel().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_methods_need_the_scopes_of_the_tools_they_stand_for() {
+    use vk_observer::config::McpSettings;
+    use vk_observer::config::access::{Scope, Scopes, TokenFile};
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens.toml");
+    let mut file = TokenFile::default();
+    let all = file.create("all", Scopes::of(&Scope::ALL), vec![]).unwrap();
+    let read = file
+        .create("reader", Scopes::of(&[Scope::Read]), vec![])
+        .unwrap();
+    let write = file
+        .create("writer", Scopes::of(&[Scope::Read, Scope::Write]), vec![])
+        .unwrap();
+    file.save(&path).unwrap();
+    let settings = McpSettings {
+        tokens_file: Some(path.clone()),
+        ..Default::default()
+    };
+    let daemon = support::daemon_with(&sim, dir.path(), settings).await;
+    let mcp = Mcp::connect_with_token(daemon.addr, &all).await;
+    let (task, repo) = cached_task(&sim, &mcp, "ASK scoped").await;
+    let owner = tasks_client_with(&daemon, true, Some(&write)).await;
+    let id = started(&owner, start_args(task, repo)).await.task.task_id;
+    let asking = until(&owner, &id, TaskStatus::InputRequired).await;
+    let (key, _) = the_approval(&asking);
+
+    // read: may follow the task, not answer it nor cancel it.
+    let reader = tasks_client_with(&daemon, true, Some(&read)).await;
+    until(&reader, &id, TaskStatus::InputRequired).await;
+    let e = reader
+        .peer()
+        .update_task(approve(&id, &key))
+        .await
+        .expect_err("no approve scope");
+    assert!(e.to_string().contains("approve"), "{e}");
+    let e = reader
+        .peer()
+        .cancel_task(CancelTaskParams::new(&id))
+        .await
+        .expect_err("no write scope");
+    assert!(e.to_string().contains("write"), "{e}");
+    // write without approve: may cancel, may not answer.
+    let e = owner
+        .peer()
+        .update_task(approve(&id, &key))
+        .await
+        .expect_err("no approve scope");
+    assert!(e.to_string().contains("approve"), "{e}");
+    assert!(
+        sim.approvals()
+            .iter()
+            .all(|(_, _, s)| *s == vk_observer::sim::SimApprovalStatus::Pending)
+    );
+    owner
+        .peer()
+        .cancel_task(CancelTaskParams::new(&id))
+        .await
+        .expect("write may cancel");
+    until(&reader, &id, TaskStatus::Cancelled).await;
+    let _ = owner.cancel().await;
+    let _ = reader.cancel().await;
     daemon.shutdown().await;
 }

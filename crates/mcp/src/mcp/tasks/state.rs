@@ -12,8 +12,9 @@
 //!
 //! Which run: a new attempt's task follows the attempt until its agent run ends (a setup script
 //! that completes is not the end); a `follow_up` task follows its own process: while it is the
-//! attempt's latest the attempt's status says how it stands, once a later run replaced it, the
-//! process's own cached status does.
+//! attempt's latest the attempt's status says how it stands, once a later process replaced it,
+//! the process's own cached status does (a cleanup script still running after it keeps the task
+//! `working`, as it does a new attempt's).
 
 use chrono::{TimeZone, Utc};
 use rmcp::model::{
@@ -93,10 +94,17 @@ fn stage_of(
         Some(pid) if latest != Some(pid) => {
             // Not (or no longer) the attempt's latest run: its own row says how it stands.
             let own = query.process_status(pid)?;
+            // VK's cleanup script after the agent is part of the run: it ends when that does.
+            let cleaning = status.state == AttemptState::Running
+                && status
+                    .latest_process
+                    .as_ref()
+                    .is_some_and(|p| RunReason::parse(&p.run_reason) == RunReason::CleanupScript);
             Ok(match own.as_deref().map(ProcessStatus::parse) {
                 None | Some(ProcessStatus::Running) | Some(ProcessStatus::Other(_)) => {
                     Stage::Running
                 }
+                Some(_) if cleaning => Stage::Running,
                 Some(ProcessStatus::Completed) => Stage::Succeeded,
                 Some(ProcessStatus::Failed) => Stage::Failed,
                 Some(ProcessStatus::Killed) => Stage::Stopped,
