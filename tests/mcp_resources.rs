@@ -175,7 +175,8 @@ async fn templates_are_listed_and_each_resource_reads_its_tool_answer() {
         [
             "vk-observer://attempts/{id}",
             "vk-observer://attempts/{id}/logs",
-            "vk-observer://projects/{id}/activity"
+            "vk-observer://projects/{id}/activity",
+            "vk-observer://tasks/{id}"
         ]
     );
 

@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo bench --bench mcp_load` (all of `cargo bench` also runs the ingest bench).
 //! Knobs (environment): `VK_BENCH_QUICK=1` (small sizes, a smoke run), `VK_BENCH_ONLY=a,b,…`
-//! (phases: status, wake, throughput, waiters, waiters_session, resource_wake, waiters_progress,
+//! (phases: status, wake, throughput, waiters, waiters_session, resource_wake, task_wake,
+//! waiters_progress,
 //! tail, catchup, idle, bytes, fresh), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
 //! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
@@ -37,6 +38,7 @@ mod scenario;
 mod session_waits;
 mod status;
 mod tail;
+mod task_wake;
 mod throughput;
 mod waiters;
 mod wake;

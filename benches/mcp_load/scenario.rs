@@ -151,6 +151,7 @@ pub(crate) async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
         "waiters",
         "waiters_session",
         "resource_wake",
+        "task_wake",
         "waiters_progress",
     ];
     if !wants.iter().any(|p| o.runs(p)) {
@@ -242,6 +243,9 @@ pub(crate) async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     }
     if o.runs("resource_wake") {
         crate::resources::phase_resource_wake(r, o, &a).await?;
+    }
+    if o.runs("task_wake") {
+        crate::task_wake::phase_task_wake(r, o, &a).await?;
     }
     if o.runs("waiters_progress") {
         crate::resources::phase_waiters_progress(r, o, &a).await?;

@@ -4,6 +4,7 @@
 
 pub mod access;
 pub mod server;
+pub mod tasks;
 pub mod tools;
 pub mod transport;
 

@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::{
-    Implementation, ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    CancelTaskParams, GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, tool_handler};
@@ -67,12 +68,17 @@ impl VkTools {
         self
     }
 
-    /// Tools, and resources; resource subscriptions only where a session can be notified.
+    /// Tools, and resources; resource subscriptions only where a session can be notified; the
+    /// tasks extension where runs can be started (an upstream to start them: `tasks`).
     fn capabilities(&self) -> ServerCapabilities {
-        let mut caps = ServerCapabilities::builder()
+        let builder = ServerCapabilities::builder()
             .enable_tools()
-            .enable_resources()
-            .build();
+            .enable_resources();
+        let mut caps = if self.proxy.is_some() {
+            builder.enable_tasks().build()
+        } else {
+            builder.build()
+        };
         if self.subscriptions.is_some()
             && let Some(r) = caps.resources.as_mut()
         {
@@ -124,12 +130,15 @@ impl VkTools {
             let Ok(res) = resources::Resource::parse(uri) else {
                 return Ok(()); // the caller answers an unknown URI as it always did
             };
-            let (field, tool) = match res.wake() {
-                resources::Wake::Attempt(_) => ("attempt_id", "resources (attempt)"),
-                resources::Wake::Project(_) => ("project_id", "resources (project activity)"),
+            // A task is read as its attempt is.
+            let wake = res.wake().resolved(&self.query).unwrap_or(res.wake());
+            let (field, tool, id) = match wake {
+                resources::Wake::Attempt(a) => ("attempt_id", "resources (attempt)", a),
+                resources::Wake::Project(p) => ("project_id", "resources (project activity)", p),
+                resources::Wake::Task(t) => ("attempt_id", "resources (task)", t),
             };
             let mut args = serde_json::Map::new();
-            args.insert(field.into(), res.id.to_string().into());
+            args.insert(field.into(), id.to_string().into());
             match grant.check_read(tool, Some(&args), &self.query) {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
@@ -197,11 +206,19 @@ impl ServerHandler for VkTools {
                 let audit = mutates.then(|| {
                     super::access::audit_context(&grant, request.arguments.as_ref(), &self.query)
                 });
+                let as_task = super::tasks::wanted(&request, &context);
+                let name = request.name.to_string();
                 let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-                match audit {
+                let answered = match audit {
                     Some(audit) => crate::proxy::audit::audited(audit, self.router.call(tcc)).await,
                     // A limited caller's listings are filtered by the grant (`access::reading`).
                     None => super::access::reading(grant, self.router.call(tcc)).await,
+                };
+                match answered {
+                    Ok(rmcp::model::CallToolResponse::Complete(r)) if as_task => {
+                        self.into_task(&name, r).await
+                    }
+                    other => other,
                 }
             }
         };
@@ -286,6 +303,34 @@ impl ServerHandler for VkTools {
             Some(s) => s.unsubscribe(&request.uri),
             None => Err(subscriptions::stateless_refusal()),
         }
+    }
+
+    /// `tasks/get` (the tasks extension; rmcp refuses it to clients that did not declare it).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.task_get(&request.task_id, &context).await
+    }
+
+    /// `tasks/update`: answers to the run's approvals.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.task_update(&request.task_id, &request.input_responses, &context)
+            .await
+    }
+
+    /// `tasks/cancel`: stops the run.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.task_cancel(&request.task_id, &context).await
     }
 
     /// `subscriptions/listen` (2026-07-28) for resource updates, where a stream can carry them.

@@ -16,6 +16,7 @@ pub mod idempotency;
 pub mod patch_guard;
 pub mod repos;
 pub mod stop;
+pub mod task_handles;
 pub mod tasks;
 
 use std::time::Duration;

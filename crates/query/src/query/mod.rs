@@ -20,6 +20,7 @@ pub mod rows;
 pub mod status;
 pub mod status_memo;
 pub mod target;
+pub mod task_handles;
 pub mod tasks;
 #[cfg(test)]
 mod tasks_tests;

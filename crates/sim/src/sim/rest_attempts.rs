@@ -181,6 +181,11 @@ pub(crate) async fn create(
                     AgentOutcome::Succeed
                 },
                 files: vec![standard_file(&repo, &prompt)],
+                // A task whose text says ASK: the agent asks before its Bash call (VK's
+                // approvals), as a client starting it through REST would see.
+                approval: prompt
+                    .contains("ASK")
+                    .then(super::types::ApprovalScript::default),
                 ..AttemptScript::default()
             };
             // VK starts the first process (setup script, else the agent) before it answers.

@@ -33,6 +33,7 @@ mod outbox_tests;
 pub mod overlay;
 pub mod reader;
 pub mod records;
+pub mod task_handles;
 #[cfg(test)]
 mod tests;
 pub mod token;
@@ -104,6 +105,8 @@ struct Inner {
     fleet: sled::Tree,
     /// The audit trail (`audit`), written with the idempotency records.
     audit: sled::Tree,
+    /// MCP task handles (`task_handles`).
+    tasks: sled::Tree,
     epoch: Epoch,
     hub: NotifyHub,
     retention: Retention,
@@ -229,6 +232,7 @@ impl Store {
         let idem = db.open_tree("idempotency")?;
         let fleet = db.open_tree("fleet")?;
         let audit = db.open_tree("audit")?;
+        let tasks = db.open_tree(task_handles::TREE)?;
         let schema = tree.get(meta_key(meta::SCHEMA))?;
         let epoch = match schema {
             None => {
@@ -269,6 +273,7 @@ impl Store {
                 idem,
                 fleet,
                 audit,
+                tasks,
                 epoch,
                 hub: NotifyHub::new(token),
                 retention,
@@ -276,6 +281,11 @@ impl Store {
                 dir,
             }),
         })
+    }
+
+    /// The MCP task handles: the proxy writes them, reads (`tasks/get`) use this same handle.
+    pub fn task_handles(&self) -> task_handles::TaskHandles {
+        task_handles::TaskHandles::new(self.inner.tasks.clone())
     }
 
     pub(super) fn fleet_cursor(&self) -> outbox::CursorTree {

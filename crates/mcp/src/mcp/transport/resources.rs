@@ -32,6 +32,23 @@ pub enum Wake {
     Attempt(Uuid),
     /// Any commit touching the project (its tasks and their attempts).
     Project(Uuid),
+    /// An MCP task (`mcp::tasks`): its attempt's channel, found through the task's handle.
+    Task(Uuid),
+}
+
+impl Wake {
+    /// The hub channel this wake listens on: a task's is its attempt's (None for a task id no
+    /// call handed out).
+    pub fn resolved(self, query: &Query) -> Option<Wake> {
+        match self {
+            Wake::Task(id) => query
+                .task_handle(id)
+                .ok()
+                .flatten()
+                .map(|h| Wake::Attempt(h.attempt_id)),
+            other => Some(other),
+        }
+    }
 }
 
 /// One family of resources: `<prefix>{id}<suffix>`.
@@ -101,6 +118,18 @@ pub const KINDS: &[ResourceKind] = &[
         suffix: "/activity",
         read: read_project_activity,
         wake: Wake::Project,
+    },
+    ResourceKind {
+        name: "task",
+        title: "MCP task",
+        description: "An attempt run as an MCP task (tasks extension): the task as tasks/get \
+            answers it (status, inputRequests while an approval waits, result or error at the \
+            end). Subscribe (or listen) to be told the moment its attempt changes: the push \
+            stand-in for notifications/tasks.",
+        prefix: "vk-observer://tasks/",
+        suffix: "",
+        read: read_task,
+        wake: Wake::Task,
     },
 ];
 
@@ -212,6 +241,20 @@ fn read_latest_logs(query: &Query, id: Uuid) -> Result<String, ToolError> {
     Ok(detail::shape(value, &LOG_PAGE_RULES, Detail::Compact).to_string())
 }
 
+/// `vk-observer://tasks/{id}`: the task as `tasks/get` answers it.
+fn read_task(query: &Query, id: Uuid) -> Result<String, ToolError> {
+    let handle = query.task_handle(id)?.ok_or_else(|| {
+        ToolError::new(
+            crate::tool_error::ErrorCode::NotFound,
+            false,
+            "No task has this id: use the taskId a task-augmented start_task_attempt or follow_up returned.",
+        )
+        .with_details(serde_json::json!({ "task_id": id }))
+    })?;
+    let task = crate::mcp::tasks::state::detailed(query, id, &handle)?;
+    serde_json::to_string(&task).map_err(ToolError::internal)
+}
+
 /// `vk-observer://projects/{id}/activity`: tail_project_activity's answer with only
 /// `project_id` given (the newest items, newest first, compact).
 fn read_project_activity(query: &Query, id: Uuid) -> Result<String, ToolError> {
@@ -236,7 +279,7 @@ mod tests {
             "vk-observer://attempts/".to_string(),
             "vk-observer://attempts/nope".to_string(),
             format!("vk-observer://attempts/{id}/other"),
-            format!("vk-observer://tasks/{id}"),
+            format!("vk-observer://tasks/{id}/x"),
             format!("file:///attempts/{id}"),
         ] {
             let e = Resource::parse(&bad).err().expect("refused");

@@ -72,15 +72,19 @@ impl Watches {
         if self.wakes.contains_key(&res.uri) {
             return;
         }
+        let Some(wake) = res.wake().resolved(&self.query) else {
+            return; // a task id no call handed out: nothing to wake on (its read refused it)
+        };
         let hub = self.query.store.hub();
-        let rx = match res.wake() {
+        let rx = match wake {
             Wake::Attempt(id) => hub.subscribe_attempt(id),
             Wake::Project(id) => hub.subscribe_project(id),
+            Wake::Task(_) => return,
         };
         // Only commits after this point count: the receiver has seen the current value.
         self.streams
             .insert(res.uri.clone(), WatchStream::from_changes(rx));
-        self.wakes.insert(res.uri.clone(), res.wake());
+        self.wakes.insert(res.uri.clone(), wake);
         self.count(1);
     }
 
@@ -126,6 +130,7 @@ fn release(query: &Query, wake: Wake) {
     match wake {
         Wake::Attempt(id) => query.store.hub().release(&[id], &[]),
         Wake::Project(id) => query.store.hub().release(&[], &[id]),
+        Wake::Task(_) => {} // never held: resolved to its attempt when added
     }
 }
 

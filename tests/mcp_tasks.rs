@@ -1,0 +1,506 @@
+//! Attempts as MCP tasks (tasks extension, SEP-2663) through rmcp's client against the
+//! simulator: a client that declares the extension gets a task handle from
+//! `start_task_attempt` (and `follow_up` send) and follows the run with `tasks/get` — working →
+//! input_required (the approval as a form elicitation) → answered with `tasks/update` →
+//! completed with the status answer as result; a failing agent ends `failed`; `tasks/cancel`
+//! stops the run (`cancelled`); the handle survives a daemon restart; the task's resource
+//! `vk-observer://tasks/{id}` is pushed over `subscriptions/listen` as the cache changes; a
+//! client without the extension gets today's answers, and `tasks/*` refused.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    CreateTaskResult, DetailedTask, GetTaskParams, Implementation, InputRequest, ProtocolVersion,
+    ReadResourceRequestParams, ServerNotification, SubscriptionFilter, TaskPayload, TaskStatus,
+    UpdateTaskParams,
+};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
+use serde_json::{Value, json};
+use support::approvals::COMMAND;
+use support::mcp::Mcp;
+use uuid::Uuid;
+use vk_observer::daemon::Daemon;
+use vk_observer::sim::Sim;
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+/// A client that declares the tasks extension, in either era.
+async fn tasks_client(daemon: &Daemon, modern: bool) -> Client {
+    tasks_client_with(daemon, modern, None).await
+}
+
+/// The same, presenting a bearer token.
+async fn tasks_client_with(daemon: &Daemon, modern: bool, token: Option<&str>) -> Client {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut cfg =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", daemon.addr));
+    if let Some(t) = token {
+        cfg = cfg.auth_header(t.to_string());
+    }
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_config(cfg);
+    let lifecycle = if modern {
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        }
+    } else {
+        ClientLifecycleMode::Initialize
+    };
+    let info = ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("mcp-tasks-test", "0"),
+    );
+    info.serve_with_lifecycle(transport, lifecycle)
+        .await
+        .expect("MCP client connects")
+}
+
+/// A project with one repo and a task titled `title`, once the daemon's cache has the task.
+async fn cached_task(sim: &Sim, mcp: &Mcp, title: &str) -> (Uuid, Uuid) {
+    let project = sim.add_project(&format!("Tasks {title}"), &["demo"]);
+    let task = sim.add_task(project, title, None);
+    let repo = sim.project_repo_ids(project)[0];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = mcp.call("list_tasks", json!({"project_id": project})).await;
+        if let support::mcp::Reply::Ok(r) = r
+            && r.to_string().contains(&task.to_string())
+        {
+            return (task, repo);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the task never reached the cache"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn start_args(task: Uuid, repo: Uuid) -> CallToolRequestParams {
+    let args = json!({"task_id": task, "executor": "CLAUDE_CODE",
+        "repos": [{"repo_id": repo, "target_branch": "main"}]});
+    let Value::Object(map) = args else {
+        unreachable!()
+    };
+    CallToolRequestParams::new("start_task_attempt").with_arguments(map)
+}
+
+/// The task handle a call returned (it must be one).
+async fn started(c: &Client, params: CallToolRequestParams) -> CreateTaskResult {
+    match c.peer().call_tool_once(params).await.expect("tools/call") {
+        CallToolResponse::Task(t) => t,
+        other => panic!("expected a task handle, got {other:?}"),
+    }
+}
+
+/// Polls `tasks/get` until the task reaches `want` (or any end, which must be `want`).
+async fn until(c: &Client, task_id: &str, want: TaskStatus) -> DetailedTask {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = c
+            .peer()
+            .get_task(GetTaskParams::new(task_id))
+            .await
+            .expect("tasks/get")
+            .task;
+        if t.status() == want {
+            return t;
+        }
+        assert!(
+            !t.status().is_terminal(),
+            "task ended {:?}, wanted {want:?}: {t:?}",
+            t.status()
+        );
+        assert!(Instant::now() < deadline, "never {want:?}: {t:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The one approval an `input_required` task asks about: its key and message.
+fn the_approval(t: &DetailedTask) -> (String, String) {
+    let TaskPayload::InputRequired { input_requests } = &t.payload else {
+        panic!("not input_required: {t:?}");
+    };
+    assert_eq!(input_requests.len(), 1, "{input_requests:?}");
+    let (key, request) = input_requests.iter().next().unwrap();
+    let InputRequest::Elicitation(e) = request else {
+        panic!("not an elicitation: {request:?}");
+    };
+    let v = serde_json::to_value(&e.params).unwrap();
+    assert_eq!(v["mode"], "form");
+    assert_eq!(
+        v["requestedSchema"]["properties"]["decision"]["enum"],
+        json!(["approve", "deny"])
+    );
+    (key.clone(), v["message"].as_str().unwrap().to_string())
+}
+
+fn approve(task_id: &str, key: &str) -> UpdateTaskParams {
+    let responses = [(
+        key.to_string(),
+        json!({"action": "accept", "content": {"decision": "approve"}}),
+    )];
+    UpdateTaskParams::new(task_id, responses.into_iter().collect())
+}
+
+/// The status answer a completed task carries as its tool result.
+fn result_status(t: &DetailedTask) -> Value {
+    let TaskPayload::Completed { result } = &t.payload else {
+        panic!("not completed: {t:?}");
+    };
+    assert_eq!(result.get("isError"), Some(&json!(false)), "{result:?}");
+    result["structuredContent"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_runs_working_then_input_required_then_answered_then_completed() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let (task, repo) = cached_task(&sim, &mcp, "ASK first").await;
+    let c = tasks_client(&daemon, true).await;
+    let handle = started(&c, start_args(task, repo)).await;
+    assert_eq!(handle.task.status, TaskStatus::Working, "{handle:?}");
+    let answer =
+        &handle.meta.as_ref().expect("the tool's answer rides along")["vk-observer/answer"];
+    let attempt = answer["attempt_id"].as_str().unwrap().to_string();
+    let id = handle.task.task_id.clone();
+    assert_eq!(handle.task.poll_interval_ms, Some(2000));
+
+    let asking = until(&c, &id, TaskStatus::InputRequired).await;
+    let (key, message) = the_approval(&asking);
+    assert!(key.starts_with("approval:"), "{key}");
+    assert!(
+        message.contains(COMMAND) && message.contains("expires"),
+        "{message}"
+    );
+    // The same approval as respond_approval knows it.
+    let status = mcp
+        .call("get_attempt_status", json!({"attempt_id": attempt}))
+        .await
+        .ok();
+    assert_eq!(
+        format!(
+            "approval:{}",
+            status["pending_approvals"][0]["approval_id"]
+                .as_str()
+                .unwrap()
+        ),
+        key
+    );
+
+    c.peer()
+        .update_task(approve(&id, &key))
+        .await
+        .expect("tasks/update");
+    let done = until(&c, &id, TaskStatus::Completed).await;
+    let s = result_status(&done);
+    assert_eq!(s["attempt_id"], json!(attempt));
+    assert_eq!(s["result"]["outcome"], "success", "{s}");
+    assert_eq!(
+        done.task.status_message.as_deref(),
+        s["result"]["summary"].as_str()
+    );
+    // Answering again is ignored (the approval is no longer outstanding).
+    c.peer()
+        .update_task(approve(&id, &key))
+        .await
+        .expect("a stale answer is ignored");
+
+    // follow_up send is a task too, following its own process.
+    let args = json!({"action": "send", "prompt": "one more thing", "attempt_id": attempt});
+    let Value::Object(map) = args else {
+        unreachable!()
+    };
+    let follow = started(
+        &c,
+        CallToolRequestParams::new("follow_up").with_arguments(map),
+    )
+    .await;
+    let process =
+        follow.meta.as_ref().unwrap()["vk-observer/answer"]["execution_process_id"].clone();
+    let done = until(&c, &follow.task.task_id, TaskStatus::Completed).await;
+    let s = result_status(&done);
+    assert_eq!(s["result"]["outcome"], "success", "{s}");
+    assert_ne!(
+        s["state"], "running",
+        "the run (cleanup included) is over: {s}"
+    );
+    let pid: Uuid = process.as_str().unwrap().parse().unwrap();
+    assert_eq!(sim.truth().processes[&pid]["status"], "completed");
+    let _ = c.cancel().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_agent_ends_the_task_failed_with_the_status_as_error_data() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let (task, repo) = cached_task(&sim, &mcp, "FAIL please").await;
+    let c = tasks_client(&daemon, true).await;
+    let handle = started(&c, start_args(task, repo)).await;
+    let t = until(&c, &handle.task.task_id, TaskStatus::Failed).await;
+    let TaskPayload::Failed { error } = &t.payload else {
+        unreachable!()
+    };
+    assert_eq!(error["data"]["result"]["outcome"], "failure", "{error:?}");
+    assert_eq!(error["message"], error["data"]["result"]["summary"]);
+    let _ = c.cancel().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_cancel_stops_the_run_and_the_task_ends_cancelled() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let (task, repo) = cached_task(&sim, &mcp, "ASK then cancel").await;
+    let c = tasks_client(&daemon, true).await;
+    let handle = started(&c, start_args(task, repo)).await;
+    let id = handle.task.task_id.clone();
+    until(&c, &id, TaskStatus::InputRequired).await;
+    c.peer()
+        .cancel_task(CancelTaskParams::new(&id))
+        .await
+        .expect("tasks/cancel");
+    let t = until(&c, &id, TaskStatus::Cancelled).await;
+    assert!(matches!(t.payload, TaskPayload::Cancelled));
+    let killed = sim
+        .truth()
+        .processes
+        .values()
+        .any(|p| p["status"] == "killed" && p["run_reason"] == "codingagent");
+    assert!(killed, "the agent's process was stopped in VK");
+    let _ = c.cancel().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_handle_survives_a_daemon_restart() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let (task, repo) = cached_task(&sim, &mcp, "ASK across a restart").await;
+    let c = tasks_client(&daemon, false).await;
+    let handle = started(&c, start_args(task, repo)).await;
+    let id = handle.task.task_id.clone();
+    until(&c, &id, TaskStatus::InputRequired).await;
+    let _ = c.cancel().await;
+    drop(mcp);
+    daemon.shutdown().await;
+
+    let daemon = support::daemon_reopen(&sim, dir.path()).await;
+    let c = tasks_client(&daemon, true).await;
+    let asking = until(&c, &id, TaskStatus::InputRequired).await;
+    let (key, _) = the_approval(&asking);
+    c.peer()
+        .update_task(approve(&id, &key))
+        .await
+        .expect("tasks/update");
+    until(&c, &id, TaskStatus::Completed).await;
+    let unknown = c
+        .peer()
+        .get_task(GetTaskParams::new(Uuid::new_v4().to_string()))
+        .await
+        .expect_err("an id no call handed out");
+    assert!(
+        unknown.to_string().contains("No task has this id"),
+        "{unknown}"
+    );
+    let _ = c.cancel().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_resource_is_pushed_over_subscriptions_listen_as_the_cache_changes() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let (task, repo) = cached_task(&sim, &mcp, "ASK with pushes").await;
+    let c = tasks_client(&daemon, true).await;
+    let handle = started(&c, start_args(task, repo)).await;
+    let id = handle.task.task_id.clone();
+    let uri = format!("vk-observer://tasks/{id}");
+    let filter = SubscriptionFilter::builder()
+        .resource_subscriptions([uri.clone()])
+        .build();
+    let mut sub = c.peer().listen(filter).await.expect("listen acknowledged");
+    assert_eq!(
+        sub.acknowledged().resource_subscriptions.as_deref(),
+        Some(std::slice::from_ref(&uri))
+    );
+    // Driven by pushes only: read the resource when told, answer when it asks.
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = tokio::time::timeout_at(deadline.into(), sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("no push within 30 s; seen {seen:?}"))
+            .unwrap()
+            .expect("the stream is open");
+        let ServerNotification::ResourceUpdatedNotification(n) = n else {
+            continue;
+        };
+        assert_eq!(n.params.uri, uri);
+        let read = c
+            .peer()
+            .read_resource(ReadResourceRequestParams::new(uri.clone()))
+            .await
+            .unwrap();
+        let text = match &read.contents[0] {
+            rmcp::model::ResourceContents::TextResourceContents { text, .. } => text.clone(),
+            other => panic!("{other:?}"),
+        };
+        let t: DetailedTask = serde_json::from_str(&text).expect("the read is a task");
+        if seen.last() != Some(&t.status()) {
+            seen.push(t.status());
+        }
+        match t.status() {
+            TaskStatus::InputRequired => {
+                let (key, _) = the_approval(&t);
+                c.peer().update_task(approve(&id, &key)).await.unwrap();
+            }
+            TaskStatus::Completed => break,
+            TaskStatus::Working => {}
+            other => panic!("ended {other:?}"),
+        }
+    }
+    assert!(seen.contains(&TaskStatus::InputRequired), "{seen:?}");
+    sub.cancel().await.unwrap();
+    let _ = c.cancel().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_extension_the_calls_answer_as_before() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let (task, repo) = cached_task(&sim, &mcp, "Plain").await;
+    let r = mcp
+        .client
+        .peer()
+        .call_tool_once(start_args(task, repo))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!("a client without the extension got {r:?}");
+    };
+    let answer = r.structured_content.expect("today's answer");
+    assert!(
+        answer["attempt_id"].is_string() && answer["status"].is_object(),
+        "{answer}"
+    );
+    // tasks/* are refused to it (missing client capability), and the listing is today's.
+    let e = mcp
+        .client
+        .peer()
+        .get_task(GetTaskParams::new(Uuid::new_v4().to_string()))
+        .await
+        .expect_err("refused without the extension");
+    assert!(
+        e.to_string().contains("-32021") || e.to_string().to_lowercase().contains("capabilit"),
+        "{e}"
+    );
+    let with = tasks_client(&daemon, true).await;
+    let listed: Vec<String> = with
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    let mut listed = listed;
+    listed.sort();
+    assert_eq!(listed, mcp.tool_names().await);
+    // A call that starts no run is answered, not tasked, even with the extension.
+    let queue = json!({"action": "queue", "prompt": "later", "attempt_id": answer["attempt_id"]});
+    let Value::Object(map) = queue else {
+        unreachable!()
+    };
+    let r = with
+        .peer()
+        .call_tool_once(CallToolRequestParams::new("follow_up").with_arguments(map))
+        .await
+        .unwrap();
+    assert!(matches!(r, CallToolResponse::Complete(_)), "{r:?}");
+    let _ = with.cancel().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_methods_need_the_scopes_of_the_tools_they_stand_for() {
+    use vk_observer::config::McpSettings;
+    use vk_observer::config::access::{Scope, Scopes, TokenFile};
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokens.toml");
+    let mut file = TokenFile::default();
+    let all = file.create("all", Scopes::of(&Scope::ALL), vec![]).unwrap();
+    let read = file
+        .create("reader", Scopes::of(&[Scope::Read]), vec![])
+        .unwrap();
+    let write = file
+        .create("writer", Scopes::of(&[Scope::Read, Scope::Write]), vec![])
+        .unwrap();
+    file.save(&path).unwrap();
+    let settings = McpSettings {
+        tokens_file: Some(path.clone()),
+        ..Default::default()
+    };
+    let daemon = support::daemon_with(&sim, dir.path(), settings).await;
+    let mcp = Mcp::connect_with_token(daemon.addr, &all).await;
+    let (task, repo) = cached_task(&sim, &mcp, "ASK scoped").await;
+    let owner = tasks_client_with(&daemon, true, Some(&write)).await;
+    let id = started(&owner, start_args(task, repo)).await.task.task_id;
+    let asking = until(&owner, &id, TaskStatus::InputRequired).await;
+    let (key, _) = the_approval(&asking);
+
+    // read: may follow the task, not answer it nor cancel it.
+    let reader = tasks_client_with(&daemon, true, Some(&read)).await;
+    until(&reader, &id, TaskStatus::InputRequired).await;
+    let e = reader
+        .peer()
+        .update_task(approve(&id, &key))
+        .await
+        .expect_err("no approve scope");
+    assert!(e.to_string().contains("approve"), "{e}");
+    let e = reader
+        .peer()
+        .cancel_task(CancelTaskParams::new(&id))
+        .await
+        .expect_err("no write scope");
+    assert!(e.to_string().contains("write"), "{e}");
+    // write without approve: may cancel, may not answer.
+    let e = owner
+        .peer()
+        .update_task(approve(&id, &key))
+        .await
+        .expect_err("no approve scope");
+    assert!(e.to_string().contains("approve"), "{e}");
+    assert!(
+        sim.approvals()
+            .iter()
+            .all(|(_, _, s)| *s == vk_observer::sim::SimApprovalStatus::Pending)
+    );
+    owner
+        .peer()
+        .cancel_task(CancelTaskParams::new(&id))
+        .await
+        .expect("write may cancel");
+    until(&reader, &id, TaskStatus::Cancelled).await;
+    let _ = owner.cancel().await;
+    let _ = reader.cancel().await;
+    daemon.shutdown().await;
+}
