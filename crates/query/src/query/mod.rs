@@ -20,6 +20,9 @@ pub mod rows;
 pub mod status;
 pub mod status_memo;
 pub mod target;
+pub mod task_summary;
+#[cfg(test)]
+mod task_summary_tests;
 pub mod tasks;
 #[cfg(test)]
 mod tasks_tests;
