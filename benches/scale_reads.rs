@@ -19,12 +19,15 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 use vk_observer::health::Health;
 use vk_observer::query::paging::PageArgs;
-use vk_observer::query::tasks::{TaskFilter, TaskStatus};
+use vk_observer::query::task_summary::{SummaryFn, task_summary, task_summary_from_values};
+use vk_observer::query::tasks::{TaskFilter, TaskStatus, TaskSummary};
 use vk_observer::query::{Query, Since};
 use vk_observer::sim::scale::{ScaleRows, ScaleSpec, scale_entry, scale_rows};
 use vk_observer::store::events::{Channel, DomainEvent};
+use vk_observer::store::reader::Stored;
 use vk_observer::store::writer::Writer;
-use vk_observer::store::{Retention, StoreOwner};
+use vk_observer::store::{Retention, StoreOwner, StoreReader};
+use vk_observer::tool_error::ToolError;
 
 struct Opts {
     spec: ScaleSpec,
@@ -171,7 +174,7 @@ fn load(writer: &mut Writer, rows: &ScaleRows) -> anyhow::Result<Duration> {
     Ok(t.elapsed())
 }
 
-fn list_status(q: &Query, project: Uuid, status: TaskStatus) -> usize {
+fn list_status(q: &Query, project: Uuid, status: TaskStatus, summary: SummaryFn) -> usize {
     let filter = TaskFilter {
         status: Some(status),
         ..TaskFilter::default()
@@ -180,22 +183,51 @@ fn list_status(q: &Query, project: Uuid, status: TaskStatus) -> usize {
         cursor: None,
         limit: 50,
     };
-    q.list_tasks(project, &filter, &args)
+    q.list_tasks_summarized_by(project, &filter, &args, summary)
         .map(|p| p.count)
         .unwrap_or(usize::MAX)
 }
 
-/// The same `list_tasks(status)` on the three projects of the board, side by side.
+/// The page's floor: the task's own fields, no attempt read (what the summary costs on top).
+fn task_fields_only(_: &StoreReader, t: &Stored) -> Result<TaskSummary, ToolError> {
+    Ok(TaskSummary {
+        task_id: t.id,
+        project_id: None,
+        title: t.value["title"].as_str().unwrap_or_default().to_string(),
+        description: None,
+        status: t.value["status"].as_str().unwrap_or_default().to_string(),
+        created_at: None,
+        updated_at: None,
+        latest_attempt_id: None,
+        latest_workspace_branch: None,
+        latest_session_id: None,
+        latest_session_executor: None,
+        has_in_progress_attempt: false,
+        last_attempt_failed: false,
+        host: None,
+    })
+}
+
+/// The same `list_tasks(status)` on the three projects of the board, side by side: the typed
+/// summary (today), the full-JSON summary (the previous code, `task_summary_from_values`) and
+/// the page alone (no attempt read), each project in turn.
 fn list_status_phase(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
     let sizes = [o.spec.tasks, o.spec.side_tasks, o.spec.small_tasks];
+    let ways: [(&str, SummaryFn); 3] = [
+        ("", task_summary),
+        (" [previous: full-JSON summary]", task_summary_from_values),
+        (" [page floor: no attempt read]", task_fields_only),
+    ];
     for (project, size) in rows.project_ids.into_iter().zip(sizes) {
-        let name = format!("list_tasks(status=todo, limit 50), {size} tasks");
-        out.push(measure(
-            &name,
-            o.iters,
-            || list_status(q, project, TaskStatus::Todo),
-            |c| *c,
-        ));
+        for (label, summary) in ways {
+            let name = format!("list_tasks(status=todo, limit 50), {size} tasks{label}");
+            out.push(measure(
+                &name,
+                o.iters,
+                || list_status(q, project, TaskStatus::Todo, summary),
+                |c| *c,
+            ));
+        }
     }
 }
 

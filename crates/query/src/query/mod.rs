@@ -21,6 +21,9 @@ pub mod status;
 pub mod status_memo;
 pub mod target;
 pub mod task_handles;
+pub mod task_summary;
+#[cfg(test)]
+mod task_summary_tests;
 pub mod tasks;
 #[cfg(test)]
 mod tasks_tests;

@@ -80,6 +80,12 @@ impl ProcessRow {
 
 // The typed rows answer VK's selection rules (`crate::vk::select`) without a `Value` tree.
 
+impl KeyedRow for AttemptRow {
+    fn created_at(&self) -> Option<DateTime<Utc>> {
+        self.created_at
+    }
+}
+
 impl KeyedRow for SessionRow {
     fn created_at(&self) -> Option<DateTime<Utc>> {
         self.created_at

@@ -10,13 +10,15 @@ use uuid::Uuid;
 use super::detail::Rules;
 use super::paging::{self, ListId, PageArgs, newest_first_key};
 use super::status::{AttemptState, attempt_state, latest_session_of};
+use super::task_summary::SummaryFn;
+pub use super::task_summary::task_summary;
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
 use crate::store::events::HOST_FIELD;
 use crate::store::list_index::{After, IndexPage};
 use crate::store::reader::Stored;
 use crate::tool_error::ToolError;
-use crate::vk::{self, ProcessStatus, newest_first, str_of, string_of, ts_of, ts_string};
+use crate::vk::{self, str_of, string_of, ts_of, ts_string};
 
 /// VK task status.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -192,6 +194,18 @@ impl Query {
         filter: &TaskFilter,
         args: &PageArgs,
     ) -> Result<TaskPage, ToolError> {
+        self.list_tasks_summarized_by(project, filter, args, task_summary)
+    }
+
+    /// `list_tasks` with the page's tasks summarized by `summary` (the bench times the
+    /// reference summary from full JSON rows through this beside the typed one).
+    pub fn list_tasks_summarized_by(
+        &self,
+        project: Uuid,
+        filter: &TaskFilter,
+        args: &PageArgs,
+        summary: SummaryFn,
+    ) -> Result<TaskPage, ToolError> {
         let View {
             token,
             reader,
@@ -207,7 +221,7 @@ impl Query {
         let tasks: Vec<TaskSummary> = page
             .items
             .iter()
-            .map(|t| task_summary(&reader, t))
+            .map(|t| summary(&reader, t))
             .collect::<Result<_, _>>()?;
         Ok(TaskPage {
             count: tasks.len(),
@@ -373,49 +387,6 @@ fn created_key(s: &Stored) -> paging::SortKey {
         ts_of(&s.value, "created_at").map(|t| t.timestamp_micros()),
         s.id,
     )
-}
-
-/// A task with the seed-002 attempt summary computed from the cache.
-pub fn task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, ToolError> {
-    let mut attempts = reader.attempts_of_task(t.id)?;
-    attempts.sort_by(newest_first);
-    let latest = attempts.first();
-    let (latest_session_id, latest_session_executor) = match latest {
-        Some(a) => latest_session_of(reader, a.id)?,
-        None => (None, None),
-    };
-    let mut has_in_progress_attempt = false;
-    let mut newest_process: Option<(Option<DateTime<Utc>>, ProcessStatus)> = None;
-    for a in &attempts {
-        for p in reader.processes_of_attempt(a.id)? {
-            if !vk::is_relevant(&p.value) {
-                continue;
-            }
-            let status = ProcessStatus::parse(vk::status(&p.value));
-            has_in_progress_attempt |= status.is_running();
-            let created = ts_of(&p.value, "created_at");
-            if newest_process.as_ref().is_none_or(|(c, _)| created > *c) {
-                newest_process = Some((created, status));
-            }
-        }
-    }
-    let last_attempt_failed = newest_process.is_some_and(|(_, s)| s.is_failure());
-    Ok(TaskSummary {
-        task_id: t.id,
-        project_id: vk::uuid_of(&t.value, "project_id"),
-        title: string_of(&t.value, "title").unwrap_or_default(),
-        description: string_of(&t.value, "description"),
-        status: string_of(&t.value, "status").unwrap_or_default(),
-        created_at: ts_string(&t.value, "created_at"),
-        updated_at: ts_string(&t.value, "updated_at"),
-        latest_attempt_id: latest.map(|a| a.id),
-        latest_workspace_branch: latest.and_then(|a| string_of(&a.value, "branch")),
-        latest_session_id,
-        latest_session_executor,
-        has_in_progress_attempt,
-        last_attempt_failed,
-        host: string_of(&t.value, HOST_FIELD),
-    })
 }
 
 /// One page of a task's attempts (`list.scope` is the task), summarized.

@@ -1,15 +1,18 @@
 //! Ordered secondary indexes for the listings that must not scan a project (issue 27): tasks by
 //! project in newest-first order, by project + status in that order, by project + `updated_at`,
 //! and attempts by task in newest-first order. Keys only (values are empty): a page reads its
-//! ids from the index and decodes just those rows.
+//! ids from the index and decodes just those rows. Beside them, the number of entries under each
+//! newest-first prefix (a project, a project and status, a task), so a page's `total` is one read,
+//! not a count of the prefix's keys (schema 3).
 //!
 //! Maintained by the one writer in the same batch as the rows they index: [`restate`] runs once
 //! per batch over the batch's own task and attempt writes (old row from the committed tree, new
 //! row from the batch), so every path that writes a row (upsert, snapshot, cascade, prune) keeps
-//! its index entries without knowing about them. A store from before these indexes (schema 1) is
-//! indexed on open ([`build_all`], `StoreOwner::open`'s migration to schema 2).
+//! its index entries without knowing about them. A store from before these indexes (schema 1) or
+//! before the counts (schema 2) is indexed on open ([`build_all`], `StoreOwner::open`'s migration
+//! to schema 3).
 //!
-//! Table bytes 0x40–0x43 belong to this module (`keys::table` lists the rest).
+//! Table bytes 0x40–0x44 belong to this module (`keys::table` lists the rest).
 
 use std::ops::Bound;
 
@@ -32,12 +35,17 @@ pub const TASKS_BY_UPDATED: u8 = 0x42;
 /// `task ‖ newest_first(created) ‖ attempt`.
 pub const ATTEMPTS_BY_CREATED: u8 = 0x43;
 
-/// Every index table of this module.
-pub const TABLES: [u8; 4] = [
+/// `INDEX_COUNTS ‖ index prefix` (a [`TASKS_BY_CREATED`] project, a [`TASKS_BY_STATUS`] project
+/// and status, an [`ATTEMPTS_BY_CREATED`] task) → its number of entries (u64 BE); absent at 0.
+pub const INDEX_COUNTS: u8 = 0x44;
+
+/// Every table of this module.
+pub const TABLES: [u8; 5] = [
     TASKS_BY_CREATED,
     TASKS_BY_STATUS,
     TASKS_BY_UPDATED,
     ATTEMPTS_BY_CREATED,
+    INDEX_COUNTS,
 ];
 
 /// VK's task statuses, in the order of their index codes; anything else is [`OTHER_STATUS`].
@@ -131,8 +139,55 @@ fn row_keys(table_byte: u8, row_key: &[u8], stored: Option<&[u8]>) -> Vec<Vec<u8
     }
 }
 
+/// The prefix an index key is counted under (the prefix a page's `total` reads), if any.
+fn counted_prefix(index_key: &[u8]) -> Option<&[u8]> {
+    let len = match index_key.first()? {
+        &TASKS_BY_CREATED | &ATTEMPTS_BY_CREATED => 17,
+        &TASKS_BY_STATUS => 18,
+        _ => return None,
+    };
+    index_key.get(..len)
+}
+
+fn count_key(prefix: &[u8]) -> Vec<u8> {
+    key(INDEX_COUNTS, &[prefix])
+}
+
+fn count_of(bytes: Option<&[u8]>) -> i64 {
+    bytes
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, |b: [u8; 8]| u64::from_be_bytes(b) as i64)
+}
+
+/// Entries added (+1) and removed (−1) per counted prefix.
+#[derive(Default)]
+struct CountDeltas(std::collections::BTreeMap<Vec<u8>, i64>);
+
+impl CountDeltas {
+    fn add(&mut self, index_key: &[u8], by: i64) {
+        if let Some(prefix) = counted_prefix(index_key) {
+            *self.0.entry(prefix.to_vec()).or_default() += by;
+        }
+    }
+
+    /// The counts after the deltas, each from its value in `ov`; a count of 0 is removed.
+    fn write(self, ov: &mut Overlay<'_>) -> R {
+        for (prefix, delta) in self.0.into_iter().filter(|(_, d)| *d != 0) {
+            let k = count_key(&prefix);
+            let n = count_of(ov.get(&k)?.as_deref()) + delta;
+            if n > 0 {
+                ov.insert(&k, (n as u64).to_be_bytes().to_vec());
+            } else {
+                ov.remove(&k);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Brings the indexes in line with the batch's task and attempt writes (see the module doc).
 pub fn restate(ov: &mut Overlay<'_>) -> R {
+    let mut counts = CountDeltas::default();
     for table_byte in [table::TASKS, table::ATTEMPTS] {
         for (row_key, new) in ov.pending_with_prefix(&[table_byte]) {
             if row_key.len() != 17 {
@@ -143,17 +198,20 @@ pub fn restate(ov: &mut Overlay<'_>) -> R {
             let new_keys = row_keys(table_byte, &row_key, new.as_deref());
             for k in old_keys.iter().filter(|k| !new_keys.contains(k)) {
                 ov.remove(k);
+                counts.add(k, -1);
             }
             for k in new_keys.iter().filter(|k| !old_keys.contains(k)) {
                 ov.insert(k, Vec::new());
+                counts.add(k, 1);
             }
         }
     }
-    Ok(())
+    counts.write(ov)
 }
 
-/// Every index entry, rebuilt from the stored rows: drops what the index tables hold and writes
-/// one entry per row (the migration of a store written before the indexes existed).
+/// Every index entry and count, rebuilt from the stored rows: drops what this module's tables
+/// hold and writes one entry per row (the migration of a store written before the indexes or the
+/// counts existed).
 pub fn build_all(tree: &sled::Tree) -> R<sled::Batch> {
     let mut batch = sled::Batch::default();
     for t in TABLES {
@@ -161,6 +219,7 @@ pub fn build_all(tree: &sled::Tree) -> R<sled::Batch> {
             batch.remove(item?.0);
         }
     }
+    let mut counts = std::collections::BTreeMap::<Vec<u8>, u64>::new();
     for table_byte in [table::TASKS, table::ATTEMPTS] {
         for item in tree.scan_prefix([table_byte]) {
             let (k, v) = item?;
@@ -168,9 +227,15 @@ pub fn build_all(tree: &sled::Tree) -> R<sled::Batch> {
                 continue;
             }
             for ik in row_keys(table_byte, &k, Some(&v)) {
+                if let Some(prefix) = counted_prefix(&ik) {
+                    *counts.entry(prefix.to_vec()).or_default() += 1;
+                }
                 batch.insert(ik, Vec::<u8>::new());
             }
         }
+    }
+    for (prefix, n) in counts {
+        batch.insert(count_key(&prefix), n.to_be_bytes().to_vec());
     }
     Ok(batch)
 }
@@ -243,7 +308,7 @@ impl StoreReader {
         load: impl Fn(Uuid) -> R<Option<Stored>>,
     ) -> R<IndexPage> {
         let tree = self.tree();
-        let total = tree.scan_prefix(prefix).keys().count();
+        let total = count_of(tree.get(count_key(prefix))?.as_deref()) as usize;
         let start = match after {
             Some((rank, id)) => {
                 let mut k = prefix.to_vec();
@@ -282,9 +347,10 @@ fn id_at_end(k: &[u8]) -> Option<Uuid> {
         .and_then(|at| Uuid::from_slice(&k[at..]).ok())
 }
 
-/// Migrates a schema-1 store (no list indexes) to schema 2 in one atomic batch: the indexes built
-/// from its rows, and the new schema version with them.
-pub fn migrate_from_v1(tree: &sled::Tree) -> R {
+/// Migrates a schema-1 store (no list indexes) or a schema-2 store (indexes without their
+/// counts) to the current schema in one atomic batch: the indexes and counts built from its rows,
+/// and the new schema version with them.
+pub fn migrate_to_current(tree: &sled::Tree) -> R {
     let mut batch = build_all(tree)?;
     batch.insert(
         super::keys::meta_key(super::keys::meta::SCHEMA),

@@ -49,8 +49,9 @@ pub use reader::StoreReader;
 use token::{Epoch, Token};
 
 /// On-disk layout version. Bump on any incompatible change to keys or values.
-/// 2: the list indexes (`list_index`); a version-1 store is migrated on open.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 2: the list indexes (`list_index`); 3: their entry counts (`list_index::INDEX_COUNTS`). A
+/// version-1 or -2 store is migrated on open.
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -250,8 +251,8 @@ impl Store {
             }
             Some(v) => {
                 let found = v.as_ref().try_into().map(u32::from_be_bytes).unwrap_or(0);
-                if found == 1 {
-                    list_index::migrate_from_v1(&tree)?;
+                if found == 1 || found == 2 {
+                    list_index::migrate_to_current(&tree)?;
                 } else if found != SCHEMA_VERSION {
                     return Err(StoreError::Incompatible {
                         dir: dir.clone().unwrap_or_default(),

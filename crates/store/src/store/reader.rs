@@ -124,6 +124,14 @@ impl StoreReader {
         self.typed_children(table::IDX_ATTEMPT_PROCESSES, attempt, table::PROCESSES)
     }
 
+    /// The task's attempts decoded into `T`.
+    pub fn attempts_of_task_as<T: serde::de::DeserializeOwned>(
+        &self,
+        task: Uuid,
+    ) -> R<Vec<(Uuid, T)>> {
+        self.typed_children(table::IDX_TASK_ATTEMPTS, task, table::ATTEMPTS)
+    }
+
     /// The attempt's sessions decoded into `T`.
     pub fn sessions_of_attempt_as<T: serde::de::DeserializeOwned>(
         &self,
