@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Lint deploy/vk-observer.service (systemd user unit) and deploy/dev.vk-observer.plist (launchd).
+"""Lint deploy/vk-observer.service (systemd user unit) and deploy/dev.vk-observer.plist (launchd);
+deploy/check_fleet.py lints the fleet's files (vk-observer-fleet.service, nats-server.conf).
 
 Python 3 standard library only; run from anywhere: `python3 deploy/check.py`. Prints one line per
 check and `deploy-lint: N passed, M failed` at the end; exits 1 if any check failed.
@@ -402,8 +403,9 @@ def run_readiness_cases(sh_script, wait):
           f"exit {r.returncode}")
 
 
-def systemd_verify(data_dir):
-    name = "unit: systemd-analyze --user verify"
+def systemd_verify(data_dir, unit=None, file_name="vk-observer.service"):
+    unit = unit or UNIT
+    name = f"{file_name}: systemd-analyze --user verify"
     exe = shutil.which("systemd-analyze")
     if exe is None:
         skip(name, "systemd-analyze not found (install systemd to run it)")
@@ -412,12 +414,12 @@ def systemd_verify(data_dir):
         os.chmod(tmp, 0o700)
         unit_dir = os.path.join(tmp, "units")
         os.mkdir(unit_dir)
-        text = open(UNIT, encoding="utf-8").read()
+        text = open(unit, encoding="utf-8").read()
         # The real binary is %h/.cargo/bin/vk-observer, normally absent where CI runs: verify
         # would only say "Command ... is not executable". Point ExecStart= at /bin/true instead.
         swapped, n = re.subn(r"^ExecStart=\S*/vk-observer ", "ExecStart=/bin/true ", text,
                              flags=re.M)
-        copy = os.path.join(unit_dir, "vk-observer.service")
+        copy = os.path.join(unit_dir, file_name)
         with open(copy, "w", encoding="utf-8") as f:
             f.write(swapped)
         env = dict(os.environ)
@@ -560,6 +562,8 @@ def main():
     guarded("unit: systemd-analyze", systemd_verify, data_dir)
     guarded("plist", lint_plist, data_dir)
     guarded("README", lint_readme)
+    import check_fleet  # the fleet's files (deploy/check_fleet.py)
+    check_fleet.lint_all(sys.modules[__name__])
     summary = f"deploy-lint: {results['passed']} passed, {results['failed']} failed"
     if results["skipped"]:
         summary += f", {results['skipped']} skipped"

@@ -125,6 +125,10 @@ struct DemoArgs {
     /// Seconds between scripted attempts.
     #[arg(long, default_value_t = 20)]
     every: u64,
+    /// Play this many VK hosts behind a fleet node on NATS JetStream (needs nats-server; the
+    /// fleet node serves on --listen).
+    #[arg(long, default_value_t = 1)]
+    hosts: usize,
     #[command(flatten)]
     idempotency: IdempotencyArgs,
 }
@@ -292,6 +296,11 @@ fn exit_with(command: &str, r: anyhow::Result<i32>) -> ! {
 #[cfg(feature = "sim")]
 async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let every = Duration::from_secs(args.every);
+    if args.hosts > 1 {
+        let (settings, hosts) = (args.settings(), args.hosts);
+        let stop = wait_for_signal();
+        return vk_observer::sim::demo::fleet::run(settings, hosts, every, metrics(), stop).await;
+    }
     vk_observer::sim::demo::run(args.settings(), every, metrics(), wait_for_signal()).await
 }
 

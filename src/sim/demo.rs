@@ -1,8 +1,10 @@
 //! The script `vk-observer demo` plays: a daemon beside the simulator; at start the five roads
 //! (`roads`: success, failure, approval, rebase conflict, long-running, each found by its title),
 //! then a new simulated task with one attempt (editing one file) every few seconds, so a newcomer
-//! sees the tools work without a VK install.
+//! sees the tools work without a VK install. `fleet` plays several hosts behind a fleet node
+//! (`demo --hosts N`).
 
+pub mod fleet;
 pub mod roads;
 
 use std::future::Future;
@@ -52,7 +54,7 @@ pub async fn run(
 }
 
 /// Task `n`, attempt, pause, task `n + 1`, … until aborted.
-async fn play(sim: Sim, project: uuid::Uuid, every: Duration) {
+pub(crate) async fn play(sim: Sim, project: uuid::Uuid, every: Duration) {
     for n in 1u64.. {
         let task = sim.add_task(
             project,
@@ -76,6 +78,6 @@ async fn play(sim: Sim, project: uuid::Uuid, every: Duration) {
     }
 }
 
-fn demo_data_dir() -> PathBuf {
+pub(crate) fn demo_data_dir() -> PathBuf {
     std::env::temp_dir().join(format!("vk-observer-demo-{}", std::process::id()))
 }

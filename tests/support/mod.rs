@@ -12,6 +12,7 @@ pub mod mistakes;
 pub mod mistakes_scopes;
 pub mod mistakes_workflow;
 pub mod nats;
+pub mod nats_deploy;
 pub mod sim_common;
 pub mod world;
 

@@ -16,7 +16,7 @@ pub struct NatsServer {
     _dir: tempfile::TempDir,
 }
 
-fn binary() -> Option<PathBuf> {
+pub fn binary() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("VK_OBSERVER_NATS_SERVER").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::client::DaemonClient;
 use super::settings_toml::{round_trip, to_toml};
-use crate::config::{ConfigFile, Settings, SettingsArgs};
+use crate::config::{ConfigFile, NatsCredentials, Settings, SettingsArgs};
 
 /// How long one network check may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -81,7 +81,10 @@ pub async fn run(opts: DoctorOptions) -> anyhow::Result<i32> {
     if loaded {
         check_settings(&mut r, s.clone());
     }
+    let env_free = opts.settings.without_environment(file.as_ref()).ok();
+    check_fleet(&mut r, &s, env_free.as_ref());
     match Some(&s.upstream).filter(|u| !u.is_empty()) {
+        _ if s.fleet.node => r.ok("vk", "a fleet node has no VK of its own"),
         Some(u) => check_vk(&mut r, u, s.upstream_token.clone()).await,
         None => r.fail(
             "vk",
@@ -155,6 +158,60 @@ fn check_settings(r: &mut Report, merged: Settings) {
         Err(e) => r.fail("round-trip", format!("{e:#}")),
     }
     check_tokens(r, &s.tokens_path(), s.mcp.token.is_some());
+}
+
+/// `[fleet]`: the role, the NATS credential (what it is and where it came from, its secret
+/// redacted) and TLS. `env_free` is the same settings without the environment layer.
+fn check_fleet(r: &mut Report, s: &Settings, env_free: Option<&Settings>) {
+    let f = &s.fleet;
+    if f.urls.is_empty() {
+        return;
+    }
+    let role = if f.node {
+        "fleet node".to_owned()
+    } else {
+        format!("host {:?}", f.host)
+    };
+    r.ok("fleet", format!("{role} on NATS {}", f.urls.join(", ")));
+    let credential = match NatsCredentials::from_settings(f) {
+        Ok(c) => c,
+        Err(e) => return r.fail("nats credential", format!("{e:#}")),
+    };
+    let from_env = env_free.is_none_or(|e| {
+        (
+            e.fleet.token.as_ref(),
+            e.fleet.user.as_ref(),
+            e.fleet.password.as_ref(),
+        ) != (f.token.as_ref(), f.user.as_ref(), f.password.as_ref())
+            || e.fleet.credentials_file != f.credentials_file
+    });
+    let origin = if from_env {
+        " · set in the environment (VK_OBSERVER_FLEET__*)"
+    } else {
+        " · set in the config file"
+    };
+    let origin = if credential == NatsCredentials::None {
+        ""
+    } else {
+        origin
+    };
+    r.ok(
+        "nats credential",
+        format!("{}{origin}", credential.describe()),
+    );
+    let tls = match (&f.tls_ca_file, &f.tls_cert_file, f.tls_required) {
+        (None, None, false) => {
+            "off unless the server asks for it (tls:// URLs use the system's CAs)".to_owned()
+        }
+        (ca, cert, required) => format!(
+            "CA {} · client certificate {} · required {required}",
+            ca.as_ref()
+                .map_or("system".into(), |p| p.display().to_string()),
+            cert.as_ref()
+                .map_or("none".into(), |p| p.display().to_string()),
+        ),
+    };
+    r.ok("nats tls", tls);
 }
 
 /// The tokens file: how many scoped tokens, by name and scopes (never a secret or a hash).

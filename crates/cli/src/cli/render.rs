@@ -131,6 +131,35 @@ pub fn freshness_line(freshness: &Value, token: Option<&str>) -> String {
     format!("freshness: {}", parts.join(" · "))
 }
 
+/// A fleet node's hosts (`freshness.hosts`), one line each: state, lag, last message age.
+/// Empty on a single host.
+pub fn host_lines(freshness: &Value) -> Vec<String> {
+    let Some(hosts) = freshness["hosts"].as_object() else {
+        return Vec::new();
+    };
+    hosts
+        .iter()
+        .map(|(host, h)| {
+            let state = match h["state"].as_str() {
+                Some(s) => s.to_owned(),
+                None if h["connected"].as_bool() == Some(true) => "connected".into(),
+                None => "not connected".into(),
+            };
+            let mut parts = vec![state];
+            if h["stale"].as_bool() == Some(true) {
+                parts.push("stale".into());
+            }
+            parts.push(format!("lag {}", h["lag"].as_u64().unwrap_or(0)));
+            parts.push(match h["last_message_age_ms"].as_u64() {
+                Some(ms) if ms < 1000 => "last message just now".into(),
+                Some(ms) => format!("last message {} ago", span(ms)),
+                None => "no message since the node started".into(),
+            });
+            format!("host {host}: {}", parts.join(" · "))
+        })
+        .collect()
+}
+
 /// One log entry (normalized or raw) as one line: index, kind, text; `edited` marks an entry
 /// rewritten in place. Cut to `width` characters.
 pub fn entry_line(index: u64, entry: &Value, edited: bool, width: usize) -> String {

@@ -1,5 +1,6 @@
 //! `vk-observer status [ATTEMPT]`: without an id, a table of the tasks' latest attempts across
-//! projects (one batched `get_attempt_status` per 100 attempts) with a freshness footer; with
+//! projects (one batched `get_attempt_status` per 100 attempts) with a freshness footer (and,
+//! on a fleet node, one line per host with its state and lag); with
 //! an id, that attempt's status and its last log lines.
 
 use std::collections::HashMap;
@@ -9,7 +10,9 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::client::{CallError, DaemonClient};
-use super::render::{entry_line, freshness_line, relative, short_id, table, term_width, truncate};
+use super::render::{
+    entry_line, freshness_line, host_lines, relative, short_id, table, term_width, truncate,
+};
 use super::resolve;
 use crate::mcp::tools::{discovery, observe, tasks};
 
@@ -68,6 +71,9 @@ async fn all(client: &DaemonClient, project: Option<Uuid>, as_json: bool) -> any
         );
     }
     outln!("{}", freshness_line(&st.freshness, st.token.as_deref()));
+    for line in host_lines(&st.freshness) {
+        outln!("{line}");
+    }
     Ok(())
 }
 

@@ -1,6 +1,8 @@
 //! `[fleet]`: a host daemon publishing its cache to NATS JetStream, or (`serve --fleet`) a
 //! fleet node reading every host's stream (design-notes §23). Credentials come from a file
-//! or the environment (`VK_OBSERVER_FLEET__TOKEN`), never from a flag.
+//! (`credentials_file`, read by `credentials`) or the environment (`VK_OBSERVER_FLEET__TOKEN`,
+//! `VK_OBSERVER_FLEET__USER` + `VK_OBSERVER_FLEET__PASSWORD`), never from a flag; TLS from the
+//! `tls_*` files.
 
 use std::path::PathBuf;
 
@@ -17,10 +19,25 @@ pub struct FleetSettings {
     pub urls: Vec<String>,
     /// This host's name in the fleet: its stream `VKO_<host>`, its subjects `vko.<host>.…`.
     pub host: String,
-    /// A NATS credentials file (JWT and NKey seed).
+    /// A NATS credentials file: a `.creds` file (JWT and NKey seed), an NKey seed alone
+    /// (`SU…`), or one line `user:password` (`credentials::NatsCredentials`).
     pub credentials_file: Option<PathBuf>,
     /// A NATS token; set it from the environment (`VK_OBSERVER_FLEET__TOKEN`).
     pub token: Option<String>,
+    /// A NATS user, with `password` (`VK_OBSERVER_FLEET__USER`).
+    pub user: Option<String>,
+    /// The NATS user's password; set it from the environment (`VK_OBSERVER_FLEET__PASSWORD`).
+    pub password: Option<String>,
+    /// PEM file of the CA(s) that signed the NATS servers' certificates (default: the system's).
+    pub tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate for servers that verify clients (`verify: true`), with its key.
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// Refuse a connection that is not TLS (set it when the servers require TLS).
+    pub tls_required: bool,
+    /// Copies of each host stream kept by a NATS cluster (1, or 3 on a 3-node cluster; at most 5).
+    pub replicas: usize,
     /// Outbox batches kept unpublished before the oldest are dropped for a snapshot.
     pub max_backlog_batches: u64,
     /// Serve as a fleet node: no VK, every host's stream (`serve --fleet`).
@@ -34,6 +51,13 @@ impl Default for FleetSettings {
             host: String::new(),
             credentials_file: None,
             token: None,
+            user: None,
+            password: None,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_required: false,
+            replicas: 1,
             max_backlog_batches: DEFAULT_MAX_BACKLOG_BATCHES,
             node: false,
         }
@@ -62,6 +86,25 @@ impl FleetSettings {
         }
         if self.max_backlog_batches == 0 {
             anyhow::bail!("[fleet] max_backlog_batches must be above 0");
+        }
+        if !(1..=5).contains(&self.replicas) {
+            anyhow::bail!("[fleet] replicas must be 1 to 5 (JetStream's limit)");
+        }
+        if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
+            anyhow::bail!("[fleet] tls_cert_file and tls_key_file go together");
+        }
+        let sources = [
+            self.credentials_file.is_some(),
+            self.token.is_some(),
+            self.user.is_some() || self.password.is_some(),
+        ];
+        if sources.iter().filter(|s| **s).count() > 1 {
+            anyhow::bail!(
+                "[fleet] give one NATS credential: credentials_file, token, or user + password"
+            );
+        }
+        if self.user.is_some() != self.password.is_some() {
+            anyhow::bail!("[fleet] user and password go together (VK_OBSERVER_FLEET__PASSWORD)");
         }
         Ok(())
     }

@@ -80,7 +80,23 @@ pub struct SettingsArgs {
     pub fleet: bool,
     #[command(flatten)]
     pub idempotency: IdempotencyArgs,
+    /// Refused: NATS credentials never come from the command line, where every local user sees
+    /// them (`ps`). Hidden; named so the refusal can say where they go instead.
+    #[arg(
+        long = "fleet-token",
+        aliases = ["fleet-password", "fleet-credentials", "nats-token", "nats-password", "nats-creds", "nats-user"],
+        hide = true,
+        num_args = 0..=1,
+        default_missing_value = ""
+    )]
+    pub secret_on_command_line: Option<String>,
 }
+
+/// Why a NATS credential flag is refused (the value is never echoed).
+pub const SECRET_FLAG_REFUSED: &str = "NATS credentials are not taken on the command line (any \
+     local user can read it): put them in a file named by [fleet] credentials_file (.creds, \
+     NKey seed, or user:password) or in the environment (VK_OBSERVER_FLEET__TOKEN, or \
+     VK_OBSERVER_FLEET__USER with VK_OBSERVER_FLEET__PASSWORD)";
 
 /// `request_id` record lifetimes in whole seconds, under VK's own environment names.
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
@@ -136,6 +152,11 @@ impl SettingsArgs {
         self.read(None, None)
     }
 
+    /// Defaults < `file` < flags, without the environment (`doctor`: which values came from it).
+    pub fn without_environment(&self, file: Option<&ConfigFile>) -> anyhow::Result<Settings> {
+        self.read(file, None)
+    }
+
     /// Defaults < `file` < `vars` (a snapshot of the environment), read by `config`, then the
     /// flags over them.
     pub(super) fn read(
@@ -143,6 +164,9 @@ impl SettingsArgs {
         file: Option<&ConfigFile>,
         vars: Option<HashMap<String, String>>,
     ) -> anyhow::Result<Settings> {
+        if self.secret_on_command_line.is_some() {
+            anyhow::bail!(SECRET_FLAG_REFUSED);
+        }
         // VK's port file is the upstream's default: any layer above names another.
         let defaults = Settings {
             upstream: crate::upstream::discovery::upstream_from_port_file().unwrap_or_default(),

@@ -7,6 +7,7 @@
 //! the environment, and this module imports from no layer above `upstream`.
 
 pub mod access;
+mod credentials;
 mod fleet;
 mod layers;
 mod sections;
@@ -19,8 +20,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use credentials::NatsCredentials;
 pub use fleet::{DEFAULT_MAX_BACKLOG_BATCHES, FleetSettings, is_subject_token};
-pub use layers::{ConfigFile, IdempotencyArgs, SettingsArgs};
+pub use layers::{ConfigFile, IdempotencyArgs, SECRET_FLAG_REFUSED, SettingsArgs};
 pub use sections::{
     DEFAULT_ACTIVITY_HORIZON, DEFAULT_AUDIT_HORIZON, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION, DEFAULT_MAX_WAITERS, DEFAULT_PROGRESS_EVERY,
@@ -111,6 +113,7 @@ impl Settings {
                 &mut shown.upstream_token,
                 &mut shown.mcp.token,
                 &mut shown.fleet.token,
+                &mut shown.fleet.password,
             ]
             .into_iter()
             .flatten()
@@ -125,6 +128,7 @@ impl Settings {
     fn normalized(mut self) -> Settings {
         self.mcp.token = self.mcp.token.filter(|t| !t.trim().is_empty());
         self.fleet.token = self.fleet.token.filter(|t| !t.trim().is_empty());
+        self.fleet.password = self.fleet.password.filter(|t| !t.trim().is_empty());
         self
     }
 }

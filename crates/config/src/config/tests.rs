@@ -118,6 +118,11 @@ fn the_example_file_shows_every_setting_and_nothing_else() {
         fleet: FleetSettings {
             credentials_file: Some("/c".into()),
             token: Some("t".into()),
+            user: Some("u".into()),
+            password: Some("p".into()),
+            tls_ca_file: Some("/ca.pem".into()),
+            tls_cert_file: Some("/c.pem".into()),
+            tls_key_file: Some("/k.pem".into()),
             ..FleetSettings::default()
         },
         ..Settings::default()
@@ -231,4 +236,78 @@ fn a_fleet_host_name_must_be_a_subject_token_and_a_node_needs_nats() {
         node(vec!["nats://n:4222".into()]).validate().is_ok(),
         "and no VK"
     );
+}
+
+#[test]
+fn nats_credentials_are_one_source_never_a_flag_and_tls_files_go_in_pairs() {
+    #[derive(clap::Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        settings: SettingsArgs,
+    }
+    use clap::Parser as _;
+    for flag in [
+        "--fleet-token",
+        "--nats-password",
+        "--nats-creds",
+        "--nats-user",
+    ] {
+        let cmd = Cmd::try_parse_from(["vk-observer", flag, "hunter2"]).unwrap();
+        let err = cmd.settings.over_defaults().unwrap_err().to_string();
+        assert!(
+            err.contains("not taken on the command line") && !err.contains("hunter2"),
+            "{flag}: {err}"
+        );
+    }
+    let node = |fleet: FleetSettings| Settings {
+        fleet: FleetSettings {
+            urls: vec!["nats://n:4222".into()],
+            node: true,
+            ..fleet
+        },
+        ..Settings::default()
+    };
+    let refused = |fleet: FleetSettings, why: &str| {
+        let err = node(fleet).validate().unwrap_err().to_string();
+        assert!(err.contains(why), "{err}");
+    };
+    refused(
+        FleetSettings {
+            token: Some("t".into()),
+            credentials_file: Some("/x.creds".into()),
+            ..FleetSettings::default()
+        },
+        "give one NATS credential",
+    );
+    refused(
+        FleetSettings {
+            user: Some("u".into()),
+            ..FleetSettings::default()
+        },
+        "user and password go together",
+    );
+    refused(
+        FleetSettings {
+            tls_cert_file: Some("/c.pem".into()),
+            ..FleetSettings::default()
+        },
+        "tls_cert_file and tls_key_file go together",
+    );
+    refused(
+        FleetSettings {
+            replicas: 7,
+            ..FleetSettings::default()
+        },
+        "replicas must be 1 to 5",
+    );
+    let ok = node(FleetSettings {
+        user: Some("fleet".into()),
+        password: Some("pw-secret".into()),
+        tls_required: true,
+        replicas: 3,
+        ..FleetSettings::default()
+    })
+    .validate()
+    .unwrap();
+    assert!(!ok.to_toml(true).contains("pw-secret"));
 }

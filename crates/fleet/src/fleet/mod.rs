@@ -12,26 +12,43 @@ pub mod wire;
 
 use std::time::Duration;
 
-use crate::config::FleetSettings;
+use crate::config::{FleetSettings, NatsCredentials};
 
 /// How long one connection attempt to NATS may take before it is retried.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest pause between retries when NATS is unreachable.
 pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(10);
 
-/// Connect to NATS with the configured credentials (a file, or a token from the environment).
+/// Connect to NATS with the configured credential (`config::NatsCredentials`) and TLS files.
+/// A host's requests get replies under its own inbox prefix (`wire::inbox_prefix`), the only
+/// inboxes its NATS user may subscribe to (deploy/nats-server.conf).
 pub async fn connect(settings: &FleetSettings, name: &str) -> anyhow::Result<async_nats::Client> {
     let mut options = async_nats::ConnectOptions::new()
         .name(name)
         .connection_timeout(CONNECT_TIMEOUT)
         .max_reconnects(None);
-    if let Some(path) = &settings.credentials_file {
-        options = options.credentials_file(path).await.map_err(|e| {
+    options = match NatsCredentials::from_settings(settings)? {
+        NatsCredentials::None => options,
+        NatsCredentials::CredsFile(path) => options.credentials_file(&path).await.map_err(|e| {
             anyhow::anyhow!("cannot read NATS credentials file {}: {e}", path.display())
-        })?;
+        })?,
+        NatsCredentials::NkeySeed { seed, .. } => options.nkey(seed),
+        NatsCredentials::UserPassword { user, password, .. } => {
+            options.user_and_password(user, password)
+        }
+        NatsCredentials::Token(token) => options.token(token),
+    };
+    if let Some(ca) = &settings.tls_ca_file {
+        options = options.add_root_certificates(ca.clone());
     }
-    if let Some(token) = &settings.token {
-        options = options.token(token.clone());
+    if let (Some(cert), Some(key)) = (&settings.tls_cert_file, &settings.tls_key_file) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    if settings.tls_required {
+        options = options.require_tls(true);
+    }
+    if settings.publishes() {
+        options = options.custom_inbox_prefix(wire::inbox_prefix(&settings.host));
     }
     let urls: Vec<async_nats::ServerAddr> = settings
         .urls

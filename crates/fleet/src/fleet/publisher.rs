@@ -77,6 +77,7 @@ impl Publisher {
                 name: wire::stream_name(host),
                 subjects: vec![wire::host_subjects(host)],
                 storage: stream::StorageType::File,
+                num_replicas: self.settings.replicas,
                 ..Default::default()
             })
             .await?;

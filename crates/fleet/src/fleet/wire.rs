@@ -27,6 +27,13 @@ pub fn host_subjects(host: &str) -> String {
     format!("vko.{host}.>")
 }
 
+/// The inbox prefix of a host's connection: replies to its requests (JetStream's
+/// acknowledgements, API answers) arrive under `_INBOX_<host>.`, so its NATS user may subscribe
+/// to its own inboxes only and never sees another host's replies.
+pub fn inbox_prefix(host: &str) -> String {
+    format!("_INBOX_{host}")
+}
+
 /// What a message is, by the last token of its subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
