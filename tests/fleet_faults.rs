@@ -11,7 +11,7 @@
 //! (every project, task, attempt, session, process, change summary and log entry), the fleet's
 //! activity feed followed by `since_token` across its restarts has no gap and no duplicate (every
 //! task, attempt and process created/started once), and the fleet's token never went back.
-//! Seeds: `VK_FLEET_FAULT_SEEDS` (default 100, three at a time, one nats-server each) from
+//! Seeds: `VK_FLEET_FAULT_SEEDS` (default 100, five at a time, one nats-server each) from
 //! `VK_FLEET_FAULT_SEED_BASE` (default 0); a failure names its seed and the replay command.
 
 mod support;
@@ -377,7 +377,7 @@ async fn seeded_fleet_fault_schedules_converge() {
     let started = Instant::now();
     let tally: Arc<Mutex<BTreeMap<Fault, usize>>> = Default::default();
     futures::stream::iter(base..base + n)
-        .for_each_concurrent(3, |seed| {
+        .for_each_concurrent(5, |seed| {
             let tally = tally.clone();
             async move {
                 let played = tokio::spawn(run_schedule(seed)).await.unwrap_or_else(|e| {
