@@ -81,16 +81,28 @@ pub async fn check_feed(
     stop: &Arc<AtomicBool>,
     follower: tokio::task::JoinHandle<FeedSeen>,
 ) {
+    check_store_feed(&daemon.store, sim, project, seed, stop, follower).await
+}
+
+/// [`check_feed`] on any store (a fleet node's too), against the truth of `sim`.
+pub async fn check_store_feed(
+    store: &vk_observer::store::Store,
+    sim: &vk_observer::sim::Sim,
+    project: uuid::Uuid,
+    seed: u64,
+    stop: &Arc<AtomicBool>,
+    follower: tokio::task::JoinHandle<FeedSeen>,
+) {
     use vk_observer::store::feed::FeedScope;
     // Give the follower time to read the last commits, then stop it.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let reader = daemon.store.read();
+    let reader = store.read();
     let (stored, _) = reader
         .activity_after(FeedScope::Project(project), 0, u64::MAX, usize::MAX)
         .unwrap();
     stop.store(true, Ordering::Relaxed);
     let seen = follower.await.unwrap();
-    let q = Query::new(daemon.store.clone(), daemon.health.clone());
+    let q = Query::new(store.clone(), Arc::new(vk_observer::health::Health::new()));
     let req = vk_observer::query::activity::ActivityRequest::new(
         vk_observer::query::activity::ActivityScope::Project(project),
         Some(format!("{}.0", q.store.epoch())),

@@ -7,6 +7,7 @@
 
 pub mod approvals;
 pub mod feed;
+pub mod fleet;
 pub mod mcp;
 pub mod mistakes;
 pub mod mistakes_scopes;

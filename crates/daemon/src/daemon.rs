@@ -163,4 +163,19 @@ impl Daemon {
             tracing::error!(error = %e, "final flush failed");
         }
     }
+
+    /// Stop as a crash would (fault tests): every task aborted where it stands, batches still
+    /// queued for the writer lost, no drain and no final flush; the store is dropped as is.
+    pub async fn crash(self) {
+        self.cancel.cancel();
+        self.server.abort();
+        self.writer_task.abort();
+        let _ = self.writer_task.await;
+        if let Some(publisher) = self.publisher {
+            publisher.abort();
+            let _ = publisher.await;
+        }
+        drop(self.ingest);
+        drop(self.owner);
+    }
 }

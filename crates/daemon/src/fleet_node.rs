@@ -104,4 +104,16 @@ impl FleetNode {
             tracing::error!(error = %e, "final flush failed");
         }
     }
+
+    /// Stop as a crash would (fault tests): the follower and the writer aborted where they
+    /// stand, no drain and no final flush; the store is dropped as is.
+    pub async fn crash(self) {
+        self.cancel.cancel();
+        self.server.abort();
+        self.node.abort();
+        self.writer_task.abort();
+        let _ = self.node.await;
+        let _ = self.writer_task.await;
+        drop(self.owner);
+    }
 }

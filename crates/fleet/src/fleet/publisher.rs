@@ -20,6 +20,18 @@ const GROUP: usize = 64;
 /// How often an idle publisher re-reads the backlog for its gauge.
 const IDLE_TICK: Duration = Duration::from_secs(5);
 
+/// An idle publisher's look at its stream: one deleted, recreated or purged below the cursor
+/// ends the session, so the next one republishes (a snapshot) without waiting for a commit.
+async fn check_stream(stream: &mut stream::Stream, cursor: &FleetCursor) -> Ended {
+    let info = stream.info().await?;
+    if info.created.to_string() != cursor.stream_created
+        || info.state.last_sequence < cursor.stream_seq
+    {
+        anyhow::bail!("stream {} was recreated or purged", info.config.name);
+    }
+    Ok(())
+}
+
 /// A host's publisher.
 pub struct Publisher {
     settings: FleetSettings,
@@ -96,7 +108,7 @@ impl Publisher {
                 self.set_backlog_gauge();
                 tokio::select! {
                     _ = committed.changed() => {}
-                    _ = tokio::time::sleep(IDLE_TICK) => {}
+                    _ = tokio::time::sleep(IDLE_TICK) => check_stream(&mut stream, &cursor).await?,
                 }
                 continue;
             }

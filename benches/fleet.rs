@@ -1,0 +1,409 @@
+//! The fleet over a real `nats-server` (issue 24, design-notes §23), side by side in one run:
+//!
+//! - **wake**: a log entry appended in the simulated VK of a host daemon (publishing to NATS)
+//!   wakes a `wait_for_attempt_change` waiter on that host and one on a fleet node following
+//!   it; p50/p99 of each (from the append) and of the fleet's extra (fleet − host, per change);
+//! - **fan-in**: four host stores written through their writers (log-entry batches, as ingest
+//!   writes them) while their publishers send the outboxes to NATS and one fleet node applies
+//!   them: entries per second into the fleet, from the first write until the fleet has all;
+//! - **catch-up**: a second fleet node from an empty store over the same streams (all entries);
+//! - **wire**: JetStream's stored bytes (subject, headers, payload) per log entry, next to the
+//!   entry's own JSON.
+//!
+//! Run: `VK_OBSERVER_NATS_SERVER=/path/to/nats-server cargo bench --bench fleet` (or
+//! `nats-server` on PATH). Knobs (environment): `VK_BENCH_QUICK=1` (100 k entries, 40 wakes),
+//! `VK_BENCH_FLEET_ENTRIES=N` (entries over the four hosts; default 1,000,000),
+//! `VK_BENCH_FLEET_BATCH=N` (entries per host batch; default 100), `VK_BENCH_FLEET_WAKES=N`
+//! (default 200), `VK_BENCH_ONLY=wake,fanin` (fan-in also runs catch-up and wire),
+//! `VK_BENCH_OUT=dir` (default target/perf; writes `fleet.json`).
+
+#[allow(dead_code)]
+#[path = "../tests/support/nats.rs"]
+mod nats;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use uuid::Uuid;
+use vk_observer::config::{FleetSettings, Settings};
+use vk_observer::daemon::Daemon;
+use vk_observer::fleet::node::{Node, NodeEvents};
+use vk_observer::fleet::publisher::Publisher;
+use vk_observer::fleet_node::FleetNode;
+use vk_observer::health::Health;
+use vk_observer::query::wait::{WaitClock, WaitScope};
+use vk_observer::query::{Query, Since};
+use vk_observer::sim::{Channel, RunReason, Sim, SimConfig};
+use vk_observer::store::events::DomainEvent;
+use vk_observer::store::outbox::OutboxConfig;
+use vk_observer::store::writer::WriterHandle;
+use vk_observer::store::{Retention, Store, StoreOwner};
+
+struct Opts {
+    entries: u64,
+    batch: u64,
+    wakes: usize,
+    only: Option<Vec<String>>,
+}
+
+impl Opts {
+    fn from_env() -> Opts {
+        let var = |k: &str| std::env::var(k).ok();
+        let num = |k: &str| var(k).and_then(|v| v.parse::<u64>().ok());
+        let quick = var("VK_BENCH_QUICK").is_some_and(|v| v != "0");
+        Opts {
+            entries: num("VK_BENCH_FLEET_ENTRIES").unwrap_or(if quick {
+                100_000
+            } else {
+                1_000_000
+            }),
+            batch: num("VK_BENCH_FLEET_BATCH").unwrap_or(100).max(1),
+            wakes: num("VK_BENCH_FLEET_WAKES").unwrap_or(if quick { 40 } else { 200 }) as usize,
+            only: var("VK_BENCH_ONLY").map(|v| v.split(',').map(|s| s.trim().into()).collect()),
+        }
+    }
+    fn runs(&self, phase: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|p| p == phase))
+    }
+}
+
+fn main() {
+    let opts = Opts::from_env();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let nats = nats::NatsServer::start("fleet bench").expect("a nats-server");
+    let mut report = serde_json::Map::new();
+    if opts.runs("wake") {
+        report.insert("wake".into(), runtime.block_on(wake(&nats, opts.wakes)));
+    }
+    if opts.runs("fanin") {
+        let (fan, catch, wire) = runtime.block_on(fan_in_and_catch_up(&nats, &opts));
+        report.insert("fan_in".into(), fan);
+        report.insert("catch_up".into(), catch);
+        report.insert("wire".into(), wire);
+    }
+    let out = std::env::var("VK_BENCH_OUT").unwrap_or_else(|_| "target/perf".into());
+    std::fs::create_dir_all(&out).unwrap();
+    let path = format!("{out}/fleet.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&Value::Object(report)).unwrap(),
+    )
+    .unwrap();
+    println!("raw: {path}");
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn summary(mut ms: Vec<f64>) -> Value {
+    ms.sort_by(f64::total_cmp);
+    json!({"p50_ms": percentile(&ms, 0.5), "p99_ms": percentile(&ms, 0.99),
+           "max_ms": ms[ms.len() - 1], "n": ms.len()})
+}
+
+// ---------------------------------------------------------------------------------------- wake
+
+fn host_settings(sim: &Sim, dir: &std::path::Path, url: &str) -> Settings {
+    Settings {
+        upstream: sim.base_url(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        fleet: FleetSettings {
+            urls: vec![url.to_owned()],
+            host: "wake".into(),
+            ..FleetSettings::default()
+        },
+        ..Settings::default()
+    }
+}
+
+fn node_settings(dir: &std::path::Path, url: &str) -> Settings {
+    Settings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.to_path_buf(),
+        fleet: FleetSettings {
+            urls: vec![url.to_owned()],
+            node: true,
+            ..FleetSettings::default()
+        },
+        ..Settings::default()
+    }
+}
+
+/// A wait for a change of `attempt` after the store's current token; answers when it woke.
+fn waiter(store: Store, attempt: Uuid) -> tokio::task::JoinHandle<Instant> {
+    let q = Query::new(store, Arc::new(Health::new()));
+    let since = q.store.current_token();
+    tokio::spawn(async move {
+        let r = q
+            .wait_for_change(
+                WaitScope::Attempts(vec![attempt]),
+                None,
+                Since::After(since),
+                WaitClock::start(Duration::from_secs(20)),
+                None,
+                std::future::pending::<()>(),
+            )
+            .await
+            .expect("wait answers");
+        assert!(r.changed, "the wait timed out");
+        Instant::now()
+    })
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{what} never happened"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn wake(nats: &nats::NatsServer, wakes: usize) -> Value {
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    let project = sim.add_project("wake", &["repo"]);
+    let task = sim.add_task(project, "wake", None);
+    let ids = sim.create_attempt(task, "CLAUDE_CODE");
+    let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
+    let (dir_h, dir_f) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let host = Daemon::start(
+        host_settings(&sim, dir_h.path(), &nats.url)
+            .validate()
+            .unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
+    let fleet = FleetNode::start(
+        node_settings(dir_f.path(), &nats.url).validate().unwrap(),
+        None,
+    )
+    .await
+    .unwrap();
+    let attempt = ids.attempt_id;
+    until("the attempt on the fleet", || {
+        fleet.store.read().attempt(attempt).ok().flatten().is_some()
+    })
+    .await;
+    let (mut on_host, mut on_fleet, mut extra) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..wakes + 5 {
+        // Quiet first: both stores settled on the previous change.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let (h, f) = (
+            waiter(host.store.clone(), attempt),
+            waiter(fleet.store.clone(), attempt),
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t0 = Instant::now();
+        let entry = json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,
+            "entry_type": {"type": "assistant_message"}, "content": format!("wake {i}")}});
+        sim.append_log(pid, Channel::Normalized, entry);
+        let (th, tf) = (h.await.unwrap(), f.await.unwrap());
+        if i >= 5 {
+            let ms = |t: Instant| t.duration_since(t0).as_secs_f64() * 1e3;
+            on_host.push(ms(th));
+            on_fleet.push(ms(tf));
+            extra.push(ms(tf) - ms(th));
+        }
+    }
+    let report = json!({"host": summary(on_host), "fleet": summary(on_fleet),
+                        "fleet_minus_host": summary(extra)});
+    println!("wake (VK append -> waiter answers), {wakes} changes: {report}");
+    fleet.shutdown().await;
+    host.shutdown().await;
+    sim.shutdown().await;
+    report
+}
+
+// ------------------------------------------------------------------------- fan-in and catch-up
+
+struct Quiet;
+
+impl NodeEvents for Quiet {
+    fn connected(&self, _: bool) {}
+    fn caught_up(&self) {}
+    fn following(&self, _: &str, _: bool) {}
+    fn message(&self, _: &str, _: u64) {}
+}
+
+/// A host store with its outbox, writer and publisher.
+struct BenchHost {
+    name: String,
+    store: Store,
+    writer: WriterHandle,
+    _owner: StoreOwner,
+    _dir: tempfile::TempDir,
+}
+
+fn bench_host(name: &str, url: &str, cancel: &tokio_util::sync::CancellationToken) -> BenchHost {
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
+    owner.enable_outbox(OutboxConfig {
+        max_backlog: u64::MAX,
+    });
+    let (writer, _task) = owner.spawn_writer().unwrap();
+    let settings = FleetSettings {
+        urls: vec![url.to_owned()],
+        host: name.into(),
+        ..FleetSettings::default()
+    };
+    Publisher::new(settings, owner.store(), owner.fleet_cursor()).spawn(cancel.child_token());
+    BenchHost {
+        name: name.into(),
+        store: owner.store(),
+        writer,
+        _owner: owner,
+        _dir: dir,
+    }
+}
+
+/// A fleet node's store and follower, from an empty dir.
+fn bench_node(
+    url: &str,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> (Store, StoreOwner, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
+    let (writer, _task) = owner.spawn_writer().unwrap();
+    let settings = FleetSettings {
+        urls: vec![url.to_owned()],
+        node: true,
+        ..FleetSettings::default()
+    };
+    Node::new(settings, owner.store(), writer, Arc::new(Quiet)).spawn(cancel.child_token());
+    (owner.store(), owner, dir)
+}
+
+/// A project, task, attempt and running process on a host, then `entries` log entries in
+/// batches of `batch`.
+async fn write_host(host: &BenchHost, entries: u64, batch: u64) {
+    let (project, task, attempt, session, process) = (
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+        Uuid::new_v4(),
+    );
+    let setup = vec![
+        DomainEvent::ProjectsSnapshot {
+            projects: vec![json!({"id": project, "name": host.name})],
+        },
+        DomainEvent::TasksSnapshot {
+            project_id: project,
+            tasks: vec![
+                json!({"id": task, "project_id": project, "title": "bench", "status": "inprogress"}),
+            ],
+        },
+        DomainEvent::AttemptsSnapshot {
+            task_id: task,
+            attempts: vec![json!({"id": attempt, "task_id": task})],
+        },
+        DomainEvent::SessionsSnapshot {
+            attempt_id: attempt,
+            sessions: vec![json!({"id": session, "workspace_id": attempt})],
+        },
+        DomainEvent::ProcessesSnapshot {
+            attempt_id: attempt,
+            processes: vec![
+                json!({"id": process, "session_id": session, "run_reason": "codingagent", "status": "running"}),
+            ],
+        },
+    ];
+    host.writer.write(setup).await.unwrap();
+    let mut next = 0;
+    while next < entries {
+        let end = (next + batch).min(entries);
+        let put = (next..end)
+            .map(|i| {
+                (
+                    i,
+                    RawValue::from_string(vk_observer::sim::scale::scale_entry(i)).unwrap(),
+                )
+            })
+            .collect();
+        host.writer
+            .write(vec![DomainEvent::LogEntriesPut {
+                attempt_id: attempt,
+                process_id: process,
+                channel: vk_observer::store::events::Channel::Normalized,
+                entries: put,
+            }])
+            .await
+            .unwrap();
+        next = end;
+    }
+}
+
+/// Whether the node applied every host's last token.
+fn has_all(node: &Store, hosts: &[BenchHost]) -> bool {
+    let positions = node.read().fleet_positions().unwrap_or_default();
+    hosts.iter().all(|h| {
+        let want = h.store.current_token();
+        positions
+            .iter()
+            .any(|(n, p)| *n == h.name && p.token >= want)
+    })
+}
+
+async fn fan_in_and_catch_up(nats: &nats::NatsServer, opts: &Opts) -> (Value, Value, Value) {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let hosts: Vec<BenchHost> = (0..4)
+        .map(|i| bench_host(&format!("fan{i}"), &nats.url, &cancel))
+        .collect();
+    let (node, _node_owner, _node_dir) = bench_node(&nats.url, &cancel);
+    let per_host = opts.entries / 4;
+    let start = Instant::now();
+    let writes: Vec<_> = hosts
+        .iter()
+        .map(|h| write_host(h, per_host, opts.batch))
+        .collect();
+    futures::future::join_all(writes).await;
+    let written = start.elapsed().as_secs_f64();
+    until("the fleet has every host's entries", || {
+        has_all(&node, &hosts)
+    })
+    .await;
+    let secs = start.elapsed().as_secs_f64();
+    let total = per_host * 4;
+    let fan = json!({"hosts": 4, "entries": total, "batch": opts.batch, "seconds": secs,
+        "entries_per_s": total as f64 / secs, "hosts_written_s": written});
+    println!("fan-in: {fan}");
+
+    let (fresh, _fresh_owner, _fresh_dir) = bench_node(&nats.url, &cancel);
+    let start = Instant::now();
+    until("the new fleet node caught up", || has_all(&fresh, &hosts)).await;
+    let secs = start.elapsed().as_secs_f64();
+    let catch = json!({"entries": total, "seconds": secs, "entries_per_s": total as f64 / secs,
+        "extrapolated_1m_s": secs * 1e6 / total as f64, "measured_at_1m": total >= 1_000_000});
+    println!("catch-up from empty: {catch}");
+
+    let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+    let mut stored = 0;
+    let mut messages = 0;
+    for h in &hosts {
+        let mut s = js.get_stream(format!("VKO_{}", h.name)).await.unwrap();
+        let state = s.info().await.unwrap().state.clone();
+        stored += state.bytes;
+        messages += state.messages;
+    }
+    let entry_json = vk_observer::sim::scale::scale_entry(500_000).len();
+    let wire = json!({"stream_bytes": stored, "messages": messages,
+        "bytes_per_entry": stored as f64 / total as f64, "entry_json_bytes": entry_json,
+        "bytes_per_message": stored as f64 / messages as f64});
+    println!("wire: {wire}");
+    cancel.cancel();
+    (fan, catch, wire)
+}

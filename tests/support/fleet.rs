@@ -1,0 +1,107 @@
+//! Fleet test helpers (tests/fleet_faults.rs, tests/fleet_kill.rs): a host daemon publishing to
+//! NATS, a fleet node following it, and what a host's store should look like on the fleet.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use vk_observer::config::{FleetSettings, Settings};
+use vk_observer::daemon::Daemon;
+use vk_observer::fleet_node::FleetNode;
+use vk_observer::sim::{Sim, Truth};
+use vk_observer::store::Store;
+use vk_observer::store::keys::Channel;
+
+pub fn host_settings(sim: &Sim, dir: &std::path::Path, url: &str, host: &str) -> Settings {
+    let mut s = super::settings(&sim.base_url(), dir, Default::default());
+    s.fleet = FleetSettings {
+        urls: vec![url.to_owned()],
+        host: host.into(),
+        ..FleetSettings::default()
+    };
+    s
+}
+
+/// A host daemon on `dir`, retried while a just-stopped one still holds the store's lock.
+pub async fn host_daemon(sim: &Sim, dir: &std::path::Path, url: &str, host: &str) -> Daemon {
+    let start = Instant::now();
+    loop {
+        let s = host_settings(sim, dir, url, host).validate().unwrap();
+        match Daemon::start(s, None).await {
+            Ok(d) => return d,
+            Err(_) if start.elapsed() < Duration::from_secs(10) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("host daemon {host} starts: {e:#}"),
+        }
+    }
+}
+
+pub async fn fleet_node(dir: &std::path::Path, url: &str) -> FleetNode {
+    let start = Instant::now();
+    loop {
+        let s = Settings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            data_dir: dir.to_path_buf(),
+            fleet: FleetSettings {
+                urls: vec![url.to_owned()],
+                node: true,
+                ..FleetSettings::default()
+            },
+            ..Settings::default()
+        };
+        match FleetNode::start(s.validate().unwrap(), None).await {
+            Ok(f) => return f,
+            Err(_) if start.elapsed() < Duration::from_secs(10) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("fleet node starts: {e:#}"),
+        }
+    }
+}
+
+/// What a host's store holds, as the fleet should hold it (projects, tasks and attempts name
+/// their host), added to `into` in the shape of the simulator's truth.
+pub fn host_truth(store: &Store, host: &str, into: &mut Truth) {
+    use vk_observer::store::events::{CHANGES_AS_OF, CHANGES_FILE_STATS, HOST_FIELD};
+    let r = store.read();
+    let tagged = |mut v: Value| {
+        v[HOST_FIELD] = Value::String(host.to_owned());
+        v
+    };
+    for p in r.projects().unwrap() {
+        let repos = r.repos_of_project(p.id).unwrap();
+        into.repos
+            .insert(p.id, repos.into_iter().map(|s| s.value).collect());
+        into.projects.insert(p.id, tagged(p.value));
+    }
+    for t in r.tasks().unwrap() {
+        into.tasks.insert(t.id, tagged(t.value));
+    }
+    for a in r.attempts().unwrap() {
+        if let Some(mut c) = r.changes(a.id).unwrap().map(|s| s.value) {
+            if let Some(o) = c.as_object_mut() {
+                o.remove(CHANGES_AS_OF);
+                o.remove(CHANGES_FILE_STATS);
+            }
+            into.changes.insert(a.id, c);
+        }
+        into.attempts.insert(a.id, tagged(a.value));
+    }
+    for s in r.sessions().unwrap() {
+        into.sessions.insert(s.id, s.value);
+    }
+    for p in r.processes().unwrap() {
+        for (logs, ch) in [
+            (&mut into.normalized_logs, Channel::Normalized),
+            (&mut into.raw_logs, Channel::Raw),
+        ] {
+            let entries = r.log_range(p.id, ch, 0, u64::MAX, usize::MAX).unwrap();
+            let values = entries
+                .iter()
+                .map(|e| serde_json::from_str(e.entry.get()).unwrap())
+                .collect();
+            logs.insert(p.id, values);
+        }
+        into.processes.insert(p.id, p.value);
+    }
+}
