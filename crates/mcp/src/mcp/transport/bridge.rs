@@ -122,7 +122,15 @@ impl ServerHandler for Bridge {
         let Some(info) = self.daemon.peer().peer_info() else {
             return ServerConfig::default();
         };
-        let capabilities = info.capabilities.clone();
+        let mut capabilities = info.capabilities.clone();
+        // The bridge's daemon leg declares no tasks extension, so no call through it becomes a
+        // task and it serves no tasks/*: it does not offer the extension (`mcp::tasks`).
+        if let Some(ext) = capabilities.extensions.as_mut() {
+            ext.remove(rmcp::model::TASKS_EXTENSION_ID);
+            if ext.is_empty() {
+                capabilities.extensions = None;
+            }
+        }
         let mut config = ServerConfig::new(capabilities);
         if let Some(i) = &info.server_info {
             config = config.with_server_info(i.clone());
