@@ -296,7 +296,7 @@ fn exit_with(command: &str, r: anyhow::Result<i32>) -> ! {
 #[cfg(feature = "sim")]
 async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let every = Duration::from_secs(args.every);
-    if args.hosts > 1 {
+    if args.hosts != 1 {
         let (settings, hosts) = (args.settings(), args.hosts);
         let stop = wait_for_signal();
         return vk_observer::sim::demo::fleet::run(settings, hosts, every, metrics(), stop).await;
