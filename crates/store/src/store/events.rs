@@ -135,6 +135,9 @@ pub struct FleetPosition {
     /// The host store's epoch and token of the last batch applied (0 before any).
     pub epoch: u64,
     pub token: u64,
+    /// The meta-only batch after `token` applied last (0: the token's own batch).
+    #[serde(default)]
+    pub meta: u32,
 }
 
 impl DomainEvent {
