@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rmcp::handler::server::tool::ToolRouter;
+use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
 use rmcp::model::{
     Implementation, ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
@@ -40,6 +40,8 @@ pub struct VkTools {
     pub proxy: Option<crate::proxy::Proxy>,
     /// The directory the daemon was started in, when that is an attempt workspace.
     pub own_workspace: Option<PathBuf>,
+    /// Where this server stands in a fleet: a fleet node forwards mutations (`forward`).
+    pub fleet: super::forward::FleetRole,
     router: Arc<ToolRouter<VkTools>>,
     /// This session's resource subscriptions; None where no session can be notified
     /// (stateless mode, schema tests).
@@ -56,8 +58,35 @@ impl VkTools {
             query,
             proxy,
             own_workspace,
+            fleet: Default::default(),
             router: tools::router(),
             subscriptions: None,
+        }
+    }
+
+    /// A handler of a fleet host or node (`forward`).
+    pub fn with_fleet(mut self, fleet: super::forward::FleetRole) -> Self {
+        self.fleet = fleet;
+        self
+    }
+
+    /// Run a mutating call a fleet node forwarded (`fleet::rpc`): its grant was checked there,
+    /// so it runs with every scope, audited as `fleet:<caller>`, through the tool's handler.
+    pub async fn call_forwarded(
+        &self,
+        tool: &str,
+        args: rmcp::model::JsonObject,
+        caller: &str,
+    ) -> rmcp::model::CallToolResult {
+        let mut grant = Grant::new(None, None);
+        grant.caller = format!("fleet:{caller}");
+        let audit = super::access::audit_context(&grant, Some(&args), &self.query);
+        let run = tools::mutations::run(self, tool, args);
+        match crate::proxy::audit::audited(audit, run).await {
+            Some(result) => result,
+            None => tools::answer::error_result(&ToolError::invalid_argument(format!(
+                "{tool} is not a mutating tool: a fleet node forwards only mutations to a host."
+            ))),
         }
     }
 
@@ -197,11 +226,28 @@ impl ServerHandler for VkTools {
                 let audit = mutates.then(|| {
                     super::access::audit_context(&grant, request.arguments.as_ref(), &self.query)
                 });
-                let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-                match audit {
-                    Some(audit) => crate::proxy::audit::audited(audit, self.router.call(tcc)).await,
+                match (audit, &self.fleet) {
+                    // A fleet node: the owning host runs it and audits it (`forward`).
+                    (Some(_), super::forward::FleetRole::Node(forward)) => {
+                        let args = request.arguments.clone().unwrap_or_default();
+                        let answer = super::forward::forwarded(
+                            forward.as_ref(),
+                            &self.query,
+                            &request.name,
+                            args,
+                            &grant.caller,
+                        );
+                        Ok(rmcp::model::CallToolResponse::Complete(answer.await))
+                    }
+                    (Some(audit), _) => {
+                        let tcc = ToolCallContext::new(self, request, context);
+                        crate::proxy::audit::audited(audit, self.router.call(tcc)).await
+                    }
                     // A limited caller's listings are filtered by the grant (`access::reading`).
-                    None => super::access::reading(grant, self.router.call(tcc)).await,
+                    (None, _) => {
+                        let tcc = ToolCallContext::new(self, request, context);
+                        super::access::reading(grant, self.router.call(tcc)).await
+                    }
                 }
             }
         };

@@ -116,6 +116,13 @@ pub enum DomainEvent {
         host: String,
         projects: Vec<Value>,
     },
+    /// Fleet node only: one host's tasks of a project; removes only tasks whose `host` field
+    /// names it (a project on several hosts keeps the other hosts' tasks).
+    HostTasksSnapshot {
+        host: String,
+        project_id: Uuid,
+        tasks: Vec<Value>,
+    },
     /// Fleet node only (meta, moves no token): the last message applied from a host's stream,
     /// written in the same batch as that message's events.
     FleetPosition {
@@ -189,6 +196,7 @@ impl DomainEvent {
             DomainEvent::UpstreamSeq { .. } => "upstream_seq",
             DomainEvent::UpstreamIncarnation { .. } => "upstream_incarnation",
             DomainEvent::HostProjectsSnapshot { .. } => "host_projects_snapshot",
+            DomainEvent::HostTasksSnapshot { .. } => "host_tasks_snapshot",
             DomainEvent::FleetPosition { .. } => "fleet_position",
         }
     }

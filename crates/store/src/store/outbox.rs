@@ -223,6 +223,16 @@ impl StoreReader {
         .unwrap_or((0, 0))
     }
 
+    /// Entries after `at` (not acknowledged yet when `at` is the cursor's place).
+    pub fn outbox_len_after(&self, at: OutboxAt) -> usize {
+        let start = entry_key((at.0, at.1.saturating_add(1)));
+        self.tree()
+            .range(start..)
+            .keys()
+            .take_while(|k| k.as_ref().is_ok_and(|k| k.first() == Some(&table::OUTBOX)))
+            .count()
+    }
+
     /// Entries waiting in the outbox.
     pub fn outbox_len(&self) -> usize {
         self.tree().scan_prefix([table::OUTBOX]).count()

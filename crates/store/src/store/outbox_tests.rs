@@ -164,3 +164,37 @@ fn a_fleet_position_is_meta_written_with_its_batch() {
         [("a".to_string(), position)]
     );
 }
+
+#[test]
+fn a_host_task_list_removes_only_that_hosts_tasks_of_a_shared_project() {
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    let store = owner.store();
+    let mut w = owner.take_writer().unwrap();
+    let p = Uuid::from_u128(1);
+    let task = |n: u128, host: &str| json!({"id": Uuid::from_u128(n), "project_id": p, "title": "t", "host": host});
+    let snapshot = |host: &str, tasks: Vec<Value>| DomainEvent::HostTasksSnapshot {
+        host: host.into(),
+        project_id: p,
+        tasks,
+    };
+    w.apply(vec![
+        DomainEvent::HostProjectsSnapshot {
+            host: "a".into(),
+            projects: vec![project(1, Some("a"))],
+        },
+        snapshot("a", vec![task(10, "a"), task(11, "a")]),
+        snapshot("b", vec![task(20, "b")]),
+    ])
+    .unwrap();
+    assert_eq!(store.read().tasks_of_project(p).unwrap().len(), 3);
+    w.apply(vec![snapshot("a", vec![task(11, "a")])]).unwrap();
+    let ids: Vec<Uuid> = store
+        .read()
+        .tasks_of_project(p)
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(ids.len(), 2, "b's task stays: {ids:?}");
+    assert!(ids.contains(&Uuid::from_u128(20)) && ids.contains(&Uuid::from_u128(11)));
+}
