@@ -299,7 +299,7 @@ mod describe {
     pub const START_TASK_ATTEMPT: &str = "Start an attempt on a task: a branch and worktree per repo, then the coding agent runs the task description.
 Use when: a task should be worked on by an agent.
 Required: task_id, executor (from list_executors), repos [{repo_id (from list_repos)}].
-Optional: repos[].target_branch (default: the repo's current_branch), branch_prefix, variant, reuse_running_attempt, request_id (idempotency key), host (fleet node; default the task's host).
+Optional: repos[].target_branch (default: the repo's current_branch), branch_prefix, variant, reuse_running_attempt, request_id (idempotency key).
 Next: wait_for_attempt_change with the returned attempt_id and token, then get_attempt_status.
 Avoid: starting a second attempt while one runs (pass reuse_running_attempt: true); inventing executor names.";
 
