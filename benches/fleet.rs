@@ -237,6 +237,7 @@ impl NodeEvents for Quiet {
     fn caught_up(&self) {}
     fn following(&self, _: &str, _: bool) {}
     fn message(&self, _: &str, _: u64) {}
+    fn heartbeat(&self, _: &str, _: &vk_observer::fleet::heartbeat::Heartbeat) {}
 }
 
 /// A host store with its outbox, writer and publisher.

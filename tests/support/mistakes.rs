@@ -305,6 +305,14 @@ pub fn cases(w: &World) -> Vec<Case> {
             &["title", "255"],
         ),
         (
+            "host on a daemon that is not a fleet node",
+            "create_task",
+            json!({"project_id": project, "title": "Elsewhere", "host": "build-box"}),
+            "invalid_argument/unknown_word",
+            false,
+            &["not a fleet node", "leave host out"],
+        ),
+        (
             "request_id reused for another task",
             "create_task",
             json!({"project_id": project, "title": "Second", "request_id": "dup"}),

@@ -12,6 +12,7 @@ use crate::fleet::publisher::Publisher;
 use crate::health::Health;
 use crate::http::{AppState, router};
 use crate::ingest::Ingest;
+use crate::mcp::FleetRole;
 use crate::proxy::Proxy;
 use crate::proxy::idempotency::Idempotency;
 use crate::store::outbox::OutboxConfig;
@@ -36,6 +37,29 @@ fn spawn_idempotency_pruning(idem: Idempotency, every: Duration, cancel: Cancell
             }
         }
     });
+}
+
+/// A fleet host's role, and its answerer of the fleet's mutations (with these tools) and
+/// heartbeats (`fleet::rpc::spawn_host`); outside a fleet, neither.
+fn fleet_host(
+    settings: &crate::config::FleetSettings,
+    query: &crate::query::Query,
+    proxy: &Proxy,
+    cancel: &CancellationToken,
+) -> (FleetRole, Option<tokio::task::JoinHandle<()>>) {
+    if !settings.publishes() {
+        return (FleetRole::Alone, None);
+    }
+    let fleet = FleetRole::Host(settings.host.clone());
+    let tools = crate::mcp::VkTools::new(query.clone(), Some(proxy.clone()), None)
+        .with_fleet(fleet.clone());
+    let rpc = crate::fleet::rpc::spawn_host(
+        settings.clone(),
+        query.store.clone(),
+        Arc::new(crate::fleet_rpc::HostTools(tools)),
+        cancel.child_token(),
+    );
+    (fleet, Some(rpc))
 }
 
 /// Serve HTTP until `stop` is cancelled; in-flight requests get five seconds to finish.
@@ -67,6 +91,8 @@ pub struct Daemon {
     writer_task: tokio::task::JoinHandle<()>,
     /// The fleet publisher, when `[fleet]` is set (design-notes §23).
     publisher: Option<tokio::task::JoinHandle<()>>,
+    /// The fleet's RPC answerer and heartbeats, when `[fleet]` is set.
+    rpc: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Daemon {
@@ -122,11 +148,13 @@ impl Daemon {
             branches: Default::default(),
         };
         let own_workspace = std::env::current_dir().ok();
+        let (fleet, rpc) = fleet_host(&s.fleet, &query, &proxy, &cancel);
         let mcp = crate::mcp::service(
             query,
             Some(proxy),
             own_workspace,
             s.mcp.clone(),
+            fleet,
             cancel.child_token(),
         );
         let state = AppState {
@@ -146,6 +174,7 @@ impl Daemon {
             server,
             writer_task,
             publisher,
+            rpc,
         })
     }
 
@@ -155,6 +184,9 @@ impl Daemon {
         let _ = self.server.await;
         if let Some(publisher) = self.publisher {
             let _ = publisher.await;
+        }
+        if let Some(rpc) = self.rpc {
+            let _ = rpc.await;
         }
         drop(self.ingest);
         // The writer ends once every handle (held by ingest tasks) is gone.

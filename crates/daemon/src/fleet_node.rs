@@ -1,6 +1,6 @@
 //! Wiring of a fleet node (`serve --fleet`, design-notes §23): its own store and one writer,
-//! the fleet follower of every host stream in place of ingest, the read tools over HTTP (no
-//! proxy: mutations to hosts are not wired yet), and ordered shutdown.
+//! the fleet follower of every host stream in place of ingest, every tool over HTTP (mutations
+//! forwarded to the owning host: `fleet_rpc`), and ordered shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,6 +36,10 @@ impl NodeEvents for HealthEvents {
         self.0.touch();
         self.0.fleet_host_message(host, lag);
     }
+    fn heartbeat(&self, host: &str, beat: &crate::fleet::heartbeat::Heartbeat) {
+        self.0.touch();
+        self.0.fleet_host_heartbeat(host, beat.backlog);
+    }
 }
 
 pub struct FleetNode {
@@ -63,6 +67,7 @@ impl FleetNode {
             .spawn_writer()
             .expect("a freshly opened store has its writer");
         let health = Arc::new(Health::new());
+        health.set_fleet_stale_after(s.fleet.stale_after());
         let cancel = CancellationToken::new();
         let events = Arc::new(HealthEvents(health.clone()));
         let node =
@@ -73,7 +78,17 @@ impl FleetNode {
         let addr = listener.local_addr()?;
         let query = crate::query::Query::new(store.clone(), health.clone())
             .with_max_waiters(s.mcp.max_waiters);
-        let mcp = crate::mcp::service(query, None, None, s.mcp.clone(), cancel.child_token());
+        // Mutations go to the owning host over NATS (`fleet_rpc`).
+        let forward = crate::fleet_rpc::NatsForward::new(s.fleet.clone(), store.clone());
+        let fleet = crate::mcp::FleetRole::Node(Arc::new(forward));
+        let mcp = crate::mcp::service(
+            query,
+            None,
+            None,
+            s.mcp.clone(),
+            fleet,
+            cancel.child_token(),
+        );
         let state = AppState {
             store: store.clone(),
             health: health.clone(),

@@ -5,6 +5,7 @@
 
 pub mod daemon;
 pub mod fleet_node;
+pub mod fleet_rpc;
 pub mod http;
 
 // Lower layers under their usual names: `crate::<layer>::...` paths keep working.
@@ -19,6 +20,7 @@ use vk_observer_mcp::mcp;
 use vk_observer_proxy::proxy;
 #[allow(unused_imports)]
 use vk_observer_query::query;
+use vk_observer_query::tool_error;
 #[allow(unused_imports)]
 use vk_observer_store::store;
 #[allow(unused_imports)]

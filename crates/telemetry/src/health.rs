@@ -33,6 +33,8 @@ pub struct Health {
     pub resource_subscriptions: AtomicU64,
     /// A fleet node's hosts (`fleet::node`), by name; empty on a host daemon.
     fleet_hosts: std::sync::Mutex<std::collections::BTreeMap<String, FleetHostFacts>>,
+    /// A fleet node's `[fleet]` heartbeat silence after which a host is stale, in ms.
+    fleet_stale_after_ms: AtomicU64,
 }
 
 /// What a fleet node knows of one host's stream.
@@ -44,6 +46,20 @@ pub struct FleetHostFacts {
     pub lag: u64,
     /// Unix ms of the last message applied from it (0: none since start).
     pub last_message_ms: i64,
+    /// Unix ms of its last heartbeat (0: none since start).
+    pub last_heartbeat_ms: i64,
+    /// Unix ms when this node first learnt of the host (its silence counts from there).
+    pub known_since_ms: i64,
+    /// Committed batches its last heartbeat said were not acknowledged by JetStream yet.
+    pub backlog: u64,
+}
+
+impl FleetHostFacts {
+    /// No heartbeat for longer than `stale_after_ms` (counted from when the host became known).
+    pub fn stale(&self, now_ms: i64, stale_after_ms: u64) -> bool {
+        let heard = self.last_heartbeat_ms.max(self.known_since_ms);
+        heard > 0 && now_ms.saturating_sub(heard) > stale_after_ms as i64
+    }
 }
 
 impl Health {
@@ -93,13 +109,43 @@ impl Health {
     /// A fleet node follows (or stopped following) `host`'s stream.
     pub fn fleet_host_following(&self, host: &str, following: bool) {
         let mut hosts = self.fleet_hosts.lock().unwrap_or_else(|e| e.into_inner());
-        hosts.entry(host.to_owned()).or_default().following = following;
+        Self::known(&mut hosts, host).following = following;
+    }
+
+    fn known<'h>(
+        hosts: &'h mut std::collections::BTreeMap<String, FleetHostFacts>,
+        host: &str,
+    ) -> &'h mut FleetHostFacts {
+        hosts
+            .entry(host.to_owned())
+            .or_insert_with(|| FleetHostFacts {
+                known_since_ms: chrono::Utc::now().timestamp_millis(),
+                ..FleetHostFacts::default()
+            })
+    }
+
+    /// A fleet node heard `host`'s heartbeat, which says `backlog` batches wait at the host.
+    pub fn fleet_host_heartbeat(&self, host: &str, backlog: u64) {
+        let mut hosts = self.fleet_hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let facts = Self::known(&mut hosts, host);
+        facts.last_heartbeat_ms = chrono::Utc::now().timestamp_millis();
+        facts.backlog = backlog;
+    }
+
+    /// The silence after which a fleet node calls a host stale (`[fleet]`), set at its start.
+    pub fn set_fleet_stale_after(&self, after: std::time::Duration) {
+        self.fleet_stale_after_ms
+            .store(after.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub fn fleet_stale_after_ms(&self) -> u64 {
+        self.fleet_stale_after_ms.load(Ordering::Relaxed)
     }
 
     /// A fleet node applied a message of `host`, with `lag` more waiting in its stream.
     pub fn fleet_host_message(&self, host: &str, lag: u64) {
         let mut hosts = self.fleet_hosts.lock().unwrap_or_else(|e| e.into_inner());
-        let facts = hosts.entry(host.to_owned()).or_default();
+        let facts = Self::known(&mut hosts, host);
         facts.lag = lag;
         facts.last_message_ms = chrono::Utc::now().timestamp_millis();
     }

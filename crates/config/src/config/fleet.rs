@@ -5,12 +5,22 @@
 //! `tls_*` files.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 /// Outbox batches kept while NATS is unreachable before the oldest are dropped (a snapshot
 /// replaces them once NATS answers again).
 pub const DEFAULT_MAX_BACKLOG_BATCHES: u64 = 100_000;
+/// How often a host daemon says it is alive.
+pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+/// Heartbeat periods of silence after which a fleet node calls a host stale.
+pub const DEFAULT_STALE_AFTER_HEARTBEATS: u32 = 3;
+/// How long a fleet node waits for a host daemon's answer to a mutation: VK's own work
+/// (a merge, starting an attempt) happens inside it.
+pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a fleet node then waits for its cache to show the change.
+pub const DEFAULT_RPC_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -42,6 +52,17 @@ pub struct FleetSettings {
     pub max_backlog_batches: u64,
     /// Serve as a fleet node: no VK, every host's stream (`serve --fleet`).
     pub node: bool,
+    /// A host daemon publishes a heartbeat (`vko.<host>.heartbeat`) this often.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_every: Duration,
+    /// A fleet node marks a host `stale` after this many heartbeat periods without one.
+    pub stale_after_heartbeats: u32,
+    /// A fleet node waits this long for a host daemon to answer a mutation (`vko.<host>.rpc`).
+    #[serde(with = "humantime_serde")]
+    pub rpc_timeout: Duration,
+    /// Then this long for its own cache to show the host's change (read-your-writes).
+    #[serde(with = "humantime_serde")]
+    pub rpc_settle_timeout: Duration,
 }
 
 impl Default for FleetSettings {
@@ -60,6 +81,10 @@ impl Default for FleetSettings {
             replicas: 1,
             max_backlog_batches: DEFAULT_MAX_BACKLOG_BATCHES,
             node: false,
+            heartbeat_every: DEFAULT_HEARTBEAT_EVERY,
+            stale_after_heartbeats: DEFAULT_STALE_AFTER_HEARTBEATS,
+            rpc_timeout: DEFAULT_RPC_TIMEOUT,
+            rpc_settle_timeout: DEFAULT_RPC_SETTLE_TIMEOUT,
         }
     }
 }
@@ -68,6 +93,11 @@ impl FleetSettings {
     /// A host daemon that publishes (NATS configured, not a fleet node).
     pub fn publishes(&self) -> bool {
         !self.urls.is_empty() && !self.node
+    }
+
+    /// The silence after which a fleet node calls a host stale.
+    pub fn stale_after(&self) -> Duration {
+        self.heartbeat_every * self.stale_after_heartbeats
     }
 
     /// The checks made once at start.
@@ -105,6 +135,11 @@ impl FleetSettings {
         }
         if self.user.is_some() != self.password.is_some() {
             anyhow::bail!("[fleet] user and password go together (VK_OBSERVER_FLEET__PASSWORD)");
+        }
+        if self.heartbeat_every < Duration::from_millis(100) || self.stale_after_heartbeats == 0 {
+            anyhow::bail!(
+                "[fleet] heartbeat_every must be at least 100ms and stale_after_heartbeats above 0"
+            );
         }
         Ok(())
     }

@@ -32,6 +32,8 @@ pub trait NodeEvents: Send + Sync + 'static {
     fn following(&self, host: &str, following: bool);
     /// A host message was applied; `lag` more wait in its stream.
     fn message(&self, host: &str, lag: u64);
+    /// A host's heartbeat arrived.
+    fn heartbeat(&self, host: &str, beat: &super::heartbeat::Heartbeat);
 }
 
 /// A fleet node's follower of every host.
@@ -83,6 +85,11 @@ impl Node {
     /// One connection: discover host streams and follow each new one.
     async fn session(&self, cancel: CancellationToken) -> anyhow::Result<()> {
         let client = super::connect(&self.settings, "vk-observer fleet node").await?;
+        let heartbeats = tokio::spawn({
+            let (client, events, stop) = (client.clone(), self.events.clone(), cancel.clone());
+            async move { super::heartbeat::listen(&client, events, stop).await }
+        });
+        let _stop_heartbeats = AbortOnDrop(heartbeats);
         let js = jetstream::new(client);
         self.events.connected(true);
         let _stop_followers = cancel.clone().drop_guard();
@@ -135,6 +142,15 @@ impl Node {
                 _ = tokio::time::sleep(DISCOVER_EVERY) => {}
             }
         }
+    }
+}
+
+/// Aborts a task when the session that started it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<anyhow::Result<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -262,14 +278,15 @@ impl Follower {
             }
         };
         let same_epoch = incoming.epoch == position.epoch;
-        if incoming.kind == Kind::Batch && same_epoch && incoming.token <= position.token {
+        let at = (incoming.token, incoming.meta);
+        if incoming.kind == Kind::Batch && same_epoch && at <= (position.token, position.meta) {
             metrics::counter!(m::FLEET_DUPLICATES).increment(1);
             return Vec::new();
         }
-        position.token = if same_epoch {
-            position.token.max(incoming.token)
+        (position.token, position.meta) = if same_epoch {
+            (position.token, position.meta).max(at)
         } else {
-            incoming.token
+            at
         };
         position.epoch = incoming.epoch;
         metrics::counter!(m::FLEET_APPLIED).increment(1);

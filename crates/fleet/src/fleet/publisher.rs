@@ -17,7 +17,10 @@ use crate::telemetry_fleet as m;
 
 /// Batches published before their acknowledgements are awaited.
 const GROUP: usize = 64;
-/// How often an idle publisher re-reads the backlog for its gauge.
+/// How often an idle publisher looks at the outbox without a commit: meta-only batches (which
+/// move no token, so wake nothing) are published within it.
+const META_TICK: Duration = Duration::from_millis(250);
+/// How often an idle publisher looks at its stream (deleted, recreated or purged).
 const IDLE_TICK: Duration = Duration::from_secs(5);
 
 /// An idle publisher's look at its stream: one deleted, recreated or purged below the cursor
@@ -84,15 +87,18 @@ impl Publisher {
         let host = &self.settings.host;
         let client = super::connect(&self.settings, &format!("vk-observer host {host}")).await?;
         let js = jetstream::new(client);
-        let mut stream = js
-            .get_or_create_stream(stream::Config {
-                name: wire::stream_name(host),
-                subjects: vec![wire::host_subjects(host)],
-                storage: stream::StorageType::File,
-                num_replicas: self.settings.replicas,
-                ..Default::default()
-            })
-            .await?;
+        let config = stream::Config {
+            name: wire::stream_name(host),
+            subjects: wire::stream_subjects(host),
+            storage: stream::StorageType::File,
+            num_replicas: self.settings.replicas,
+            ..Default::default()
+        };
+        let mut stream = js.get_or_create_stream(config.clone()).await?;
+        if stream.cached_info().config.subjects != config.subjects {
+            // A stream of an older build held `vko.<host>.>`: it would swallow RPC requests.
+            js.update_stream(&config).await?;
+        }
         let info = stream.info().await?.clone();
         let created = info.created.to_string();
         let epoch = self.store.epoch().0;
@@ -102,31 +108,40 @@ impl Publisher {
         };
         tracing::info!(host = %host, token = cursor.token, stream_seq = cursor.stream_seq, "fleet publishing");
         let mut committed = self.store.hub().subscribe_global();
+        let mut last_check = tokio::time::Instant::now();
         loop {
-            let batches = self.store.read().outbox_after(cursor.token, GROUP)?;
+            let at = (cursor.token, cursor.meta);
+            let batches = self.store.read().outbox_after(at, GROUP)?;
             if batches.is_empty() {
                 self.set_backlog_gauge();
                 tokio::select! {
                     _ = committed.changed() => {}
-                    _ = tokio::time::sleep(IDLE_TICK) => check_stream(&mut stream, &cursor).await?,
+                    // Meta-only batches move no token: the tick finds them; every
+                    // IDLE_TICK the stream itself is looked at too.
+                    _ = tokio::time::sleep(META_TICK) => {
+                        if last_check.elapsed() >= IDLE_TICK {
+                            last_check = tokio::time::Instant::now();
+                            check_stream(&mut stream, &cursor).await?;
+                        }
+                    }
                 }
                 continue;
             }
             let mut acks = Vec::with_capacity(batches.len());
-            for (token, json) in batches {
-                let headers = wire::headers(host, epoch, token, None);
+            for entry in batches {
+                let headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
                 let ack = js
                     .publish_with_headers(
                         wire::subject(host, Kind::Batch),
                         headers,
-                        Bytes::from(json),
+                        Bytes::from(entry.json),
                     )
                     .await?;
-                acks.push((token, ack));
+                acks.push((entry.token, entry.meta, ack));
             }
-            for (token, ack) in acks {
+            for (token, meta, ack) in acks {
                 let ack = ack.await?;
-                cursor.token = token;
+                (cursor.token, cursor.meta) = (token, meta);
                 cursor.stream_seq = ack.sequence;
                 metrics::counter!(m::FLEET_PUBLISHED).increment(1);
             }
@@ -145,10 +160,10 @@ impl Publisher {
         let from_birth = reader.outbox_dropped() == 0
             && (self.store.current_token() == 0
                 || reader
-                    .outbox_after(0, 1)
+                    .outbox_after((0, 0), 1)
                     .ok()
-                    .and_then(|b| b.first().map(|(t, _)| *t))
-                    == Some(1));
+                    .and_then(|b| b.first().map(|e| e.token))
+                    .is_some_and(|t| t <= 1));
         let Some(cursor) = cursor else {
             return from_birth.then(|| FleetCursor {
                 epoch: self.store.epoch().0,
@@ -186,9 +201,12 @@ impl Publisher {
                 .await?;
             stream_seq = ack.sequence;
         }
+        // Meta-only batches after `token` are published again after it: applying them twice
+        // changes nothing.
         let cursor = FleetCursor {
             epoch,
             token,
+            meta: 0,
             stream_seq,
             stream_created: created,
         };

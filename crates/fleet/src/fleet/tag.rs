@@ -1,5 +1,6 @@
 //! Host-scoping on the fleet node: every project, task and attempt JSON gains `"host"`, a
 //! host's project list becomes `HostProjectsSnapshot` (it removes only that host's projects),
+//! its task list of a project `HostTasksSnapshot` (only that host's tasks),
 //! and facts of one host's VK server (`ServerInfo`) are left out.
 
 use serde_json::Value;
@@ -27,7 +28,8 @@ fn tag_one(host: &str, event: DomainEvent) -> Option<DomainEvent> {
         DomainEvent::TaskUpserted { task } => DomainEvent::TaskUpserted {
             task: with_host(host, task),
         },
-        DomainEvent::TasksSnapshot { project_id, tasks } => DomainEvent::TasksSnapshot {
+        DomainEvent::TasksSnapshot { project_id, tasks } => DomainEvent::HostTasksSnapshot {
+            host: host.to_owned(),
             project_id,
             tasks: all(tasks),
         },

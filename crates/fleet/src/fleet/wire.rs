@@ -13,6 +13,9 @@ pub const HEADER_EPOCH: &str = "Vko-Epoch";
 pub const HEADER_TOKEN: &str = "Vko-Token";
 /// JetStream's de-duplication id.
 pub const HEADER_MSG_ID: &str = "Nats-Msg-Id";
+/// On a meta-only batch (one that moved no token, e.g. `LogsComplete` alone): its number
+/// after the batch of `Vko-Token` (1, 2, …); absent on every other message.
+pub const HEADER_META: &str = "Vko-Meta";
 
 /// Every host stream's name starts with this.
 pub const STREAM_PREFIX: &str = "VKO_";
@@ -33,6 +36,29 @@ pub fn host_subjects(host: &str) -> String {
 pub fn inbox_prefix(host: &str) -> String {
     format!("_INBOX_{host}")
 }
+
+/// The subjects a host's stream keeps: its batches and snapshots only. Its heartbeats and
+/// its RPC subject are core NATS (a stream over `vko.<host>.>` would store every request and
+/// answer it with an acknowledgement before the host could).
+pub fn stream_subjects(host: &str) -> Vec<String> {
+    [Kind::Batch, Kind::Snapshot]
+        .into_iter()
+        .map(|k| subject(host, k))
+        .collect()
+}
+
+/// The subject a host daemon answers mutations on (`fleet::rpc`).
+pub fn rpc_subject(host: &str) -> String {
+    format!("vko.{host}.rpc")
+}
+
+/// The subject a host daemon publishes its heartbeats on (core NATS, not stored).
+pub fn heartbeat_subject(host: &str) -> String {
+    format!("vko.{host}.heartbeat")
+}
+
+/// Every host's heartbeats, for a fleet node.
+pub const ALL_HEARTBEATS: &str = "vko.*.heartbeat";
 
 /// What a message is, by the last token of its subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,12 +95,29 @@ pub fn headers(host: &str, epoch: u64, token: u64, part: Option<u32>) -> HeaderM
     h
 }
 
+/// The headers of a batch at `(token, meta)`: `meta` 0 is the committed batch of `token`,
+/// above it the meta-only batches that followed it (`Vko-Meta`, message id `….<token>.m<meta>`).
+pub fn batch_headers(host: &str, epoch: u64, token: u64, meta: u32) -> HeaderMap {
+    if meta == 0 {
+        return headers(host, epoch, token, None);
+    }
+    let mut h = HeaderMap::new();
+    h.insert(HEADER_EPOCH, format!("{epoch:016x}").as_str());
+    h.insert(HEADER_TOKEN, token.to_string().as_str());
+    h.insert(HEADER_META, meta.to_string().as_str());
+    let id = format!("{host}.{epoch:016x}.{token}.m{meta}");
+    h.insert(HEADER_MSG_ID, id.as_str());
+    h
+}
+
 /// A host message the fleet node may apply.
 #[derive(Debug)]
 pub struct Incoming {
     pub kind: Kind,
     pub epoch: u64,
     pub token: u64,
+    /// 0, or the number of a meta-only batch after `token` (`Vko-Meta`).
+    pub meta: u32,
     pub events: Vec<DomainEvent>,
 }
 
@@ -113,17 +156,28 @@ pub fn decode(
     };
     let epoch = header(HEADER_EPOCH, 16)?;
     let token = header(HEADER_TOKEN, 10)?;
+    let meta = match headers.and_then(|h| h.get(HEADER_META)) {
+        None => 0,
+        Some(v) => v
+            .as_str()
+            .parse()
+            .map_err(|_| Garbage::BadHeader(HEADER_META))?,
+    };
     let events: Vec<DomainEvent> = serde_json::from_slice(payload).map_err(Garbage::BadPayload)?;
-    if let Some(e) = events
-        .iter()
-        .find(|e| e.is_local_meta() || matches!(e, DomainEvent::HostProjectsSnapshot { .. }))
-    {
+    if let Some(e) = events.iter().find(|e| {
+        e.is_local_meta()
+            || matches!(
+                e,
+                DomainEvent::HostProjectsSnapshot { .. } | DomainEvent::HostTasksSnapshot { .. }
+            )
+    }) {
         return Err(Garbage::ForbiddenEvent(e.kind()));
     }
     Ok(Incoming {
         kind,
         epoch,
         token,
+        meta,
         events,
     })
 }

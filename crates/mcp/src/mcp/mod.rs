@@ -3,11 +3,13 @@
 //! `/mcp` by the daemon and over stdio by the `vk-observer mcp` bridge (`transport`).
 
 pub mod access;
+pub mod forward;
 pub mod server;
 pub mod tasks;
 pub mod tools;
 pub mod transport;
 
+pub use forward::{FleetRole, Forward};
 pub use server::{INSTRUCTIONS, VkTools, WORKSPACE_HEADER};
 pub use tools::{detail_tools, takes_detail};
 pub use transport::http::{McpEndpoint, McpService, service};

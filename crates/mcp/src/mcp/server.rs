@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rmcp::handler::server::tool::ToolRouter;
+use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
 use rmcp::model::{
     CancelTaskParams, GetTaskParams, GetTaskResult, Implementation, ListResourceTemplatesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
@@ -41,6 +41,8 @@ pub struct VkTools {
     pub proxy: Option<crate::proxy::Proxy>,
     /// The directory the daemon was started in, when that is an attempt workspace.
     pub own_workspace: Option<PathBuf>,
+    /// Where this server stands in a fleet: a fleet node forwards mutations (`forward`).
+    pub fleet: super::forward::FleetRole,
     router: Arc<ToolRouter<VkTools>>,
     /// This session's resource subscriptions; None where no session can be notified
     /// (stateless mode, schema tests).
@@ -57,8 +59,35 @@ impl VkTools {
             query,
             proxy,
             own_workspace,
+            fleet: Default::default(),
             router: tools::router(),
             subscriptions: None,
+        }
+    }
+
+    /// A handler of a fleet host or node (`forward`).
+    pub fn with_fleet(mut self, fleet: super::forward::FleetRole) -> Self {
+        self.fleet = fleet;
+        self
+    }
+
+    /// Run a mutating call a fleet node forwarded (`fleet::rpc`): its grant was checked there,
+    /// so it runs with every scope, audited as `fleet:<caller>`, through the tool's handler.
+    pub async fn call_forwarded(
+        &self,
+        tool: &str,
+        args: rmcp::model::JsonObject,
+        caller: &str,
+    ) -> rmcp::model::CallToolResult {
+        let mut grant = Grant::new(None, None);
+        grant.caller = format!("fleet:{caller}");
+        let audit = super::access::audit_context(&grant, Some(&args), &self.query);
+        let run = tools::mutations::run(self, tool, args);
+        match crate::proxy::audit::audited(audit, run).await {
+            Some(result) => result,
+            None => tools::answer::error_result(&ToolError::invalid_argument(format!(
+                "{tool} is not a mutating tool: a fleet node forwards only mutations to a host."
+            ))),
         }
     }
 
@@ -167,6 +196,27 @@ impl VkTools {
             )
         })
     }
+
+    /// A tool call's metrics (calls by outcome, duration), then its result unchanged.
+    fn counted(
+        &self,
+        tool: String,
+        started: std::time::Instant,
+        result: Result<rmcp::model::CallToolResponse, ErrorData>,
+    ) -> Result<rmcp::model::CallToolResponse, ErrorData> {
+        let outcome = match &result {
+            Ok(rmcp::model::CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
+                telemetry::ToolOutcome::ToolError
+            }
+            Ok(_) => telemetry::ToolOutcome::Ok,
+            Err(_) => telemetry::ToolOutcome::ProtocolError,
+        };
+        metrics::counter!(telemetry::TOOL_CALLS, label::TOOL => tool.clone(), label::OUTCOME => outcome.as_str())
+            .increment(1);
+        metrics::histogram!(telemetry::TOOL_CALL_SECONDS, label::TOOL => tool)
+            .record(started.elapsed().as_secs_f64());
+        result
+    }
 }
 
 #[tool_handler(router = self.router)]
@@ -208,11 +258,34 @@ impl ServerHandler for VkTools {
                 });
                 let as_task = super::tasks::wanted(&request, &context);
                 let name = request.name.to_string();
-                let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
-                let answered = match audit {
-                    Some(audit) => crate::proxy::audit::audited(audit, self.router.call(tcc)).await,
+                let answered = match (audit, &self.fleet) {
+                    // A fleet node: the owning host runs it and audits it (`forward`); a
+                    // forwarded answer is never a task handle here (the fleet declares no
+                    // tasks extension: it has no VK of its own).
+                    (Some(_), super::forward::FleetRole::Node(forward)) => {
+                        let args = request.arguments.clone().unwrap_or_default();
+                        let answer = super::forward::forwarded(
+                            forward.as_ref(),
+                            &self.query,
+                            &request.name,
+                            args,
+                            &grant.caller,
+                        );
+                        return self.counted(
+                            tool,
+                            started,
+                            Ok(rmcp::model::CallToolResponse::Complete(answer.await)),
+                        );
+                    }
+                    (Some(audit), _) => {
+                        let tcc = ToolCallContext::new(self, request, context);
+                        crate::proxy::audit::audited(audit, self.router.call(tcc)).await
+                    }
                     // A limited caller's listings are filtered by the grant (`access::reading`).
-                    None => super::access::reading(grant, self.router.call(tcc)).await,
+                    (None, _) => {
+                        let tcc = ToolCallContext::new(self, request, context);
+                        super::access::reading(grant, self.router.call(tcc)).await
+                    }
                 };
                 match answered {
                     Ok(rmcp::model::CallToolResponse::Complete(r)) if as_task => {
@@ -222,18 +295,7 @@ impl ServerHandler for VkTools {
                 }
             }
         };
-        let outcome = match &result {
-            Ok(rmcp::model::CallToolResponse::Complete(r)) if r.is_error == Some(true) => {
-                telemetry::ToolOutcome::ToolError
-            }
-            Ok(_) => telemetry::ToolOutcome::Ok,
-            Err(_) => telemetry::ToolOutcome::ProtocolError,
-        };
-        metrics::counter!(telemetry::TOOL_CALLS, label::TOOL => tool.clone(), label::OUTCOME => outcome.as_str())
-            .increment(1);
-        metrics::histogram!(telemetry::TOOL_CALL_SECONDS, label::TOOL => tool)
-            .record(started.elapsed().as_secs_f64());
-        result
+        self.counted(tool, started, result)
     }
 
     async fn list_tools(

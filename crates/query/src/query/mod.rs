@@ -12,6 +12,7 @@ pub mod compact_log;
 pub mod context;
 pub mod conversation;
 pub mod detail;
+pub mod hosts;
 pub mod last_error;
 pub mod logs;
 pub mod owner;
@@ -89,6 +90,14 @@ pub struct HostFreshness {
     /// Milliseconds since the node last applied a message of this host (null: none since it
     /// started). Hosts publish on change only, so a quiet host grows it too.
     pub last_message_age_ms: Option<u64>,
+    /// Milliseconds since the host daemon's last heartbeat (null: none since the node started).
+    pub last_heartbeat_age_ms: Option<u64>,
+    /// True when the host daemon has been silent (no heartbeat) for `[fleet]
+    /// stale_after_heartbeats` periods: its data is still served, but may be old, and
+    /// mutations sent to it will likely fail.
+    pub stale: bool,
+    /// Committed batches the host's last heartbeat said were not yet in its stream.
+    pub backlog: u64,
 }
 
 /// One read of the cache, taken in the order that keeps answers safe: the token first (a change
@@ -174,6 +183,7 @@ impl Query {
     /// A fleet node's hosts, or `None` on a single host.
     fn host_freshness(&self, now: i64) -> Option<BTreeMap<String, HostFreshness>> {
         let hosts = self.health.fleet_hosts();
+        let stale_after = self.health.fleet_stale_after_ms();
         let age = |t: i64| (t > 0).then(|| now.saturating_sub(t).max(0) as u64);
         (!hosts.is_empty()).then(|| {
             hosts
@@ -183,6 +193,9 @@ impl Query {
                         connected: f.following,
                         lag: f.lag,
                         last_message_age_ms: age(f.last_message_ms),
+                        last_heartbeat_age_ms: age(f.last_heartbeat_ms),
+                        stale: f.stale(now, stale_after),
+                        backlog: f.backlog,
                     };
                     (host, fresh)
                 })

@@ -182,11 +182,14 @@ pub enum InvalidReason {
     EmptySet,
     /// A value of the wrong JSON type (`details.field`, `expected`).
     WrongType,
+    /// A fleet node was asked to create on a project that lives on several hosts without
+    /// `host` (`details.field`, `hosts`: the project's hosts).
+    HostRequired,
 }
 
 impl InvalidReason {
     /// Every reason, in the order of the declaration.
-    pub const ALL: [InvalidReason; 8] = [
+    pub const ALL: [InvalidReason; 9] = [
         InvalidReason::AmbiguousTarget,
         InvalidReason::MixedPagination,
         InvalidReason::TitleLength,
@@ -195,6 +198,7 @@ impl InvalidReason {
         InvalidReason::UnknownWord,
         InvalidReason::EmptySet,
         InvalidReason::WrongType,
+        InvalidReason::HostRequired,
     ];
 
     /// The reason as clients see it in `details.reason`.
@@ -208,6 +212,7 @@ impl InvalidReason {
             InvalidReason::UnknownWord => "unknown_word",
             InvalidReason::EmptySet => "empty_set",
             InvalidReason::WrongType => "wrong_type",
+            InvalidReason::HostRequired => "host_required",
         }
     }
 }
@@ -298,6 +303,7 @@ mod tests {
             (InvalidReason::UnknownWord, "unknown_word"),
             (InvalidReason::EmptySet, "empty_set"),
             (InvalidReason::WrongType, "wrong_type"),
+            (InvalidReason::HostRequired, "host_required"),
         ];
         let listed: Vec<InvalidReason> = table.iter().map(|(r, _)| *r).collect();
         assert_eq!(listed, InvalidReason::ALL);

@@ -117,7 +117,11 @@ impl Inner {
     }
 
     pub fn add_project(&self, name: &str, repos: &[&str]) -> Uuid {
-        let id = self.world().add_project(name, repos);
+        self.add_project_with_id(Uuid::new_v4(), name, repos)
+    }
+
+    pub fn add_project_with_id(&self, id: Uuid, name: &str, repos: &[&str]) -> Uuid {
+        let id = self.world().add_project_with_id(id, name, repos);
         self.reload_config();
         id
     }

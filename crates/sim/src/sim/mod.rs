@@ -85,6 +85,11 @@ impl Sim {
         self.inner.add_project(name, repo_names)
     }
 
+    /// A project with a given id: the same project on several simulated hosts of a fleet.
+    pub fn add_project_with_id(&self, id: Uuid, name: &str, repo_names: &[&str]) -> Uuid {
+        self.inner.add_project_with_id(id, name, repo_names)
+    }
+
     /// Builds the scale board (`scale`) straight into the simulated database, logs included,
     /// and returns its rows. Call it before a daemon connects: no change is announced.
     pub fn load_scale(&self, spec: scale::ScaleSpec) -> scale::ScaleRows {

@@ -159,7 +159,11 @@ impl World {
     }
 
     pub fn add_project(&mut self, name: &str, repo_names: &[&str]) -> Uuid {
-        let id = Uuid::new_v4();
+        self.add_project_with_id(Uuid::new_v4(), name, repo_names)
+    }
+
+    /// A project with a given id (the same project on several machines: a fleet's test).
+    pub fn add_project_with_id(&mut self, id: Uuid, name: &str, repo_names: &[&str]) -> Uuid {
         let ts = now_ts();
         let repos = repo_names
             .iter()

@@ -107,6 +107,11 @@ impl<'t, 'c> Pending<'t, 'c> {
             DomainEvent::HostProjectsSnapshot { host, projects } => {
                 self.host_projects_snapshot(&host, projects)
             }
+            DomainEvent::HostTasksSnapshot {
+                host,
+                project_id,
+                tasks,
+            } => self.host_tasks_snapshot(&host, project_id, tasks),
             DomainEvent::FleetPosition { host, position } => {
                 let value = serde_json::to_vec(&position).map_err(StoreError::Encode)?;
                 self.set_meta(&keys::fleet_position_name(&host), value)
@@ -291,7 +296,7 @@ impl<'t, 'c> Pending<'t, 'c> {
 
     // ---- tasks ----
 
-    fn task_upsert(&mut self, task: &Value) -> R<Option<Uuid>> {
+    pub(super) fn task_upsert(&mut self, task: &Value) -> R<Option<Uuid>> {
         let (Some(id), Some(project)) = (object_id(task), uuid_of(task, "project_id")) else {
             return Err(StoreError::Invalid("task without id or project_id"));
         };
@@ -320,7 +325,7 @@ impl<'t, 'c> Pending<'t, 'c> {
         Ok(())
     }
 
-    fn remove_task(&mut self, id: Uuid) -> R {
+    pub(super) fn remove_task(&mut self, id: Uuid) -> R {
         let key = keys::id_key(table::TASKS, id);
         let old = self.stored_value(&key)?;
         if let Some(project) = old.as_ref().and_then(|t| uuid_of(t, "project_id")) {

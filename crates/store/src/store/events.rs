@@ -116,6 +116,13 @@ pub enum DomainEvent {
         host: String,
         projects: Vec<Value>,
     },
+    /// Fleet node only: one host's tasks of a project; removes only tasks whose `host` field
+    /// names it (a project on several hosts keeps the other hosts' tasks).
+    HostTasksSnapshot {
+        host: String,
+        project_id: Uuid,
+        tasks: Vec<Value>,
+    },
     /// Fleet node only (meta, moves no token): the last message applied from a host's stream,
     /// written in the same batch as that message's events.
     FleetPosition {
@@ -135,6 +142,9 @@ pub struct FleetPosition {
     /// The host store's epoch and token of the last batch applied (0 before any).
     pub epoch: u64,
     pub token: u64,
+    /// The meta-only batch after `token` applied last (0: the token's own batch).
+    #[serde(default)]
+    pub meta: u32,
 }
 
 impl DomainEvent {
@@ -186,6 +196,7 @@ impl DomainEvent {
             DomainEvent::UpstreamSeq { .. } => "upstream_seq",
             DomainEvent::UpstreamIncarnation { .. } => "upstream_incarnation",
             DomainEvent::HostProjectsSnapshot { .. } => "host_projects_snapshot",
+            DomainEvent::HostTasksSnapshot { .. } => "host_tasks_snapshot",
             DomainEvent::FleetPosition { .. } => "fleet_position",
         }
     }

@@ -64,6 +64,8 @@ pub mod meta {
     pub const ACTIVITY_FLOOR: &[u8] = b"activity_floor";
     /// Outbox entries at or below this token were dropped unpublished (`store::outbox`).
     pub const OUTBOX_DROPPED: &[u8] = b"outbox_dropped";
+    /// The last meta-only outbox entry: `token ‖ meta` (`store::outbox`).
+    pub const OUTBOX_META: &[u8] = b"outbox_meta";
     /// Prefix of a fleet node's position in one host's stream (`fleet_pos.<host>` → JSON).
     pub const FLEET_POSITION: &[u8] = b"fleet_pos.";
 }

@@ -293,6 +293,11 @@ impl Store {
         outbox::CursorTree::new(self.inner.fleet.clone())
     }
 
+    /// The fleet publisher's last acknowledged place, read-only (its heartbeat's backlog).
+    pub fn fleet_acked(&self) -> Option<outbox::FleetCursor> {
+        self.fleet_cursor().get()
+    }
+
     /// The flushed token reservation (see the writer).
     pub(super) fn reserved_token(&self) -> u64 {
         read_u64(&self.inner.tree, meta::TOKEN_RESERVED)

@@ -5,6 +5,11 @@
 //! own; the writer's retention pass drops outbox entries at or below it, and beyond
 //! `max_backlog` entries drops the oldest and records how far (`meta::OUTBOX_DROPPED`), which
 //! tells the publisher to send a snapshot instead.
+//!
+//! A batch that moved no token but wrote replicable facts (a meta-only batch: `LogsComplete`
+//! alone, a branch status re-read) is kept too, after the batch of the token it follows:
+//! `OUTBOX ‖ token ‖ meta` (meta 1, 2, …; the committed batch is `OUTBOX ‖ token`, which
+//! sorts first), so the outbox's key order is still the order the writer applied them in.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,15 +25,71 @@ pub struct OutboxConfig {
     pub max_backlog: u64,
 }
 
+/// Each event's JSON, `None` for the local meta that is never replicated; encoded before the
+/// batch is applied (applying consumes the events).
+pub fn encode_events(events: &[DomainEvent]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    events
+        .iter()
+        .map(|e| {
+            (!e.is_local_meta())
+                .then(|| serde_json::to_vec(e).map_err(StoreError::Encode))
+                .transpose()
+        })
+        .collect()
+}
+
+/// The JSON array of the events kept by `keep` (by index) among `encoded`, or `None` when none.
+pub fn join_events(encoded: &[Option<Vec<u8>>], keep: impl Fn(usize) -> bool) -> Option<Vec<u8>> {
+    let mut out = vec![b'['];
+    for (i, json) in encoded.iter().enumerate() {
+        let Some(json) = json.as_ref().filter(|_| keep(i)) else {
+            continue;
+        };
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(json);
+    }
+    (out.len() > 1).then(|| {
+        out.push(b']');
+        out
+    })
+}
+
 /// The JSON of a batch's replicable events, or `None` when it has none.
 pub fn encode_batch(events: &[DomainEvent]) -> Result<Option<Vec<u8>>, StoreError> {
-    let kept: Vec<&DomainEvent> = events.iter().filter(|e| !e.is_local_meta()).collect();
-    if kept.is_empty() {
-        return Ok(None);
+    Ok(join_events(&encode_events(events)?, |_| true))
+}
+
+/// A place in the outbox: a token, and 0 for its committed batch or the number of a
+/// meta-only batch after it.
+pub type OutboxAt = (u64, u32);
+
+/// The key of the outbox entry at `at`.
+pub fn entry_key((token, meta): OutboxAt) -> Vec<u8> {
+    let mut k = keys::u64_key(table::OUTBOX, token).to_vec();
+    if meta > 0 {
+        k.extend_from_slice(&meta.to_be_bytes());
     }
-    serde_json::to_vec(&kept)
-        .map(Some)
-        .map_err(StoreError::Encode)
+    k
+}
+
+fn entry_at(key: &[u8]) -> Option<OutboxAt> {
+    let token = keys::u64_at(key, 1)?;
+    let meta = match key.get(9..13) {
+        Some(m) => u32::from_be_bytes(m.try_into().ok()?),
+        None => 0,
+    };
+    Some((token, meta))
+}
+
+/// One outbox entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEntry {
+    pub token: u64,
+    /// 0: the committed batch of `token`; above: a meta-only batch after it.
+    pub meta: u32,
+    pub json: Vec<u8>,
 }
 
 /// The publisher's progress: the last batch JetStream acknowledged, and where.
@@ -38,6 +99,9 @@ pub struct FleetCursor {
     pub epoch: u64,
     /// The last token acknowledged (batches at or below it are published).
     pub token: u64,
+    /// The meta-only batch after `token` acknowledged last (0: the token's own batch).
+    #[serde(default)]
+    pub meta: u32,
     /// The stream sequence of that acknowledgement.
     pub stream_seq: u64,
     /// The stream's creation time as JetStream reported it (a recreated stream differs).
@@ -70,30 +134,38 @@ impl CursorTree {
         Ok(())
     }
 
-    /// The token at or below which outbox entries may go.
-    pub(super) fn acked_token(&self) -> u64 {
-        self.get().map_or(0, |c| c.token)
+    /// The place at or below which outbox entries may go.
+    pub(super) fn acked(&self) -> OutboxAt {
+        self.get().map_or((0, 0), |c| (c.token, c.meta))
     }
 }
 
 /// Retention of the outbox (run by the writer): drop what was acknowledged, then the oldest
 /// entries beyond `max_backlog`, recording the highest dropped token.
-pub(super) fn prune(tree: &sled::Tree, acked: u64, config: OutboxConfig) -> Result<(), StoreError> {
+pub(super) fn prune(
+    tree: &sled::Tree,
+    acked: OutboxAt,
+    config: OutboxConfig,
+) -> Result<(), StoreError> {
     let mut batch = sled::Batch::default();
     let mut remaining = Vec::new();
     for item in tree.scan_prefix([table::OUTBOX]) {
         let (k, _) = item?;
-        match keys::u64_at(&k, 1) {
-            Some(t) if t <= acked => batch.remove(k),
-            Some(t) => remaining.push(t),
+        match entry_at(&k) {
+            Some(at) if at <= acked => batch.remove(k),
+            Some(at) => remaining.push(at),
             None => {}
         }
     }
     let excess = remaining.len() as u64 - config.max_backlog.min(remaining.len() as u64);
     if excess > 0 {
-        let upto = remaining[excess as usize - 1];
-        for t in &remaining[..excess as usize] {
-            batch.remove(keys::u64_key(table::OUTBOX, *t).to_vec());
+        // A dropped meta-only batch after token t counts as t + 1: a cursor at t lacks it.
+        let upto = match remaining[excess as usize - 1] {
+            (t, 0) => t,
+            (t, _) => t + 1,
+        };
+        for at in &remaining[..excess as usize] {
+            batch.remove(entry_key(*at));
         }
         batch.insert(
             keys::meta_key(meta::OUTBOX_DROPPED),
@@ -111,24 +183,54 @@ pub(super) fn prune(tree: &sled::Tree, acked: u64, config: OutboxConfig) -> Resu
 }
 
 impl StoreReader {
-    /// Up to `limit` outbox entries after `token`, in token order.
+    /// Up to `limit` outbox entries after `after`, in the order they were written.
     pub fn outbox_after(
         &self,
-        token: u64,
+        after: OutboxAt,
         limit: usize,
-    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        let start = keys::u64_key(table::OUTBOX, token.saturating_add(1));
+    ) -> Result<Vec<OutboxEntry>, StoreError> {
+        // `OUTBOX ‖ t ‖ m+1` is above `OUTBOX ‖ t` and every meta entry up to m, below `t + 1`.
+        let start = entry_key((after.0, after.1.saturating_add(1)));
         let mut out = Vec::new();
         for item in self.tree().range(start..).take(limit) {
             let (k, v) = item?;
             if k.first() != Some(&table::OUTBOX) {
                 break;
             }
-            if let Some(t) = keys::u64_at(&k, 1) {
-                out.push((t, v.to_vec()));
+            if let Some((token, meta)) = entry_at(&k) {
+                out.push(OutboxEntry {
+                    token,
+                    meta,
+                    json: v.to_vec(),
+                });
             }
         }
         Ok(out)
+    }
+
+    /// The last meta-only outbox entry written (`(0, 0)`: none).
+    pub fn outbox_last_meta(&self) -> OutboxAt {
+        let v = self
+            .tree()
+            .get(keys::meta_key(meta::OUTBOX_META))
+            .ok()
+            .flatten();
+        v.and_then(|v| {
+            let token = u64::from_be_bytes(v.get(..8)?.try_into().ok()?);
+            let m = u32::from_be_bytes(v.get(8..12)?.try_into().ok()?);
+            Some((token, m))
+        })
+        .unwrap_or((0, 0))
+    }
+
+    /// Entries after `at` (not acknowledged yet when `at` is the cursor's place).
+    pub fn outbox_len_after(&self, at: OutboxAt) -> usize {
+        let start = entry_key((at.0, at.1.saturating_add(1)));
+        self.tree()
+            .range(start..)
+            .keys()
+            .take_while(|k| k.as_ref().is_ok_and(|k| k.first() == Some(&table::OUTBOX)))
+            .count()
     }
 
     /// Entries waiting in the outbox.

@@ -42,12 +42,46 @@ fn committed_batches_fill_the_outbox_in_token_order() {
         projects: vec![project(1, None), project(2, None)],
     }])
     .unwrap();
-    let outbox = store.read().outbox_after(0, 10).unwrap();
-    assert_eq!(outbox.iter().map(|(t, _)| *t).collect::<Vec<_>>(), [1, 2]);
-    let events: Vec<DomainEvent> = serde_json::from_slice(&outbox[0].1).unwrap();
+    let outbox = store.read().outbox_after((0, 0), 10).unwrap();
+    assert_eq!(outbox.iter().map(|e| e.token).collect::<Vec<_>>(), [1, 2]);
+    let events: Vec<DomainEvent> = serde_json::from_slice(&outbox[0].json).unwrap();
     assert_eq!(events.len(), 1, "local meta is not replicated: {events:?}");
     assert_eq!(events[0].kind(), "projects_snapshot");
-    assert_eq!(store.read().outbox_after(1, 10).unwrap().len(), 1);
+    assert_eq!(store.read().outbox_after((1, 0), 10).unwrap().len(), 1);
+}
+
+#[test]
+fn meta_only_batches_follow_their_token_in_the_outbox() {
+    let mut owner = owner_with_outbox(100);
+    let store = owner.store();
+    let mut w = owner.take_writer().unwrap();
+    w.apply(vec![DomainEvent::ProjectsSnapshot {
+        projects: vec![project(1, None)],
+    }])
+    .unwrap();
+    let complete = |n: u128| DomainEvent::LogsComplete {
+        process_id: Uuid::from_u128(n),
+        channel: super::events::Channel::Raw,
+    };
+    let seq = DomainEvent::UpstreamSeq { seq: 3 };
+    assert_eq!(w.apply(vec![complete(7), seq.clone()]).unwrap().token, None);
+    assert_eq!(w.apply(vec![seq]).unwrap().token, None, "local meta alone");
+    w.apply(vec![complete(8)]).unwrap();
+    w.apply(vec![DomainEvent::ProjectsSnapshot {
+        projects: vec![project(1, None), project(2, None)],
+    }])
+    .unwrap();
+    let at = |after| -> Vec<(u64, u32)> {
+        let entries = store.read().outbox_after(after, 10).unwrap();
+        entries.iter().map(|e| (e.token, e.meta)).collect()
+    };
+    assert_eq!(at((0, 0)), [(1, 0), (1, 1), (1, 2), (2, 0)]);
+    assert_eq!(at((1, 1)), [(1, 2), (2, 0)]);
+    let first: Vec<DomainEvent> =
+        serde_json::from_slice(&store.read().outbox_after((1, 0), 1).unwrap()[0].json).unwrap();
+    assert_eq!(first.len(), 1, "only what wrote, no local meta: {first:?}");
+    assert_eq!(first[0].kind(), "logs_complete");
+    assert_eq!(store.read().outbox_last_meta(), (1, 2));
 }
 
 #[test]
@@ -70,10 +104,10 @@ fn retention_drops_acknowledged_entries_and_bounds_the_backlog() {
     w.prune(chrono::Utc::now()).unwrap();
     let left: Vec<u64> = store
         .read()
-        .outbox_after(0, 10)
+        .outbox_after((0, 0), 10)
         .unwrap()
         .into_iter()
-        .map(|(t, _)| t)
+        .map(|e| e.token)
         .collect();
     assert_eq!(left, [4, 5], "1 acknowledged, 2 and 3 over the bound");
     assert_eq!(store.read().outbox_dropped(), 3);
@@ -112,6 +146,7 @@ fn a_fleet_position_is_meta_written_with_its_batch() {
     let store = owner.store();
     let mut w = owner.take_writer().unwrap();
     let position = FleetPosition {
+        meta: 0,
         stream_created: "then".into(),
         stream_seq: 7,
         epoch: 1,
@@ -128,4 +163,38 @@ fn a_fleet_position_is_meta_written_with_its_batch() {
         store.read().fleet_positions().unwrap(),
         [("a".to_string(), position)]
     );
+}
+
+#[test]
+fn a_host_task_list_removes_only_that_hosts_tasks_of_a_shared_project() {
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    let store = owner.store();
+    let mut w = owner.take_writer().unwrap();
+    let p = Uuid::from_u128(1);
+    let task = |n: u128, host: &str| json!({"id": Uuid::from_u128(n), "project_id": p, "title": "t", "host": host});
+    let snapshot = |host: &str, tasks: Vec<Value>| DomainEvent::HostTasksSnapshot {
+        host: host.into(),
+        project_id: p,
+        tasks,
+    };
+    w.apply(vec![
+        DomainEvent::HostProjectsSnapshot {
+            host: "a".into(),
+            projects: vec![project(1, Some("a"))],
+        },
+        snapshot("a", vec![task(10, "a"), task(11, "a")]),
+        snapshot("b", vec![task(20, "b")]),
+    ])
+    .unwrap();
+    assert_eq!(store.read().tasks_of_project(p).unwrap().len(), 3);
+    w.apply(vec![snapshot("a", vec![task(11, "a")])]).unwrap();
+    let ids: Vec<Uuid> = store
+        .read()
+        .tasks_of_project(p)
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(ids.len(), 2, "b's task stays: {ids:?}");
+    assert!(ids.contains(&Uuid::from_u128(20)) && ids.contains(&Uuid::from_u128(11)));
 }

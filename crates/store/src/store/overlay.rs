@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Overlay<'t> {
     tree: &'t sled::Tree,
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Inserts and removals so far (the writer asks which events wrote anything).
+    writes: usize,
 }
 
 impl<'t> Overlay<'t> {
@@ -14,6 +16,7 @@ impl<'t> Overlay<'t> {
         Overlay {
             tree,
             pending: BTreeMap::new(),
+            writes: 0,
         }
     }
 
@@ -32,11 +35,18 @@ impl<'t> Overlay<'t> {
     }
 
     pub fn insert(&mut self, key: &[u8], value: Vec<u8>) {
+        self.writes += 1;
         self.pending.insert(key.to_vec(), Some(value));
     }
 
     pub fn remove(&mut self, key: &[u8]) {
+        self.writes += 1;
         self.pending.insert(key.to_vec(), None);
+    }
+
+    /// How many inserts and removals the batch made so far.
+    pub fn writes(&self) -> usize {
+        self.writes
     }
 
     /// Keys present under `prefix`, the batch's own inserts and removals applied.

@@ -43,6 +43,8 @@ pub struct Writer {
     retention: Retention,
     /// Set on a fleet host: each committed batch is also written to the outbox.
     outbox: Option<OutboxConfig>,
+    /// The last meta-only outbox entry (`store::outbox`): token and number after it.
+    last_meta: outbox::OutboxAt,
 }
 
 impl Writer {
@@ -50,6 +52,7 @@ impl Writer {
         let token = store.current_token();
         let retention = store.retention().clone();
         let reserved = store.reserved_token();
+        let last_meta = store.read().outbox_last_meta();
         Writer {
             store,
             token,
@@ -57,6 +60,7 @@ impl Writer {
             max_index: MaxIndexCache::new(),
             retention,
             outbox: None,
+            last_meta,
         }
     }
 
@@ -88,25 +92,34 @@ impl Writer {
             feed: Vec::new(),
         };
         let n_events = events.len();
-        let replicated = match self.outbox {
-            Some(_) => outbox::encode_batch(&events)?,
-            None => None,
+        let encoded = match self.outbox {
+            Some(_) => outbox::encode_events(&events)?,
+            None => Vec::new(),
         };
         let mut entries = 0u64;
+        // Which events wrote anything: a batch that moves no token replicates those.
+        let mut wrote = Vec::new();
         for ev in events {
             if let DomainEvent::LogEntriesPut { entries: e, .. } = &ev {
                 entries += e.len() as u64;
             }
+            let before = p.ov.writes();
             p.apply(ev)?;
+            wrote.push(p.ov.writes() > before);
         }
         metrics::counter!(crate::telemetry::EVENTS_APPLIED).increment(n_events as u64);
         metrics::counter!(crate::telemetry::LOG_ENTRIES_RECEIVED).increment(entries);
         if !p.changed {
+            let meta_only = outbox::join_events(&encoded, |i| wrote[i]);
+            if let Some(json) = meta_only {
+                self.last_meta = outbox_meta(&mut p.ov, self.token, self.last_meta, json);
+            }
             if !p.ov.is_empty() {
-                tree.apply_batch(p.ov.into_batch())?; // meta only (upstream seq)
+                tree.apply_batch(p.ov.into_batch())?; // meta only (upstream seq, logs complete)
             }
             return Ok(Applied::default());
         }
+        let replicated = outbox::join_events(&encoded, |_| true);
         super::list_index::restate(&mut p.ov)?;
         let attempts: Vec<Uuid> = p.attempts.iter().copied().collect();
         stamp(&mut p.ov, next, &attempts, n_events, &p.notes, replicated)?;
@@ -158,7 +171,7 @@ impl Writer {
             feed::prune(tree, cutoff)?;
         }
         if let Some(config) = self.outbox {
-            outbox::prune(tree, self.store.fleet_cursor().acked_token(), config)?;
+            outbox::prune(tree, self.store.fleet_cursor().acked(), config)?;
         }
         if !self.retention.audit_horizon.is_zero() {
             let horizon = chrono::Duration::from_std(self.retention.audit_horizon)
@@ -207,6 +220,22 @@ fn reserve_through(store: &Store, reserved: &mut u64, next: u64) -> Result<(), S
         *reserved = through;
     }
     Ok(())
+}
+
+/// A meta-only batch into the outbox after `token` (numbered on from `last` when it is at the
+/// same token), and that number recorded in the same batch so a restart goes on from it.
+fn outbox_meta(
+    ov: &mut Overlay<'_>,
+    token: u64,
+    last: outbox::OutboxAt,
+    json: Vec<u8>,
+) -> outbox::OutboxAt {
+    let meta = if last.0 == token { last.1 + 1 } else { 1 };
+    ov.insert(&outbox::entry_key((token, meta)), json);
+    let mut v = token.to_be_bytes().to_vec();
+    v.extend_from_slice(&meta.to_be_bytes());
+    ov.insert(&keys::meta_key(keys::meta::OUTBOX_META), v);
+    (token, meta)
 }
 
 /// What every committed batch writes besides its changes: the touched attempts' tokens, the

@@ -76,7 +76,8 @@ pub fn rendered(r: Result<(Value, String), ToolError>) -> CallToolResult {
     }
 }
 
-fn success(v: Value) -> CallToolResult {
+/// Success as `v` (structured content and the same document as text).
+pub fn success(v: Value) -> CallToolResult {
     let text = v.to_string();
     with_text(v, text)
 }

@@ -63,7 +63,10 @@ impl VkTools {
     #[tool(description = describe::RESPOND_APPROVAL, input_schema = input_schema::<RespondApprovalArgs>(),
            output_schema = plain_output_schema::<ApprovalAnswered>(),
            annotations(title = "Respond to approval", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
-    async fn respond_approval(&self, Args(a): Args<RespondApprovalArgs>) -> CallToolResult {
+    pub(crate) async fn respond_approval(
+        &self,
+        Args(a): Args<RespondApprovalArgs>,
+    ) -> CallToolResult {
         let r = async {
             let a = a.map_err(decision_hint)?;
             let reason = a

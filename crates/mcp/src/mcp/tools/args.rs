@@ -22,16 +22,20 @@ pub struct Args<T>(pub Result<T, ToolError>);
 
 impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Args<T> {
     fn from_context_part(ctx: &mut ToolCallContext<S>) -> Result<Self, rmcp::ErrorData> {
-        let args = ctx.arguments.take().unwrap_or_default();
-        Ok(Args(serde_json::from_value(Value::Object(args)).map_err(
-            |e| {
-                let msg = crate::tool_error::clip(&e.to_string(), 300);
-                ToolError::invalid_argument(format!(
-                    "The arguments do not match the tool's input schema: {msg}. Check field names and types against the schema."
-                ))
-                .with_details(json!({ "error": msg }))
-            },
-        )))
+        Ok(Args::parse(ctx.arguments.take().unwrap_or_default()))
+    }
+}
+
+impl<T: DeserializeOwned> Args<T> {
+    /// A call's arguments as `T`, or the envelope naming what does not match.
+    pub fn parse(args: JsonObject) -> Self {
+        Args(serde_json::from_value(Value::Object(args)).map_err(|e| {
+            let msg = crate::tool_error::clip(&e.to_string(), 300);
+            ToolError::invalid_argument(format!(
+                "The arguments do not match the tool's input schema: {msg}. Check field names and types against the schema."
+            ))
+            .with_details(json!({ "error": msg }))
+        }))
     }
 }
 

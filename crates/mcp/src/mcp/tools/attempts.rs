@@ -55,10 +55,14 @@ impl VkTools {
     #[tool(description = describe::START_TASK_ATTEMPT, input_schema = input_schema::<StartAttemptArgs>(),
            output_schema = detail_output_schema::<AttemptStarted>(),
            annotations(title = "Start task attempt", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn start_task_attempt(&self, Args(a): Args<StartAttemptArgs>) -> CallToolResult {
+    pub(crate) async fn start_task_attempt(
+        &self,
+        Args(a): Args<StartAttemptArgs>,
+    ) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             let s = StartAttempt {
                 task_id: a.task_id,
                 executor: a.executor,
@@ -81,7 +85,7 @@ impl VkTools {
     #[tool(description = describe::FOLLOW_UP, input_schema = input_schema::<FollowUpArgs>(),
            output_schema = plain_output_schema::<FollowUpDone>(),
            annotations(title = "Follow up", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn follow_up(&self, Args(a): Args<FollowUpArgs>) -> CallToolResult {
+    pub(crate) async fn follow_up(&self, Args(a): Args<FollowUpArgs>) -> CallToolResult {
         let r = async {
             let a = a.map_err(stop_verb_hint)?;
             let f = FollowUp {
@@ -103,7 +107,7 @@ impl VkTools {
     #[tool(description = describe::STOP_ATTEMPT, input_schema = input_schema::<StopArgs>(),
            output_schema = detail_output_schema::<AttemptStopped>(),
            annotations(title = "Stop attempt", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false))]
-    async fn stop_attempt(&self, Args(a): Args<StopArgs>) -> CallToolResult {
+    pub(crate) async fn stop_attempt(&self, Args(a): Args<StopArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
@@ -179,6 +183,10 @@ pub struct StartAttemptArgs {
     /// Idempotency key: a retry with the same key and arguments returns the same attempt.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Fleet node: the host to start it on; default the host the task lives on. A host daemon
+    /// accepts only its own name.
+    #[serde(default)]
+    pub host: Option<String>,
     /// Detail level of the answer's task or status: 0 (default) the fields needed to decide
     /// the next call; 1 adds timestamps and metadata; 2 every field.
     #[serde(default)]

@@ -53,7 +53,7 @@ impl VkTools {
     #[tool(description = describe::REBASE_ATTEMPT, input_schema = input_schema::<RebaseArgs>(),
            output_schema = plain_output_schema::<GitActionDone>(),
            annotations(title = "Rebase attempt", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn rebase_attempt(&self, Args(a): Args<RebaseArgs>) -> CallToolResult {
+    pub(crate) async fn rebase_attempt(&self, Args(a): Args<RebaseArgs>) -> CallToolResult {
         let r = async {
             let a = a?;
             let action = GitAction::Rebase {
@@ -70,21 +70,24 @@ impl VkTools {
     #[tool(description = describe::ABORT_ATTEMPT_CONFLICTS, input_schema = input_schema::<RepoActionArgs>(),
            output_schema = plain_output_schema::<GitActionDone>(),
            annotations(title = "Abort attempt conflicts", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false))]
-    async fn abort_attempt_conflicts(&self, Args(a): Args<RepoActionArgs>) -> CallToolResult {
+    pub(crate) async fn abort_attempt_conflicts(
+        &self,
+        Args(a): Args<RepoActionArgs>,
+    ) -> CallToolResult {
         self.repo_action(a, GitAction::AbortConflicts).await
     }
 
     #[tool(description = describe::MERGE_ATTEMPT, input_schema = input_schema::<RepoActionArgs>(),
            output_schema = plain_output_schema::<GitActionDone>(),
            annotations(title = "Merge attempt", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn merge_attempt(&self, Args(a): Args<RepoActionArgs>) -> CallToolResult {
+    pub(crate) async fn merge_attempt(&self, Args(a): Args<RepoActionArgs>) -> CallToolResult {
         self.repo_action(a, GitAction::Merge).await
     }
 
     #[tool(description = describe::PUSH_ATTEMPT, input_schema = input_schema::<PushArgs>(),
            output_schema = plain_output_schema::<GitActionDone>(),
            annotations(title = "Push attempt", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true))]
-    async fn push_attempt(&self, Args(a): Args<PushArgs>) -> CallToolResult {
+    pub(crate) async fn push_attempt(&self, Args(a): Args<PushArgs>) -> CallToolResult {
         let r = async {
             let a = a?;
             let action = GitAction::Push {

@@ -18,6 +18,7 @@ pub mod attempts;
 pub mod context;
 pub mod delivery;
 pub mod discovery;
+pub mod mutations;
 pub mod observe;
 pub mod paging;
 pub mod tasks;

@@ -117,10 +117,11 @@ impl VkTools {
     #[tool(description = describe::CREATE_TASK, input_schema = input_schema::<CreateTaskArgs>(),
            output_schema = detail_output_schema::<TaskChange>(),
            annotations(title = "Create task", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn create_task(&self, Args(a): Args<CreateTaskArgs>) -> CallToolResult {
+    pub(crate) async fn create_task(&self, Args(a): Args<CreateTaskArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             let t = NewTask {
                 project_id: a.project_id,
                 title: a.title,
@@ -135,7 +136,7 @@ impl VkTools {
     #[tool(description = describe::UPDATE_TASK, input_schema = input_schema::<UpdateTaskArgs>(),
            output_schema = detail_output_schema::<TaskChange>(),
            annotations(title = "Update task", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
-    async fn update_task(&self, Args(a): Args<UpdateTaskArgs>) -> CallToolResult {
+    pub(crate) async fn update_task(&self, Args(a): Args<UpdateTaskArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
@@ -153,7 +154,7 @@ impl VkTools {
     #[tool(description = describe::DELETE_TASK, input_schema = input_schema::<DeleteTaskArgs>(),
            output_schema = plain_output_schema::<TaskDeleted>(),
            annotations(title = "Delete task", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false))]
-    async fn delete_task(&self, Args(a): Args<DeleteTaskArgs>) -> CallToolResult {
+    pub(crate) async fn delete_task(&self, Args(a): Args<DeleteTaskArgs>) -> CallToolResult {
         let r = async {
             let a = a?;
             self.proxy()?
@@ -278,6 +279,10 @@ pub struct CreateTaskArgs {
     /// the same arguments returns the same task instead of creating another.
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Fleet node: the host to create it on, needed when the project lives on several hosts
+    /// (the refusal's `details.hosts` names them). A host daemon accepts only its own name.
+    #[serde(default)]
+    pub host: Option<String>,
     /// Detail level of the answer's task or status: 0 (default) the fields needed to decide
     /// the next call; 1 adds timestamps and metadata; 2 every field.
     #[serde(default)]
@@ -355,7 +360,7 @@ Avoid: calling this in a polling loop; use wait_for_attempt_change or get_attemp
     pub const CREATE_TASK: &str = "Create a task in a project (it does not start an agent; use start_task_attempt for that).
 Use when: you need a new unit of work on the board.
 Required: project_id, title.
-Optional: description (the agent's prompt), status, request_id (idempotency key: retries return the same task), detail (0|1|2, default 0).
+Optional: description (the agent's prompt), status, request_id (idempotency key: retries return the same task), host (fleet node: required when the project lives on several hosts), detail (0|1|2, default 0).
 Next: start_task_attempt with the returned task_id.
 Avoid: retrying a timed-out call without request_id (it may create a duplicate).";
 

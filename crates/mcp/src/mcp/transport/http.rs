@@ -42,6 +42,7 @@ pub fn service(
     proxy: Option<crate::proxy::Proxy>,
     own_workspace: Option<PathBuf>,
     settings: crate::config::McpSettings,
+    fleet: crate::mcp::FleetRole,
     cancel: CancellationToken,
 ) -> McpEndpoint {
     let origins: Vec<String> = LOOPBACK_ORIGINS
@@ -81,7 +82,8 @@ pub fn service(
     });
     let service = StreamableHttpService::new(
         move || {
-            let tools = VkTools::new(query.clone(), proxy.clone(), own_workspace.clone());
+            let tools = VkTools::new(query.clone(), proxy.clone(), own_workspace.clone())
+                .with_fleet(fleet.clone());
             Ok(match &subscribing {
                 Some(s) => tools.with_subscriptions(s.clone()),
                 None => tools,

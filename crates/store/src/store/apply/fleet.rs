@@ -1,5 +1,6 @@
 //! Applying a fleet node's host-scoped events (design-notes §23): a host's project list
-//! removes only the projects that host owns.
+//! removes only the projects that host owns, a host's task list of a project only that host's
+//! tasks (one project may live on several hosts).
 
 use std::collections::BTreeSet;
 
@@ -10,6 +11,7 @@ use super::super::events::HOST_FIELD;
 use super::super::keys::{self, table};
 use super::{Pending, R};
 use crate::vk::object_id;
+use uuid::Uuid;
 
 impl Pending<'_, '_> {
     /// One host's projects on a fleet node: like `projects_snapshot`, but only projects whose
@@ -36,6 +38,35 @@ impl Pending<'_, '_> {
             });
             if owner.as_ref().and_then(|v| v.get(HOST_FIELD)?.as_str()) == Some(host) {
                 self.remove_project(id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One host's tasks of `project` on a fleet node: like `tasks_snapshot`, but only tasks
+    /// whose `host` is this one are removed when missing.
+    pub(super) fn host_tasks_snapshot(
+        &mut self,
+        host: &str,
+        project: Uuid,
+        tasks: Vec<Value>,
+    ) -> R {
+        let mut keep = BTreeSet::new();
+        for t in &tasks {
+            if let Some(id) = self.task_upsert(t)? {
+                keep.insert(id);
+            }
+        }
+        for id in self.children(table::IDX_PROJECT_TASKS, project)? {
+            if keep.contains(&id) {
+                continue;
+            }
+            let stored = self.ov.get(&keys::id_key(table::TASKS, id))?.and_then(|v| {
+                let (_, json) = decode(&v)?;
+                serde_json::from_slice::<Value>(json).ok()
+            });
+            if stored.as_ref().and_then(|v| v.get(HOST_FIELD)?.as_str()) == Some(host) {
+                self.remove_task(id)?;
             }
         }
         Ok(())

@@ -1,0 +1,68 @@
+//! Which fleet host owns a mutation's target (a fleet node, design-notes §23): an attempt's or
+//! a task's `host`, or every host a project lives on (its own `host` and its tasks'). Read
+//! from the fleet node's cache, where every project, task and attempt names its host.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use super::Query;
+use super::owner::Owner;
+use crate::store::StoreReader;
+use crate::store::events::HOST_FIELD;
+use crate::tool_error::ToolError;
+
+/// A mutation's target as the fleet node's cache places it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owning {
+    pub owner: Owner,
+    /// The hosts it lives on, sorted: one for an attempt or a task, one or more for a project.
+    pub hosts: Vec<String>,
+}
+
+impl Query {
+    /// The owner and hosts of the target a mutation's arguments name; None when they name
+    /// none the cache holds.
+    pub fn owning_hosts(&self, args: &Map<String, Value>) -> Result<Option<Owning>, ToolError> {
+        let Some(owner) = self.owner_of(args)? else {
+            return Ok(None);
+        };
+        let reader = self.read();
+        let mut hosts = BTreeSet::new();
+        if let Some(attempt) = owner.attempt {
+            hosts.extend(host(reader.attempt(attempt)?.map(|a| a.value)));
+        } else if let Some(task) = owner.task {
+            hosts.extend(host(reader.task(task)?.map(|t| t.value)));
+        } else {
+            hosts.extend(project_hosts(&reader, owner.project)?);
+        }
+        Ok(Some(Owning {
+            owner,
+            hosts: hosts.into_iter().collect(),
+        }))
+    }
+
+    /// Every host name this fleet node knows (it follows or heard from), sorted.
+    pub fn fleet_host_names(&self) -> Vec<String> {
+        self.health
+            .fleet_hosts()
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect()
+    }
+}
+
+fn host(value: Option<Value>) -> Option<String> {
+    value?.get(HOST_FIELD)?.as_str().map(str::to_owned)
+}
+
+/// A project's hosts: its own row's and those of its tasks (one project id may live on
+/// several hosts; the row names the host that listed it last).
+fn project_hosts(reader: &StoreReader, project: uuid::Uuid) -> Result<Vec<String>, ToolError> {
+    let mut hosts = BTreeSet::new();
+    hosts.extend(host(reader.project(project)?.map(|p| p.value)));
+    for task in reader.tasks_of_project(project)? {
+        hosts.extend(host(Some(task.value)));
+    }
+    Ok(hosts.into_iter().collect())
+}
