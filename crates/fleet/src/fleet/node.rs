@@ -203,8 +203,11 @@ impl Follower {
         let info = stream.info().await?.clone();
         let created = info.created.to_string();
         if position.stream_created != created {
-            // Another stream than the one the position is in: read it from its start.
+            // Another stream than the one the position is in: read it from its start, and
+            // apply all of it (idempotent) — its snapshot restates the host as of its cut, so
+            // the batches after that cut must be applied again whatever was applied before.
             position.stream_seq = 0;
+            position.token = 0;
             position.stream_created = created;
         }
         let deliver_policy = match position.stream_seq {
@@ -262,7 +265,13 @@ impl Follower {
             }
         };
         let same_epoch = incoming.epoch == position.epoch;
-        if incoming.kind == Kind::Batch && same_epoch && incoming.token <= position.token {
+        // A batch at or below the last applied token, or a snapshot cut below it (a stale copy:
+        // a real snapshot of this epoch is cut at or above every batch before it), is a duplicate.
+        let stale = match incoming.kind {
+            Kind::Batch => incoming.token <= position.token,
+            Kind::Snapshot => incoming.token < position.token,
+        };
+        if same_epoch && stale {
             metrics::counter!(m::FLEET_DUPLICATES).increment(1);
             return Vec::new();
         }
