@@ -219,8 +219,12 @@ impl Follower {
         let info = stream.info().await?.clone();
         let created = info.created.to_string();
         if position.stream_created != created {
-            // Another stream than the one the position is in: read it from its start.
+            // Another stream than the one the position is in: read it from its start, and
+            // apply all of it (idempotent) — its snapshot restates the host as of its cut, so
+            // the batches after that cut must be applied again whatever was applied before.
             position.stream_seq = 0;
+            position.token = 0;
+            position.meta = 0;
             position.stream_created = created;
         }
         let deliver_policy = match position.stream_seq {
@@ -279,7 +283,14 @@ impl Follower {
         };
         let same_epoch = incoming.epoch == position.epoch;
         let at = (incoming.token, incoming.meta);
-        if incoming.kind == Kind::Batch && same_epoch && at <= (position.token, position.meta) {
+        // A batch at or below the last applied (token, meta), or a snapshot cut below the last
+        // applied token (a stale copy: a real snapshot of this epoch is cut at or above every
+        // batch before it), is a duplicate.
+        let stale = match incoming.kind {
+            Kind::Batch => at <= (position.token, position.meta),
+            Kind::Snapshot => incoming.token < position.token,
+        };
+        if same_epoch && stale {
             metrics::counter!(m::FLEET_DUPLICATES).increment(1);
             return Vec::new();
         }
