@@ -460,7 +460,15 @@ async def check_resource_reads(c: Client, attempt_id: str) -> None:
     """The resource templates, and each resource read for the completed attempt."""
     templates = sorted(t.uri_template for t in (await c.list_resource_templates()).resource_templates)
     check(
-        templates == ["vk-observer://attempts/{id}", "vk-observer://attempts/{id}/logs", "vk-observer://projects/{id}/activity"],
+        templates
+        == [
+            "vk-observer://attempts/{id}",
+            "vk-observer://attempts/{id}/logs",
+            "vk-observer://projects/{id}/activity",
+            # A task handle's resource (tasks extension): listed to every client, since a
+            # 2026-07-28 client may cache this listing publicly (cache_hints).
+            "vk-observer://tasks/{id}",
+        ],
         f"resources/templates/list: {templates}",
     )
     uri = f"vk-observer://attempts/{attempt_id}"
