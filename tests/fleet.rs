@@ -15,56 +15,14 @@ use futures::StreamExt;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::fleet::{fleet_node, host_daemon};
 use support::mcp::Mcp;
 use support::nats::NatsServer;
 use uuid::Uuid;
-use vk_observer::config::{FleetSettings, Settings};
-use vk_observer::daemon::Daemon;
 use vk_observer::fleet_node::FleetNode;
 use vk_observer::sim::{AttemptScript, Channel, RunReason, Sim};
 
 const CONVERGE: Duration = Duration::from_secs(40);
-
-fn host_settings(sim: &Sim, dir: &std::path::Path, nats: &NatsServer, host: &str) -> Settings {
-    let mut s = support::settings(&sim.base_url(), dir, Default::default());
-    s.fleet = FleetSettings {
-        urls: vec![nats.url.clone()],
-        host: host.into(),
-        ..FleetSettings::default()
-    };
-    s
-}
-
-async fn host_daemon(sim: &Sim, dir: &std::path::Path, nats: &NatsServer, host: &str) -> Daemon {
-    let start = Instant::now();
-    loop {
-        let s = host_settings(sim, dir, nats, host).validate().unwrap();
-        match Daemon::start(s, None).await {
-            Ok(d) => return d,
-            // A data dir just released by a stopped daemon may stay locked for a moment.
-            Err(_) if start.elapsed() < Duration::from_secs(10) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("host daemon {host} starts: {e:#}"),
-        }
-    }
-}
-
-async fn fleet_node(dir: &std::path::Path, nats: &NatsServer) -> FleetNode {
-    let s = Settings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.to_path_buf(),
-        fleet: FleetSettings {
-            urls: vec![nats.url.clone()],
-            node: true,
-            ..FleetSettings::default()
-        },
-        ..Settings::default()
-    };
-    FleetNode::start(s.validate().unwrap(), None)
-        .await
-        .expect("fleet node starts")
-}
 
 /// A small world on one simulated host: a project, a finished attempt with logs, a todo task.
 async fn small_world(sim: &Sim, name: &str) -> (Uuid, Uuid) {
@@ -236,13 +194,13 @@ async fn the_fleet_serves_the_union_of_its_hosts_and_wakes_on_either() {
         tempfile::tempdir().unwrap(),
         tempfile::tempdir().unwrap(),
     );
-    let host_a = host_daemon(&sim_a, dir_a.path(), &nats, "alpha").await;
-    let host_b = host_daemon(&sim_b, dir_b.path(), &nats, "beta").await;
+    let host_a = host_daemon(&sim_a, dir_a.path(), &nats.url, "alpha").await;
+    let host_b = host_daemon(&sim_b, dir_b.path(), &nats.url, "beta").await;
     let (project_a, attempt_a) = small_world(&sim_a, "alpha").await;
     let (_, attempt_b) = small_world(&sim_b, "beta").await;
     support::converge(&host_a.store, &sim_a, CONVERGE, "alpha").await;
     support::converge(&host_b.store, &sim_b, CONVERGE, "beta").await;
-    let fleet = fleet_node(dir_f.path(), &nats).await;
+    let fleet = fleet_node(dir_f.path(), &nats.url).await;
     let (mcp_a, mcp_b, mcp_f) = (
         Mcp::connect(host_a.addr).await,
         Mcp::connect(host_b.addr).await,
@@ -355,17 +313,17 @@ async fn a_restarted_host_resumes_without_duplicates_and_garbage_is_skipped() {
     };
     let sim = support::sim().await;
     let (dir_h, dir_f) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    let host = host_daemon(&sim, dir_h.path(), &nats.url, "alpha").await;
     let (project, _) = small_world(&sim, "alpha").await;
     support::converge(&host.store, &sim, CONVERGE, "alpha").await;
-    let fleet = fleet_node(dir_f.path(), &nats).await;
+    let fleet = fleet_node(dir_f.path(), &nats.url).await;
     let mcp_f = Mcp::connect(fleet.addr).await;
     converge_fleet(&mcp_f, &[("alpha", &Mcp::connect(host.addr).await)]).await;
 
     // Down, a change in VK, up again: the host resumes after its last acknowledged batch.
     host.shutdown().await;
     sim.add_task(project, "alpha: while the daemon was down", None);
-    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    let host = host_daemon(&sim, dir_h.path(), &nats.url, "alpha").await;
     support::converge(&host.store, &sim, CONVERGE, "alpha restarted").await;
     let mcp_h = Mcp::connect(host.addr).await;
     converge_fleet(&mcp_f, &[("alpha", &mcp_h)]).await;
@@ -402,7 +360,7 @@ async fn a_restarted_host_resumes_without_duplicates_and_garbage_is_skipped() {
     sim.delete_task(gone);
     let removed = *sim.truth().tasks.keys().next().unwrap();
     sim.delete_task(removed);
-    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    let host = host_daemon(&sim, dir_h.path(), &nats.url, "alpha").await;
     support::converge(&host.store, &sim, CONVERGE, "alpha after stream loss").await;
     converge_fleet(&mcp_f, &[("alpha", &Mcp::connect(host.addr).await)]).await;
     let messages = stream_messages(&nats, "alpha").await;
@@ -422,10 +380,10 @@ async fn nats_down_is_a_backlog_not_a_stalled_host() {
     };
     let sim = support::sim().await;
     let (dir_h, dir_f) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    let host = host_daemon(&sim, dir_h.path(), &nats.url, "alpha").await;
     let (project, _) = small_world(&sim, "alpha").await;
     support::converge(&host.store, &sim, CONVERGE, "alpha").await;
-    let fleet = fleet_node(dir_f.path(), &nats).await;
+    let fleet = fleet_node(dir_f.path(), &nats.url).await;
     let (mcp_h, mcp_f) = (
         Mcp::connect(host.addr).await,
         Mcp::connect(fleet.addr).await,
@@ -474,7 +432,7 @@ async fn the_binary_serves_a_fleet_from_its_environment() {
     };
     let sim = support::sim().await;
     let (dir_h, dir_f) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let host = host_daemon(&sim, dir_h.path(), &nats, "alpha").await;
+    let host = host_daemon(&sim, dir_h.path(), &nats.url, "alpha").await;
     small_world(&sim, "alpha").await;
     support::converge(&host.store, &sim, CONVERGE, "alpha").await;
     let addr = std::net::TcpListener::bind("127.0.0.1:0")

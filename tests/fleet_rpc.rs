@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use support::mcp::Mcp;
 use support::nats::NatsServer;
 use uuid::Uuid;
-use vk_observer::config::{FleetSettings, Settings};
+use vk_observer::config::FleetSettings;
 use vk_observer::daemon::Daemon;
 use vk_observer::fleet_node::FleetNode;
 use vk_observer::sim::{AttemptScript, Channel, ProcessStatus, RunReason, Sim};
@@ -34,31 +34,11 @@ fn fleet_settings(nats: &NatsServer, host: &str, node: bool) -> FleetSettings {
 }
 
 async fn host_daemon(sim: &Sim, dir: &std::path::Path, nats: &NatsServer, host: &str) -> Daemon {
-    let start = Instant::now();
-    loop {
-        let mut s = support::settings(&sim.base_url(), dir, Default::default());
-        s.fleet = fleet_settings(nats, host, false);
-        match Daemon::start(s.validate().unwrap(), None).await {
-            Ok(d) => return d,
-            // A data dir just released by a stopped daemon may stay locked for a moment.
-            Err(_) if start.elapsed() < Duration::from_secs(10) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("host daemon {host} starts: {e:#}"),
-        }
-    }
+    support::fleet::host_daemon_with(sim, dir, fleet_settings(nats, host, false)).await
 }
 
 async fn fleet_node(dir: &std::path::Path, nats: &NatsServer) -> FleetNode {
-    let s = Settings {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.to_path_buf(),
-        fleet: fleet_settings(nats, "", true),
-        ..Settings::default()
-    };
-    FleetNode::start(s.validate().unwrap(), None)
-        .await
-        .expect("fleet node starts")
+    support::fleet::fleet_node_with(dir, fleet_settings(nats, "", true)).await
 }
 
 /// Call `tool` until `done` holds for its answer (bounded).

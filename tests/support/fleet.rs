@@ -1,4 +1,4 @@
-//! Fleet test helpers (tests/fleet_faults.rs, tests/fleet_kill.rs): a host daemon publishing to
+//! Fleet test helpers (tests/fleet*.rs): a host daemon publishing to
 //! NATS, a fleet node following it, and what a host's store should look like on the fleet.
 
 use std::time::{Duration, Instant};
@@ -23,30 +23,44 @@ pub fn host_settings(sim: &Sim, dir: &std::path::Path, url: &str, host: &str) ->
 
 /// A host daemon on `dir`, retried while a just-stopped one still holds the store's lock.
 pub async fn host_daemon(sim: &Sim, dir: &std::path::Path, url: &str, host: &str) -> Daemon {
+    host_daemon_with(sim, dir, host_settings(sim, dir, url, host).fleet).await
+}
+
+/// A host daemon on `dir` with these `[fleet]` settings (retried as `host_daemon`).
+pub async fn host_daemon_with(sim: &Sim, dir: &std::path::Path, fleet: FleetSettings) -> Daemon {
     let start = Instant::now();
     loop {
-        let s = host_settings(sim, dir, url, host).validate().unwrap();
-        match Daemon::start(s, None).await {
+        let mut s = super::settings(&sim.base_url(), dir, Default::default());
+        s.fleet = fleet.clone();
+        match Daemon::start(s.validate().unwrap(), None).await {
             Ok(d) => return d,
+            // A data dir just released by a stopped daemon may stay locked for a moment.
             Err(_) if start.elapsed() < Duration::from_secs(10) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            Err(e) => panic!("host daemon {host} starts: {e:#}"),
+            Err(e) => panic!("host daemon {} starts: {e:#}", fleet.host),
         }
     }
 }
 
+/// A fleet node on `dir` following every host stream at `url`.
 pub async fn fleet_node(dir: &std::path::Path, url: &str) -> FleetNode {
+    let fleet = FleetSettings {
+        urls: vec![url.to_owned()],
+        node: true,
+        ..FleetSettings::default()
+    };
+    fleet_node_with(dir, fleet).await
+}
+
+/// A fleet node on `dir` with these `[fleet]` settings, retried while the store's lock is held.
+pub async fn fleet_node_with(dir: &std::path::Path, fleet: FleetSettings) -> FleetNode {
     let start = Instant::now();
     loop {
         let s = Settings {
             listen: "127.0.0.1:0".parse().unwrap(),
             data_dir: dir.to_path_buf(),
-            fleet: FleetSettings {
-                urls: vec![url.to_owned()],
-                node: true,
-                ..FleetSettings::default()
-            },
+            fleet: fleet.clone(),
             ..Settings::default()
         };
         match FleetNode::start(s.validate().unwrap(), None).await {
