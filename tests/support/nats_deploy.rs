@@ -3,7 +3,6 @@
 //! passwords it reads from its environment given here. The same absent-binary rule as
 //! `nats::NatsServer` (skipped with a line, failed under `CI`).
 
-use std::io::Write as _;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -27,14 +26,7 @@ pub struct DeployedNats {
 
 impl DeployedNats {
     pub fn start(test: &str) -> Option<DeployedNats> {
-        let Some(binary) = super::nats::binary() else {
-            let line = "nats-server not found (set VK_OBSERVER_NATS_SERVER or put it on PATH)";
-            if std::env::var_os("CI").is_some() {
-                panic!("{test}: {line}; CI must run the fleet tests");
-            }
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {line}");
-            return None;
-        };
+        let binary = super::nats::binary_or_skip(test)?;
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
