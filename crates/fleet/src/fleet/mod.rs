@@ -66,3 +66,39 @@ pub async fn connect(settings: &FleetSettings, name: &str) -> anyhow::Result<asy
 pub fn next_pause(pause: Duration) -> Duration {
     (pause * 2).clamp(Duration::from_millis(200), MAX_RETRY_PAUSE)
 }
+
+/// How long a session must have lived to count as good: the retry pause after it starts over
+/// from its first step instead of going on growing from the outages before it.
+pub const GOOD_SESSION: Duration = Duration::from_secs(30);
+
+/// The pause before the next session, given the last pause and how long the session lived.
+pub fn pause_after(pause: Duration, session_lived: Duration) -> Duration {
+    if session_lived >= GOOD_SESSION {
+        next_pause(Duration::ZERO)
+    } else {
+        next_pause(pause)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_good_session_starts_the_retry_pause_over() {
+        let mut pause = Duration::ZERO;
+        for _ in 0..10 {
+            pause = pause_after(pause, Duration::from_millis(5));
+        }
+        assert_eq!(
+            pause, MAX_RETRY_PAUSE,
+            "short sessions grow the pause to its bound"
+        );
+        assert_eq!(
+            pause_after(pause, GOOD_SESSION),
+            Duration::from_millis(200),
+            "after a session that lived, the pause is the first step again"
+        );
+        assert_eq!(pause_after(pause, GOOD_SESSION / 2), MAX_RETRY_PAUSE);
+    }
+}

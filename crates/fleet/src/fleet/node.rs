@@ -69,6 +69,7 @@ impl Node {
                     _ = cancel.cancelled() => return,
                     _ = tokio::time::sleep(pause) => {}
                 }
+                let began = tokio::time::Instant::now();
                 let session = self.session(cancel.child_token());
                 if let Err(e) = session.await {
                     tracing::warn!(error = %e, "fleet node cannot reach NATS; serving the cache");
@@ -77,7 +78,7 @@ impl Node {
                 if cancel.is_cancelled() {
                     return;
                 }
-                pause = super::next_pause(pause);
+                pause = super::pause_after(pause, began.elapsed());
             }
         })
     }

@@ -65,6 +65,7 @@ impl Publisher {
                     _ = tokio::time::sleep(pause) => {}
                 }
                 self.set_backlog_gauge();
+                let began = tokio::time::Instant::now();
                 let session = tokio::select! {
                     _ = cancel.cancelled() => return,
                     ended = self.session() => ended,
@@ -73,7 +74,7 @@ impl Publisher {
                     metrics::counter!(m::FLEET_PUBLISH_ERRORS).increment(1);
                     tracing::warn!(error = %e, host = %self.settings.host, "fleet publishing paused; the outbox keeps the backlog");
                 }
-                pause = super::next_pause(pause);
+                pause = super::pause_after(pause, began.elapsed());
             }
         })
     }

@@ -160,12 +160,13 @@ pub fn spawn_host(
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(pause) => {}
             }
-            pause = super::next_pause(pause);
+            let began = tokio::time::Instant::now();
             let name = format!("vk-observer host {host} rpc");
             let client = match super::connect(&settings, &name).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(host, error = %e, "fleet RPC cannot reach NATS; retrying");
+                    pause = super::next_pause(pause);
                     continue;
                 }
             };
@@ -190,6 +191,7 @@ pub fn spawn_host(
                     Err(e) => tracing::warn!(host, error = %e, "fleet RPC stopped; reconnecting"),
                 },
             }
+            pause = super::pause_after(pause, began.elapsed());
         }
     })
 }
