@@ -58,21 +58,6 @@ async fn wait_ready(addr: &str) {
     panic!("daemon at {addr} never became ready");
 }
 
-fn terminate(mut child: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
     let seeds = std::env::var("VK_KILL_SEEDS")
@@ -131,7 +116,7 @@ async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
         let mut diff = Vec::new();
         for _ in 0..10 {
             tokio::time::sleep(Duration::from_millis(800)).await;
-            terminate(child);
+            support::terminate(child);
             let store = StoreOwner::open(dir.path(), Default::default())
                 .unwrap()
                 .store();
@@ -321,6 +306,6 @@ async fn sigkill_activity_continues_with_no_gap_or_duplicate() {
             "process {p}"
         );
     }
-    terminate(child);
+    support::terminate(child);
     sim.shutdown().await;
 }

@@ -49,21 +49,6 @@ fn spawn_host(sim: &Sim, nats: &NatsServer, host: &str, dir: &std::path::Path) -
         .expect("binary starts")
 }
 
-fn terminate(mut child: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
 /// The simulator's truth as the fleet should hold it (projects, tasks and attempts name the host).
 fn tagged_truth(sim: &Sim, host: &str) -> Truth {
     let mut truth = sim.truth();
@@ -119,7 +104,7 @@ async fn run_kills(seed: u64) {
         "VK's truth",
     )
     .await;
-    terminate(child);
+    support::terminate(child);
     let owner = StoreOwner::open(dir_h.path(), Retention::default()).unwrap();
     let mut union = Truth::default();
     host_truth(&owner.store(), &host, &mut union);

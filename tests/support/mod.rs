@@ -213,3 +213,19 @@ pub async fn converge(store: &Store, sim: &Sim, timeout: Duration, context: &str
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// SIGTERM to a daemon child, then SIGKILL if it has not exited within 10 s.
+pub fn terminate(mut child: std::process::Child) {
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
