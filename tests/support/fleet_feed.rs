@@ -11,6 +11,7 @@ use std::time::Duration;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
@@ -23,7 +24,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 pub type Progress = Arc<AtomicU64>;
 
 async fn connect(addr: std::net::SocketAddr) -> Option<RunningService<RoleClient, ()>> {
-    let transport = StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"));
+    let transport = StreamableHttpClientTransport::from_config(config);
     let connecting = ().serve(transport);
     tokio::time::timeout(CALL_TIMEOUT, connecting)
         .await
