@@ -33,7 +33,7 @@ fn issue(
     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
     let mut params = CertificateParams::new(names).unwrap();
     params.distinguished_name.push(DnType::CommonName, stem);
-    let cert = params.signed_by(&key, ca).unwrap();
+    let cert = params.signed_by(&key, &**ca).unwrap();
     let (cert_file, key_file) = (
         dir.join(format!("{stem}.pem")),
         dir.join(format!("{stem}-key.pem")),
