@@ -100,13 +100,16 @@ impl Node {
         loop {
             let found = host_streams(&js).await?;
             // A finished follower, or one of a stream since recreated, is started again.
+            let mut stopping = Vec::new();
             followed.retain(|host, f| {
                 let keep = !f.task.is_finished() && found.get(host) == Some(&f.created.get());
                 if !keep {
                     f.stop.cancel();
+                    stopping.push(std::mem::replace(&mut f.task, tokio::spawn(async {})));
                 }
                 keep
             });
+            wait_stopped(stopping).await;
             let mut catching_up = Vec::new();
             for (host, created) in found {
                 if followed.contains_key(&host) {
@@ -155,6 +158,14 @@ struct AbortOnDrop(tokio::task::JoinHandle<anyhow::Result<()>>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// Wait for stopped followers to end: a follower stops between messages, never inside a write,
+/// so its last batch is committed before its successor reads the position it left.
+async fn wait_stopped(stopping: Vec<tokio::task::JoinHandle<()>>) {
+    for task in stopping {
+        let _ = task.await;
     }
 }
 
@@ -223,10 +234,9 @@ impl Follower {
     async fn run(self, cancel: CancellationToken, caught_up: tokio::sync::oneshot::Sender<()>) {
         let mut caught_up = Some(caught_up);
         self.events.following(&self.host, true);
-        let result = tokio::select! {
-            _ = cancel.cancelled() => Ok(()),
-            r = self.follow_across_recreations(&mut caught_up) => r,
-        };
+        let result = self
+            .follow_across_recreations(&cancel, &mut caught_up)
+            .await;
         self.events.following(&self.host, false);
         if let Err(e) = result {
             tracing::warn!(host = %self.host, error = %e, "fleet follower stopped; retried at the next discovery");
@@ -236,10 +246,14 @@ impl Follower {
     /// Follow the host's stream; when it is found recreated, start over on the new one at once.
     async fn follow_across_recreations(
         &self,
+        cancel: &CancellationToken,
         caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
     ) -> anyhow::Result<()> {
         loop {
-            match self.follow(caught_up).await? {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            match self.follow(cancel, caught_up).await? {
                 FollowEnd::Closed => return Ok(()),
                 FollowEnd::StreamChanged => {
                     metrics::counter!(m::FLEET_STREAM_CHANGES).increment(1);
@@ -260,6 +274,7 @@ impl Follower {
 
     async fn follow(
         &self,
+        cancel: &CancellationToken,
         caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
     ) -> anyhow::Result<FollowEnd> {
         let mut position = self.position();
@@ -295,7 +310,13 @@ impl Follower {
             })
             .await?;
         let mut messages = consumer.messages().await?;
-        while let Some(message) = messages.next().await {
+        // Stopped only while waiting for a message: a batch handed to the writer is committed
+        // before the follower ends (a successor must not read a position a late write changes).
+        while let Some(message) = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => None,
+            m = messages.next() => m,
+        } {
             let message = message?;
             if identity.changed(message.headers.as_ref()).await? {
                 return Ok(FollowEnd::StreamChanged);
