@@ -21,6 +21,7 @@ use crate::query::Query;
 use crate::query::paging::PageArgs;
 use crate::query::task_summary::{kept_task_summary, task_summary_from_values};
 use crate::query::tasks::{TaskFilter, TaskStatus, TaskSummary};
+use crate::store::StoreReader;
 use crate::store::events::DomainEvent;
 use crate::store::{Retention, StoreOwner};
 use crate::vk::{self, newest_first};
@@ -58,6 +59,9 @@ enum Step {
     /// Process p of attempt (t, k): reason, status, created, dropped, an unrelated field.
     Process(u8, u8, u8, usize, usize, u8, u8, u8),
     ProcessGone(u8, u8, u8),
+    /// The stored process p of attempt (t, k) re-sent with one field changed: its status (read
+    /// by the summary) or its exit code (not read).
+    ProcessField(u8, u8, u8, usize, bool),
     Restart,
 }
 
@@ -73,7 +77,9 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(t, k, s)| Step::Sessions(t, k, s)),
         4 => (t.clone(), 0u8..3, 0u8..4, 0usize..6, 0usize..6, 0u8..7, 0u8..4, 0u8..3)
             .prop_map(|(t, k, p, r, s, c, d, x)| Step::Process(t, k, p, r, s, c, d, x)),
-        1 => (t, 0u8..3, 0u8..4).prop_map(|(t, k, p)| Step::ProcessGone(t, k, p)),
+        1 => (t.clone(), 0u8..3, 0u8..4).prop_map(|(t, k, p)| Step::ProcessGone(t, k, p)),
+        4 => (t, 0u8..3, 0u8..4, 0usize..6, any::<bool>())
+            .prop_map(|(t, k, p, s, exit)| Step::ProcessField(t, k, p, s, exit)),
         1 => Just(Step::Restart),
     ]
 }
@@ -85,8 +91,20 @@ fn task_json(t: u8, title: u8, status: u8, described: bool, created: u8, updated
            "status": status, "created_at": time(created), "updated_at": time(updated)})
 }
 
-fn event(s: &Step) -> Option<DomainEvent> {
+fn event(s: &Step, reader: &StoreReader) -> Option<DomainEvent> {
     Some(match s {
+        Step::ProcessField(t, k, p, status, exit) => {
+            let mut process = reader.process(process_id(*t, *k, *p)).ok()??.value;
+            if *exit {
+                process["exit_code"] = json!(process["exit_code"].as_i64().unwrap_or(0) + 1);
+            } else {
+                process["status"] = json!(STATUSES[*status]);
+            }
+            DomainEvent::ProcessUpserted {
+                attempt_id: attempt_id(*t, *k),
+                process,
+            }
+        }
         Step::Task(t, title, st, d, c, u) => DomainEvent::TaskUpserted {
             task: task_json(*t, *title, *st, *d, *c, *u),
         },
@@ -258,11 +276,13 @@ proptest! {
         let query = |o: &StoreOwner| Query::new(o.store(), Arc::new(Health::new()));
         let mut q = query(&owner);
         for s in &steps {
-            match event(s) {
-                Some(ev) => {
+            let ev = event(s, &q.read());
+            match (s, ev) {
+                (_, Some(ev)) => {
                     w.apply(vec![ev]).unwrap();
                 }
-                None => {
+                (Step::ProcessField(..), None) => {}
+                (_, None) => {
                     drop((w, q));
                     drop(owner);
                     owner = open();
