@@ -59,7 +59,7 @@ enum Step {
     /// Process p of attempt (t, k): reason, status, created, dropped, an unrelated field.
     Process(u8, u8, u8, usize, usize, u8, u8, u8),
     ProcessGone(u8, u8, u8),
-    /// The stored process p of attempt (t, k) re-sent with one field changed: its status (read
+    /// One of task t's stored processes (picked by k and p) re-sent with one field changed: its status (read
     /// by the summary) or its exit code (not read).
     ProcessField(u8, u8, u8, usize, bool),
     Restart,
@@ -94,14 +94,26 @@ fn task_json(t: u8, title: u8, status: u8, described: bool, created: u8, updated
 fn event(s: &Step, reader: &StoreReader) -> Option<DomainEvent> {
     Some(match s {
         Step::ProcessField(t, k, p, status, exit) => {
-            let mut process = reader.process(process_id(*t, *k, *p)).ok()??.value;
+            // One of the task's stored processes (any attempt), so the step always lands.
+            let stored: Vec<_> = (0..3)
+                .flat_map(|k| reader.processes_of_attempt(attempt_id(*t, k)).unwrap())
+                .collect();
+            let pick = stored.get((*k as usize * 4 + *p as usize) % stored.len().max(1))?;
+            let attempt = (0..3).map(|k| attempt_id(*t, k)).find(|a| {
+                reader
+                    .processes_of_attempt(*a)
+                    .unwrap()
+                    .iter()
+                    .any(|x| x.id == pick.id)
+            })?;
+            let mut process = pick.value.clone();
             if *exit {
                 process["exit_code"] = json!(process["exit_code"].as_i64().unwrap_or(0) + 1);
             } else {
                 process["status"] = json!(STATUSES[*status]);
             }
             DomainEvent::ProcessUpserted {
-                attempt_id: attempt_id(*t, *k),
+                attempt_id: attempt,
                 process,
             }
         }
@@ -273,6 +285,13 @@ proptest! {
         w.apply(vec![DomainEvent::ProjectsSnapshot {
             projects: vec![json!({"id": PROJECT, "name": "p"})],
         }]).unwrap();
+        // Every task exists at the start (a step may remove it), each with an attempt.
+        for t in 0..TASKS {
+            w.apply(vec![
+                event(&Step::Task(t, t % 3, t, t % 2 == 0, t + 2, t + 2), &owner.store().read()).unwrap(),
+                event(&Step::Attempts(t, vec![(0, 2, Some(true))]), &owner.store().read()).unwrap(),
+            ]).unwrap();
+        }
         let query = |o: &StoreOwner| Query::new(o.store(), Arc::new(Health::new()));
         let mut q = query(&owner);
         for s in &steps {
@@ -293,4 +312,29 @@ proptest! {
             check(&q, limit, s)?;
         }
     }
+}
+
+/// A process whose status alone changes restates its task's digest.
+#[test]
+fn a_status_change_alone_restates_the_digest() {
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    let mut w = owner.take_writer().unwrap();
+    w.apply(vec![DomainEvent::ProjectsSnapshot {
+        projects: vec![json!({"id": PROJECT, "name": "p"})],
+    }])
+    .unwrap();
+    for s in [
+        Step::Task(0, 0, 0, false, 2, 2),
+        Step::Attempts(0, vec![(0, 2, Some(true))]),
+        Step::Process(0, 0, 0, 0, 0, 2, 0, 0),
+    ] {
+        w.apply(vec![event(&s, &owner.store().read()).unwrap()])
+            .unwrap();
+    }
+    let digest = |o: &StoreOwner| o.store().read().task_digest(task_id(0)).unwrap().unwrap();
+    assert!(digest(&owner).facts.has_in_progress_attempt);
+    let done = Step::ProcessField(0, 0, 0, 1, false);
+    w.apply(vec![event(&done, &owner.store().read()).unwrap()])
+        .unwrap();
+    assert!(!digest(&owner).facts.has_in_progress_attempt);
 }
