@@ -10,7 +10,7 @@
 //! row from the batch), so every path that writes a row (upsert, snapshot, cascade, prune) keeps
 //! its index entries without knowing about them. A store from before these indexes (schema 1) or
 //! before the counts (schema 2) is indexed on open ([`build_all`], `StoreOwner::open`'s migration
-//! to schema 3).
+//! to the current schema, `migrate_to_current`).
 //!
 //! Table bytes 0x40–0x44 belong to this module (`keys::table` lists the rest).
 
