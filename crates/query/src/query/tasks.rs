@@ -220,8 +220,7 @@ impl Query {
     }
 
     /// `list_tasks` from the task rows, each summarized by `summary` at read time (the code
-    /// before the digests): the reference the property tests compare [`Query::list_tasks`]
-    /// with, and what the bench times beside it.
+    /// before the digests): what the bench times beside [`Query::list_tasks`].
     pub fn list_tasks_summarized_by(
         &self,
         project: Uuid,
