@@ -343,8 +343,8 @@ async fn a_request_id_replay_answers_the_first_calls_task_id() {
     // The same run answered through the replay's id: the one task reaches input_required.
     until(&c, &again.task.task_id, TaskStatus::InputRequired).await;
     // Another task's run gets a task of its own.
-    let (other, _) = cached_task(&sim, &mcp, "ASK elsewhere").await;
-    let mut p = start_args(other, repo);
+    let (other, other_repo) = cached_task(&sim, &mcp, "ASK elsewhere").await;
+    let mut p = start_args(other, other_repo);
     p.arguments
         .as_mut()
         .unwrap()
