@@ -94,13 +94,7 @@ fn indexed(
     list: ListId,
     args: &PageArgs,
 ) -> Result<paging::Paged<Digest>, ToolError> {
-    let after = match args.cursor.as_deref() {
-        Some(c) => Some(paging::newest_first_position(
-            list,
-            &paging::decode(list, c)?,
-        )?),
-        None => None,
-    };
+    let after = paging::newest_first_after(list, args.cursor.as_deref())?;
     let page = reader.task_digests_newest_first(project, status, after, args.limit)?;
     let next_cursor = page
         .has_more

@@ -376,13 +376,7 @@ fn indexed_page(
     args: &PageArgs,
     read: impl FnOnce(After) -> Result<IndexPage, crate::store::StoreError>,
 ) -> Result<paging::Paged<Stored>, ToolError> {
-    let after = match args.cursor.as_deref() {
-        Some(c) => Some(paging::newest_first_position(
-            list,
-            &paging::decode(list, c)?,
-        )?),
-        None => None,
-    };
+    let after = paging::newest_first_after(list, args.cursor.as_deref())?;
     let page = read(after)?;
     let next_cursor = page
         .has_more
