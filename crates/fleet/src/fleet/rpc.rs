@@ -18,6 +18,9 @@ use tokio_util::sync::CancellationToken;
 use super::wire;
 use crate::store::Store;
 
+/// How long a reply waits for the token of a change its executor saw to be published.
+const COVER_LIMIT: Duration = Duration::from_secs(5);
+
 /// One mutating tool call, as the fleet node forwards it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RpcRequest {
@@ -120,7 +123,8 @@ pub async fn serve(
             let reply = RpcReply {
                 result,
                 epoch: store.epoch().0,
-                token: store.current_token(),
+                // Covers the change the executor saw (its token may be published a flush later).
+                token: store.hub().covering(COVER_LIMIT).await,
             };
             let bytes = serde_json::to_vec(&reply).unwrap_or_default();
             if let Err(e) = client.publish(reply_to, Bytes::from(bytes)).await {

@@ -72,10 +72,12 @@ impl Proxy {
         let mut commits = store.hub().subscribe_global();
         let deadline = tokio::time::Instant::now() + self.settle_timeout;
         loop {
-            let token = self.query.token();
             if visible(&store.read()) {
+                // The change may be visible before its token is published (the writer makes a
+                // batch durable in between): the answer's token must cover it.
+                store.hub().covering(self.settle_timeout).await;
                 return Settled {
-                    token,
+                    token: self.query.token(),
                     pending_ingest: false,
                 };
             }

@@ -4,12 +4,18 @@
 //! Senders are created on demand by subscribers and dropped once nobody listens, so an idle
 //! daemon holds no per-attempt state.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
 use dashmap::DashMap;
 use tokio::sync::watch;
 use uuid::Uuid;
 
 pub struct NotifyHub {
     global: watch::Sender<u64>,
+    /// The highest token whose batch the writer has made (or is making) visible to readers; it
+    /// is published on `global` only after the batch is durable, so it may run ahead of it.
+    applying: AtomicU64,
     attempts: DashMap<Uuid, watch::Sender<u64>>,
     projects: DashMap<Uuid, watch::Sender<u64>>,
 }
@@ -18,6 +24,7 @@ impl NotifyHub {
     pub fn new(token: u64) -> Self {
         NotifyHub {
             global: watch::channel(token).0,
+            applying: AtomicU64::new(token),
             attempts: DashMap::new(),
             projects: DashMap::new(),
         }
@@ -48,6 +55,21 @@ impl NotifyHub {
             .entry(id)
             .or_insert_with(|| watch::channel(cur).0)
             .subscribe()
+    }
+
+    /// Called by the writer just before the batch of `token` becomes visible to readers.
+    pub fn applying(&self, token: u64) {
+        self.applying.fetch_max(token, Ordering::SeqCst);
+    }
+
+    /// A token that covers everything a reader could see when this is called: a batch already
+    /// visible whose token is not published yet (the writer flushes between the two) is waited
+    /// for, at most `limit`, so an answer that read a change never names a token below it.
+    pub async fn covering(&self, limit: Duration) -> u64 {
+        let wanted = self.applying.load(Ordering::SeqCst);
+        let mut published = self.global.subscribe();
+        let _ = tokio::time::timeout(limit, published.wait_for(|t| *t >= wanted)).await;
+        self.current()
     }
 
     /// Called by the writer after a commit.
@@ -96,5 +118,44 @@ fn fire(map: &DashMap<Uuid, watch::Sender<u64>>, id: &Uuid, token: u64) {
     };
     if orphan {
         map.remove_if(id, |_, s| s.receiver_count() == 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_visible_batch_whose_token_is_not_published_yet_is_waited_for() {
+        let hub = std::sync::Arc::new(NotifyHub::new(4));
+        hub.applying(5); // the writer made token 5's batch visible and is flushing
+        let writer = hub.clone();
+        let publish = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            writer.publish(5, &[], &[]);
+        });
+        assert_eq!(
+            hub.current(),
+            4,
+            "a reader alone would name the older token"
+        );
+        assert_eq!(hub.covering(Duration::from_secs(10)).await, 5);
+        publish.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn with_nothing_in_flight_the_covering_token_is_the_current_one() {
+        let hub = NotifyHub::new(7);
+        assert_eq!(hub.covering(Duration::from_secs(10)).await, 7);
+        hub.applying(8);
+        hub.publish(8, &[], &[]);
+        assert_eq!(hub.covering(Duration::from_secs(10)).await, 8);
+    }
+
+    #[tokio::test]
+    async fn a_batch_never_published_bounds_the_wait_by_its_limit() {
+        let hub = NotifyHub::new(2);
+        hub.applying(3); // the writer failed after making it visible
+        assert_eq!(hub.covering(Duration::from_millis(20)).await, 2);
     }
 }

@@ -132,6 +132,7 @@ impl Writer {
             }
         }
         reserve_through(&self.store, &mut self.reserved, next)?;
+        self.store.hub().applying(next);
         tree.apply_batch(p.ov.into_batch())?;
         if fed {
             // An activity item a client can see must survive a crash (`store::feed`).
