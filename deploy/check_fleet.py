@@ -2,6 +2,8 @@
 
   - vk-observer-fleet.service: the fleet node's systemd user unit (`serve --fleet`, its own data
     dir, credentials only through the environment file, readiness on /readyz, sandboxed);
+  - dev.vk-observer.fleet.plist: the same node as a launchd agent (its own label, data dir and
+    port, the NATS URL set, the credential only as a file path, restart on failure);
   - nats-server.conf: JetStream with a store dir; per-host users that may publish only under
     vko.<host>.> and to the JetStream API of their own stream VKO_<host>, subscribe only to
     vko.<host>.rpc and their own inboxes; a fleet user that reads all and requests all; no
@@ -11,6 +13,7 @@
 """
 
 import os
+import plistlib
 import re
 import shlex
 import shutil
@@ -19,6 +22,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FLEET_UNIT = os.path.join(HERE, "vk-observer-fleet.service")
+FLEET_PLIST = os.path.join(HERE, "dev.vk-observer.fleet.plist")
 NATS_CONF = os.path.join(HERE, "nats-server.conf")
 FLEET_DOC = os.path.join(os.path.dirname(HERE), "docs", "fleet.md")
 # deploy/check.py as it runs (its check counters and helpers), given to lint_all.
@@ -82,6 +86,63 @@ def lint_fleet_unit():
     wanted = [v for s, k, v, _ in entries if s == "Install" and k == "WantedBy"]
     c("fleet unit: WantedBy=default.target", wanted == ["default.target"], f"{wanted}")
     base.systemd_verify(data_dir, FLEET_UNIT, "vk-observer-fleet.service")
+
+
+def lint_fleet_plist():
+    c = base.check
+    try:
+        with open(FLEET_PLIST, "rb") as f:
+            pl = plistlib.load(f)
+        ok, detail = isinstance(pl, dict), ""
+    except Exception as e:  # noqa: BLE001 - any parse error is a failed check
+        pl, ok, detail = {}, False, str(e)
+    c("fleet plist: parses with plistlib (XML plist, dict at top level)", ok, detail)
+    if not ok:
+        return
+    home = base.PLIST_HOME
+    stem = os.path.splitext(os.path.basename(FLEET_PLIST))[0]
+    c("fleet plist: Label is dev.vk-observer.fleet and matches the file name",
+      pl.get("Label") == "dev.vk-observer.fleet" == stem, f"Label={pl.get('Label')!r}")
+    unknown = sorted(set(pl) - base.KNOWN_PLIST_KEYS)
+    c("fleet plist: only known launchd keys", not unknown, ", ".join(unknown))
+    args = pl.get("ProgramArguments")
+    args = [a for a in args if isinstance(a, str)] if isinstance(args, list) else []
+    c("fleet plist: runs `<absolute path>/vk-observer serve --fleet`",
+      len(args) >= 3 and args[0].startswith("/") and os.path.basename(args[0]) == "vk-observer"
+      and args[1:3] == ["serve", "--fleet"], repr(args[:3]))
+    data_dir = args[args.index("--data-dir") + 1] if "--data-dir" in args[:-1] else None
+    c("fleet plist: its own data dir, the unit's under the home placeholder",
+      data_dir == FLEET_DATA_DIR.replace("%h", home), f"--data-dir {data_dir!r}")
+    env = pl.get("EnvironmentVariables", {})
+    env = env if isinstance(env, dict) else {}
+    c("fleet plist: listens on 127.0.0.1:8766 (a host daemon has 8765)",
+      env.get("VK_OBSERVER_LISTEN") == FLEET_LISTEN, repr(env.get("VK_OBSERVER_LISTEN")))
+    urls = env.get("VK_OBSERVER_FLEET__URLS", "")
+    c("fleet plist: VK_OBSERVER_FLEET__URLS names nats:// or tls:// servers",
+      bool(urls) and all(u.strip().startswith(("nats://", "tls://")) for u in urls.split(",")),
+      repr(urls))
+    leaked = [k for k in env if k in SECRET_VARS] + [a for a in args if a in SECRET_FLAGS]
+    creds = env.get("VK_OBSERVER_FLEET__CREDENTIALS_FILE", "")
+    c("fleet plist: the credential only as a file path, never inline or on the command line",
+      not leaked and creds.startswith(home + "/"), f"leaked {leaked}, credentials file {creds!r}")
+    ka = pl.get("KeepAlive")
+    c("fleet plist: RunAtLoad, and KeepAlive restarts on failure",
+      pl.get("RunAtLoad") is True
+      and (ka is True or (isinstance(ka, dict) and ka.get("SuccessfulExit") is False)), repr(ka))
+    logs = [pl.get("StandardOutPath"), pl.get("StandardErrorPath")]
+    c("fleet plist: stdout/stderr go to ~/Library/Logs/vk-observer/",
+      all(isinstance(p, str) and p.startswith(f"{home}/Library/Logs/vk-observer/") for p in logs),
+      repr(logs))
+    paths = [a for a in args if a.startswith("/")] + [p for p in logs if isinstance(p, str)]
+    paths += [v for k, v in env.items() if k.endswith("_FILE")]
+    odd = [p for p in paths if not p.startswith(home + "/")]
+    c(f"fleet plist: every path uses the {home} placeholder", not odd, ", ".join(odd))
+    plutil = shutil.which("plutil")
+    if plutil is None:
+        base.skip("fleet plist: plutil -lint", "plutil not found (macOS only)")
+    else:
+        r = subprocess.run([plutil, "-lint", FLEET_PLIST], capture_output=True, text=True)
+        c("fleet plist: plutil -lint", r.returncode == 0, (r.stdout + r.stderr).strip())
 
 
 def user_blocks(text):
@@ -166,7 +227,7 @@ def lint_fleet_doc():
         return
     needles = ["deploy/nats-server.conf", "vk-observer-fleet.service", "serve --fleet",
                "replicas", "cluster", "leafnodes", "credentials_file", "tls_required",
-               "demo --hosts 3", "/readyz"]
+               "demo --hosts 3", "/readyz", "dev.vk-observer.fleet.plist"]
     missing = [n for n in needles if n not in text]
     base.check("docs/fleet.md: documents the config, the unit, the layouts and security",
                not missing, "missing " + ", ".join(missing))
@@ -176,5 +237,6 @@ def lint_all(check_module):
     global base
     base = check_module
     base.guarded("fleet unit", lint_fleet_unit)
+    base.guarded("fleet plist", lint_fleet_plist)
     base.guarded("nats-server.conf", lint_nats_conf)
     base.guarded("docs/fleet.md", lint_fleet_doc)
