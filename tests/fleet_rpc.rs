@@ -207,6 +207,30 @@ async fn a_project_on_two_hosts_needs_a_host_to_create_on() {
     assert_eq!(refused["details"]["hosts"], json!(["alpha", "beta"]));
     assert!(refused["hint"].as_str().unwrap().contains("host"));
 
+    // A project both hosts list is shared before either has a task in it.
+    let empty = Uuid::new_v4();
+    for sim in &f.sims {
+        sim.add_project_with_id(empty, "shared, no tasks", &["repo"]);
+    }
+    let listed = |r: &Value| {
+        r["projects"].as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["project_id"] == json!(empty) && p["hosts"] == json!(["alpha", "beta"]))
+        })
+    };
+    until(
+        &f.mcp,
+        "list_projects",
+        json!({}),
+        "both hosts list it",
+        listed,
+    )
+    .await;
+    let args = json!({"project_id": empty, "title": "where?"});
+    let refused = f.mcp.call("create_task", args).await.err();
+    assert_eq!(refused["details"]["reason"], "host_required", "{refused}");
+    assert_eq!(refused["details"]["hosts"], json!(["alpha", "beta"]));
+
     let unknown = json!({"project_id": shared, "title": "where?", "host": "gamma"});
     let refused = f.mcp.call("create_task", unknown).await.err();
     assert_eq!(refused["details"]["reason"], "unknown_word", "{refused}");

@@ -27,6 +27,10 @@ pub struct ProjectInfo {
     /// Fleet node only: the host that owns it (`[fleet] host`); absent on a single host.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Fleet node only: every host that lists this project, sorted (one project may live on
+    /// several; then create_task needs `host`); absent on a single host.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 /// Answer of `list_projects`.
@@ -227,6 +231,7 @@ impl Query {
                 name: string_of(&p.value, "name").unwrap_or_default(),
                 repo_count: reader.repos_of_project(p.id)?.len(),
                 host: string_of(&p.value, HOST_FIELD),
+                hosts: super::hosts::listing_hosts(Some(&p.value)),
             });
         }
         Ok(ProjectList {

@@ -1,5 +1,5 @@
 //! Which fleet host owns a mutation's target (a fleet node, design-notes §23): an attempt's or
-//! a task's `host`, or every host a project lives on (its own `host` and its tasks'). Read
+//! a task's `host`, or every host a project lives on (every host that lists it, and its tasks'). Read
 //! from the fleet node's cache, where every project, task and attempt names its host.
 
 use std::collections::BTreeSet;
@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::Query;
 use super::owner::Owner;
 use crate::store::StoreReader;
-use crate::store::events::HOST_FIELD;
+use crate::store::events::{HOST_FIELD, HOSTS_FIELD};
 use crate::tool_error::ToolError;
 
 /// A mutation's target as the fleet node's cache places it.
@@ -52,15 +52,27 @@ impl Query {
     }
 }
 
+/// The hosts that list a project, from its row's `hosts` (a fleet node's; empty elsewhere).
+pub(crate) fn listing_hosts(row: Option<&Value>) -> Vec<String> {
+    let listed = row.and_then(|r| r.get(HOSTS_FIELD)?.as_array());
+    listed
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h.as_str().map(str::to_owned))
+        .collect()
+}
+
 fn host(value: Option<Value>) -> Option<String> {
     value?.get(HOST_FIELD)?.as_str().map(str::to_owned)
 }
 
-/// A project's hosts: its own row's and those of its tasks (one project id may live on
-/// several hosts; the row names the host that listed it last).
+/// A project's hosts: every host that lists it (its row's `hosts`, or `host` for a row written
+/// before `hosts` was kept) and those of its tasks.
 fn project_hosts(reader: &StoreReader, project: uuid::Uuid) -> Result<Vec<String>, ToolError> {
     let mut hosts = BTreeSet::new();
-    hosts.extend(host(reader.project(project)?.map(|p| p.value)));
+    let row = reader.project(project)?.map(|p| p.value);
+    hosts.extend(listing_hosts(row.as_ref()));
+    hosts.extend(host(row));
     for task in reader.tasks_of_project(project)? {
         hosts.extend(host(Some(task.value)));
     }

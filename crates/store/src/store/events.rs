@@ -162,6 +162,9 @@ impl DomainEvent {
 /// The key a fleet node adds to project, task and attempt JSON: the name of the host that owns
 /// it (`fleet::tag`; design-notes §23).
 pub const HOST_FIELD: &str = "host";
+/// The key under which a fleet node keeps, in a project's JSON, every host that lists it
+/// (sorted): one project id may live on several hosts, `HOST_FIELD` names the last lister.
+pub const HOSTS_FIELD: &str = "hosts";
 
 /// The key of a stored change summary under which ingest records when it read it from VK (an
 /// RFC 3339 time; VK's answer has no such key).

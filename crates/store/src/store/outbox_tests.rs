@@ -141,6 +141,61 @@ fn a_host_project_list_removes_only_that_hosts_projects() {
 }
 
 #[test]
+fn a_project_two_hosts_list_names_both_and_stays_until_neither_does() {
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    let store = owner.store();
+    let mut w = owner.take_writer().unwrap();
+    let snapshot = |host: &str, projects: Vec<Value>| DomainEvent::HostProjectsSnapshot {
+        host: host.into(),
+        projects,
+    };
+    let hosts_of_shared = |store: &crate::store::Store| {
+        let p = store.read().project(Uuid::from_u128(1)).unwrap();
+        p.map(|p| (p.value["host"].clone(), p.value["hosts"].clone()))
+    };
+    // A row written before `hosts` was kept names its one host.
+    w.apply(vec![snapshot("a", vec![project(1, Some("a"))])])
+        .unwrap();
+    w.apply(vec![snapshot(
+        "b",
+        vec![project(1, Some("b")), project(2, Some("b"))],
+    )])
+    .unwrap();
+    assert_eq!(
+        hosts_of_shared(&store),
+        Some((json!("b"), json!(["a", "b"])))
+    );
+    // The same lists again change nothing.
+    let token = store.current_token();
+    w.apply(vec![snapshot(
+        "b",
+        vec![project(1, Some("b")), project(2, Some("b"))],
+    )])
+    .unwrap();
+    assert_eq!(
+        store.current_token(),
+        token,
+        "a repeated list is not a change"
+    );
+    // b drops it: it stays, named after a, the host that still lists it.
+    w.apply(vec![snapshot("b", vec![project(2, Some("b"))])])
+        .unwrap();
+    assert_eq!(hosts_of_shared(&store), Some((json!("a"), json!(["a"]))));
+    assert_eq!(store.read().projects().unwrap().len(), 2);
+    // a drops it too: gone; b's other project untouched.
+    w.apply(vec![snapshot("a", vec![])]).unwrap();
+    assert_eq!(hosts_of_shared(&store), None);
+    let ids: Vec<Uuid> = store
+        .read()
+        .projects()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(ids, [Uuid::from_u128(2)]);
+}
+
+#[test]
 fn a_fleet_position_is_meta_written_with_its_batch() {
     let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
     let store = owner.store();
