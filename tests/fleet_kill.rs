@@ -22,7 +22,7 @@ use serde_json::Value;
 use support::fleet::{fleet_node, host_daemon, host_truth};
 use support::nats::NatsServer;
 use vk_observer::sim::{AttemptScript, Sim, Truth};
-use vk_observer::store::events::HOST_FIELD;
+use vk_observer::store::events::{HOST_FIELD, HOSTS_FIELD};
 use vk_observer::store::{Retention, StoreOwner};
 
 const CONVERGE: Duration = Duration::from_secs(40);
@@ -93,10 +93,14 @@ fn play(sim: &Sim, project: uuid::Uuid, rng: &mut StdRng) -> tokio::task::JoinHa
     })
 }
 
-/// The simulator's truth as the fleet should hold it (projects, tasks and attempts name the host).
+/// The simulator's truth as the fleet should hold it (projects, tasks and attempts name the host;
+/// projects also list it in `hosts`).
 fn tagged_truth(sim: &Sim, host: &str) -> Truth {
     let mut truth = sim.truth();
     let tag = |v: &mut Value| v[HOST_FIELD] = Value::String(host.to_owned());
+    for p in truth.projects.values_mut() {
+        p[HOSTS_FIELD] = serde_json::json!([host]);
+    }
     truth.projects.values_mut().for_each(tag);
     truth.tasks.values_mut().for_each(tag);
     truth.attempts.values_mut().for_each(tag);

@@ -76,7 +76,7 @@ pub async fn fleet_node_with(dir: &std::path::Path, fleet: FleetSettings) -> Fle
 /// What a host's store holds, as the fleet should hold it (projects, tasks and attempts name
 /// their host), added to `into` in the shape of the simulator's truth.
 pub fn host_truth(store: &Store, host: &str, into: &mut Truth) {
-    use vk_observer::store::events::{CHANGES_AS_OF, CHANGES_FILE_STATS, HOST_FIELD};
+    use vk_observer::store::events::{CHANGES_AS_OF, CHANGES_FILE_STATS, HOST_FIELD, HOSTS_FIELD};
     let r = store.read();
     let tagged = |mut v: Value| {
         v[HOST_FIELD] = Value::String(host.to_owned());
@@ -86,7 +86,19 @@ pub fn host_truth(store: &Store, host: &str, into: &mut Truth) {
         let repos = r.repos_of_project(p.id).unwrap();
         into.repos
             .insert(p.id, repos.into_iter().map(|s| s.value).collect());
-        into.projects.insert(p.id, tagged(p.value));
+        // The fleet keeps every host that lists a project.
+        let mut hosts: std::collections::BTreeSet<String> = into
+            .projects
+            .get(&p.id)
+            .and_then(|seen| seen[HOSTS_FIELD].as_array().cloned())
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h.as_str().map(str::to_owned))
+            .collect();
+        hosts.insert(host.to_owned());
+        let mut project = tagged(p.value);
+        project[HOSTS_FIELD] = serde_json::json!(hosts);
+        into.projects.insert(p.id, project);
     }
     for t in r.tasks().unwrap() {
         into.tasks.insert(t.id, tagged(t.value));
