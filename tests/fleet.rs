@@ -184,6 +184,39 @@ async fn wait_wakes_on(fleet: &FleetNode, attempts: &[Uuid], expect: Uuid, poke:
     );
 }
 
+/// The fleet's `list_executors`: every host's executors as that host lists them, each naming its
+/// host, sorted by executor then host.
+async fn fleet_lists_each_hosts_executors(fleet: &Mcp, hosts: &[(&str, &Mcp)]) {
+    let mut want = Vec::new();
+    for (name, mcp) in hosts {
+        let r = mcp.call("list_executors", json!({})).await.ok();
+        for mut e in r["executors"].as_array().unwrap().clone() {
+            assert!(
+                e.get("host").is_none(),
+                "a host daemon's answer names no host: {e}"
+            );
+            e["host"] = json!(name);
+            want.push(e);
+        }
+    }
+    want.sort_by_key(|e| (e["executor"].to_string(), e["host"].to_string()));
+    assert!(!want.is_empty());
+    let start = Instant::now();
+    loop {
+        let got = fleet.call("list_executors", json!({})).await;
+        if let support::mcp::Reply::Ok(r) = &got
+            && r["executors"].as_array() == Some(&want)
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < CONVERGE,
+            "the fleet's executors are not its hosts': {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_serves_the_union_of_its_hosts_and_wakes_on_either() {
     let Some(nats) = NatsServer::start("fleet union") else {
@@ -215,6 +248,7 @@ async fn the_fleet_serves_the_union_of_its_hosts_and_wakes_on_either() {
         "alpha",
         "{on_fleet:?}"
     );
+    fleet_lists_each_hosts_executors(&mcp_f, &[("alpha", &mcp_a), ("beta", &mcp_b)]).await;
 
     // Live changes on either host reach the fleet, and a wait on both hosts' attempts wakes on each.
     let both = [attempt_a, attempt_b];

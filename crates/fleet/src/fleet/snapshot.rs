@@ -38,7 +38,7 @@ impl Parts {
     }
 }
 
-/// Every replicable fact of the store, in parent-before-child order.
+/// Every replicable fact of the store (VK's server facts first), in parent-before-child order.
 pub fn build(reader: &StoreReader) -> Result<Vec<Vec<DomainEvent>>, StoreError> {
     let mut parts = Parts {
         parts: Vec::new(),
@@ -48,6 +48,10 @@ pub fn build(reader: &StoreReader) -> Result<Vec<Vec<DomainEvent>>, StoreError> 
     let values = |rows: Vec<crate::store::reader::Stored>| -> Vec<Value> {
         rows.into_iter().map(|r| r.value).collect()
     };
+    if let Some(info) = reader.server_info()? {
+        let bytes = info.to_string().len();
+        parts.push(DomainEvent::ServerInfo { info }, bytes);
+    }
     let projects = reader.projects()?;
     let ids: Vec<Uuid> = projects.iter().map(|p| p.id).collect();
     parts.push_values(

@@ -1,7 +1,7 @@
 //! Host-scoping on the fleet node: every project, task and attempt JSON gains `"host"`, a
 //! host's project list becomes `HostProjectsSnapshot` (it removes only that host's projects),
 //! its task list of a project `HostTasksSnapshot` (only that host's tasks),
-//! and facts of one host's VK server (`ServerInfo`) are left out.
+//! and the facts of one host's VK server (`ServerInfo`) are kept per host (`HostServerInfo`).
 
 use serde_json::Value;
 
@@ -37,7 +37,10 @@ fn tag_one(host: &str, event: DomainEvent) -> Option<DomainEvent> {
             task_id,
             attempts: all(attempts),
         },
-        DomainEvent::ServerInfo { .. } => return None,
+        DomainEvent::ServerInfo { info } => DomainEvent::HostServerInfo {
+            host: host.to_owned(),
+            info,
+        },
         other => other,
     })
 }
@@ -55,7 +58,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn projects_tasks_and_attempts_name_their_host() {
+    fn projects_tasks_attempts_and_server_facts_name_their_host() {
         let events = vec![
             DomainEvent::ProjectsSnapshot {
                 projects: vec![json!({"id": "p"})],
@@ -63,10 +66,12 @@ mod tests {
             DomainEvent::TaskUpserted {
                 task: json!({"id": "t"}),
             },
-            DomainEvent::ServerInfo { info: json!({}) },
+            DomainEvent::ServerInfo {
+                info: json!({"executors": {}}),
+            },
         ];
         let tagged = tag("box", events);
-        assert_eq!(tagged.len(), 2);
+        assert_eq!(tagged.len(), 3);
         let DomainEvent::HostProjectsSnapshot { host, projects } = &tagged[0] else {
             panic!("{tagged:?}")
         };
@@ -78,5 +83,9 @@ mod tests {
             panic!("{tagged:?}")
         };
         assert_eq!(task["host"], "box");
+        let DomainEvent::HostServerInfo { host, info } = &tagged[2] else {
+            panic!("{tagged:?}")
+        };
+        assert_eq!((host.as_str(), info), ("box", &json!({"executors": {}})));
     }
 }

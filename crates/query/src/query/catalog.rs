@@ -143,12 +143,16 @@ pub struct ExecutorInfo {
     pub is_default: bool,
     /// VK capability flags for the executor (e.g. `SESSION_FORK`).
     pub capabilities: Vec<String>,
+    /// Fleet node only: the host whose VK offers it (each host's executors are listed apart;
+    /// start_task_attempt runs on the task's host); absent on a single host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// Answer of `list_executors`.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct ExecutorList {
-    /// Executors sorted by identifier.
+    /// Executors sorted by identifier (then host, on a fleet node).
     pub executors: Vec<ExecutorInfo>,
     /// Store token at the time of this read (opaque).
     pub token: String,
@@ -293,52 +297,71 @@ impl Query {
             reader,
             freshness,
         } = self.view();
-        let Some(info) = reader.server_info()? else {
+        // A host daemon's own VK, or on a fleet node every host's (each entry names its host).
+        let infos: Vec<(Option<String>, Value)> = match reader.server_info()? {
+            Some(info) => vec![(None, info)],
+            None => reader
+                .host_server_infos()?
+                .into_iter()
+                .map(|(host, info)| (Some(host), info))
+                .collect(),
+        };
+        if infos.is_empty() {
             return Err(ToolError::new(
                 ErrorCode::NotReady,
                 true,
                 "The daemon has not loaded VK's executor list yet (VK unreachable since start). Retry in a few seconds.",
             ));
-        };
-        let default_profile = info.get("executor_profile").cloned().unwrap_or_default();
-        let default_executor = default_profile.get("executor").and_then(Value::as_str);
-        let mut executors = Vec::new();
-        if let Some(map) = info.get("executors").and_then(Value::as_object) {
-            for (name, variants) in map {
-                let mut vs: Vec<String> = variants
-                    .as_object()
-                    .map(|o| o.keys().cloned().collect())
-                    .unwrap_or_default();
-                vs.sort();
-                let is_default = default_executor == Some(name.as_str());
-                let configured = is_default
-                    .then(|| default_profile.get("variant")?.as_str().map(str::to_owned))
-                    .flatten();
-                let default_variant = configured.or_else(|| {
-                    vs.iter()
-                        .any(|v| v == "DEFAULT")
-                        .then(|| "DEFAULT".to_string())
-                });
-                let capabilities =
-                    crate::vk::strings(info.get("capabilities").and_then(|c| c.get(name)));
-                executors.push(ExecutorInfo {
-                    executor: name.clone(),
-                    variants: vs,
-                    default_variant,
-                    supports_mcp: supports_mcp(name),
-                    is_default,
-                    capabilities,
-                });
-            }
         }
+        let mut executors: Vec<ExecutorInfo> = infos
+            .iter()
+            .flat_map(|(host, info)| executors_of(info, host.as_deref()))
+            .collect();
         executors.retain(|e| filter.admits(e));
-        executors.sort_by(|a, b| a.executor.cmp(&b.executor));
+        executors.sort_by(|a, b| (&a.executor, &a.host).cmp(&(&b.executor, &b.host)));
         Ok(ExecutorList {
             executors,
             token,
             freshness,
         })
     }
+}
+
+/// The executors one VK's `/api/info` facts list (`host`: the fleet host they are of).
+fn executors_of(info: &Value, host: Option<&str>) -> Vec<ExecutorInfo> {
+    let default_profile = info.get("executor_profile").cloned().unwrap_or_default();
+    let default_executor = default_profile.get("executor").and_then(Value::as_str);
+    let Some(map) = info.get("executors").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    let mut executors = Vec::with_capacity(map.len());
+    for (name, variants) in map {
+        let mut vs: Vec<String> = variants
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        vs.sort();
+        let is_default = default_executor == Some(name.as_str());
+        let configured = is_default
+            .then(|| default_profile.get("variant")?.as_str().map(str::to_owned))
+            .flatten();
+        let default_variant = configured.or_else(|| {
+            vs.iter()
+                .any(|v| v == "DEFAULT")
+                .then(|| "DEFAULT".to_string())
+        });
+        let capabilities = crate::vk::strings(info.get("capabilities").and_then(|c| c.get(name)));
+        executors.push(ExecutorInfo {
+            executor: name.clone(),
+            variants: vs,
+            default_variant,
+            supports_mcp: supports_mcp(name),
+            is_default,
+            capabilities,
+            host: host.map(str::to_owned),
+        });
+    }
+    executors
 }
 
 /// What each detail level shows of `list_projects` (`query::detail`).

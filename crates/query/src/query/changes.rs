@@ -163,7 +163,12 @@ impl Query {
             reader,
             freshness,
         } = self.view();
-        super::target::attempt(&reader, attempt)?;
+        let host = super::target::attempt(&reader, attempt)?
+            .value
+            .get(crate::store::events::HOST_FIELD)
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let preset = preset_of(&reader, host.as_deref())?;
         let Some(stored) = reader.changes(attempt)? else {
             return Ok(ChangesPage {
                 attempt_id: attempt,
@@ -175,7 +180,7 @@ impl Query {
                 hint: Some(NOT_READY_HINT.to_string()),
                 files: Vec::new(),
                 file_stats: Vec::new(),
-                guard: guard(&preset_of(&reader)?),
+                guard: guard(&preset),
                 changes_token: None,
                 as_of: None,
                 live: agent_running(&reader, attempt),
@@ -185,7 +190,7 @@ impl Query {
         };
         let v = &stored.value;
         let summary = summary_of(v);
-        let guard = guard(&preset_of(&reader)?);
+        let guard = guard(&preset);
         let over = exceeded(&summary, &guard);
         let blocked_reason = blocked_reason(v, &summary, over, force);
         let files = if blocked_reason.is_some() {
@@ -228,10 +233,10 @@ impl Query {
 const NOT_READY_HINT: &str = "No change summary yet: it is read when a process of the attempt ends and while its coding agent works. Call wait_for_attempt_change with this attempt in `attempt_ids`, then get_attempt_changes again.";
 
 /// VK's `diff_preview_guard` preset as the cache holds it (BALANCED, VK's default, before
-/// VK's info is read).
-fn preset_of(reader: &crate::store::StoreReader) -> Result<String, ToolError> {
+/// VK's info is read); on a fleet node, that of the attempt's `host`.
+fn preset_of(reader: &crate::store::StoreReader, host: Option<&str>) -> Result<String, ToolError> {
     Ok(reader
-        .server_info()?
+        .server_info_for(host)?
         .and_then(|i| i.get("diff_preview_guard")?.as_str().map(str::to_owned))
         .unwrap_or_else(|| "BALANCED".to_string()))
 }

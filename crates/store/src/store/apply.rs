@@ -104,6 +104,7 @@ impl<'t, 'c> Pending<'t, 'c> {
             DomainEvent::UpstreamIncarnation { id } => {
                 self.set_meta(keys::meta::VK_INCARNATION, id.into_bytes())
             }
+            DomainEvent::HostServerInfo { host, info } => self.host_server_info(&host, &info),
             DomainEvent::HostProjectsSnapshot { host, projects } => {
                 self.host_projects_snapshot(&host, projects)
             }

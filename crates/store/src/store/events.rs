@@ -110,6 +110,12 @@ pub enum DomainEvent {
     UpstreamIncarnation {
         id: String,
     },
+    /// Fleet node only: one host's `ServerInfo` (its VK's executors and diff guard), kept per
+    /// host beside the others.
+    HostServerInfo {
+        host: String,
+        info: Value,
+    },
     /// Fleet node only: the whole project list of one host; removes only projects whose
     /// `host` field names it (other hosts' projects stay).
     HostProjectsSnapshot {
@@ -198,6 +204,7 @@ impl DomainEvent {
             DomainEvent::BranchStatusRead { .. } => "branch_status_read",
             DomainEvent::UpstreamSeq { .. } => "upstream_seq",
             DomainEvent::UpstreamIncarnation { .. } => "upstream_incarnation",
+            DomainEvent::HostServerInfo { .. } => "host_server_info",
             DomainEvent::HostProjectsSnapshot { .. } => "host_projects_snapshot",
             DomainEvent::HostTasksSnapshot { .. } => "host_tasks_snapshot",
             DomainEvent::FleetPosition { .. } => "fleet_position",

@@ -97,6 +97,13 @@ impl ChannelKeys for Channel {
 
 /// Key of the one `SERVER` entry: the trimmed `/api/info` facts.
 pub const SERVER_INFO_KEY: &[u8] = &[table::SERVER, b'i'];
+/// Prefix of a fleet node's per-host `SERVER` entries (`host_server_info_key`).
+pub const HOST_SERVER_INFO_PREFIX: &[u8] = &[table::SERVER, b'h'];
+
+/// Key of one host's `/api/info` facts on a fleet node: the prefix, then the host name.
+pub fn host_server_info_key(host: &str) -> Vec<u8> {
+    [HOST_SERVER_INFO_PREFIX, host.as_bytes()].concat()
+}
 
 pub fn meta_key(name: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + name.len());

@@ -254,6 +254,30 @@ impl StoreReader {
     }
 
     /// The trimmed `/api/info` facts (executors, capabilities, guard preset), once fetched.
+    /// A fleet node's per-host `/api/info` facts, by host name (sorted); empty elsewhere.
+    pub fn host_server_infos(&self) -> R<Vec<(String, Value)>> {
+        let mut out = Vec::new();
+        for item in self.tree.scan_prefix(keys::HOST_SERVER_INFO_PREFIX) {
+            let (k, v) = item?;
+            let host = String::from_utf8_lossy(&k[keys::HOST_SERVER_INFO_PREFIX.len()..]);
+            if let Some(info) = decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok()) {
+                out.push((host.into_owned(), info));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `/api/info` facts that apply to a target of `host` (a fleet answer's `host`): that
+    /// host's on a fleet node, this daemon's own otherwise.
+    pub fn server_info_for(&self, host: Option<&str>) -> R<Option<Value>> {
+        if let Some(host) = host
+            && let Some(v) = self.tree.get(keys::host_server_info_key(host))?
+        {
+            return Ok(decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok()));
+        }
+        self.server_info()
+    }
+
     pub fn server_info(&self) -> R<Option<Value>> {
         Ok(self
             .tree

@@ -83,6 +83,14 @@ impl Pending<'_, '_> {
         Ok(())
     }
 
+    /// One host's `/api/info` facts, under its own key.
+    pub(super) fn host_server_info(&mut self, host: &str, info: &Value) -> R {
+        if self.upsert(&keys::host_server_info_key(host), info)? {
+            self.note(format!("server_info:{host}"));
+        }
+        Ok(())
+    }
+
     /// The JSON stored under `key`, if any.
     fn stored(&mut self, key: &[u8]) -> R<Option<Value>> {
         Ok(self.ov.get(key)?.and_then(|v| {
