@@ -257,6 +257,33 @@ async fn a_failing_agent_ends_the_task_failed_with_the_status_as_error_data() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_attempt_vk_deleted_ends_failed_not_working_forever() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let (task, repo) = cached_task(&sim, &mcp, "ASK then delete").await;
+    let c = tasks_client(&daemon, true).await;
+    let handle = started(&c, start_args(task, repo)).await;
+    let id = handle.task.task_id.clone();
+    until(&c, &id, TaskStatus::InputRequired).await;
+    let attempt = *sim.truth().attempts.keys().next().unwrap();
+    assert!(
+        sim.delete_task(task),
+        "the simulator deletes the task and its attempt"
+    );
+    let t = until(&c, &id, TaskStatus::Failed).await;
+    let TaskPayload::Failed { error } = &t.payload else {
+        unreachable!()
+    };
+    assert_eq!(error["data"]["reason"], "attempt_gone", "{error:?}");
+    assert_eq!(error["data"]["attempt_id"], json!(attempt), "{error:?}");
+    assert!(error["message"].as_str().unwrap().contains("no longer has"));
+    let _ = c.cancel().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_cancel_stops_the_run_and_the_task_ends_cancelled() {
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();

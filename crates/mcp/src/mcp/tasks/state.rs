@@ -7,7 +7,8 @@
 //!   (key `approval:<approval_id>`; message: tool, command or path summary, expiry; form
 //!   `{decision: approve|deny, reason?}`);
 //! - the run ended: outcome `success` → `completed`, `failure` → `failed`, stopped (or a
-//!   `tasks/cancel` was asked) → `cancelled`. The status answer (with `result`) is the task's
+//!   `tasks/cancel` was asked) → `cancelled`; the attempt gone from VK → `failed`
+//!   (`data.reason: attempt_gone`). The status answer (with `result`) is the task's
 //!   `result` (as a tool result whose structured content it is) or its `error.data`.
 //!
 //! Which run: a new attempt's task follows the attempt until its agent run ends (a setup script
@@ -51,11 +52,7 @@ pub fn detailed(
     let page = query.attempt_statuses(&[handle.attempt_id], Since::None)?;
     let created = rfc3339(handle.created_ms);
     let Some(status) = page.attempts.first() else {
-        // Started but not in the cache yet (or deleted since): nothing says it ended.
-        let task = Task::new(task_id.to_string(), Default::default(), &created, &created)
-            .with_status_message("VK started the run; the cache does not show it yet.")
-            .with_poll_interval_ms(POLL_INTERVAL_MS);
-        return Ok(DetailedTask::new(task, TaskPayload::Working));
+        return not_in_cache(query, task_id, handle, &created);
     };
     let view = StatusView {
         detail: Detail::Compact,
@@ -73,6 +70,37 @@ pub fn detailed(
         .with_status_message(status.result.summary.clone())
         .with_poll_interval_ms(POLL_INTERVAL_MS);
     Ok(DetailedTask::new(task, payload))
+}
+
+/// The task of an attempt the cache does not hold: not yet (started, not ingested: `working`),
+/// or no more (its token tombstone says the cache held it: VK deleted it, or its task, or
+/// retention dropped it long after it ended) — then the run's end cannot be told: `failed`.
+fn not_in_cache(
+    query: &Query,
+    task_id: Uuid,
+    handle: &TaskHandle,
+    created: &str,
+) -> Result<DetailedTask, ToolError> {
+    let gone = query.read().attempt_token(handle.attempt_id)? > 0;
+    if !gone {
+        let task = Task::new(task_id.to_string(), Default::default(), created, created)
+            .with_status_message("VK started the run; the cache does not show it yet.")
+            .with_poll_interval_ms(POLL_INTERVAL_MS);
+        return Ok(DetailedTask::new(task, TaskPayload::Working));
+    }
+    let message = format!(
+        "VK no longer has attempt {}: it (or its task) was deleted, or the cache dropped it after it ended; the run's outcome cannot be read.",
+        handle.attempt_id
+    );
+    let task = Task::new(task_id.to_string(), Default::default(), created, created)
+        .with_status_message(message.clone())
+        .with_poll_interval_ms(POLL_INTERVAL_MS);
+    let error = object(json!({
+        "code": RUN_FAILED_CODE,
+        "message": message,
+        "data": {"attempt_id": handle.attempt_id, "reason": "attempt_gone"},
+    }))?;
+    Ok(DetailedTask::new(task, TaskPayload::Failed { error }))
 }
 
 /// Where the followed run stands.
