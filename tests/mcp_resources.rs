@@ -232,11 +232,14 @@ async fn templates_are_listed_and_each_resource_reads_its_tool_answer() {
         let data = e.data.expect("the envelope in data");
         assert_eq!(data["code"], "not_found");
         assert_eq!(data["details"]["id"], unknown.to_string());
+        assert_eq!(data["uri"], uri.as_str(), "the requested URI in data (SEP-2164)");
     }
     for uri in ["vk-observer://tasks/x", "vk-observer://attempts/not-a-uuid"] {
         let e = mcp_error(read(&c, uri).await.unwrap_err());
         assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{uri}: {e:?}");
-        assert_eq!(e.data.unwrap()["code"], "invalid_argument");
+        let data = e.data.unwrap();
+        assert_eq!(data["code"], "invalid_argument");
+        assert_eq!(data["uri"], uri, "the requested URI in data (SEP-2164)");
     }
     let e = mcp_error(
         subscribe(&c, &format!("vk-observer://attempts/{unknown}"))

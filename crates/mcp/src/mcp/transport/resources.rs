@@ -163,7 +163,7 @@ impl Resource {
                     ),
                 )
                 .with_details(serde_json::json!({ "uri": uri, "templates": templates }));
-                ErrorData::invalid_params(e.hint.clone(), Some(envelope(&e)))
+                with_uri(ErrorData::invalid_params(e.hint.clone(), Some(envelope(&e))), uri)
             })
     }
 
@@ -173,7 +173,8 @@ impl Resource {
 
     /// The resource's current contents, from the cache.
     pub fn read(&self, query: &Query) -> Result<ReadResourceResult, ErrorData> {
-        let text = (self.kind.read)(query, self.id).map_err(|e| to_protocol_error(&e))?;
+        let text = (self.kind.read)(query, self.id)
+            .map_err(|e| with_uri(to_protocol_error(&e), &self.uri))?;
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, self.uri.clone()).with_mime_type(MIME_JSON),
         ]))
@@ -195,6 +196,15 @@ pub fn templates() -> Vec<ResourceTemplate> {
 
 fn envelope(e: &ToolError) -> serde_json::Value {
     serde_json::to_value(e).unwrap_or_default()
+}
+
+/// A resource request's error with the requested URI beside the envelope in `data` (`data.uri`,
+/// as SEP-2164 asks of an unknown resource).
+fn with_uri(mut error: ErrorData, uri: &str) -> ErrorData {
+    if let Some(serde_json::Value::Object(data)) = error.data.as_mut() {
+        data.insert("uri".into(), uri.into());
+    }
+    error
 }
 
 /// A tool error as the JSON-RPC error of a resource request, the envelope in `data`.
