@@ -160,7 +160,17 @@ impl StoreOwner {
     ) -> Result<StoreOwner, StoreError> {
         let io = |e| StoreError::Sled(sled::Error::Io(e));
         std::fs::create_dir_all(dir).map_err(io)?;
-        let (format, _) = disk_format::resolve(dir, settings).map_err(io)?;
+        let (format, _) = disk_format::resolve(dir, settings).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                // The record is not ours to read: as corrupted as unreadable sled files.
+                StoreError::Corrupt {
+                    dir: dir.to_path_buf(),
+                    source: sled::Error::Io(e),
+                }
+            } else {
+                io(e)
+            }
+        })?;
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(64 * 1024 * 1024)
