@@ -14,8 +14,11 @@
 //! Run: `cargo bench --bench scale_reads`. Knobs (environment): `VK_BENCH_QUICK=1` (1,000 tasks,
 //! 2,000 attempts, 100 k entries), `VK_BENCH_SCALE_ENTRIES=N` (normalized entries; default
 //! 5 M), `VK_BENCH_ONLY=a,b,…` (phases: list_status, updated_since, cursor, attempts,
-//! status_batch, writer), `VK_BENCH_ITERS=N` (calls per figure, default 400), `VK_BENCH_OUT=dir`
-//! (default target/perf; writes `scale.json`).
+//! status_batch, log_pages, writer), `VK_BENCH_ITERS=N` (calls per figure, default 400),
+//! `VK_BENCH_COMPRESSION=off|on|both` (the store's `[store] compression`; default: the built-in
+//! default; `both` builds one store of each, same board, in the same run, and runs every phase on
+//! each: the write time, the disk and the reads side by side), `VK_BENCH_OUT=dir` (default
+//! target/perf; writes `scale.json`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,13 +37,15 @@ use vk_observer::store::Store;
 use vk_observer::store::events::{Channel, DomainEvent};
 use vk_observer::store::reader::Stored;
 use vk_observer::store::writer::Writer;
-use vk_observer::store::{Retention, StoreOwner, StoreReader};
+use vk_observer::store::{Retention, StoreOwner, StoreReader, StoreSettings};
 use vk_observer::tool_error::ToolError;
 
 struct Opts {
     spec: ScaleSpec,
     only: Option<Vec<String>>,
     iters: usize,
+    /// The `[store] compression` of each store built, in order.
+    compression: Vec<bool>,
 }
 
 impl Opts {
@@ -63,6 +68,12 @@ impl Opts {
             spec,
             only,
             iters: num("VK_BENCH_ITERS").unwrap_or(400) as usize,
+            compression: match var("VK_BENCH_COMPRESSION").as_deref() {
+                Some("both") => vec![false, true],
+                Some("on") => vec![true],
+                Some("off") => vec![false],
+                _ => vec![StoreSettings::default().compression],
+            },
         }
     }
     fn runs(&self, phase: &str) -> bool {
@@ -318,6 +329,34 @@ fn phases(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
     if o.runs("status_batch") {
         status_batch(o, q, rows, out);
     }
+    if o.runs("log_pages") {
+        log_pages(o, q, rows, out);
+    }
+}
+
+/// A page of 50 normalized entries from a process picked across the whole board at each call
+/// (most pages are not in sled's cache: with compression on, what a read pays to decompress).
+fn log_pages(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
+    let logs: Vec<(Uuid, u64)> = rows.logs.iter().map(|&(_, p, n)| (p, n)).collect();
+    let mut call = 0usize;
+    let name = format!(
+        "log page (50 entries) of a process picked across {} processes",
+        logs.len()
+    );
+    out.push(measure(
+        &name,
+        o.iters,
+        || {
+            call += 1;
+            let (process, n) = logs[call.wrapping_mul(7919) % logs.len()];
+            let from = n / 2;
+            let page = q
+                .read()
+                .log_range(process, Channel::Normalized, from, from + 50, 50);
+            page.map(|p| p.len()).unwrap_or(0)
+        },
+        |c| *c,
+    ));
 }
 
 /// The writer's cost of a process change, one batch each: a status change (the task's digest is
@@ -459,50 +498,85 @@ fn updated_at(q: &Query, task: Uuid) -> Option<DateTime<Utc>> {
     t.value.get("updated_at")?.as_str()?.parse().ok()
 }
 
-fn main() -> anyhow::Result<()> {
-    let o = Opts::from_env();
-    println!("scale_reads: {:?}", o.spec);
+/// One store holding the board, written with one `[store] compression` setting.
+struct Built {
+    compression: bool,
+    _dir: tempfile::TempDir,
+    owner: StoreOwner,
+    writer: Writer,
+    loaded: Duration,
+    disk: u64,
+    disk_json: Value,
+}
+
+fn build(rows: &ScaleRows, raw: u64, compression: bool) -> anyhow::Result<Built> {
     let dir = tempfile::tempdir()?;
-    let mut owner = StoreOwner::open(dir.path(), Retention::default())?;
+    let settings = StoreSettings { compression };
+    let mut owner = StoreOwner::open_with(dir.path(), Retention::default(), settings)?;
     let mut writer = owner
         .take_writer()
         .ok_or_else(|| anyhow::anyhow!("no writer"))?;
+    let loaded = load(&mut writer, rows)?;
+    owner.flush()?;
+    let disk = owner.store().size_on_disk();
+    println!("[compression {compression}] board written in {loaded:.2?}");
+    let disk_json = disk_report(&owner.store(), raw, disk)?;
+    Ok(Built {
+        compression,
+        _dir: dir,
+        owner,
+        writer,
+        loaded,
+        disk,
+        disk_json,
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    let o = Opts::from_env();
+    println!("scale_reads: {:?}, compression {:?}", o.spec, o.compression);
     let t = Instant::now();
     let rows = scale_rows(o.spec);
     let generated = t.elapsed();
-    let loaded = load(&mut writer, &rows)?;
-    owner.flush()?;
-    let disk = owner.store().size_on_disk();
-    println!(
-        "board generated in {generated:.2?}, written in {loaded:.2?}, {:.1} MB on disk",
-        disk as f64 / 1e6
-    );
-    let disk_json = disk_report(&owner.store(), raw_json_bytes(&rows), disk)?;
-    let q = Query::new(owner.store(), Arc::new(Health::new()));
-    let mut figures = Vec::new();
-    phases(&o, &q, &rows, &mut figures);
-    if o.runs("writer") {
-        writer_phase(&o, &mut writer, &rows, &mut figures);
+    println!("board generated in {generated:.2?}");
+    let raw = raw_json_bytes(&rows);
+    let mut stores = o
+        .compression
+        .iter()
+        .map(|&c| build(&rows, raw, c))
+        .collect::<anyhow::Result<Vec<Built>>>()?;
+    let mut reports = Vec::new();
+    for b in &mut stores {
+        println!("[compression {}] reads", b.compression);
+        let q = Query::new(b.owner.store(), Arc::new(Health::new()));
+        let mut figures = Vec::new();
+        phases(&o, &q, &rows, &mut figures);
+        if o.runs("writer") {
+            writer_phase(&o, &mut b.writer, &rows, &mut figures);
+        }
+        reports.push(store_report(b, &figures));
     }
-    write_report(&o, (generated, loaded), disk, disk_json, &figures)
+    write_report(&o, generated, reports)
 }
 
-fn write_report(
-    o: &Opts,
-    (generated, loaded): (Duration, Duration),
-    disk: u64,
-    disk_json: Value,
-    figures: &[Figure],
-) -> anyhow::Result<()> {
+fn store_report(b: &Built, figures: &[Figure]) -> Value {
+    json!({
+        "compression": b.compression,
+        "written_s": b.loaded.as_secs_f64(),
+        "disk_bytes": b.disk,
+        "disk": b.disk_json,
+        "figures": figures.iter().map(|f| json!({"name": f.name, "p50_us": us(f.p50), "p99_us": us(f.p99), "items": f.items})).collect::<Vec<Value>>(),
+    })
+}
+
+fn write_report(o: &Opts, generated: Duration, stores: Vec<Value>) -> anyhow::Result<()> {
     let report = json!({
         "spec": format!("{:?}", o.spec),
         "iters": o.iters,
         "commit": std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()),
+        "load_average": std::fs::read_to_string("/proc/loadavg").ok().map(|l| l.trim().to_string()),
         "generated_s": generated.as_secs_f64(),
-        "written_s": loaded.as_secs_f64(),
-        "disk_bytes": disk,
-        "disk": disk_json,
-        "figures": figures.iter().map(|f| json!({"name": f.name, "p50_us": us(f.p50), "p99_us": us(f.p99), "items": f.items})).collect::<Vec<Value>>(),
+        "stores": stores,
     });
     let out = std::env::var("VK_BENCH_OUT").unwrap_or_else(|_| "target/perf".into());
     std::fs::create_dir_all(&out)?;

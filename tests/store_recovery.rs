@@ -2,7 +2,7 @@
 //! the cache rebuilds from VK), never a panic or a silent reset: an incompatible schema, and
 //! files overwritten with garbage.
 
-use vk_observer::store::StoreOwner;
+use vk_observer::store::{StoreOwner, StoreSettings};
 
 #[test]
 fn an_incompatible_schema_is_refused_with_the_recovery() {
@@ -57,11 +57,15 @@ fn garbage_files_are_an_error_not_a_panic() {
     }
 }
 
-/// sled's own open, waiting for the dropped store's flusher thread to release the lock.
+/// sled's own open (with the compression the store was created with: the default), waiting for
+/// the dropped store's flusher thread to release the lock.
 fn sled_open(dir: &std::path::Path) -> sled::Db {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let config = sled::Config::new()
+        .path(dir)
+        .use_compression(StoreSettings::default().compression);
     loop {
-        match sled::open(dir) {
+        match config.open() {
             Ok(db) => return db,
             Err(e) if std::time::Instant::now() < deadline => {
                 eprintln!("sled::open: {e}; retrying");

@@ -102,7 +102,7 @@ impl Daemon {
         metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     ) -> anyhow::Result<Daemon> {
         let s = settings.into_inner();
-        let mut owner = StoreOwner::open(&s.data_dir, s.retention)?;
+        let mut owner = StoreOwner::open_with(&s.data_dir, s.retention, s.store)?;
         let store = owner.store();
         if s.fleet.publishes() {
             owner.enable_outbox(OutboxConfig {

@@ -61,7 +61,7 @@ impl FleetNode {
         metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     ) -> anyhow::Result<FleetNode> {
         let s = settings.into_inner();
-        let mut owner = StoreOwner::open(&s.data_dir, s.retention)?;
+        let mut owner = StoreOwner::open_with(&s.data_dir, s.retention, s.store)?;
         let store = owner.store();
         let (writer, writer_task) = owner
             .spawn_writer()

@@ -26,7 +26,8 @@ pub use layers::{ConfigFile, IdempotencyArgs, SECRET_FLAG_REFUSED, SettingsArgs}
 pub use sections::{
     DEFAULT_ACTIVITY_HORIZON, DEFAULT_AUDIT_HORIZON, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION, DEFAULT_MAX_WAITERS, DEFAULT_PROGRESS_EVERY,
-    IdempotencySettings, IngestConfig, MAX_PROGRESS_EVERY, McpSettings, Retention,
+    DEFAULT_STORE_COMPRESSION, IdempotencySettings, IngestConfig, MAX_PROGRESS_EVERY, McpSettings,
+    Retention, StoreSettings,
 };
 
 /// Everything a daemon runs with. `Default` gives the built-in defaults with no upstream; tests
@@ -44,6 +45,8 @@ pub struct Settings {
     #[serde(rename = "raw_logs", with = "sections::raw_logs_key")]
     pub ingest: IngestConfig,
     pub retention: Retention,
+    /// How a new data dir's files are written (an existing one keeps its own).
+    pub store: StoreSettings,
     pub mcp: McpSettings,
     /// Retention of `request_id` records (completed / in progress; zero disables) and how
     /// often expired ones are pruned.
@@ -61,6 +64,7 @@ impl Default for Settings {
             data_dir: default_data_dir(),
             ingest: IngestConfig::default(),
             retention: Retention::default(),
+            store: StoreSettings::default(),
             mcp: McpSettings::default(),
             idempotency: IdempotencySettings::default(),
             fleet: FleetSettings::default(),

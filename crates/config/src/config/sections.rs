@@ -1,5 +1,5 @@
 //! The sections of `Settings`, each the one type its consumer receives by value: `[retention]`
-//! for the store's writer, `[mcp]` for the `/mcp` endpoint, `[idempotency]` for the proxy's
+//! for the store's writer, `[store]` for how a new data dir's files are written, `[mcp]` for the `/mcp` endpoint, `[idempotency]` for the proxy's
 //! `request_id` records, and the ingest tuning (only `raw_logs` of it is a setting). Each field's
 //! default is here and nowhere else; the TOML keys are the field names.
 
@@ -49,6 +49,27 @@ impl Default for Retention {
         }
     }
 }
+
+/// `[store]`: how the sled files of a *new* data dir are written. A data dir keeps the format it
+/// was created with (recorded beside its files, `store::disk_format`): a changed setting applies
+/// to a new data dir, or to this one after it is moved aside and rebuilt from VK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    /// zstd compression of sled's pages (sled's `use_compression`): less disk, more writer CPU.
+    pub compression: bool,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            compression: DEFAULT_STORE_COMPRESSION,
+        }
+    }
+}
+
+/// Chosen by measurement (docs/performance.md, issue 27, "disk: sled's page compression").
+pub const DEFAULT_STORE_COMPRESSION: bool = true;
 
 /// `[mcp]`: who may call `/mcp` and how much they may hold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

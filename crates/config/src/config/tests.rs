@@ -133,6 +133,20 @@ fn the_example_file_shows_every_setting_and_nothing_else() {
         "keys of Settings vs keys of the example file"
     );
     assert_eq!(parsed.retention, Retention::default());
+    assert_eq!(
+        parsed.store,
+        StoreSettings::default(),
+        "the example shows the default"
+    );
+}
+
+#[test]
+fn store_compression_comes_from_its_section_variable() {
+    for (value, compression) in [("false", false), ("true", true)] {
+        let env = vars(&[("VK_OBSERVER_STORE__COMPRESSION", value)]);
+        let s = with_upstream().read(None, env).unwrap();
+        assert_eq!(s.store, StoreSettings { compression });
+    }
 }
 
 #[test]

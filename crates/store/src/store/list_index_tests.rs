@@ -252,10 +252,15 @@ fn check_digests(r: &StoreReader, limit: usize) -> Result<(), TestCaseError> {
 /// Rewrites the store as older builds left it: schema 1 (no index entries), or schema 2 (the
 /// indexes without their counts), or schema 3 (no task digests).
 fn downgrade(dir: &std::path::Path, version: u32) {
-    // The dropped store's flusher thread may hold the lock for a moment.
+    // The dropped store's flusher thread may hold the lock for a moment. sled must be opened
+    // with the compression the store was created with (`disk_format`: the default here).
+    let config = sled::Config::new()
+        .path(dir)
+        .use_compression(super::StoreSettings::default().compression);
     let db = (0..200)
         .find_map(|_| {
-            sled::open(dir)
+            config
+                .open()
                 .inspect_err(|_| std::thread::sleep(std::time::Duration::from_millis(20)))
                 .ok()
         })

@@ -17,6 +17,9 @@ pub mod approvals;
 mod approvals_tests;
 pub mod audit;
 pub mod codec;
+pub mod disk_format;
+#[cfg(test)]
+mod disk_format_tests;
 pub mod events;
 pub mod feed;
 mod feed_derive;
@@ -88,6 +91,9 @@ pub const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// Retention settings: the `[retention]` section, declared with the other settings.
 pub use crate::config::{DEFAULT_ACTIVITY_HORIZON, Retention};
 
+/// How a new data dir's files are written: the `[store]` section.
+pub use crate::config::StoreSettings;
+
 /// The read handle: cheap to clone, cannot write projections.
 #[derive(Clone)]
 pub struct Store {
@@ -98,6 +104,8 @@ pub struct Store {
 pub struct StoreOwner {
     store: Store,
     writer: Option<writer::Writer>,
+    /// What the sled files are written with (a temporary store: the defaults).
+    format: disk_format::DiskFormat,
 }
 
 struct Inner {
@@ -118,13 +126,25 @@ struct Inner {
 }
 
 impl StoreOwner {
-    /// Open (or create) the store in `dir`. A lock still held is waited for up to
-    /// [`LOCK_GRACE`]: a store just dropped releases its file lock only once sled's flusher
-    /// thread lets go of it, and a restarted daemon may start while the old one is exiting.
+    /// Open (or create) the store in `dir` with the default `[store]` settings
+    /// ([`StoreOwner::open_with`]).
     pub fn open(dir: &Path, retention: Retention) -> Result<StoreOwner, StoreError> {
+        Self::open_with(dir, retention, StoreSettings::default())
+    }
+
+    /// Open (or create) the store in `dir`. An existing data dir opens with the format it was
+    /// created with, whatever `settings` say (`disk_format`); a new one is created with
+    /// `settings`. A lock still held is waited for up to [`LOCK_GRACE`]: a store just dropped
+    /// releases its file lock only once sled's flusher thread lets go of it, and a restarted
+    /// daemon may start while the old one is exiting.
+    pub fn open_with(
+        dir: &Path,
+        retention: Retention,
+        settings: StoreSettings,
+    ) -> Result<StoreOwner, StoreError> {
         let deadline = std::time::Instant::now() + LOCK_GRACE;
         loop {
-            match Self::open_once(dir, retention.clone()) {
+            match Self::open_once(dir, retention.clone(), &settings) {
                 Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(25));
                 }
@@ -133,12 +153,29 @@ impl StoreOwner {
         }
     }
 
-    fn open_once(dir: &Path, retention: Retention) -> Result<StoreOwner, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::Sled(sled::Error::Io(e)))?;
+    fn open_once(
+        dir: &Path,
+        retention: Retention,
+        settings: &StoreSettings,
+    ) -> Result<StoreOwner, StoreError> {
+        let io = |e| StoreError::Sled(sled::Error::Io(e));
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let (format, _) = disk_format::resolve(dir, settings).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::InvalidData {
+                // The record is not ours to read: as corrupted as unreadable sled files.
+                StoreError::Corrupt {
+                    dir: dir.to_path_buf(),
+                    source: sled::Error::Io(e),
+                }
+            } else {
+                io(e)
+            }
+        })?;
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(64 * 1024 * 1024)
             .flush_every_ms(Some(500))
+            .use_compression(format.compression)
             .open()
             .map_err(|e| match e {
                 // Anything but an I/O error means the files are not a usable sled database.
@@ -158,26 +195,37 @@ impl StoreOwner {
                 }
                 other => StoreError::Sled(other),
             })?;
-        Self::from_db(db, retention, Some(dir.to_path_buf()))
+        Self::from_db(db, retention, Some(dir.to_path_buf()), format)
     }
 
     /// A throwaway store (tests and benches).
     pub fn open_temporary(retention: Retention) -> Result<StoreOwner, StoreError> {
-        let db = sled::Config::new().temporary(true).open()?;
-        Self::from_db(db, retention, None)
+        let compression = StoreSettings::default().compression;
+        let db = sled::Config::new()
+            .temporary(true)
+            .use_compression(compression)
+            .open()?;
+        Self::from_db(db, retention, None, disk_format::DiskFormat { compression })
     }
 
     fn from_db(
         db: sled::Db,
         retention: Retention,
         dir: Option<PathBuf>,
+        format: disk_format::DiskFormat,
     ) -> Result<StoreOwner, StoreError> {
         let store = Store::from_db(db, retention, dir)?;
         approvals::backfill(store.tree())?;
         Ok(StoreOwner {
             writer: Some(writer::Writer::new(store.clone())),
             store,
+            format,
         })
+    }
+
+    /// What this store's sled files are written with (kept from the data dir's creation).
+    pub fn disk_format(&self) -> disk_format::DiskFormat {
+        self.format
     }
 
     /// A read handle.
