@@ -22,17 +22,6 @@ use vk_observer::daemon::Daemon;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// jemalloc's options, read before `main` (`_RJEM_MALLOC_CONF` in the environment overrides
-/// them). Without a background thread jemalloc returns freed pages only inside later
-/// allocator calls, so a daemon that goes quiet — 10 k waits parked after the burst that
-/// parsed and parked them — kept that burst's dirty pages resident for good. A background
-/// thread purges pages unused for 1 s: 10 k parked waits with progress hold about half the
-/// RSS (docs/performance.md, "Issue 27: lean waiters").
-#[allow(non_upper_case_globals)]
-#[unsafe(export_name = "_rjem_malloc_conf")]
-static malloc_conf: Option<&'static std::ffi::c_char> =
-    Some(unsafe { &*c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr() });
-
 #[derive(Parser)]
 #[command(
     name = "vk-observer",
