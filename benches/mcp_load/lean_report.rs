@@ -1,12 +1,15 @@
 //! What phase c7 `lean_waiters` measured per binary and mode, and its rows: RSS with N parked,
 //! bytes per parked wait, the probe's wake latency while they are parked, the time to wake all.
 
+use crate::lean::Wire;
 use crate::report::{Report, Stats, ms};
 
 #[derive(serde::Serialize)]
 pub(crate) struct LeanRun {
     pub(crate) label: String,
     pub(crate) bin: String,
+    /// "HTTP/1.1" or "HTTP/2" (`lean::Wire`): what the waits and the probe were sent over.
+    pub(crate) wire: &'static str,
     /// Session mode with rmcp's progress token (SSE + keep-alives); else stateless JSON.
     pub(crate) progress: bool,
     pub(crate) n: usize,
@@ -28,10 +31,18 @@ pub(crate) struct LeanRun {
 }
 
 impl LeanRun {
-    pub(crate) fn new(label: &str, bin: &str, progress: bool, n: usize, before: u64) -> LeanRun {
+    pub(crate) fn new(
+        label: &str,
+        bin: &str,
+        wire: Wire,
+        progress: bool,
+        n: usize,
+        before: u64,
+    ) -> LeanRun {
         LeanRun {
             label: label.to_string(),
             bin: bin.to_string(),
+            wire: wire.name(),
             progress,
             n,
             rss_before_kb: before,
@@ -105,9 +116,19 @@ impl LeanRun {
     }
 }
 
-pub(crate) fn record(r: &mut Report, runs: &[LeanRun]) {
+/// The rows of every run, and one for each binary that did not answer HTTP/2 (`h1_only`).
+pub(crate) fn record(r: &mut Report, runs: &[LeanRun], h1_only: &[String]) {
+    for who in h1_only {
+        r.row(
+            &format!("c7 [{who}] parked waits over HTTP/2"),
+            "not served: HTTP/1.1 only".to_string(),
+            "—",
+            None,
+        );
+    }
     for run in runs {
-        let (n, who, mode) = (run.n, &run.label, run.mode());
+        let (n, mode) = (run.n, run.mode());
+        let who = format!("{}, {}", run.label, run.wire);
         let rss_mb = run.rss_held_kb as f64 / 1024.0;
         r.row(
             &format!("c7 [{who}] {n} parked waits {mode}: daemon VmRSS (per wait)"),

@@ -83,6 +83,20 @@ pub(crate) async fn connect(
         .context("rmcp client connects")
 }
 
+/// `connect` through a given HTTP client (c7: an HTTP/2 one whose connection sessions share).
+pub(crate) async fn connect_with(
+    d: &DaemonProc,
+    ears: Ears,
+    in_flight: usize,
+    http: reqwest::Client,
+) -> anyhow::Result<Client> {
+    let cfg = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", d.addr))
+        .max_concurrent_requests(in_flight.max(1));
+    ears.serve(StreamableHttpClientTransport::with_client(http, cfg))
+        .await
+        .context("rmcp client connects over the given HTTP client")
+}
+
 /// c4: `append_log` → `notifications/resources/updated` of the attempt's log resource.
 pub(crate) async fn phase_resource_wake(
     r: &mut Report,

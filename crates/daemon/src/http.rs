@@ -138,18 +138,30 @@ async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
     }
 }
 
-/// The accept loop: one HTTP/1.1 connection per task (MCP's Streamable HTTP needs nothing
-/// more), TCP_NODELAY, graceful shutdown bounded by `drain`. Used instead of `axum::serve`,
-/// whose per-connection state also carries HTTP/2 and a rebuilt router: every parked long-poll
-/// holds its connection, so those bytes count ten thousand times (docs/performance.md).
+/// How the listener speaks: HTTP/1.1, and HTTP/2 over cleartext for clients that start with
+/// its preface (prior knowledge: no TLS here, hence no ALPN, and no `Upgrade: h2c`). HTTP/2
+/// carries up to `http2_max_streams` requests on one connection, so a client parking many
+/// waits pays one connection's buffers instead of one per wait (docs/performance.md).
+pub fn connection_builder(
+    http2_max_streams: u32,
+) -> hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor> {
+    let mut b = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    b.http2().max_concurrent_streams(http2_max_streams);
+    b
+}
+
+/// The accept loop: one task per connection (HTTP/1.1, or HTTP/2 with many requests on it:
+/// `connection_builder`), TCP_NODELAY, graceful shutdown bounded by `drain`. Used instead of
+/// `axum::serve`, which rebuilds the router per connection and has no stream limit setting.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
+    http2_max_streams: u32,
     shutdown: impl std::future::Future<Output = ()>,
     drain: std::time::Duration,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let http1 = hyper::server::conn::http1::Builder::new();
+    let builder = connection_builder(http2_max_streams);
     // One clone per connection task, dropped after the connection and its service: the store
     // they hold is released before `serve` returns (a restart reopens the same data dir).
     let live = Arc::new(());
@@ -169,8 +181,10 @@ pub async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn =
-            graceful.watch(http1.serve_connection(hyper_util::rt::TokioIo::new(tcp), service));
+        let conn = builder
+            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
         let alive = live.clone();
         tokio::spawn(async move {
             let _ = conn.await;
