@@ -5,13 +5,15 @@
 //! Run: `cargo bench --bench mcp_load` (all of `cargo bench` also runs the ingest bench).
 //! Knobs (environment): `VK_BENCH_QUICK=1` (small sizes, a smoke run), `VK_BENCH_ONLY=a,b,…`
 //! (phases: status, wake, throughput, waiters, waiters_session, resource_wake, task_wake,
-//! waiters_progress,
+//! waiters_progress, lean_waiters,
 //! tail, catchup, idle, bytes, fresh), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
-//! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
+//! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_BASELINE_BIN=path` (phase
+//! lean_waiters measures that build too, first, in the same run), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
 //! `VK_BENCH_OUT=dir` (default target/perf), `VK_BENCH_REPLOT=dir/results.json` (only redraw
 //! `dir/latency.svg` from an earlier run), `VK_BENCH_PAUSE=N` (pause N s once the first daemon
-//! is ready, to attach a profiler).
+//! is ready, to attach a profiler), `VK_BENCH_PARKED_PAUSE=N` (lean_waiters: pause N s while all
+//! are parked).
 //!
 //! Set-up: the VK simulator, the clients and a REST-proxy MCP server (the baseline) run in this
 //! process; every daemon is the real `vk-observer` binary in a child process (built by cargo for
@@ -29,6 +31,8 @@ mod daemon;
 mod data;
 mod fresh;
 mod idle;
+mod lean;
+mod lean_report;
 mod opts;
 mod plot;
 mod proxy;

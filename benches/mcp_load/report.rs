@@ -10,7 +10,7 @@ use crate::data::out_dir;
 use crate::plot::plot;
 
 /// Latency summary in microseconds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Stats {
     pub(crate) n: usize,
     pub(crate) p50_us: f64,

@@ -28,9 +28,9 @@ use crate::session_waits::{collect, park_waits, running_token};
 /// What the clients of these phases hear: resource updates (with their arrival time) and the
 /// number of progress notifications.
 #[derive(Clone)]
-struct Ears {
-    updates: Option<mpsc::UnboundedSender<Instant>>,
-    progress: Arc<AtomicUsize>,
+pub(crate) struct Ears {
+    pub(crate) updates: Option<mpsc::UnboundedSender<Instant>>,
+    pub(crate) progress: Arc<AtomicUsize>,
 }
 
 impl rmcp::ClientHandler for Ears {
@@ -53,7 +53,7 @@ impl rmcp::ClientHandler for Ears {
     }
 }
 
-type Client = RunningService<RoleClient, Ears>;
+pub(crate) type Client = RunningService<RoleClient, Ears>;
 
 async fn session_daemon(
     a: &ScenarioA,
@@ -71,12 +71,30 @@ async fn session_daemon(
     Ok((d, dir))
 }
 
-async fn connect(d: &DaemonProc, ears: Ears, in_flight: usize) -> anyhow::Result<Client> {
+pub(crate) async fn connect(
+    d: &DaemonProc,
+    ears: Ears,
+    in_flight: usize,
+) -> anyhow::Result<Client> {
     let cfg = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", d.addr))
         .max_concurrent_requests(in_flight.max(1));
     ears.serve(StreamableHttpClientTransport::from_config(cfg))
         .await
         .context("rmcp client connects")
+}
+
+/// `connect` through a given HTTP client (c7: an HTTP/2 one whose connection sessions share).
+pub(crate) async fn connect_with(
+    d: &DaemonProc,
+    ears: Ears,
+    in_flight: usize,
+    http: reqwest::Client,
+) -> anyhow::Result<Client> {
+    let cfg = StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", d.addr))
+        .max_concurrent_requests(in_flight.max(1));
+    ears.serve(StreamableHttpClientTransport::with_client(http, cfg))
+        .await
+        .context("rmcp client connects over the given HTTP client")
 }
 
 /// c4: `append_log` → `notifications/resources/updated` of the attempt's log resource.

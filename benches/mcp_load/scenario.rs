@@ -153,6 +153,7 @@ pub(crate) async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
         "resource_wake",
         "task_wake",
         "waiters_progress",
+        "lean_waiters",
     ];
     if !wants.iter().any(|p| o.runs(p)) {
         return Ok(());
@@ -249,6 +250,9 @@ pub(crate) async fn phase_a(r: &mut Report, o: &Opts) -> anyhow::Result<()> {
     }
     if o.runs("waiters_progress") {
         crate::resources::phase_waiters_progress(r, o, &a).await?;
+    }
+    if o.runs("lean_waiters") {
+        crate::lean::phase_lean(r, o, &a).await?;
     }
     // Last: it ends the running agents the phases above wait on.
     if o.runs("wake") {

@@ -73,10 +73,22 @@ pub(crate) async fn park_waits<S: Service<RoleClient>>(
     timeout_ms: u64,
     answered: &Arc<AtomicUsize>,
 ) -> Waits {
+    park_waits_on(clients, &a.running, token, n, timeout_ms, answered).await
+}
+
+/// `park_waits` on the given (attempt, process) pairs only.
+pub(crate) async fn park_waits_on<S: Service<RoleClient>>(
+    clients: &[RunningService<RoleClient, S>],
+    running: &[(uuid::Uuid, uuid::Uuid)],
+    token: &str,
+    n: usize,
+    timeout_ms: u64,
+    answered: &Arc<AtomicUsize>,
+) -> Waits {
     let mut handles = Vec::with_capacity(n);
     for i in 0..n {
         let peer = clients[i % clients.len()].peer().clone();
-        let attempt = a.running[i % a.running.len()].0;
+        let attempt = running[i % running.len()].0;
         let params = CallToolRequestParams::new("wait_for_attempt_change").with_arguments(args(
             json!({"attempt_ids": [attempt], "since_token": token, "timeout_ms": timeout_ms}),
         ));

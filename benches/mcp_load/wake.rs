@@ -22,7 +22,7 @@ pub(crate) fn token_seq(t: &str) -> u64 {
 /// One timed wake: a wait on `attempt` since `token` is sent and left 25 ms to park, then
 /// `event` fires; returns when the event fired, when the last byte of the answer arrived, and
 /// the answer (checked to report a change).
-async fn timed_wake(
+pub(crate) async fn timed_wake(
     mcp: &Mcp,
     attempt: uuid::Uuid,
     token: &str,

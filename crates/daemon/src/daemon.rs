@@ -66,12 +66,14 @@ fn fleet_host(
 pub(crate) fn spawn_server(
     listener: tokio::net::TcpListener,
     app: axum::Router,
+    http2_max_streams: u32,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         crate::http::serve(
             listener,
             app,
+            http2_max_streams,
             async move { stop.cancelled().await },
             Duration::from_secs(5),
         )
@@ -162,7 +164,12 @@ impl Daemon {
             health: health.clone(),
             metrics,
         };
-        let server = spawn_server(listener, router(state, mcp), cancel.clone());
+        let server = spawn_server(
+            listener,
+            router(state, mcp),
+            s.mcp.http2_max_streams,
+            cancel.clone(),
+        );
         tracing::info!(%addr, epoch = %store.epoch(), token = store.current_token(), "vk-observer is serving");
         Ok(Daemon {
             store,

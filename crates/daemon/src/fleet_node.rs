@@ -94,7 +94,12 @@ impl FleetNode {
             health: health.clone(),
             metrics,
         };
-        let server = crate::daemon::spawn_server(listener, router(state, mcp), cancel.clone());
+        let server = crate::daemon::spawn_server(
+            listener,
+            router(state, mcp),
+            s.mcp.http2_max_streams,
+            cancel.clone(),
+        );
         tracing::info!(%addr, epoch = %store.epoch(), "vk-observer fleet node is serving");
         Ok(FleetNode {
             store,

@@ -138,18 +138,93 @@ async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
     }
 }
 
-/// The accept loop: one HTTP/1.1 connection per task (MCP's Streamable HTTP needs nothing
-/// more), TCP_NODELAY, graceful shutdown bounded by `drain`. Used instead of `axum::serve`,
-/// whose per-connection state also carries HTTP/2 and a rebuilt router: every parked long-poll
-/// holds its connection, so those bytes count ten thousand times (docs/performance.md).
+/// HTTP/2's connection preface: a client with prior knowledge opens with it (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the client opened with HTTP/2's preface, read with `peek` (nothing consumed). Its
+/// first bytes decide as soon as they differ from the preface; a preface still partial after
+/// half a second is served as HTTP/1.1 (which then refuses it).
+async fn opens_http2(tcp: &tokio::net::TcpStream) -> bool {
+    let mut first = [0u8; 24];
+    for _ in 0..50 {
+        match tcp.peek(&mut first).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if first[..n] != H2_PREFACE[..n] => return false,
+            Ok(n) if n == H2_PREFACE.len() => return true,
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+        }
+    }
+    false
+}
+
+/// How the listener speaks: HTTP/1.1, and HTTP/2 over cleartext for clients that open with its
+/// preface (prior knowledge: no TLS here, hence no ALPN, and no `Upgrade: h2c`). Each accepted
+/// socket is peeked and served by exactly one protocol's connection in a task of its own, so an
+/// HTTP/1.1 connection costs what it did before HTTP/2 was served (hyper-util's auto connection
+/// is sized for both). HTTP/2 carries up to `http2_max_streams` requests on one connection, so
+/// a client parking many waits pays one connection's buffers instead of one per wait.
+struct Protocols {
+    http1: hyper::server::conn::http1::Builder,
+    http2: hyper::server::conn::http2::Builder<hyper_util::rt::TokioExecutor>,
+}
+
+impl Protocols {
+    fn new(http2_max_streams: u32) -> Protocols {
+        let mut http2 =
+            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+        http2.max_concurrent_streams(http2_max_streams);
+        Protocols {
+            http1: hyper::server::conn::http1::Builder::new(),
+            http2,
+        }
+    }
+
+    /// Serve one accepted socket until it closes, under `graceful`'s watch; `closing` ends a
+    /// socket that has not sent its first bytes when the server stops.
+    async fn serve(
+        self: Arc<Self>,
+        tcp: tokio::net::TcpStream,
+        app: Router,
+        graceful: hyper_util::server::graceful::Watcher,
+        closing: tokio_util::sync::CancellationToken,
+        alive: Arc<()>,
+    ) {
+        let h2 = tokio::select! {
+            h2 = opens_http2(&tcp) => h2,
+            _ = closing.cancelled() => return,
+        };
+        let io = hyper_util::rt::TokioIo::new(tcp);
+        let service = hyper_util::service::TowerToHyperService::new(app);
+        // Each protocol's connection in a task of its own: this future stays small.
+        if h2 {
+            let conn = graceful.watch(self.http2.serve_connection(io, service));
+            tokio::spawn(async move {
+                let _ = conn.await;
+                drop(alive);
+            });
+        } else {
+            let conn = graceful.watch(self.http1.serve_connection(io, service));
+            tokio::spawn(async move {
+                let _ = conn.await;
+                drop(alive);
+            });
+        }
+    }
+}
+
+/// The accept loop: one task per connection (HTTP/1.1, or HTTP/2 with many requests on it:
+/// `Protocols`), TCP_NODELAY, graceful shutdown bounded by `drain`. Used instead of
+/// `axum::serve`, which rebuilds the router per connection and has no stream limit setting.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
+    http2_max_streams: u32,
     shutdown: impl std::future::Future<Output = ()>,
     drain: std::time::Duration,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let http1 = hyper::server::conn::http1::Builder::new();
+    let protocols = Arc::new(Protocols::new(http2_max_streams));
+    let closing = tokio_util::sync::CancellationToken::new();
     // One clone per connection task, dropped after the connection and its service: the store
     // they hold is released before `serve` returns (a restart reopens the same data dir).
     let live = Arc::new(());
@@ -168,15 +243,15 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         let _ = tcp.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn =
-            graceful.watch(http1.serve_connection(hyper_util::rt::TokioIo::new(tcp), service));
-        let alive = live.clone();
-        tokio::spawn(async move {
-            let _ = conn.await;
-            drop(alive);
-        });
+        tokio::spawn(protocols.clone().serve(
+            tcp,
+            app.clone(),
+            graceful.watcher(),
+            closing.clone(),
+            live.clone(),
+        ));
     }
+    closing.cancel();
     drop(listener);
     let started = std::time::Instant::now();
     if tokio::time::timeout(drain, graceful.shutdown())

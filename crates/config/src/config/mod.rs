@@ -24,10 +24,10 @@ pub use credentials::NatsCredentials;
 pub use fleet::{DEFAULT_MAX_BACKLOG_BATCHES, FleetSettings, is_subject_token};
 pub use layers::{ConfigFile, IdempotencyArgs, SECRET_FLAG_REFUSED, SettingsArgs};
 pub use sections::{
-    DEFAULT_ACTIVITY_HORIZON, DEFAULT_AUDIT_HORIZON, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
-    DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION, DEFAULT_MAX_WAITERS, DEFAULT_PROGRESS_EVERY,
-    DEFAULT_STORE_COMPRESSION, IdempotencySettings, IngestConfig, MAX_PROGRESS_EVERY, McpSettings,
-    Retention, StoreSettings,
+    DEFAULT_ACTIVITY_HORIZON, DEFAULT_AUDIT_HORIZON, DEFAULT_HTTP2_MAX_STREAMS,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION,
+    DEFAULT_MAX_WAITERS, DEFAULT_PROGRESS_EVERY, DEFAULT_STORE_COMPRESSION, IdempotencySettings,
+    IngestConfig, MAX_PROGRESS_EVERY, McpSettings, Retention, StoreSettings,
 };
 
 /// Everything a daemon runs with. `Default` gives the built-in defaults with no upstream; tests

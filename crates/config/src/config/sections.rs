@@ -97,6 +97,9 @@ pub struct McpSettings {
     /// `<data_dir>/tokens.toml`. Once `[mcp] token` is set or this file holds a token, every
     /// caller must present one.
     pub tokens_file: Option<std::path::PathBuf>,
+    /// Requests one HTTP/2 connection may have in flight at once (its `SETTINGS_MAX_CONCURRENT_STREAMS`):
+    /// a client that parks many waits over HTTP/2 holds them all on one connection.
+    pub http2_max_streams: u32,
 }
 
 pub const DEFAULT_MAX_SESSIONS: usize = 256;
@@ -108,6 +111,8 @@ pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(10);
 pub const MAX_PROGRESS_EVERY: Duration = Duration::from_secs(15);
 /// Enough for a client watching every attempt of a busy project; each costs ~200 bytes.
 pub const DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION: usize = 1024;
+/// As many streams as `DEFAULT_MAX_WAITERS`: one HTTP/2 connection can hold every parked wait.
+pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 16_384;
 
 impl Default for McpSettings {
     fn default() -> Self {
@@ -122,6 +127,7 @@ impl Default for McpSettings {
             progress_every: DEFAULT_PROGRESS_EVERY,
             max_subscriptions_per_session: DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION,
             tokens_file: None,
+            http2_max_streams: DEFAULT_HTTP2_MAX_STREAMS,
         }
     }
 }
@@ -144,6 +150,7 @@ impl McpSettings {
         if self.max_sessions == 0
             || self.max_waiters == 0
             || self.max_subscriptions_per_session == 0
+            || self.http2_max_streams == 0
             || self.max_body_bytes < 1024
         {
             anyhow::bail!("[mcp] limits must be positive (max_body_bytes at least 1024)");

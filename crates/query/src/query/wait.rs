@@ -176,11 +176,18 @@ struct Registration {
 }
 
 impl Registration {
-    /// Until any of the subscribed channels fires.
+    /// Until any of the subscribed channels fires. One channel (a wait on one attempt or a
+    /// project, the usual case) is awaited in place: no boxed future per channel and round.
     async fn next_change(&mut self) {
-        let _ =
-            futures::future::select_all(self.receivers.iter_mut().map(|r| Box::pin(r.changed())))
-                .await;
+        match self.receivers.as_mut_slice() {
+            [one] => {
+                let _ = one.changed().await;
+            }
+            many => {
+                let _ = futures::future::select_all(many.iter_mut().map(|r| Box::pin(r.changed())))
+                    .await;
+            }
+        }
     }
 }
 
