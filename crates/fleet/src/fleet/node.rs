@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer};
-use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{self, Incoming, Kind};
@@ -21,6 +22,46 @@ use crate::telemetry_fleet as m;
 
 /// How often the node looks for new host streams.
 const DISCOVER_EVERY: Duration = Duration::from_secs(2);
+/// Host messages already received that one writer batch takes at most (`take_ready`).
+const GROUP_MESSAGES: usize = 64;
+/// Payload bytes one writer batch takes at most (a single larger message is still taken).
+const GROUP_BYTES: usize = 4 << 20;
+/// Writer batches a follower queues before it waits for the oldest to commit.
+const IN_FLIGHT: usize = 2;
+
+/// A queued writer batch: resolves once committed to the last message's stream sequence and
+/// the messages left in the stream after it.
+type Committing = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<(u64, u64)>> + Send>>;
+
+/// `first`, then every further message the consumer already holds (never waiting for one),
+/// up to [`GROUP_MESSAGES`] messages and [`GROUP_BYTES`] payload bytes: a quiet stream gives
+/// groups of one (no added latency), a backlog gives full groups. An error ends the group and
+/// is handed back after it, so the messages before it are still applied.
+fn take_ready<S, E>(
+    first: Result<jetstream::Message, E>,
+    messages: &mut S,
+) -> (Vec<jetstream::Message>, Option<E>)
+where
+    S: futures::Stream<Item = Result<jetstream::Message, E>> + Unpin,
+{
+    let mut group = Vec::new();
+    let mut bytes = 0;
+    let mut next = Some(first);
+    while let Some(item) = next.take() {
+        match item {
+            Ok(message) => {
+                bytes += message.payload.len();
+                group.push(message);
+            }
+            Err(e) => return (group, Some(e)),
+        }
+        if group.len() >= GROUP_MESSAGES || bytes >= GROUP_BYTES {
+            break;
+        }
+        next = messages.next().now_or_never().flatten();
+    }
+    (group, None)
+}
 
 /// What the node tells its caller as it goes (the daemon's health).
 pub trait NodeEvents: Send + Sync + 'static {
@@ -215,6 +256,44 @@ impl Follower {
         &self,
         caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
     ) -> anyhow::Result<()> {
+        let (mut position, pending, mut messages) = self.open().await?;
+        if pending <= position.stream_seq {
+            caught_up.take().map(|c| c.send(()));
+        }
+        // Writer batches queued and not yet committed, oldest first: the next group is read,
+        // decoded and queued while the writer commits the ones before it.
+        let mut committing = FuturesOrdered::new();
+        loop {
+            tokio::select! {
+                biased;
+                Some(done) = committing.next(), if !committing.is_empty() => {
+                    let (seq, lag) = done?;
+                    self.events.message(&self.host, lag);
+                    if seq >= pending {
+                        caught_up.take().map(|c| c.send(()));
+                    }
+                }
+                first = messages.next(), if committing.len() < IN_FLIGHT => {
+                    let Some(first) = first else { break };
+                    let (group, failed) = take_ready(first, &mut messages);
+                    if let Some(commit) = self.queue_group(group, &mut position).await? {
+                        committing.push_back(commit);
+                    }
+                    if let Some(e) = failed {
+                        return Err(anyhow::anyhow!("{e}"));
+                    }
+                }
+            }
+        }
+        while let Some(done) = committing.next().await {
+            done?;
+        }
+        Ok(())
+    }
+
+    /// The position to go on from, the stream's last sequence when the follower started, and
+    /// an ordered consumer from the message after the position.
+    async fn open(&self) -> anyhow::Result<(FleetPosition, u64, consumer::pull::Ordered)> {
         let mut position = self.position();
         let mut stream = self.js.get_stream(wire::stream_name(&self.host)).await?;
         let info = stream.info().await?.clone();
@@ -234,10 +313,6 @@ impl Follower {
                 start_sequence: seq + 1,
             },
         };
-        let pending = info.state.last_sequence;
-        if pending <= position.stream_seq {
-            caught_up.take().map(|c| c.send(()));
-        }
         let consumer = stream
             .create_consumer(consumer::pull::OrderedConfig {
                 filter_subject: wire::host_subjects(&self.host),
@@ -245,25 +320,49 @@ impl Follower {
                 ..Default::default()
             })
             .await?;
-        let mut messages = consumer.messages().await?;
-        while let Some(message) = messages.next().await {
-            let message = message?;
-            let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let (seq, lag) = (info.stream_sequence, info.pending);
+        let messages = consumer.messages().await?;
+        Ok((position, info.state.last_sequence, messages))
+    }
+
+    /// A group of host messages as ONE writer batch (their events in stream order, then the
+    /// position after the last), queued without waiting for its commit. Each message is
+    /// admitted on its own (`admit`), so duplicates and garbage are skipped exactly as one
+    /// message a batch would; the position is written in the same batch as the events it
+    /// covers. Resolves to the last message's stream sequence and lag once committed.
+    async fn queue_group(
+        &self,
+        group: Vec<jetstream::Message>,
+        position: &mut FleetPosition,
+    ) -> anyhow::Result<Option<Committing>> {
+        let Some(last) = group.last() else {
+            return Ok(None);
+        };
+        let info = last.info().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let (last_seq, lag) = (info.stream_sequence, info.pending);
+        let mut events = Vec::new();
+        for message in &group {
+            let seq = message
+                .info()
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .stream_sequence;
             let decoded = wire::decode(
                 &self.host,
                 message.subject.as_str(),
                 message.headers.as_ref(),
                 &message.payload,
             );
-            let events = self.admit(decoded, seq, &mut position);
-            self.write(events, position.clone()).await?;
-            self.events.message(&self.host, lag);
-            if seq >= pending {
-                caught_up.take().map(|c| c.send(()));
-            }
+            events.extend(self.admit(decoded, seq, position));
         }
-        Ok(())
+        events.push(DomainEvent::FleetPosition {
+            host: self.host.clone(),
+            position: position.clone(),
+        });
+        metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
+        let queued = self.writer.queue(events).await?;
+        Ok(Some(Box::pin(async move {
+            queued.committed().await?;
+            Ok((last_seq, lag))
+        })))
     }
 
     /// The events to apply for one message (none for a duplicate or garbage), moving `position`.
@@ -303,19 +402,5 @@ impl Follower {
         position.epoch = incoming.epoch;
         metrics::counter!(m::FLEET_APPLIED).increment(1);
         super::tag::tag(&self.host, incoming.events)
-    }
-
-    /// One host message as one batch of the fleet's writer, with the position it reached.
-    async fn write(
-        &self,
-        mut events: Vec<DomainEvent>,
-        position: FleetPosition,
-    ) -> anyhow::Result<()> {
-        events.push(DomainEvent::FleetPosition {
-            host: self.host.clone(),
-            position,
-        });
-        self.writer.write(events).await?;
-        Ok(())
     }
 }

@@ -5,23 +5,46 @@
 
 use std::time::Duration;
 
+use async_nats::jetstream::context::PublishError;
+use async_nats::jetstream::publish::PublishAck;
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
+use futures::stream::FuturesOrdered;
+use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{self, Kind};
 use crate::config::FleetSettings;
 use crate::store::Store;
-use crate::store::outbox::{CursorTree, FleetCursor};
+use crate::store::outbox::{CursorTree, FleetCursor, OutboxAt};
 use crate::telemetry_fleet as m;
 
-/// Batches published before their acknowledgements are awaited.
+/// Outbox batches read and published in one step.
 const GROUP: usize = 64;
+/// Batches published and not yet acknowledged, at most (the window of `follow_outbox`).
+const WINDOW: usize = 64;
 /// How often an idle publisher looks at the outbox without a commit: meta-only batches (which
 /// move no token, so wake nothing) are published within it.
 const META_TICK: Duration = Duration::from_millis(250);
 /// How often an idle publisher looks at its stream (deleted, recreated or purged).
 const IDLE_TICK: Duration = Duration::from_secs(5);
+
+/// A publish's place in the outbox and JetStream's answer.
+type Acked =
+    std::pin::Pin<Box<dyn Future<Output = (OutboxAt, Result<PublishAck, PublishError>)> + Send>>;
+
+/// Move the cursor to an acknowledged publish (acknowledgements come in publish order); a
+/// refused one ends the session, which resumes from the cursor.
+fn record_ack(
+    cursor: &mut FleetCursor,
+    (at, ack): (OutboxAt, Result<PublishAck, PublishError>),
+) -> Ended {
+    let ack = ack?;
+    (cursor.token, cursor.meta) = at;
+    cursor.stream_seq = ack.sequence;
+    metrics::counter!(m::FLEET_PUBLISHED).increment(1);
+    Ok(())
+}
 
 /// An idle publisher's look at its stream: one deleted, recreated or purged below the cursor
 /// ends the session, so the next one republishes (a snapshot) without waiting for a commit.
@@ -103,18 +126,37 @@ impl Publisher {
         let info = stream.info().await?.clone();
         let created = info.created.to_string();
         let epoch = self.store.epoch().0;
-        let mut cursor = match self.resumable(&info, &created) {
+        let cursor = match self.resumable(&info, &created) {
             Some(cursor) => cursor,
             None => self.publish_snapshot(&js, epoch, created).await?,
         };
         tracing::info!(host = %host, token = cursor.token, stream_seq = cursor.stream_seq, "fleet publishing");
+        self.follow_outbox(&js, &mut stream, epoch, cursor).await
+    }
+
+    /// Publish the outbox after `cursor` as commits come, keeping up to [`WINDOW`] publishes
+    /// unacknowledged: new batches go out while earlier acknowledgements are still on their
+    /// way, and the cursor moves (`record_acks`) as they come back, in order.
+    async fn follow_outbox(
+        &self,
+        js: &jetstream::Context,
+        stream: &mut stream::Stream,
+        epoch: u64,
+        mut cursor: FleetCursor,
+    ) -> Ended {
         let mut committed = self.store.hub().subscribe_global();
         let mut last_check = tokio::time::Instant::now();
+        let mut published: OutboxAt = (cursor.token, cursor.meta);
+        let mut acks: FuturesOrdered<Acked> = FuturesOrdered::new();
+        let mut recorded = published;
         loop {
-            let at = (cursor.token, cursor.meta);
-            let batches = self.store.read().outbox_after(at, GROUP)?;
-            if batches.is_empty() {
-                self.set_backlog_gauge();
+            let room = WINDOW.saturating_sub(acks.len());
+            let sent = self
+                .publish_after(js, epoch, &mut published, room, &mut acks)
+                .await?;
+            if acks.is_empty() {
+                let backlog = self.store.read().outbox_len_after(published);
+                metrics::gauge!(m::FLEET_BACKLOG).set(backlog as f64);
                 tokio::select! {
                     _ = committed.changed() => {}
                     // Meta-only batches move no token: the tick finds them; every
@@ -122,32 +164,62 @@ impl Publisher {
                     _ = tokio::time::sleep(META_TICK) => {
                         if last_check.elapsed() >= IDLE_TICK {
                             last_check = tokio::time::Instant::now();
-                            check_stream(&mut stream, &cursor).await?;
+                            check_stream(stream, &cursor).await?;
                         }
                     }
                 }
                 continue;
             }
-            let mut acks = Vec::with_capacity(batches.len());
-            for entry in batches {
-                let headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
-                let ack = js
-                    .publish_with_headers(
-                        wire::subject(host, Kind::Batch),
-                        headers,
-                        Bytes::from(entry.json),
-                    )
-                    .await?;
-                acks.push((entry.token, entry.meta, ack));
+            if sent == 0 || acks.len() >= WINDOW {
+                // Nothing more to send now: wait for the oldest acknowledgement or a commit.
+                tokio::select! {
+                    Some(acked) = acks.next() => record_ack(&mut cursor, acked)?,
+                    _ = committed.changed(), if acks.len() < WINDOW => {}
+                }
             }
-            for (token, meta, ack) in acks {
-                let ack = ack.await?;
-                (cursor.token, cursor.meta) = (token, meta);
-                cursor.stream_seq = ack.sequence;
-                metrics::counter!(m::FLEET_PUBLISHED).increment(1);
+            while let Some(Some(acked)) = acks.next().now_or_never() {
+                record_ack(&mut cursor, acked)?;
             }
-            self.cursor.set(&cursor)?;
+            if (cursor.token, cursor.meta) != recorded {
+                self.cursor.record(&cursor)?;
+                recorded = (cursor.token, cursor.meta);
+            }
         }
+    }
+
+    /// Publish up to `room` outbox batches after `published` (without awaiting their
+    /// acknowledgements, which go to `acks` in order), moving `published`; how many were sent.
+    async fn publish_after(
+        &self,
+        js: &jetstream::Context,
+        epoch: u64,
+        published: &mut OutboxAt,
+        room: usize,
+        acks: &mut FuturesOrdered<Acked>,
+    ) -> anyhow::Result<usize> {
+        if room == 0 {
+            return Ok(0);
+        }
+        let host = &self.settings.host;
+        let batches = self
+            .store
+            .read()
+            .outbox_after(*published, room.min(GROUP))?;
+        let sent = batches.len();
+        for entry in batches {
+            let headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
+            let ack = js
+                .publish_with_headers(
+                    wire::subject(host, Kind::Batch),
+                    headers,
+                    Bytes::from(entry.json),
+                )
+                .await?;
+            let at = (entry.token, entry.meta);
+            *published = at;
+            acks.push_back(Box::pin(async move { (at, ack.await) }));
+        }
+        Ok(sent)
     }
 
     /// The cursor to resume from, or `None` when the stream cannot be resumed: no cursor yet
