@@ -34,15 +34,16 @@ const IN_FLIGHT: usize = 2;
 type Committing = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<(u64, u64)>> + Send>>;
 
 /// `first`, then every further message the consumer already holds (never waiting for one),
-/// up to [`GROUP_MESSAGES`] messages and [`GROUP_BYTES`] payload bytes: a quiet stream gives
-/// groups of one (no added latency), a backlog gives full groups. An error ends the group and
-/// is handed back after it, so the messages before it are still applied.
-fn take_ready<S, E>(
-    first: Result<jetstream::Message, E>,
+/// up to [`GROUP_MESSAGES`] messages and [`GROUP_BYTES`] payload bytes (`size` of each): a
+/// quiet stream gives groups of one (no added latency), a backlog gives full groups. An error
+/// ends the group and is handed back after it, so the messages before it are still applied.
+fn take_ready<T, E, S>(
+    first: Result<T, E>,
     messages: &mut S,
-) -> (Vec<jetstream::Message>, Option<E>)
+    size: impl Fn(&T) -> usize,
+) -> (Vec<T>, Option<E>)
 where
-    S: futures::Stream<Item = Result<jetstream::Message, E>> + Unpin,
+    S: futures::Stream<Item = Result<T, E>> + Unpin,
 {
     let mut group = Vec::new();
     let mut bytes = 0;
@@ -50,7 +51,7 @@ where
     while let Some(item) = next.take() {
         match item {
             Ok(message) => {
-                bytes += message.payload.len();
+                bytes += size(&message);
                 group.push(message);
             }
             Err(e) => return (group, Some(e)),
@@ -275,7 +276,8 @@ impl Follower {
                 }
                 first = messages.next(), if committing.len() < IN_FLIGHT => {
                     let Some(first) = first else { break };
-                    let (group, failed) = take_ready(first, &mut messages);
+                    let (group, failed) =
+                        take_ready(first, &mut messages, |m: &jetstream::Message| m.payload.len());
                     if let Some(commit) = self.queue_group(group, &mut position).await? {
                         committing.push_back(commit);
                     }
@@ -402,5 +404,35 @@ impl Follower {
         position.epoch = incoming.epoch;
         metrics::counter!(m::FLEET_APPLIED).increment(1);
         super::tag::tag(&self.host, incoming.events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_takes_what_is_ready_and_stops_at_its_bounds() {
+        // Three ready, then a stream that would wait: one group of three, nothing waited for.
+        let mut ready =
+            futures::stream::iter(vec![Ok::<u32, ()>(2), Ok(3)]).chain(futures::stream::pending());
+        let (group, failed) = take_ready(Ok(1), &mut ready, |_| 1);
+        assert_eq!((group, failed), (vec![1, 2, 3], None));
+        // A backlog is cut at GROUP_MESSAGES; the rest stays for the next group.
+        let mut backlog = futures::stream::iter((1..200).map(Ok::<usize, ()>));
+        let (group, _) = take_ready(Ok(0), &mut backlog, |_| 1);
+        assert_eq!(group.len(), GROUP_MESSAGES);
+        assert_eq!(
+            futures::executor::block_on(backlog.next()),
+            Some(Ok(GROUP_MESSAGES))
+        );
+        // Bytes bound: a large message closes its group.
+        let mut big = futures::stream::iter(vec![Ok::<usize, ()>(GROUP_BYTES), Ok(1)]);
+        let (group, _) = take_ready(Ok(1), &mut big, |n| *n);
+        assert_eq!(group, vec![1, GROUP_BYTES]);
+        // An error ends the group and comes back after the messages before it.
+        let mut failing = futures::stream::iter(vec![Err("gone"), Ok(9)]);
+        let (group, failed) = take_ready(Ok(1), &mut failing, |_| 1);
+        assert_eq!((group, failed), (vec![1], Some("gone")));
     }
 }
