@@ -16,7 +16,9 @@
 //! `VK_BENCH_FLEET_BATCH=N` (entries per host batch; default 100), `VK_BENCH_FLEET_WAKES=N`
 //! (default 200), `VK_BENCH_ONLY=wake,hostwrite,fanin` (fan-in also runs catch-up and wire; hostwrite
 //! times one host store's writes of a quarter of the entries with the outbox off and on),
-//! `VK_BENCH_OUT=dir` (default target/perf; writes `fleet.json`).
+//! `VK_BENCH_OUT=dir` (default target/perf; writes `fleet.json`),
+//! `VK_BENCH_FLEET_WAYS=serial,pipelined` (default both: each phase runs the way before the
+//! pipelining, `fleet::Pipelining::serial`, then the default, each on a fresh nats-server).
 
 #[allow(dead_code)]
 #[path = "../tests/support/nats.rs"]
@@ -30,6 +32,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 use vk_observer::config::{FleetSettings, Settings};
 use vk_observer::daemon::Daemon;
+use vk_observer::fleet::Pipelining;
 use vk_observer::fleet::node::{Node, NodeEvents};
 use vk_observer::fleet::publisher::Publisher;
 use vk_observer::fleet_node::FleetNode;
@@ -47,6 +50,7 @@ struct Opts {
     batch: u64,
     wakes: usize,
     only: Option<Vec<String>>,
+    ways: Vec<String>,
 }
 
 impl Opts {
@@ -63,6 +67,11 @@ impl Opts {
             batch: num("VK_BENCH_FLEET_BATCH").unwrap_or(100).max(1),
             wakes: num("VK_BENCH_FLEET_WAKES").unwrap_or(if quick { 40 } else { 200 }) as usize,
             only: var("VK_BENCH_ONLY").map(|v| v.split(',').map(|s| s.trim().into()).collect()),
+            ways: var("VK_BENCH_FLEET_WAYS")
+                .unwrap_or_else(|| "serial,pipelined".into())
+                .split(',')
+                .map(|s| s.trim().into())
+                .collect(),
         }
     }
     fn runs(&self, phase: &str) -> bool {
@@ -79,20 +88,35 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let nats = nats::NatsServer::start("fleet bench").expect("a nats-server");
     let mut report = serde_json::Map::new();
-    if opts.runs("wake") {
-        report.insert("wake".into(), runtime.block_on(wake(&nats, opts.wakes)));
-    }
     if opts.runs("hostwrite") {
         report.insert("host_writes".into(), runtime.block_on(host_writes(&opts)));
     }
-    if opts.runs("fanin") {
-        let (fan, catch, wire) = runtime.block_on(fan_in_and_catch_up(&nats, &opts));
-        report.insert("fan_in".into(), fan);
-        report.insert("catch_up".into(), catch);
-        report.insert("wire".into(), wire);
+    // Each way on a fresh nats-server, one after the other in this process: `serial` is the
+    // way before the pipelining (fleet::Pipelining::serial), `pipelined` the default.
+    for phase in ["wake", "fanin"] {
+        if !opts.runs(phase) {
+            continue;
+        }
+        for way in &opts.ways {
+            Pipelining::set_serial_by_default(way == "serial");
+            let nats = nats::NatsServer::start("fleet bench").expect("a nats-server");
+            println!("--- {phase}, {way}");
+            let mut add = |key: &str, value: Value| {
+                let entry = report.entry(key.to_owned()).or_insert_with(|| json!({}));
+                entry[way.as_str()] = value;
+            };
+            if phase == "wake" {
+                add("wake", runtime.block_on(wake(&nats, opts.wakes)));
+            } else {
+                let (fan, catch, wire) = runtime.block_on(fan_in_and_catch_up(&nats, &opts));
+                add("fan_in", fan);
+                add("catch_up", catch);
+                add("wire", wire);
+            }
+        }
     }
+    Pipelining::set_serial_by_default(false);
     let out = std::env::var("VK_BENCH_OUT").unwrap_or_else(|_| "target/perf".into());
     std::fs::create_dir_all(&out).unwrap();
     let path = format!("{out}/fleet.json");

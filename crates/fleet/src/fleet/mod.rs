@@ -17,6 +17,66 @@ use std::time::Duration;
 
 use crate::config::{FleetSettings, NatsCredentials};
 
+/// How the fleet pipelines its two hops. [`Pipelining::default`] is what daemons run;
+/// [`Pipelining::serial`] is the way before (one host message per writer batch, each commit
+/// awaited before the next message is read; the publisher awaiting every group's
+/// acknowledgements, then flushing its cursor to disk), kept so `benches/fleet.rs` measures
+/// both side by side in one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pipelining {
+    /// Host messages already received that one fleet writer batch takes at most.
+    pub group_messages: usize,
+    /// Fleet writer batches a follower queues before it waits for the oldest to commit.
+    pub in_flight: usize,
+    /// Publish new outbox batches while earlier acknowledgements are outstanding (else each
+    /// group's acknowledgements are awaited before the next group is read).
+    pub publish_window: bool,
+    /// Flush the publisher's cursor to disk at each step (else sled's periodic flush).
+    pub flush_cursor: bool,
+}
+
+impl Default for Pipelining {
+    fn default() -> Self {
+        Pipelining {
+            group_messages: 64,
+            in_flight: 2,
+            publish_window: true,
+            flush_cursor: false,
+        }
+    }
+}
+
+/// Set by [`Pipelining::set_serial_by_default`].
+static SERIAL_BY_DEFAULT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Pipelining {
+    /// What `Node::new` and `Publisher::new` start with: the default, or [`Pipelining::serial`]
+    /// after `set_serial_by_default(true)`.
+    pub fn process_default() -> Self {
+        if SERIAL_BY_DEFAULT.load(std::sync::atomic::Ordering::Relaxed) {
+            Pipelining::serial()
+        } else {
+            Pipelining::default()
+        }
+    }
+
+    /// Make the serial way the process's default: for `benches/fleet.rs`, which starts whole
+    /// host daemons and fleet nodes both ways in one process. Daemons never call it.
+    pub fn set_serial_by_default(serial: bool) {
+        SERIAL_BY_DEFAULT.store(serial, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The way before the pipelining (see the type's doc).
+    pub fn serial() -> Self {
+        Pipelining {
+            group_messages: 1,
+            in_flight: 1,
+            publish_window: false,
+            flush_cursor: true,
+        }
+    }
+}
+
 /// How long one connection attempt to NATS may take before it is retried.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest pause between retries when NATS is unreachable.

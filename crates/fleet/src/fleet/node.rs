@@ -22,24 +22,21 @@ use crate::telemetry_fleet as m;
 
 /// How often the node looks for new host streams.
 const DISCOVER_EVERY: Duration = Duration::from_secs(2);
-/// Host messages already received that one writer batch takes at most (`take_ready`).
-const GROUP_MESSAGES: usize = 64;
 /// Payload bytes one writer batch takes at most (a single larger message is still taken).
 const GROUP_BYTES: usize = 4 << 20;
-/// Writer batches a follower queues before it waits for the oldest to commit.
-const IN_FLIGHT: usize = 2;
 
 /// A queued writer batch: resolves once committed to the last message's stream sequence and
 /// the messages left in the stream after it.
 type Committing = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<(u64, u64)>> + Send>>;
 
 /// `first`, then every further message the consumer already holds (never waiting for one),
-/// up to [`GROUP_MESSAGES`] messages and [`GROUP_BYTES`] payload bytes (`size` of each): a
+/// up to `max_messages` messages and [`GROUP_BYTES`] payload bytes (`size` of each): a
 /// quiet stream gives groups of one (no added latency), a backlog gives full groups. An error
 /// ends the group and is handed back after it, so the messages before it are still applied.
 fn take_ready<T, E, S>(
     first: Result<T, E>,
     messages: &mut S,
+    max_messages: usize,
     size: impl Fn(&T) -> usize,
 ) -> (Vec<T>, Option<E>)
 where
@@ -56,7 +53,7 @@ where
             }
             Err(e) => return (group, Some(e)),
         }
-        if group.len() >= GROUP_MESSAGES || bytes >= GROUP_BYTES {
+        if group.len() >= max_messages || bytes >= GROUP_BYTES {
             break;
         }
         next = messages.next().now_or_never().flatten();
@@ -84,6 +81,7 @@ pub struct Node {
     store: Store,
     writer: WriterHandle,
     events: Arc<dyn NodeEvents>,
+    pipelining: super::Pipelining,
 }
 
 impl Node {
@@ -98,7 +96,14 @@ impl Node {
             store,
             writer,
             events,
+            pipelining: super::Pipelining::process_default(),
         }
+    }
+
+    /// Follow with another [`super::Pipelining`] than the default (benches/fleet.rs).
+    pub fn with_pipelining(mut self, pipelining: super::Pipelining) -> Self {
+        self.pipelining = pipelining;
+        self
     }
 
     /// Follow every host until `cancel`.
@@ -161,6 +166,7 @@ impl Node {
                     store: self.store.clone(),
                     writer: self.writer.clone(),
                     events: self.events.clone(),
+                    pipelining: self.pipelining,
                 };
                 let stop = cancel.child_token();
                 let task = tokio::spawn(follower.run(stop.clone(), done));
@@ -228,6 +234,7 @@ struct Follower {
     store: Store,
     writer: WriterHandle,
     events: Arc<dyn NodeEvents>,
+    pipelining: super::Pipelining,
 }
 
 impl Follower {
@@ -274,10 +281,10 @@ impl Follower {
                         caught_up.take().map(|c| c.send(()));
                     }
                 }
-                first = messages.next(), if committing.len() < IN_FLIGHT => {
+                first = messages.next(), if committing.len() < self.pipelining.in_flight => {
                     let Some(first) = first else { break };
                     let (group, failed) =
-                        take_ready(first, &mut messages, |m: &jetstream::Message| m.payload.len());
+                        take_ready(first, &mut messages, self.pipelining.group_messages, |m: &jetstream::Message| m.payload.len());
                     if let Some(commit) = self.queue_group(group, &mut position).await? {
                         committing.push_back(commit);
                     }
@@ -416,23 +423,20 @@ mod tests {
         // Three ready, then a stream that would wait: one group of three, nothing waited for.
         let mut ready =
             futures::stream::iter(vec![Ok::<u32, ()>(2), Ok(3)]).chain(futures::stream::pending());
-        let (group, failed) = take_ready(Ok(1), &mut ready, |_| 1);
+        let (group, failed) = take_ready(Ok(1), &mut ready, 64, |_| 1);
         assert_eq!((group, failed), (vec![1, 2, 3], None));
-        // A backlog is cut at GROUP_MESSAGES; the rest stays for the next group.
+        // A backlog is cut at the message bound; the rest stays for the next group.
         let mut backlog = futures::stream::iter((1..200).map(Ok::<usize, ()>));
-        let (group, _) = take_ready(Ok(0), &mut backlog, |_| 1);
-        assert_eq!(group.len(), GROUP_MESSAGES);
-        assert_eq!(
-            futures::executor::block_on(backlog.next()),
-            Some(Ok(GROUP_MESSAGES))
-        );
+        let (group, _) = take_ready(Ok(0), &mut backlog, 64, |_| 1);
+        assert_eq!(group.len(), 64);
+        assert_eq!(futures::executor::block_on(backlog.next()), Some(Ok(64)));
         // Bytes bound: a large message closes its group.
         let mut big = futures::stream::iter(vec![Ok::<usize, ()>(GROUP_BYTES), Ok(1)]);
-        let (group, _) = take_ready(Ok(1), &mut big, |n| *n);
+        let (group, _) = take_ready(Ok(1), &mut big, 64, |n| *n);
         assert_eq!(group, vec![1, GROUP_BYTES]);
         // An error ends the group and comes back after the messages before it.
         let mut failing = futures::stream::iter(vec![Err("gone"), Ok(9)]);
-        let (group, failed) = take_ready(Ok(1), &mut failing, |_| 1);
+        let (group, failed) = take_ready(Ok(1), &mut failing, 64, |_| 1);
         assert_eq!((group, failed), (vec![1], Some("gone")));
     }
 }

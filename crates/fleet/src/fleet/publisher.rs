@@ -63,6 +63,7 @@ pub struct Publisher {
     settings: FleetSettings,
     store: Store,
     cursor: CursorTree,
+    pipelining: super::Pipelining,
 }
 
 /// Why a publishing session ended (the task then reconnects after a pause).
@@ -74,7 +75,14 @@ impl Publisher {
             settings,
             store,
             cursor,
+            pipelining: super::Pipelining::process_default(),
         }
+    }
+
+    /// Publish with another [`super::Pipelining`] than the default (benches/fleet.rs).
+    pub fn with_pipelining(mut self, pipelining: super::Pipelining) -> Self {
+        self.pipelining = pipelining;
+        self
     }
 
     /// Publish until `cancel`; reconnects with a growing pause while NATS is unreachable.
@@ -170,7 +178,12 @@ impl Publisher {
                 }
                 continue;
             }
-            if sent == 0 || acks.len() >= WINDOW {
+            if !self.pipelining.publish_window {
+                // The serial way: every acknowledgement of the group before the next read.
+                while let Some(acked) = acks.next().await {
+                    record_ack(&mut cursor, acked)?;
+                }
+            } else if sent == 0 || acks.len() >= WINDOW {
                 // Nothing more to send now: wait for the oldest acknowledgement or a commit.
                 tokio::select! {
                     Some(acked) = acks.next() => record_ack(&mut cursor, acked)?,
@@ -181,7 +194,11 @@ impl Publisher {
                 record_ack(&mut cursor, acked)?;
             }
             if (cursor.token, cursor.meta) != recorded {
-                self.cursor.record(&cursor)?;
+                if self.pipelining.flush_cursor {
+                    self.cursor.set(&cursor)?;
+                } else {
+                    self.cursor.record(&cursor)?;
+                }
                 recorded = (cursor.token, cursor.meta);
             }
         }
