@@ -99,7 +99,7 @@ fn main() {
             continue;
         }
         for way in &opts.ways {
-            Pipelining::set_serial_by_default(way == "serial");
+            Pipelining::set_pipelined_by_default(way == "pipelined");
             let nats = nats::NatsServer::start("fleet bench").expect("a nats-server");
             println!("--- {phase}, {way}");
             let mut add = |key: &str, value: Value| {
@@ -116,7 +116,7 @@ fn main() {
             }
         }
     }
-    Pipelining::set_serial_by_default(false);
+    Pipelining::set_pipelined_by_default(false);
     let out = std::env::var("VK_BENCH_OUT").unwrap_or_else(|_| "target/perf".into());
     std::fs::create_dir_all(&out).unwrap();
     let path = format!("{out}/fleet.json");

@@ -35,8 +35,13 @@ pub struct Pipelining {
     pub flush_cursor: bool,
 }
 
-impl Default for Pipelining {
-    fn default() -> Self {
+impl Pipelining {
+    /// The pipelined way (issue 24's throughput work). NOT the default yet: with it the fleet
+    /// fault schedules failed seed 6 (a fleet position at the host's token with some of that
+    /// host's facts missing); suspected: a later group committing after an earlier one failed
+    /// (two writer batches in flight), or a publish refused inside the window while a later one
+    /// was stored (the republished batch then sorts after it and is skipped as a duplicate).
+    pub fn pipelined() -> Self {
         Pipelining {
             group_messages: 64,
             in_flight: 2,
@@ -46,24 +51,32 @@ impl Default for Pipelining {
     }
 }
 
-/// Set by [`Pipelining::set_serial_by_default`].
-static SERIAL_BY_DEFAULT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+impl Default for Pipelining {
+    /// The serial way, until the pipelined one passes the fault schedules.
+    fn default() -> Self {
+        Pipelining::serial()
+    }
+}
+
+/// Set by [`Pipelining::set_pipelined_by_default`].
+static PIPELINED_BY_DEFAULT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 impl Pipelining {
-    /// What `Node::new` and `Publisher::new` start with: the default, or [`Pipelining::serial`]
-    /// after `set_serial_by_default(true)`.
+    /// What `Node::new` and `Publisher::new` start with: the default, or
+    /// [`Pipelining::pipelined`] after `set_pipelined_by_default(true)`.
     pub fn process_default() -> Self {
-        if SERIAL_BY_DEFAULT.load(std::sync::atomic::Ordering::Relaxed) {
-            Pipelining::serial()
+        if PIPELINED_BY_DEFAULT.load(std::sync::atomic::Ordering::Relaxed) {
+            Pipelining::pipelined()
         } else {
             Pipelining::default()
         }
     }
 
-    /// Make the serial way the process's default: for `benches/fleet.rs`, which starts whole
+    /// Make the pipelined way the process's default: for `benches/fleet.rs`, which starts whole
     /// host daemons and fleet nodes both ways in one process. Daemons never call it.
-    pub fn set_serial_by_default(serial: bool) {
-        SERIAL_BY_DEFAULT.store(serial, std::sync::atomic::Ordering::Relaxed);
+    pub fn set_pipelined_by_default(pipelined: bool) {
+        PIPELINED_BY_DEFAULT.store(pipelined, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The way before the pipelining (see the type's doc).
