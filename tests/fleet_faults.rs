@@ -6,13 +6,16 @@
 //! host offline for a while, makes JetStream refuse a host's publishes (its stream full with
 //! `discard: new`), re-publishes stored messages (same `Nats-Msg-Id`: JetStream must drop them;
 //! a fresh id, as after the duplicate window: the fleet must skip them) and deletes a host's
-//! stream (a snapshot follows). A real SIGKILL of a real binary is tests/fleet_kill.rs.
+//! stream under the live follower (a snapshot follows in a new stream of the same name;
+//! `VK_FLEET_FAULT_STREAM_LOSS=0` leaves this fault out). A real SIGKILL of a real binary is tests/fleet_kill.rs.
 //! Afterwards: each host equals its VK, the fleet's store equals the union of the hosts' stores
 //! (every project, task, attempt, session, process, change summary and log entry), the fleet's
 //! activity feed followed by `since_token` across its restarts has no gap and no duplicate (every
 //! task, attempt and process created/started once), and the fleet's token never went back.
 //! Seeds: `VK_FLEET_FAULT_SEEDS` (default 100, five at a time, one nats-server each) from
 //! `VK_FLEET_FAULT_SEED_BASE` (default 0); a failure names its seed and the replay command.
+//! `VK_OBSERVER_FLEET_PIPELINING=1` runs the daemons the pipelined way, `=0` the serial way
+//! (`fleet::Pipelining`; unset: the default).
 
 mod support;
 
@@ -27,6 +30,7 @@ use support::fleet::{fleet_node, host_daemon, host_truth};
 use support::nats::NatsServer;
 use uuid::Uuid;
 use vk_observer::daemon::Daemon;
+use vk_observer::fleet::wire;
 use vk_observer::fleet_node::FleetNode;
 use vk_observer::sim::{AgentOutcome, AttemptScript, Sim, Truth};
 use vk_observer::store::Store;
@@ -209,7 +213,16 @@ async fn duplicate_publishes(nats: &NatsServer, host: &str, seed: u64, rng: &mut
         let Ok(m) = stream.get_raw_message(seq).await else {
             continue;
         };
-        let mut headers = m.headers.clone();
+        // A copy as another publisher would send it: the stored headers without the host
+        // publisher's chain expectation (`wire::chain_after`), which would refuse the copy.
+        let mut headers = async_nats::HeaderMap::new();
+        for (name, values) in m.headers.iter() {
+            if AsRef::<str>::as_ref(name) != wire::HEADER_EXPECTED_LAST_MSG_ID {
+                for value in values {
+                    headers.append(name.clone(), value.clone());
+                }
+            }
+        }
         if !same_id {
             let fresh = format!("{host}.dup.{seed}.{seq}.{n}");
             headers.insert("Nats-Msg-Id", fresh.as_str());
@@ -250,14 +263,15 @@ fn play(sim: &Sim, project: Uuid, rng: &mut StdRng) -> tokio::task::JoinHandle<(
     })
 }
 
-/// Deleting a host's stream while the fleet node follows it is played only with
-/// `VK_FLEET_FAULT_STREAM_LOSS=1`: async-nats' ordered consumer then follows the *new* stream of
-/// the same name from the old sequence on, so the node applies its later batches before its
-/// snapshot; once discovery restarts the follower the node converges, but its feed shows the
-/// snapshot's regression (a process started twice; seed 38). Open: a stream identity on every
-/// message (the host knows its stream's creation time) so the follower can stop at once.
+/// Deleting a host's stream while the fleet node follows it is played unless
+/// `VK_FLEET_FAULT_STREAM_LOSS=0`. async-nats' ordered consumer then follows the *new* stream of
+/// the same name from the old sequence on; every message carries its stream's generation
+/// (`fleet::identity`), so the follower stops at the first message of the new stream, before
+/// applying it, and reads the new stream from its start (its snapshot first). Before that stamp
+/// the node applied the new stream's later batches before its snapshot and the feed showed the
+/// snapshot's regression (a process started twice; seed 38).
 fn stream_loss_on() -> bool {
-    std::env::var("VK_FLEET_FAULT_STREAM_LOSS").is_ok_and(|v| v != "0")
+    std::env::var("VK_FLEET_FAULT_STREAM_LOSS").as_deref() != Ok("0")
 }
 
 /// Sample the fleet's token continuously (across its restarts): it may never go back.
@@ -299,7 +313,7 @@ async fn run_schedule(seed: u64) -> Vec<Fault> {
         tokio::time::sleep(Duration::from_millis(rng.random_range(20..250))).await;
         let mut fault = FAULTS[rng.random_range(0..FAULTS.len())];
         if fault == Fault::StreamLost && !stream_loss_on() {
-            // Known bug, off by default (design-notes §23): see `stream_loss_on`.
+            // Turned off by VK_FLEET_FAULT_STREAM_LOSS=0: see `stream_loss_on`.
             fault = Fault::Duplicates;
         }
         if std::env::var("VK_FAULT_TRACE").is_ok() {
@@ -386,6 +400,17 @@ async fn seeded_fleet_fault_schedules_converge() {
             .unwrap_or_else(|_| "vk_observer_fleet=info,vk_observer_daemon=info".into());
         let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
     }
+    // `VK_OBSERVER_FLEET_PIPELINING=1` (pipelined) or `0` (serial): the way every host daemon
+    // and fleet node of the run publishes and follows (fleet::Pipelining); unset, the default.
+    let way = std::env::var("VK_OBSERVER_FLEET_PIPELINING").ok();
+    vk_observer::fleet::Pipelining::set_process_default(
+        way.as_deref()
+            .and_then(vk_observer::fleet::Pipelining::named),
+    );
+    eprintln!(
+        "fleet fault schedules: pipelining {:?}",
+        vk_observer::fleet::Pipelining::process_default()
+    );
     let n = env_u64("VK_FLEET_FAULT_SEEDS", 100);
     let base = env_u64("VK_FLEET_FAULT_SEED_BASE", 0);
     let started = Instant::now();

@@ -23,6 +23,9 @@ pub const FLEET_GARBAGE: &str = "vk_observer_fleet_garbage_total";
 /// Fleet node: writer batches its followers queued, each of one or more host messages (applied
 /// ÷ this is the grouping a backlog gets).
 pub const FLEET_WRITER_BATCHES: &str = "vk_observer_fleet_writer_batches_total";
+/// Fleet node: host streams found recreated under their follower (a message stamped with
+/// another stream generation), each followed again from its start.
+pub const FLEET_STREAM_CHANGES: &str = "vk_observer_fleet_stream_changes_total";
 
 /// Describe the fleet metrics and export them at zero.
 pub fn register_fleet() {
@@ -57,6 +60,10 @@ pub fn register_fleet() {
         (
             FLEET_WRITER_BATCHES,
             "Writer batches queued by the fleet node's followers (one or more host messages each).",
+        ),
+        (
+            FLEET_STREAM_CHANGES,
+            "Host streams found recreated under their follower, followed again from their start.",
         ),
     ];
     for (name, help) in counters {

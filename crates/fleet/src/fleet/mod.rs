@@ -2,10 +2,11 @@
 //! stream of its own (`publisher`, fed by the store's outbox), and a fleet node (`serve
 //! --fleet`) follows every host's stream into its own store through its one writer (`node`),
 //! tagging projects, tasks and attempts with their `host` (`tag`). `wire` is what a message
-//! looks like; `snapshot` is what a host sends when its stream cannot be resumed. `rpc` carries
-//! the fleet's mutations to the owning host and `heartbeat` says which hosts are alive.
+//! looks like, `identity` which stream (generation) a message is of; `snapshot` is what a host
+//! sends when its stream cannot be resumed. `rpc` carries the fleet's mutations to the owning host and `heartbeat` says which hosts are alive.
 
 pub mod heartbeat;
+pub mod identity;
 pub mod node;
 pub mod publisher;
 pub mod rpc;
@@ -58,25 +59,34 @@ impl Default for Pipelining {
     }
 }
 
-/// Set by [`Pipelining::set_pipelined_by_default`].
-static PIPELINED_BY_DEFAULT: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+/// Set by [`Pipelining::set_process_default`].
+static PROCESS_DEFAULT: std::sync::Mutex<Option<Pipelining>> = std::sync::Mutex::new(None);
 
 impl Pipelining {
-    /// What `Node::new` and `Publisher::new` start with: the default, or
-    /// [`Pipelining::pipelined`] after `set_pipelined_by_default(true)`.
+    /// What `Node::new` and `Publisher::new` start with: [`Pipelining::default`], or the way
+    /// `set_process_default` chose.
     pub fn process_default() -> Self {
-        if PIPELINED_BY_DEFAULT.load(std::sync::atomic::Ordering::Relaxed) {
-            Pipelining::pipelined()
-        } else {
-            Pipelining::default()
-        }
+        PROCESS_DEFAULT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_default()
     }
 
-    /// Make the pipelined way the process's default: for `benches/fleet.rs`, which starts whole
-    /// host daemons and fleet nodes both ways in one process. Daemons never call it.
-    pub fn set_pipelined_by_default(pipelined: bool) {
-        PIPELINED_BY_DEFAULT.store(pipelined, std::sync::atomic::Ordering::Relaxed);
+    /// Choose the way every host daemon and fleet node started later in this process runs
+    /// (`None`: the default again): for `benches/fleet.rs` and tests/fleet_faults.rs, which
+    /// start whole daemons and fleet nodes. Daemons never call it.
+    pub fn set_process_default(way: Option<Pipelining>) {
+        *PROCESS_DEFAULT.lock().unwrap_or_else(|e| e.into_inner()) = way;
+    }
+
+    /// The way named `pipelined` or `serial` (`VK_BENCH_FLEET_WAYS`,
+    /// `VK_OBSERVER_FLEET_PIPELINING`), also as `1`/`0`.
+    pub fn named(name: &str) -> Option<Self> {
+        match name.trim() {
+            "pipelined" | "1" => Some(Pipelining::pipelined()),
+            "serial" | "0" => Some(Pipelining::serial()),
+            _ => None,
+        }
     }
 
     /// The way before the pipelining (see the type's doc).

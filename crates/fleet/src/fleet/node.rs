@@ -13,11 +13,12 @@ use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use super::identity::StreamIdentity;
 use super::wire::{self, Incoming, Kind};
 use crate::config::{FleetSettings, is_subject_token};
 use crate::store::Store;
 use crate::store::events::{DomainEvent, FleetPosition};
-use crate::store::writer::WriterHandle;
+use crate::store::writer::{Chain, WriterHandle};
 use crate::telemetry_fleet as m;
 
 /// How often the node looks for new host streams.
@@ -117,10 +118,14 @@ impl Node {
                     _ = tokio::time::sleep(pause) => {}
                 }
                 let began = tokio::time::Instant::now();
-                let session = self.session(cancel.child_token());
+                let mut followed = HashMap::new();
+                let session = self.session(cancel.child_token(), &mut followed);
                 if let Err(e) = session.await {
                     tracing::warn!(error = %e, "fleet node cannot reach NATS; serving the cache");
                 }
+                // The session's followers stop (each between messages, after its queued
+                // batches committed) before the next session's read their positions.
+                wait_stopped(followed.into_values().map(|f| f.task).collect()).await;
                 self.events.connected(false);
                 if cancel.is_cancelled() {
                     return;
@@ -130,8 +135,13 @@ impl Node {
         })
     }
 
-    /// One connection: discover host streams and follow each new one.
-    async fn session(&self, cancel: CancellationToken) -> anyhow::Result<()> {
+    /// One connection: discover host streams and follow each new one (in `followed`, which the
+    /// caller awaits once the session ended: `cancel`, a child of the node's, stops them then).
+    async fn session(
+        &self,
+        cancel: CancellationToken,
+        followed: &mut HashMap<String, Followed>,
+    ) -> anyhow::Result<()> {
         let client = super::connect(&self.settings, "vk-observer fleet node").await?;
         let heartbeats = tokio::spawn({
             let (client, events, stop) = (client.clone(), self.events.clone(), cancel.clone());
@@ -141,18 +151,20 @@ impl Node {
         let js = jetstream::new(client);
         self.events.connected(true);
         let _stop_followers = cancel.clone().drop_guard();
-        let mut followed: HashMap<String, Followed> = HashMap::new();
         let mut first = true;
         loop {
             let found = host_streams(&js).await?;
             // A finished follower, or one of a stream since recreated, is started again.
+            let mut stopping = Vec::new();
             followed.retain(|host, f| {
-                let keep = !f.task.is_finished() && found.get(host) == Some(&f.created);
+                let keep = !f.task.is_finished() && found.get(host) == Some(&f.created.get());
                 if !keep {
                     f.stop.cancel();
+                    stopping.push(std::mem::replace(&mut f.task, tokio::spawn(async {})));
                 }
                 keep
             });
+            wait_stopped(stopping).await;
             let mut catching_up = Vec::new();
             for (host, created) in found {
                 if followed.contains_key(&host) {
@@ -160,8 +172,10 @@ impl Node {
                 }
                 let (done, caught) = tokio::sync::oneshot::channel();
                 catching_up.push(caught);
+                let following = FollowedStream::new(&created);
                 let follower = Follower {
                     host: host.clone(),
+                    following: following.clone(),
                     js: js.clone(),
                     store: self.store.clone(),
                     writer: self.writer.clone(),
@@ -173,7 +187,7 @@ impl Node {
                 followed.insert(
                     host,
                     Followed {
-                        created,
+                        created: following,
                         stop,
                         task,
                     },
@@ -203,12 +217,57 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Wait for stopped followers to end: a follower stops between messages, never inside a write,
+/// so its last batch is committed before its successor reads the position it left.
+async fn wait_stopped(stopping: Vec<tokio::task::JoinHandle<()>>) {
+    for task in stopping {
+        let _ = task.await;
+    }
+}
+
 /// A host stream being followed.
 struct Followed {
-    /// The stream's creation time when its follower started.
-    created: String,
+    /// The creation time of the stream its follower follows now.
+    created: FollowedStream,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// The creation time of the stream a follower follows, shared with discovery: a follower that
+/// found its stream recreated (`identity`) and started over on the new one is not restarted again.
+#[derive(Clone)]
+struct FollowedStream(Arc<std::sync::Mutex<String>>);
+
+impl FollowedStream {
+    fn new(created: &str) -> Self {
+        FollowedStream(Arc::new(std::sync::Mutex::new(created.to_owned())))
+    }
+
+    fn get(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, created: &str) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = created.to_owned();
+    }
+}
+
+/// How a follow of one stream ended without an error.
+enum FollowEnd {
+    /// The message stream closed (the session is ending).
+    Closed,
+    /// A message of another stream of the same name arrived (`identity`): follow it from its start.
+    StreamChanged,
+}
+
+/// A follow's opened stream: where it goes on from and what it reads.
+struct Open {
+    /// The position after the last message queued to the writer (committed or not yet).
+    position: FleetPosition,
+    /// The stream's last sequence when the follow started (caught up once committed past it).
+    pending: u64,
+    identity: StreamIdentity,
+    messages: consumer::pull::Ordered,
 }
 
 /// Every host stream (`VKO_<host>`) by host, with its creation time.
@@ -230,6 +289,7 @@ async fn host_streams(js: &jetstream::Context) -> anyhow::Result<HashMap<String,
 /// One host's stream into the store.
 struct Follower {
     host: String,
+    following: FollowedStream,
     js: jetstream::Context,
     store: Store,
     writer: WriterHandle,
@@ -241,13 +301,32 @@ impl Follower {
     async fn run(self, cancel: CancellationToken, caught_up: tokio::sync::oneshot::Sender<()>) {
         let mut caught_up = Some(caught_up);
         self.events.following(&self.host, true);
-        let result = tokio::select! {
-            _ = cancel.cancelled() => Ok(()),
-            r = self.follow(&mut caught_up) => r,
-        };
+        let result = self
+            .follow_across_recreations(&cancel, &mut caught_up)
+            .await;
         self.events.following(&self.host, false);
         if let Err(e) = result {
             tracing::warn!(host = %self.host, error = %e, "fleet follower stopped; retried at the next discovery");
+        }
+    }
+
+    /// Follow the host's stream; when it is found recreated, start over on the new one at once.
+    async fn follow_across_recreations(
+        &self,
+        cancel: &CancellationToken,
+        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> anyhow::Result<()> {
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            match self.follow(cancel, caught_up).await? {
+                FollowEnd::Closed => return Ok(()),
+                FollowEnd::StreamChanged => {
+                    metrics::counter!(m::FLEET_STREAM_CHANGES).increment(1);
+                    tracing::info!(host = %self.host, "fleet host stream recreated under its follower; following the new one from its start");
+                }
+            }
         }
     }
 
@@ -260,33 +339,75 @@ impl Follower {
             .unwrap_or_default()
     }
 
+    /// Follow the stream from the stored position until the session ends, the stream is found
+    /// recreated or an error. Whichever ends it, every batch already handed to the writer is
+    /// awaited before this returns: a successor reads the position only once no write of this
+    /// follow can land after it.
     async fn follow(
         &self,
+        cancel: &CancellationToken,
         caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
-    ) -> anyhow::Result<()> {
-        let (mut position, pending, mut messages) = self.open().await?;
-        if pending <= position.stream_seq {
+    ) -> anyhow::Result<FollowEnd> {
+        // Nothing is queued yet: opening may be left at once.
+        let mut open = tokio::select! {
+            _ = cancel.cancelled() => return Ok(FollowEnd::Closed),
+            open = self.open() => open?,
+        };
+        if open.pending <= open.position.stream_seq {
             caught_up.take().map(|c| c.send(()));
         }
         // Writer batches queued and not yet committed, oldest first: the next group is read,
-        // decoded and queued while the writer commits the ones before it.
+        // decoded and queued while the writer commits the ones before it. One chain: a batch
+        // commits only if every earlier one of this follow did, so the position a later batch
+        // carries never passes the messages of a failed one.
         let mut committing = FuturesOrdered::new();
+        let chain = Chain::default();
+        let ended = self
+            .pump(cancel, caught_up, &mut open, &chain, &mut committing)
+            .await;
+        let mut ended = ended;
+        while let Some(done) = committing.next().await {
+            match (done, &ended) {
+                (Ok((seq, lag)), Ok(_)) => self.committed(seq, lag, open.pending, caught_up),
+                (Err(e), Ok(_)) => ended = Err(e),
+                _ => {}
+            }
+        }
+        ended
+    }
+
+    /// Read groups and queue them (at most `in_flight` uncommitted) until the follow ends.
+    /// Stopped only while waiting for a message or a commit, never while a group is queued.
+    async fn pump(
+        &self,
+        cancel: &CancellationToken,
+        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
+        open: &mut Open,
+        chain: &Chain,
+        committing: &mut FuturesOrdered<Committing>,
+    ) -> anyhow::Result<FollowEnd> {
         loop {
             tokio::select! {
                 biased;
                 Some(done) = committing.next(), if !committing.is_empty() => {
                     let (seq, lag) = done?;
-                    self.events.message(&self.host, lag);
-                    if seq >= pending {
-                        caught_up.take().map(|c| c.send(()));
-                    }
+                    self.committed(seq, lag, open.pending, caught_up);
                 }
-                first = messages.next(), if committing.len() < self.pipelining.in_flight => {
-                    let Some(first) = first else { break };
-                    let (group, failed) =
-                        take_ready(first, &mut messages, self.pipelining.group_messages, |m: &jetstream::Message| m.payload.len());
-                    if let Some(commit) = self.queue_group(group, &mut position).await? {
+                _ = cancel.cancelled() => return Ok(FollowEnd::Closed),
+                first = open.messages.next(), if committing.len() < self.pipelining.in_flight => {
+                    let Some(first) = first else { return Ok(FollowEnd::Closed) };
+                    let (group, failed) = take_ready(
+                        first,
+                        &mut open.messages,
+                        self.pipelining.group_messages,
+                        |m: &jetstream::Message| m.payload.len(),
+                    );
+                    let (queued, changed) = self.queue_group(group, open, chain).await?;
+                    if let Some(commit) = queued {
                         committing.push_back(commit);
+                    }
+                    if changed {
+                        return Ok(FollowEnd::StreamChanged);
                     }
                     if let Some(e) = failed {
                         return Err(anyhow::anyhow!("{e}"));
@@ -294,19 +415,31 @@ impl Follower {
                 }
             }
         }
-        while let Some(done) = committing.next().await {
-            done?;
+    }
+
+    /// A batch committed up to stream sequence `seq`, `lag` messages after it.
+    fn committed(
+        &self,
+        seq: u64,
+        lag: u64,
+        pending: u64,
+        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
+    ) {
+        self.events.message(&self.host, lag);
+        if seq >= pending {
+            caught_up.take().map(|c| c.send(()));
         }
-        Ok(())
     }
 
     /// The position to go on from, the stream's last sequence when the follower started, and
     /// an ordered consumer from the message after the position.
-    async fn open(&self) -> anyhow::Result<(FleetPosition, u64, consumer::pull::Ordered)> {
+    async fn open(&self) -> anyhow::Result<Open> {
         let mut position = self.position();
         let mut stream = self.js.get_stream(wire::stream_name(&self.host)).await?;
         let info = stream.info().await?.clone();
         let created = info.created.to_string();
+        self.following.set(&created);
+        let identity = StreamIdentity::new(stream.clone(), &info);
         if position.stream_created != created {
             // Another stream than the one the position is in: read it from its start, and
             // apply all of it (idempotent) — its snapshot restates the host as of its cut, so
@@ -329,49 +462,60 @@ impl Follower {
                 ..Default::default()
             })
             .await?;
-        let messages = consumer.messages().await?;
-        Ok((position, info.state.last_sequence, messages))
+        Ok(Open {
+            position,
+            pending: info.state.last_sequence,
+            identity,
+            messages: consumer.messages().await?,
+        })
     }
 
     /// A group of host messages as ONE writer batch (their events in stream order, then the
-    /// position after the last), queued without waiting for its commit. Each message is
-    /// admitted on its own (`admit`), so duplicates and garbage are skipped exactly as one
-    /// message a batch would; the position is written in the same batch as the events it
-    /// covers. Resolves to the last message's stream sequence and lag once committed.
+    /// position after the last), queued in `chain` without waiting for its commit. Each message
+    /// is first checked to be of the followed stream (`identity`; one of another stream ends the
+    /// group before it, and `true` says so), then admitted on its own (`admit`), so duplicates
+    /// and garbage are skipped exactly as one message a batch would; the position is written in
+    /// the same batch as the events it covers. The batch resolves to the last message's stream
+    /// sequence and lag once committed.
     async fn queue_group(
         &self,
         group: Vec<jetstream::Message>,
-        position: &mut FleetPosition,
-    ) -> anyhow::Result<Option<Committing>> {
-        let Some(last) = group.last() else {
-            return Ok(None);
-        };
-        let info = last.info().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let (last_seq, lag) = (info.stream_sequence, info.pending);
+        open: &mut Open,
+        chain: &Chain,
+    ) -> anyhow::Result<(Option<Committing>, bool)> {
         let mut events = Vec::new();
+        let mut last = None;
+        let mut changed = false;
         for message in &group {
-            let seq = message
-                .info()
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .stream_sequence;
+            if open.identity.changed(message.headers.as_ref()).await? {
+                changed = true;
+                break;
+            }
+            let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let seq = info.stream_sequence;
+            last = Some((seq, info.pending));
             let decoded = wire::decode(
                 &self.host,
                 message.subject.as_str(),
                 message.headers.as_ref(),
                 &message.payload,
             );
-            events.extend(self.admit(decoded, seq, position));
+            events.extend(self.admit(decoded, seq, &mut open.position));
         }
+        let Some((last_seq, lag)) = last else {
+            return Ok((None, changed));
+        };
         events.push(DomainEvent::FleetPosition {
             host: self.host.clone(),
-            position: position.clone(),
+            position: open.position.clone(),
         });
         metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
-        let queued = self.writer.queue(events).await?;
-        Ok(Some(Box::pin(async move {
+        let queued = self.writer.queue_chained(events, chain).await?;
+        let commit: Committing = Box::pin(async move {
             queued.committed().await?;
             Ok((last_seq, lag))
-        })))
+        });
+        Ok((Some(commit), changed))
     }
 
     /// The events to apply for one message (none for a duplicate or garbage), moving `position`.

@@ -58,6 +58,47 @@ async fn check_stream(stream: &mut stream::Stream, cursor: &FleetCursor) -> Ende
     Ok(())
 }
 
+/// An existing stream brought to what the settings ask, keeping every other limit an operator
+/// set on it: its subjects (a stream of an older build held `vko.<host>.>`, which would swallow
+/// RPC requests) and `[fleet] replicas` (changed since the stream was created). Replicas that
+/// JetStream will not change (e.g. 3 on a server without a cluster) are logged with its reason and
+/// the stream is used as it is.
+async fn reconcile_stream(
+    js: &jetstream::Context,
+    stream: &stream::Stream,
+    wanted: &stream::Config,
+) -> Ended {
+    let have = &stream.cached_info().config;
+    if have.subjects != wanted.subjects {
+        let mut update = have.clone();
+        update.subjects = wanted.subjects.clone();
+        js.update_stream(&update).await?;
+    }
+    if have.num_replicas.max(1) != wanted.num_replicas.max(1) {
+        let mut update = have.clone();
+        update.subjects = wanted.subjects.clone();
+        update.num_replicas = wanted.num_replicas;
+        match js.update_stream(&update).await {
+            Ok(_) => {
+                tracing::info!(stream = %wanted.name, from = have.num_replicas, to = wanted.num_replicas, "fleet stream replicas changed")
+            }
+            Err(e) => tracing::warn!(
+                stream = %wanted.name, has = have.num_replicas, wanted = wanted.num_replicas, error = %e,
+                "[fleet] replicas cannot be applied to the existing stream; it keeps its replicas \
+                 (does the NATS cluster have that many servers with JetStream?)"
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// How far a session published (acknowledged or not): the outbox place of its last publish and
+/// that message's id, which the next publish is chained to.
+struct Published {
+    at: OutboxAt,
+    last_id: Option<String>,
+}
+
 /// A host's publisher.
 pub struct Publisher {
     settings: FleetSettings,
@@ -127,19 +168,21 @@ impl Publisher {
             ..Default::default()
         };
         let mut stream = js.get_or_create_stream(config.clone()).await?;
-        if stream.cached_info().config.subjects != config.subjects {
-            // A stream of an older build held `vko.<host>.>`: it would swallow RPC requests.
-            js.update_stream(&config).await?;
-        }
+        reconcile_stream(&js, &stream, &config).await?;
         let info = stream.info().await?.clone();
         let created = info.created.to_string();
+        let generation = super::identity::generation(&info);
         let epoch = self.store.epoch().0;
         let cursor = match self.resumable(&info, &created) {
             Some(cursor) => cursor,
-            None => self.publish_snapshot(&js, epoch, created).await?,
+            None => {
+                self.publish_snapshot(&js, epoch, created, &generation)
+                    .await?
+            }
         };
         tracing::info!(host = %host, token = cursor.token, stream_seq = cursor.stream_seq, "fleet publishing");
-        self.follow_outbox(&js, &mut stream, epoch, cursor).await
+        self.follow_outbox(&js, &mut stream, (epoch, &generation), cursor)
+            .await
     }
 
     /// Publish the outbox after `cursor` as commits come, keeping up to [`WINDOW`] publishes
@@ -149,21 +192,24 @@ impl Publisher {
         &self,
         js: &jetstream::Context,
         stream: &mut stream::Stream,
-        epoch: u64,
+        stamp: (u64, &str),
         mut cursor: FleetCursor,
     ) -> Ended {
         let mut committed = self.store.hub().subscribe_global();
         let mut last_check = tokio::time::Instant::now();
-        let mut published: OutboxAt = (cursor.token, cursor.meta);
+        let mut published = Published {
+            at: (cursor.token, cursor.meta),
+            last_id: None,
+        };
         let mut acks: FuturesOrdered<Acked> = FuturesOrdered::new();
-        let mut recorded = published;
+        let mut recorded = published.at;
         loop {
             let room = WINDOW.saturating_sub(acks.len());
             let sent = self
-                .publish_after(js, epoch, &mut published, room, &mut acks)
+                .publish_after(js, stamp, &mut published, room, &mut acks)
                 .await?;
             if acks.is_empty() {
-                let backlog = self.store.read().outbox_len_after(published);
+                let backlog = self.store.read().outbox_len_after(published.at);
                 metrics::gauge!(m::FLEET_BACKLOG).set(backlog as f64);
                 tokio::select! {
                     _ = committed.changed() => {}
@@ -205,12 +251,14 @@ impl Publisher {
     }
 
     /// Publish up to `room` outbox batches after `published` (without awaiting their
-    /// acknowledgements, which go to `acks` in order), moving `published`; how many were sent.
+    /// acknowledgements, which go to `acks` in order), each chained to the one before
+    /// (`wire::chain_after`), moving `published`; how many were sent. `stamp`: the store's epoch
+    /// and the stream's generation.
     async fn publish_after(
         &self,
         js: &jetstream::Context,
-        epoch: u64,
-        published: &mut OutboxAt,
+        (epoch, generation): (u64, &str),
+        published: &mut Published,
         room: usize,
         acks: &mut FuturesOrdered<Acked>,
     ) -> anyhow::Result<usize> {
@@ -221,10 +269,12 @@ impl Publisher {
         let batches = self
             .store
             .read()
-            .outbox_after(*published, room.min(GROUP))?;
+            .outbox_after(published.at, room.min(GROUP))?;
         let sent = batches.len();
         for entry in batches {
-            let headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
+            let mut headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
+            super::identity::stamp(&mut headers, generation);
+            let id = wire::chain_after(&mut headers, published.last_id.as_deref());
             let ack = js
                 .publish_with_headers(
                     wire::subject(host, Kind::Batch),
@@ -233,7 +283,10 @@ impl Publisher {
                 )
                 .await?;
             let at = (entry.token, entry.meta);
-            *published = at;
+            *published = Published {
+                at,
+                last_id: Some(id),
+            };
             acks.push_back(Box::pin(async move { (at, ack.await) }));
         }
         Ok(sent)
@@ -275,6 +328,7 @@ impl Publisher {
         js: &jetstream::Context,
         epoch: u64,
         created: String,
+        generation: &str,
     ) -> anyhow::Result<FleetCursor> {
         let host = &self.settings.host;
         let token = self.store.current_token();
@@ -283,7 +337,8 @@ impl Publisher {
         let mut stream_seq = 0;
         let count = parts.len();
         for (i, events) in parts.into_iter().enumerate() {
-            let headers = wire::headers(host, epoch, token, Some(i as u32));
+            let mut headers = wire::headers(host, epoch, token, Some(i as u32));
+            super::identity::stamp(&mut headers, generation);
             let payload = Bytes::from(serde_json::to_vec(&events)?);
             let ack = js
                 .publish_with_headers(wire::subject(host, Kind::Snapshot), headers, payload)

@@ -17,6 +17,10 @@ pub const HEADER_MSG_ID: &str = "Nats-Msg-Id";
 /// after the batch of `Vko-Token` (1, 2, …); absent on every other message.
 pub const HEADER_META: &str = "Vko-Meta";
 
+/// The generation of the stream the publisher published the message to (`fleet::identity`):
+/// the fleet node applies no message of another stream than the one it follows.
+pub const HEADER_STREAM: &str = "Vko-Stream";
+
 /// Every host stream's name starts with this.
 pub const STREAM_PREFIX: &str = "VKO_";
 
@@ -108,6 +112,26 @@ pub fn batch_headers(host: &str, epoch: u64, token: u64, meta: u32) -> HeaderMap
     let id = format!("{host}.{epoch:016x}.{token}.m{meta}");
     h.insert(HEADER_MSG_ID, id.as_str());
     h
+}
+
+/// JetStream stores a message carrying this only if the stream's last message has that id.
+pub const HEADER_EXPECTED_LAST_MSG_ID: &str = "Nats-Expected-Last-Msg-Id";
+
+/// Chain a batch publish to the one published before it in the same session: JetStream stores
+/// it only while that one is the stream's last message (a re-publish of a stored message is
+/// dropped as a duplicate before this check). Several publishes are in flight at once; without
+/// the chain, one refused (a full stream) followed by a later one stored would put the refused
+/// batch, published again, after the later one in the stream, where the fleet node skips it as
+/// already applied (its token is below). With it, every publish after a refused one is refused
+/// too, and the next session resumes from the last acknowledged one. Returns this message's id.
+pub fn chain_after(headers: &mut HeaderMap, previous: Option<&str>) -> String {
+    if let Some(previous) = previous {
+        headers.insert(HEADER_EXPECTED_LAST_MSG_ID, previous);
+    }
+    headers
+        .get(HEADER_MSG_ID)
+        .map(|v| v.as_str().to_owned())
+        .unwrap_or_default()
 }
 
 /// A host message the fleet node may apply.
