@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use crate::config::{FleetSettings, NatsCredentials};
 
-/// How the fleet pipelines its two hops. [`Pipelining::default`] is what daemons run;
-/// [`Pipelining::serial`] is the way before (one host message per writer batch, each commit
+/// How the fleet pipelines its two hops. [`Pipelining::default`] (= [`Pipelining::pipelined`])
+/// is what daemons run; [`Pipelining::serial`] is the way before (one host message per writer batch, each commit
 /// awaited before the next message is read; the publisher awaiting every group's
 /// acknowledgements, then flushing its cursor to disk), kept so `benches/fleet.rs` measures
 /// both side by side in one process.
@@ -37,11 +37,11 @@ pub struct Pipelining {
 }
 
 impl Pipelining {
-    /// The pipelined way (issue 24's throughput work). NOT the default yet: with it the fleet
-    /// fault schedules failed seed 6 (a fleet position at the host's token with some of that
-    /// host's facts missing); suspected: a later group committing after an earlier one failed
-    /// (two writer batches in flight), or a publish refused inside the window while a later one
-    /// was stored (the republished batch then sorts after it and is skipped as a duplicate).
+    /// The pipelined way (issue 24's throughput work), the default. Safe because a follower's
+    /// batches in flight form one `store::writer::Chain` (none commits behind a failed one) and
+    /// the publisher chains each publish to the one before (`wire::chain_after`): JetStream
+    /// stores none behind one it did not store, so a batch is never republished after a later
+    /// one (where the node would skip it as already applied: fault seed 6).
     pub fn pipelined() -> Self {
         Pipelining {
             group_messages: 64,
@@ -53,9 +53,9 @@ impl Pipelining {
 }
 
 impl Default for Pipelining {
-    /// The serial way, until the pipelined one passes the fault schedules.
+    /// The pipelined way (the fleet fault schedules pass it: seeds 0–199).
     fn default() -> Self {
-        Pipelining::serial()
+        Pipelining::pipelined()
     }
 }
 
