@@ -14,8 +14,11 @@
 //! `nats-server` on PATH). Knobs (environment): `VK_BENCH_QUICK=1` (100 k entries, 40 wakes),
 //! `VK_BENCH_FLEET_ENTRIES=N` (entries over the four hosts; default 1,000,000),
 //! `VK_BENCH_FLEET_BATCH=N` (entries per host batch; default 100), `VK_BENCH_FLEET_WAKES=N`
-//! (default 200), `VK_BENCH_ONLY=wake,fanin` (fan-in also runs catch-up and wire),
-//! `VK_BENCH_OUT=dir` (default target/perf; writes `fleet.json`).
+//! (default 200), `VK_BENCH_ONLY=wake,hostwrite,fanin` (fan-in also runs catch-up and wire; hostwrite
+//! times one host store's writes of a quarter of the entries with the outbox off and on),
+//! `VK_BENCH_OUT=dir` (default target/perf; writes `fleet.json`),
+//! `VK_BENCH_FLEET_WAYS=serial,pipelined` (default both: each phase runs the way before the
+//! pipelining, `fleet::Pipelining::serial`, then the default, each on a fresh nats-server).
 
 #[allow(dead_code)]
 #[path = "../tests/support/nats.rs"]
@@ -29,6 +32,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 use vk_observer::config::{FleetSettings, Settings};
 use vk_observer::daemon::Daemon;
+use vk_observer::fleet::Pipelining;
 use vk_observer::fleet::node::{Node, NodeEvents};
 use vk_observer::fleet::publisher::Publisher;
 use vk_observer::fleet_node::FleetNode;
@@ -46,6 +50,7 @@ struct Opts {
     batch: u64,
     wakes: usize,
     only: Option<Vec<String>>,
+    ways: Vec<String>,
 }
 
 impl Opts {
@@ -62,6 +67,11 @@ impl Opts {
             batch: num("VK_BENCH_FLEET_BATCH").unwrap_or(100).max(1),
             wakes: num("VK_BENCH_FLEET_WAKES").unwrap_or(if quick { 40 } else { 200 }) as usize,
             only: var("VK_BENCH_ONLY").map(|v| v.split(',').map(|s| s.trim().into()).collect()),
+            ways: var("VK_BENCH_FLEET_WAYS")
+                .unwrap_or_else(|| "serial,pipelined".into())
+                .split(',')
+                .map(|s| s.trim().into())
+                .collect(),
         }
     }
     fn runs(&self, phase: &str) -> bool {
@@ -78,17 +88,37 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let nats = nats::NatsServer::start("fleet bench").expect("a nats-server");
     let mut report = serde_json::Map::new();
-    if opts.runs("wake") {
-        report.insert("wake".into(), runtime.block_on(wake(&nats, opts.wakes)));
+    if opts.runs("hostwrite") {
+        report.insert("host_writes".into(), runtime.block_on(host_writes(&opts)));
     }
-    if opts.runs("fanin") {
-        let (fan, catch, wire) = runtime.block_on(fan_in_and_catch_up(&nats, &opts));
-        report.insert("fan_in".into(), fan);
-        report.insert("catch_up".into(), catch);
-        report.insert("wire".into(), wire);
+    // Each way on a fresh nats-server, one after the other in this process: `serial` is the
+    // way before the pipelining (fleet::Pipelining::serial), `pipelined` the default.
+    for phase in ["wake", "fanin"] {
+        if !opts.runs(phase) {
+            continue;
+        }
+        for way in &opts.ways {
+            Pipelining::set_process_default(Some(
+                Pipelining::named(way).expect("VK_BENCH_FLEET_WAYS: serial or pipelined"),
+            ));
+            let nats = nats::NatsServer::start("fleet bench").expect("a nats-server");
+            println!("--- {phase}, {way}");
+            let mut add = |key: &str, value: Value| {
+                let entry = report.entry(key.to_owned()).or_insert_with(|| json!({}));
+                entry[way.as_str()] = value;
+            };
+            if phase == "wake" {
+                add("wake", runtime.block_on(wake(&nats, opts.wakes)));
+            } else {
+                let (fan, catch, wire) = runtime.block_on(fan_in_and_catch_up(&nats, &opts));
+                add("fan_in", fan);
+                add("catch_up", catch);
+                add("wire", wire);
+            }
+        }
     }
+    Pipelining::set_process_default(None);
     let out = std::env::var("VK_BENCH_OUT").unwrap_or_else(|_| "target/perf".into());
     std::fs::create_dir_all(&out).unwrap();
     let path = format!("{out}/fleet.json");
@@ -165,11 +195,29 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
         assert!(
-            start.elapsed() < Duration::from_secs(60),
+            start.elapsed() < Duration::from_secs(600),
             "{what} never happened"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// When each message on `subject` reached a plain NATS subscriber (a probe beside the fleet
+/// node's consumer: the hop host → NATS apart from NATS → fleet).
+async fn nats_arrivals(url: &str, subject: &str) -> tokio::sync::mpsc::UnboundedReceiver<Instant> {
+    use futures::StreamExt;
+    let client = async_nats::connect(url).await.unwrap();
+    let mut sub = client.subscribe(subject.to_owned()).await.unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let _client = client;
+        while sub.next().await.is_some() {
+            if tx.send(Instant::now()).is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 async fn wake(nats: &nats::NatsServer, wakes: usize) -> Value {
@@ -193,12 +241,15 @@ async fn wake(nats: &nats::NatsServer, wakes: usize) -> Value {
     )
     .await
     .unwrap();
+    let seen_on_nats = nats_arrivals(&nats.url, "vko.wake.batch").await;
     let attempt = ids.attempt_id;
     until("the attempt on the fleet", || {
         fleet.store.read().attempt(attempt).ok().flatten().is_some()
     })
     .await;
     let (mut on_host, mut on_fleet, mut extra) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut to_nats, mut from_nats) = (Vec::new(), Vec::new());
+    let mut seen_on_nats = seen_on_nats;
     for i in 0..wakes + 5 {
         // Quiet first: both stores settled on the previous change.
         tokio::time::sleep(Duration::from_millis(60)).await;
@@ -207,6 +258,7 @@ async fn wake(nats: &nats::NatsServer, wakes: usize) -> Value {
             waiter(fleet.store.clone(), attempt),
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
+        while seen_on_nats.try_recv().is_ok() {}
         let t0 = Instant::now();
         let entry = json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,
             "entry_type": {"type": "assistant_message"}, "content": format!("wake {i}")}});
@@ -217,10 +269,19 @@ async fn wake(nats: &nats::NatsServer, wakes: usize) -> Value {
             on_host.push(ms(th));
             on_fleet.push(ms(tf));
             extra.push(ms(tf) - ms(th));
+            // Where the fleet's extra goes: host answer → the batch on NATS → fleet answer.
+            if let Ok(Some(tn)) =
+                tokio::time::timeout(Duration::from_secs(1), seen_on_nats.recv()).await
+            {
+                to_nats.push(ms(tn) - ms(th));
+                from_nats.push(ms(tf) - ms(tn));
+            }
         }
     }
     let report = json!({"host": summary(on_host), "fleet": summary(on_fleet),
-                        "fleet_minus_host": summary(extra)});
+                        "fleet_minus_host": summary(extra),
+                        "host_answer_to_nats": summary(to_nats),
+                        "nats_to_fleet_answer": summary(from_nats)});
     println!("wake (VK append -> waiter answers), {wakes} changes: {report}");
     fleet.shutdown().await;
     host.shutdown().await;
@@ -291,6 +352,11 @@ fn bench_node(
 /// A project, task, attempt and running process on a host, then `entries` log entries in
 /// batches of `batch`.
 async fn write_host(host: &BenchHost, entries: u64, batch: u64) {
+    write_log(&host.writer, &host.name, entries, batch).await
+}
+
+/// [`write_host`] through any writer.
+async fn write_log(writer: &WriterHandle, name: &str, entries: u64, batch: u64) {
     let (project, task, attempt, session, process) = (
         Uuid::new_v4(),
         Uuid::new_v4(),
@@ -300,7 +366,7 @@ async fn write_host(host: &BenchHost, entries: u64, batch: u64) {
     );
     let setup = vec![
         DomainEvent::ProjectsSnapshot {
-            projects: vec![json!({"id": project, "name": host.name})],
+            projects: vec![json!({"id": project, "name": name})],
         },
         DomainEvent::TasksSnapshot {
             project_id: project,
@@ -323,7 +389,7 @@ async fn write_host(host: &BenchHost, entries: u64, batch: u64) {
             ],
         },
     ];
-    host.writer.write(setup).await.unwrap();
+    writer.write(setup).await.unwrap();
     let mut next = 0;
     while next < entries {
         let end = (next + batch).min(entries);
@@ -335,7 +401,7 @@ async fn write_host(host: &BenchHost, entries: u64, batch: u64) {
                 )
             })
             .collect();
-        host.writer
+        writer
             .write(vec![DomainEvent::LogEntriesPut {
                 attempt_id: attempt,
                 process_id: process,
@@ -346,6 +412,33 @@ async fn write_host(host: &BenchHost, entries: u64, batch: u64) {
             .unwrap();
         next = end;
     }
+}
+
+/// The hosts' own share of fan-in: a quarter of the entries written through one store's
+/// writer with the outbox off, then on (no publisher, nothing else running): what the outbox
+/// copy of each batch costs the host.
+async fn host_writes(opts: &Opts) -> Value {
+    let entries = opts.entries / 4;
+    let mut seconds = Vec::new();
+    for outbox in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
+        if outbox {
+            owner.enable_outbox(OutboxConfig {
+                max_backlog: u64::MAX,
+            });
+        }
+        let (writer, _task) = owner.spawn_writer().unwrap();
+        let start = Instant::now();
+        write_log(&writer, "w", entries, opts.batch).await;
+        seconds.push(start.elapsed().as_secs_f64());
+    }
+    let report = json!({"entries": entries, "batch": opts.batch,
+        "outbox_off_s": seconds[0], "outbox_on_s": seconds[1],
+        "outbox_off_entries_per_s": entries as f64 / seconds[0],
+        "outbox_on_entries_per_s": entries as f64 / seconds[1]});
+    println!("host writes (one store, outbox off vs on): {report}");
+    report
 }
 
 /// Whether the node applied every host's last token.

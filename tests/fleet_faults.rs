@@ -14,6 +14,8 @@
 //! task, attempt and process created/started once), and the fleet's token never went back.
 //! Seeds: `VK_FLEET_FAULT_SEEDS` (default 100, five at a time, one nats-server each) from
 //! `VK_FLEET_FAULT_SEED_BASE` (default 0); a failure names its seed and the replay command.
+//! `VK_OBSERVER_FLEET_PIPELINING=1` runs the daemons the pipelined way, `=0` the serial way
+//! (`fleet::Pipelining`; unset: the default).
 
 mod support;
 
@@ -28,6 +30,7 @@ use support::fleet::{fleet_node, host_daemon, host_truth};
 use support::nats::NatsServer;
 use uuid::Uuid;
 use vk_observer::daemon::Daemon;
+use vk_observer::fleet::wire;
 use vk_observer::fleet_node::FleetNode;
 use vk_observer::sim::{AgentOutcome, AttemptScript, Sim, Truth};
 use vk_observer::store::Store;
@@ -210,7 +213,16 @@ async fn duplicate_publishes(nats: &NatsServer, host: &str, seed: u64, rng: &mut
         let Ok(m) = stream.get_raw_message(seq).await else {
             continue;
         };
-        let mut headers = m.headers.clone();
+        // A copy as another publisher would send it: the stored headers without the host
+        // publisher's chain expectation (`wire::chain_after`), which would refuse the copy.
+        let mut headers = async_nats::HeaderMap::new();
+        for (name, values) in m.headers.iter() {
+            if AsRef::<str>::as_ref(name) != wire::HEADER_EXPECTED_LAST_MSG_ID {
+                for value in values {
+                    headers.append(name.clone(), value.clone());
+                }
+            }
+        }
         if !same_id {
             let fresh = format!("{host}.dup.{seed}.{seq}.{n}");
             headers.insert("Nats-Msg-Id", fresh.as_str());
@@ -388,6 +400,17 @@ async fn seeded_fleet_fault_schedules_converge() {
             .unwrap_or_else(|_| "vk_observer_fleet=info,vk_observer_daemon=info".into());
         let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
     }
+    // `VK_OBSERVER_FLEET_PIPELINING=1` (pipelined) or `0` (serial): the way every host daemon
+    // and fleet node of the run publishes and follows (fleet::Pipelining); unset, the default.
+    let way = std::env::var("VK_OBSERVER_FLEET_PIPELINING").ok();
+    vk_observer::fleet::Pipelining::set_process_default(
+        way.as_deref()
+            .and_then(vk_observer::fleet::Pipelining::named),
+    );
+    eprintln!(
+        "fleet fault schedules: pipelining {:?}",
+        vk_observer::fleet::Pipelining::process_default()
+    );
     let n = env_u64("VK_FLEET_FAULT_SEEDS", 100);
     let base = env_u64("VK_FLEET_FAULT_SEED_BASE", 0);
     let started = Instant::now();

@@ -20,6 +20,9 @@ pub const FLEET_APPLIED: &str = "vk_observer_fleet_messages_applied_total";
 pub const FLEET_DUPLICATES: &str = "vk_observer_fleet_duplicates_total";
 /// Fleet node: malformed or foreign messages, counted, logged and skipped.
 pub const FLEET_GARBAGE: &str = "vk_observer_fleet_garbage_total";
+/// Fleet node: writer batches its followers queued, each of one or more host messages (applied
+/// ÷ this is the grouping a backlog gets).
+pub const FLEET_WRITER_BATCHES: &str = "vk_observer_fleet_writer_batches_total";
 /// Fleet node: host streams found recreated under their follower (a message stamped with
 /// another stream generation), each followed again from its start.
 pub const FLEET_STREAM_CHANGES: &str = "vk_observer_fleet_stream_changes_total";
@@ -53,6 +56,10 @@ pub fn register_fleet() {
         (
             FLEET_GARBAGE,
             "Malformed or foreign host messages, skipped.",
+        ),
+        (
+            FLEET_WRITER_BATCHES,
+            "Writer batches queued by the fleet node's followers (one or more host messages each).",
         ),
         (
             FLEET_STREAM_CHANGES,

@@ -18,6 +18,88 @@ use std::time::Duration;
 
 use crate::config::{FleetSettings, NatsCredentials};
 
+/// How the fleet pipelines its two hops. [`Pipelining::default`] (= [`Pipelining::pipelined`])
+/// is what daemons run; [`Pipelining::serial`] is the way before (one host message per writer batch, each commit
+/// awaited before the next message is read; the publisher awaiting every group's
+/// acknowledgements, then flushing its cursor to disk), kept so `benches/fleet.rs` measures
+/// both side by side in one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pipelining {
+    /// Host messages already received that one fleet writer batch takes at most.
+    pub group_messages: usize,
+    /// Fleet writer batches a follower queues before it waits for the oldest to commit.
+    pub in_flight: usize,
+    /// Publish new outbox batches while earlier acknowledgements are outstanding (else each
+    /// group's acknowledgements are awaited before the next group is read).
+    pub publish_window: bool,
+    /// Flush the publisher's cursor to disk at each step (else sled's periodic flush).
+    pub flush_cursor: bool,
+}
+
+impl Pipelining {
+    /// The pipelined way (issue 24's throughput work), the default. Safe because a follower's
+    /// batches in flight form one `store::writer::Chain` (none commits behind a failed one) and
+    /// the publisher chains each publish to the one before (`wire::chain_after`): JetStream
+    /// stores none behind one it did not store, so a batch is never republished after a later
+    /// one (where the node would skip it as already applied: fault seed 6).
+    pub fn pipelined() -> Self {
+        Pipelining {
+            group_messages: 64,
+            in_flight: 2,
+            publish_window: true,
+            flush_cursor: false,
+        }
+    }
+}
+
+impl Default for Pipelining {
+    /// The pipelined way (the fleet fault schedules pass it: seeds 0–199).
+    fn default() -> Self {
+        Pipelining::pipelined()
+    }
+}
+
+/// Set by [`Pipelining::set_process_default`].
+static PROCESS_DEFAULT: std::sync::Mutex<Option<Pipelining>> = std::sync::Mutex::new(None);
+
+impl Pipelining {
+    /// What `Node::new` and `Publisher::new` start with: [`Pipelining::default`], or the way
+    /// `set_process_default` chose.
+    pub fn process_default() -> Self {
+        PROCESS_DEFAULT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_default()
+    }
+
+    /// Choose the way every host daemon and fleet node started later in this process runs
+    /// (`None`: the default again): for `benches/fleet.rs` and tests/fleet_faults.rs, which
+    /// start whole daemons and fleet nodes. Daemons never call it.
+    pub fn set_process_default(way: Option<Pipelining>) {
+        *PROCESS_DEFAULT.lock().unwrap_or_else(|e| e.into_inner()) = way;
+    }
+
+    /// The way named `pipelined` or `serial` (`VK_BENCH_FLEET_WAYS`,
+    /// `VK_OBSERVER_FLEET_PIPELINING`), also as `1`/`0`.
+    pub fn named(name: &str) -> Option<Self> {
+        match name.trim() {
+            "pipelined" | "1" => Some(Pipelining::pipelined()),
+            "serial" | "0" => Some(Pipelining::serial()),
+            _ => None,
+        }
+    }
+
+    /// The way before the pipelining (see the type's doc).
+    pub fn serial() -> Self {
+        Pipelining {
+            group_messages: 1,
+            in_flight: 1,
+            publish_window: false,
+            flush_cursor: true,
+        }
+    }
+}
+
 /// How long one connection attempt to NATS may take before it is retried.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest pause between retries when NATS is unreachable.

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer};
-use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::identity::StreamIdentity;
@@ -17,11 +18,49 @@ use super::wire::{self, Incoming, Kind};
 use crate::config::{FleetSettings, is_subject_token};
 use crate::store::Store;
 use crate::store::events::{DomainEvent, FleetPosition};
-use crate::store::writer::WriterHandle;
+use crate::store::writer::{Chain, WriterHandle};
 use crate::telemetry_fleet as m;
 
 /// How often the node looks for new host streams.
 const DISCOVER_EVERY: Duration = Duration::from_secs(2);
+/// Payload bytes one writer batch takes at most (a single larger message is still taken).
+const GROUP_BYTES: usize = 4 << 20;
+
+/// A queued writer batch: resolves once committed to the last message's stream sequence and
+/// the messages left in the stream after it.
+type Committing = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<(u64, u64)>> + Send>>;
+
+/// `first`, then every further message the consumer already holds (never waiting for one),
+/// up to `max_messages` messages and [`GROUP_BYTES`] payload bytes (`size` of each): a
+/// quiet stream gives groups of one (no added latency), a backlog gives full groups. An error
+/// ends the group and is handed back after it, so the messages before it are still applied.
+fn take_ready<T, E, S>(
+    first: Result<T, E>,
+    messages: &mut S,
+    max_messages: usize,
+    size: impl Fn(&T) -> usize,
+) -> (Vec<T>, Option<E>)
+where
+    S: futures::Stream<Item = Result<T, E>> + Unpin,
+{
+    let mut group = Vec::new();
+    let mut bytes = 0;
+    let mut next = Some(first);
+    while let Some(item) = next.take() {
+        match item {
+            Ok(message) => {
+                bytes += size(&message);
+                group.push(message);
+            }
+            Err(e) => return (group, Some(e)),
+        }
+        if group.len() >= max_messages || bytes >= GROUP_BYTES {
+            break;
+        }
+        next = messages.next().now_or_never().flatten();
+    }
+    (group, None)
+}
 
 /// What the node tells its caller as it goes (the daemon's health).
 pub trait NodeEvents: Send + Sync + 'static {
@@ -43,6 +82,7 @@ pub struct Node {
     store: Store,
     writer: WriterHandle,
     events: Arc<dyn NodeEvents>,
+    pipelining: super::Pipelining,
 }
 
 impl Node {
@@ -57,7 +97,14 @@ impl Node {
             store,
             writer,
             events,
+            pipelining: super::Pipelining::process_default(),
         }
+    }
+
+    /// Follow with another [`super::Pipelining`] than the default (benches/fleet.rs).
+    pub fn with_pipelining(mut self, pipelining: super::Pipelining) -> Self {
+        self.pipelining = pipelining;
+        self
     }
 
     /// Follow every host until `cancel`.
@@ -71,10 +118,14 @@ impl Node {
                     _ = tokio::time::sleep(pause) => {}
                 }
                 let began = tokio::time::Instant::now();
-                let session = self.session(cancel.child_token());
+                let mut followed = HashMap::new();
+                let session = self.session(cancel.child_token(), &mut followed);
                 if let Err(e) = session.await {
                     tracing::warn!(error = %e, "fleet node cannot reach NATS; serving the cache");
                 }
+                // The session's followers stop (each between messages, after its queued
+                // batches committed) before the next session's read their positions.
+                wait_stopped(followed.into_values().map(|f| f.task).collect()).await;
                 self.events.connected(false);
                 if cancel.is_cancelled() {
                     return;
@@ -84,8 +135,13 @@ impl Node {
         })
     }
 
-    /// One connection: discover host streams and follow each new one.
-    async fn session(&self, cancel: CancellationToken) -> anyhow::Result<()> {
+    /// One connection: discover host streams and follow each new one (in `followed`, which the
+    /// caller awaits once the session ended: `cancel`, a child of the node's, stops them then).
+    async fn session(
+        &self,
+        cancel: CancellationToken,
+        followed: &mut HashMap<String, Followed>,
+    ) -> anyhow::Result<()> {
         let client = super::connect(&self.settings, "vk-observer fleet node").await?;
         let heartbeats = tokio::spawn({
             let (client, events, stop) = (client.clone(), self.events.clone(), cancel.clone());
@@ -95,7 +151,6 @@ impl Node {
         let js = jetstream::new(client);
         self.events.connected(true);
         let _stop_followers = cancel.clone().drop_guard();
-        let mut followed: HashMap<String, Followed> = HashMap::new();
         let mut first = true;
         loop {
             let found = host_streams(&js).await?;
@@ -125,6 +180,7 @@ impl Node {
                     store: self.store.clone(),
                     writer: self.writer.clone(),
                     events: self.events.clone(),
+                    pipelining: self.pipelining,
                 };
                 let stop = cancel.child_token();
                 let task = tokio::spawn(follower.run(stop.clone(), done));
@@ -204,6 +260,16 @@ enum FollowEnd {
     StreamChanged,
 }
 
+/// A follow's opened stream: where it goes on from and what it reads.
+struct Open {
+    /// The position after the last message queued to the writer (committed or not yet).
+    position: FleetPosition,
+    /// The stream's last sequence when the follow started (caught up once committed past it).
+    pending: u64,
+    identity: StreamIdentity,
+    messages: consumer::pull::Ordered,
+}
+
 /// Every host stream (`VKO_<host>`) by host, with its creation time.
 async fn host_streams(js: &jetstream::Context) -> anyhow::Result<HashMap<String, String>> {
     let mut streams = js.streams();
@@ -228,6 +294,7 @@ struct Follower {
     store: Store,
     writer: WriterHandle,
     events: Arc<dyn NodeEvents>,
+    pipelining: super::Pipelining,
 }
 
 impl Follower {
@@ -272,17 +339,107 @@ impl Follower {
             .unwrap_or_default()
     }
 
+    /// Follow the stream from the stored position until the session ends, the stream is found
+    /// recreated or an error. Whichever ends it, every batch already handed to the writer is
+    /// awaited before this returns: a successor reads the position only once no write of this
+    /// follow can land after it.
     async fn follow(
         &self,
         cancel: &CancellationToken,
         caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
     ) -> anyhow::Result<FollowEnd> {
+        // Nothing is queued yet: opening may be left at once.
+        let mut open = tokio::select! {
+            _ = cancel.cancelled() => return Ok(FollowEnd::Closed),
+            open = self.open() => open?,
+        };
+        if open.pending <= open.position.stream_seq {
+            caught_up.take().map(|c| c.send(()));
+        }
+        // Writer batches queued and not yet committed, oldest first: the next group is read,
+        // decoded and queued while the writer commits the ones before it. One chain: a batch
+        // commits only if every earlier one of this follow did, so the position a later batch
+        // carries never passes the messages of a failed one.
+        let mut committing = FuturesOrdered::new();
+        let chain = Chain::default();
+        let ended = self
+            .pump(cancel, caught_up, &mut open, &chain, &mut committing)
+            .await;
+        let mut ended = ended;
+        while let Some(done) = committing.next().await {
+            match (done, &ended) {
+                (Ok((seq, lag)), Ok(_)) => self.committed(seq, lag, open.pending, caught_up),
+                (Err(e), Ok(_)) => ended = Err(e),
+                _ => {}
+            }
+        }
+        ended
+    }
+
+    /// Read groups and queue them (at most `in_flight` uncommitted) until the follow ends.
+    /// Stopped only while waiting for a message or a commit, never while a group is queued.
+    async fn pump(
+        &self,
+        cancel: &CancellationToken,
+        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
+        open: &mut Open,
+        chain: &Chain,
+        committing: &mut FuturesOrdered<Committing>,
+    ) -> anyhow::Result<FollowEnd> {
+        loop {
+            tokio::select! {
+                biased;
+                Some(done) = committing.next(), if !committing.is_empty() => {
+                    let (seq, lag) = done?;
+                    self.committed(seq, lag, open.pending, caught_up);
+                }
+                _ = cancel.cancelled() => return Ok(FollowEnd::Closed),
+                first = open.messages.next(), if committing.len() < self.pipelining.in_flight => {
+                    let Some(first) = first else { return Ok(FollowEnd::Closed) };
+                    let (group, failed) = take_ready(
+                        first,
+                        &mut open.messages,
+                        self.pipelining.group_messages,
+                        |m: &jetstream::Message| m.payload.len(),
+                    );
+                    let (queued, changed) = self.queue_group(group, open, chain).await?;
+                    if let Some(commit) = queued {
+                        committing.push_back(commit);
+                    }
+                    if changed {
+                        return Ok(FollowEnd::StreamChanged);
+                    }
+                    if let Some(e) = failed {
+                        return Err(anyhow::anyhow!("{e}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A batch committed up to stream sequence `seq`, `lag` messages after it.
+    fn committed(
+        &self,
+        seq: u64,
+        lag: u64,
+        pending: u64,
+        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
+    ) {
+        self.events.message(&self.host, lag);
+        if seq >= pending {
+            caught_up.take().map(|c| c.send(()));
+        }
+    }
+
+    /// The position to go on from, the stream's last sequence when the follower started, and
+    /// an ordered consumer from the message after the position.
+    async fn open(&self) -> anyhow::Result<Open> {
         let mut position = self.position();
         let mut stream = self.js.get_stream(wire::stream_name(&self.host)).await?;
         let info = stream.info().await?.clone();
         let created = info.created.to_string();
         self.following.set(&created);
-        let mut identity = StreamIdentity::new(stream.clone(), &info);
+        let identity = StreamIdentity::new(stream.clone(), &info);
         if position.stream_created != created {
             // Another stream than the one the position is in: read it from its start, and
             // apply all of it (idempotent) — its snapshot restates the host as of its cut, so
@@ -298,10 +455,6 @@ impl Follower {
                 start_sequence: seq + 1,
             },
         };
-        let pending = info.state.last_sequence;
-        if pending <= position.stream_seq {
-            caught_up.take().map(|c| c.send(()));
-        }
         let consumer = stream
             .create_consumer(consumer::pull::OrderedConfig {
                 filter_subject: wire::host_subjects(&self.host),
@@ -309,34 +462,60 @@ impl Follower {
                 ..Default::default()
             })
             .await?;
-        let mut messages = consumer.messages().await?;
-        // Stopped only while waiting for a message: a batch handed to the writer is committed
-        // before the follower ends (a successor must not read a position a late write changes).
-        while let Some(message) = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => None,
-            m = messages.next() => m,
-        } {
-            let message = message?;
-            if identity.changed(message.headers.as_ref()).await? {
-                return Ok(FollowEnd::StreamChanged);
+        Ok(Open {
+            position,
+            pending: info.state.last_sequence,
+            identity,
+            messages: consumer.messages().await?,
+        })
+    }
+
+    /// A group of host messages as ONE writer batch (their events in stream order, then the
+    /// position after the last), queued in `chain` without waiting for its commit. Each message
+    /// is first checked to be of the followed stream (`identity`; one of another stream ends the
+    /// group before it, and `true` says so), then admitted on its own (`admit`), so duplicates
+    /// and garbage are skipped exactly as one message a batch would; the position is written in
+    /// the same batch as the events it covers. The batch resolves to the last message's stream
+    /// sequence and lag once committed.
+    async fn queue_group(
+        &self,
+        group: Vec<jetstream::Message>,
+        open: &mut Open,
+        chain: &Chain,
+    ) -> anyhow::Result<(Option<Committing>, bool)> {
+        let mut events = Vec::new();
+        let mut last = None;
+        let mut changed = false;
+        for message in &group {
+            if open.identity.changed(message.headers.as_ref()).await? {
+                changed = true;
+                break;
             }
             let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let (seq, lag) = (info.stream_sequence, info.pending);
+            let seq = info.stream_sequence;
+            last = Some((seq, info.pending));
             let decoded = wire::decode(
                 &self.host,
                 message.subject.as_str(),
                 message.headers.as_ref(),
                 &message.payload,
             );
-            let events = self.admit(decoded, seq, &mut position);
-            self.write(events, position.clone()).await?;
-            self.events.message(&self.host, lag);
-            if seq >= pending {
-                caught_up.take().map(|c| c.send(()));
-            }
+            events.extend(self.admit(decoded, seq, &mut open.position));
         }
-        Ok(FollowEnd::Closed)
+        let Some((last_seq, lag)) = last else {
+            return Ok((None, changed));
+        };
+        events.push(DomainEvent::FleetPosition {
+            host: self.host.clone(),
+            position: open.position.clone(),
+        });
+        metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
+        let queued = self.writer.queue_chained(events, chain).await?;
+        let commit: Committing = Box::pin(async move {
+            queued.committed().await?;
+            Ok((last_seq, lag))
+        });
+        Ok((Some(commit), changed))
     }
 
     /// The events to apply for one message (none for a duplicate or garbage), moving `position`.
@@ -377,18 +556,31 @@ impl Follower {
         metrics::counter!(m::FLEET_APPLIED).increment(1);
         super::tag::tag(&self.host, incoming.events)
     }
+}
 
-    /// One host message as one batch of the fleet's writer, with the position it reached.
-    async fn write(
-        &self,
-        mut events: Vec<DomainEvent>,
-        position: FleetPosition,
-    ) -> anyhow::Result<()> {
-        events.push(DomainEvent::FleetPosition {
-            host: self.host.clone(),
-            position,
-        });
-        self.writer.write(events).await?;
-        Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_takes_what_is_ready_and_stops_at_its_bounds() {
+        // Three ready, then a stream that would wait: one group of three, nothing waited for.
+        let mut ready =
+            futures::stream::iter(vec![Ok::<u32, ()>(2), Ok(3)]).chain(futures::stream::pending());
+        let (group, failed) = take_ready(Ok(1), &mut ready, 64, |_| 1);
+        assert_eq!((group, failed), (vec![1, 2, 3], None));
+        // A backlog is cut at the message bound; the rest stays for the next group.
+        let mut backlog = futures::stream::iter((1..200).map(Ok::<usize, ()>));
+        let (group, _) = take_ready(Ok(0), &mut backlog, 64, |_| 1);
+        assert_eq!(group.len(), 64);
+        assert_eq!(futures::executor::block_on(backlog.next()), Some(Ok(64)));
+        // Bytes bound: a large message closes its group.
+        let mut big = futures::stream::iter(vec![Ok::<usize, ()>(GROUP_BYTES), Ok(1)]);
+        let (group, _) = take_ready(Ok(1), &mut big, 64, |n| *n);
+        assert_eq!(group, vec![1, GROUP_BYTES]);
+        // An error ends the group and comes back after the messages before it.
+        let mut failing = futures::stream::iter(vec![Err("gone"), Ok(9)]);
+        let (group, failed) = take_ready(Ok(1), &mut failing, 64, |_| 1);
+        assert_eq!((group, failed), (vec![1], Some("gone")));
     }
 }

@@ -5,23 +5,46 @@
 
 use std::time::Duration;
 
+use async_nats::jetstream::context::PublishError;
+use async_nats::jetstream::publish::PublishAck;
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
+use futures::stream::FuturesOrdered;
+use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{self, Kind};
 use crate::config::FleetSettings;
 use crate::store::Store;
-use crate::store::outbox::{CursorTree, FleetCursor};
+use crate::store::outbox::{CursorTree, FleetCursor, OutboxAt};
 use crate::telemetry_fleet as m;
 
-/// Batches published before their acknowledgements are awaited.
+/// Outbox batches read and published in one step.
 const GROUP: usize = 64;
+/// Batches published and not yet acknowledged, at most (the window of `follow_outbox`).
+const WINDOW: usize = 64;
 /// How often an idle publisher looks at the outbox without a commit: meta-only batches (which
 /// move no token, so wake nothing) are published within it.
 const META_TICK: Duration = Duration::from_millis(250);
 /// How often an idle publisher looks at its stream (deleted, recreated or purged).
 const IDLE_TICK: Duration = Duration::from_secs(5);
+
+/// A publish's place in the outbox and JetStream's answer.
+type Acked =
+    std::pin::Pin<Box<dyn Future<Output = (OutboxAt, Result<PublishAck, PublishError>)> + Send>>;
+
+/// Move the cursor to an acknowledged publish (acknowledgements come in publish order); a
+/// refused one ends the session, which resumes from the cursor.
+fn record_ack(
+    cursor: &mut FleetCursor,
+    (at, ack): (OutboxAt, Result<PublishAck, PublishError>),
+) -> Ended {
+    let ack = ack?;
+    (cursor.token, cursor.meta) = at;
+    cursor.stream_seq = ack.sequence;
+    metrics::counter!(m::FLEET_PUBLISHED).increment(1);
+    Ok(())
+}
 
 /// An idle publisher's look at its stream: one deleted, recreated or purged below the cursor
 /// ends the session, so the next one republishes (a snapshot) without waiting for a commit.
@@ -69,11 +92,19 @@ async fn reconcile_stream(
     Ok(())
 }
 
+/// How far a session published (acknowledged or not): the outbox place of its last publish and
+/// that message's id, which the next publish is chained to.
+struct Published {
+    at: OutboxAt,
+    last_id: Option<String>,
+}
+
 /// A host's publisher.
 pub struct Publisher {
     settings: FleetSettings,
     store: Store,
     cursor: CursorTree,
+    pipelining: super::Pipelining,
 }
 
 /// Why a publishing session ended (the task then reconnects after a pause).
@@ -85,7 +116,14 @@ impl Publisher {
             settings,
             store,
             cursor,
+            pipelining: super::Pipelining::process_default(),
         }
+    }
+
+    /// Publish with another [`super::Pipelining`] than the default (benches/fleet.rs).
+    pub fn with_pipelining(mut self, pipelining: super::Pipelining) -> Self {
+        self.pipelining = pipelining;
+        self
     }
 
     /// Publish until `cancel`; reconnects with a growing pause while NATS is unreachable.
@@ -135,7 +173,7 @@ impl Publisher {
         let created = info.created.to_string();
         let generation = super::identity::generation(&info);
         let epoch = self.store.epoch().0;
-        let mut cursor = match self.resumable(&info, &created) {
+        let cursor = match self.resumable(&info, &created) {
             Some(cursor) => cursor,
             None => {
                 self.publish_snapshot(&js, epoch, created, &generation)
@@ -143,13 +181,36 @@ impl Publisher {
             }
         };
         tracing::info!(host = %host, token = cursor.token, stream_seq = cursor.stream_seq, "fleet publishing");
+        self.follow_outbox(&js, &mut stream, (epoch, &generation), cursor)
+            .await
+    }
+
+    /// Publish the outbox after `cursor` as commits come, keeping up to [`WINDOW`] publishes
+    /// unacknowledged: new batches go out while earlier acknowledgements are still on their
+    /// way, and the cursor moves (`record_acks`) as they come back, in order.
+    async fn follow_outbox(
+        &self,
+        js: &jetstream::Context,
+        stream: &mut stream::Stream,
+        stamp: (u64, &str),
+        mut cursor: FleetCursor,
+    ) -> Ended {
         let mut committed = self.store.hub().subscribe_global();
         let mut last_check = tokio::time::Instant::now();
+        let mut published = Published {
+            at: (cursor.token, cursor.meta),
+            last_id: None,
+        };
+        let mut acks: FuturesOrdered<Acked> = FuturesOrdered::new();
+        let mut recorded = published.at;
         loop {
-            let at = (cursor.token, cursor.meta);
-            let batches = self.store.read().outbox_after(at, GROUP)?;
-            if batches.is_empty() {
-                self.set_backlog_gauge();
+            let room = WINDOW.saturating_sub(acks.len());
+            let sent = self
+                .publish_after(js, stamp, &mut published, room, &mut acks)
+                .await?;
+            if acks.is_empty() {
+                let backlog = self.store.read().outbox_len_after(published.at);
+                metrics::gauge!(m::FLEET_BACKLOG).set(backlog as f64);
                 tokio::select! {
                     _ = committed.changed() => {}
                     // Meta-only batches move no token: the tick finds them; every
@@ -157,33 +218,78 @@ impl Publisher {
                     _ = tokio::time::sleep(META_TICK) => {
                         if last_check.elapsed() >= IDLE_TICK {
                             last_check = tokio::time::Instant::now();
-                            check_stream(&mut stream, &cursor).await?;
+                            check_stream(stream, &cursor).await?;
                         }
                     }
                 }
                 continue;
             }
-            let mut acks = Vec::with_capacity(batches.len());
-            for entry in batches {
-                let mut headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
-                super::identity::stamp(&mut headers, &generation);
-                let ack = js
-                    .publish_with_headers(
-                        wire::subject(host, Kind::Batch),
-                        headers,
-                        Bytes::from(entry.json),
-                    )
-                    .await?;
-                acks.push((entry.token, entry.meta, ack));
+            if !self.pipelining.publish_window {
+                // The serial way: every acknowledgement of the group before the next read.
+                while let Some(acked) = acks.next().await {
+                    record_ack(&mut cursor, acked)?;
+                }
+            } else if sent == 0 || acks.len() >= WINDOW {
+                // Nothing more to send now: wait for the oldest acknowledgement or a commit.
+                tokio::select! {
+                    Some(acked) = acks.next() => record_ack(&mut cursor, acked)?,
+                    _ = committed.changed(), if acks.len() < WINDOW => {}
+                }
             }
-            for (token, meta, ack) in acks {
-                let ack = ack.await?;
-                (cursor.token, cursor.meta) = (token, meta);
-                cursor.stream_seq = ack.sequence;
-                metrics::counter!(m::FLEET_PUBLISHED).increment(1);
+            while let Some(Some(acked)) = acks.next().now_or_never() {
+                record_ack(&mut cursor, acked)?;
             }
-            self.cursor.set(&cursor)?;
+            if (cursor.token, cursor.meta) != recorded {
+                if self.pipelining.flush_cursor {
+                    self.cursor.set(&cursor)?;
+                } else {
+                    self.cursor.record(&cursor)?;
+                }
+                recorded = (cursor.token, cursor.meta);
+            }
         }
+    }
+
+    /// Publish up to `room` outbox batches after `published` (without awaiting their
+    /// acknowledgements, which go to `acks` in order), each chained to the one before
+    /// (`wire::chain_after`), moving `published`; how many were sent. `stamp`: the store's epoch
+    /// and the stream's generation.
+    async fn publish_after(
+        &self,
+        js: &jetstream::Context,
+        (epoch, generation): (u64, &str),
+        published: &mut Published,
+        room: usize,
+        acks: &mut FuturesOrdered<Acked>,
+    ) -> anyhow::Result<usize> {
+        if room == 0 {
+            return Ok(0);
+        }
+        let host = &self.settings.host;
+        let batches = self
+            .store
+            .read()
+            .outbox_after(published.at, room.min(GROUP))?;
+        let sent = batches.len();
+        for entry in batches {
+            let mut headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
+            super::identity::stamp(&mut headers, generation);
+            let id = wire::chain_after(&mut headers, published.last_id.as_deref());
+            let ack = js
+                .publish_with_headers(
+                    wire::subject(host, Kind::Batch),
+                    headers,
+                    Bytes::from(entry.json),
+                )
+                .await?;
+            let at = (entry.token, entry.meta);
+            *published = Published {
+                at,
+                last_id: Some(id),
+            };
+            acks.push_back(Box::pin(async move { (at, ack.await) }));
+        }
+        Ok(sent)
     }
 
     /// The cursor to resume from, or `None` when the stream cannot be resumed: no cursor yet

@@ -114,6 +114,26 @@ pub fn batch_headers(host: &str, epoch: u64, token: u64, meta: u32) -> HeaderMap
     h
 }
 
+/// JetStream stores a message carrying this only if the stream's last message has that id.
+pub const HEADER_EXPECTED_LAST_MSG_ID: &str = "Nats-Expected-Last-Msg-Id";
+
+/// Chain a batch publish to the one published before it in the same session: JetStream stores
+/// it only while that one is the stream's last message (a re-publish of a stored message is
+/// dropped as a duplicate before this check). Several publishes are in flight at once; without
+/// the chain, one refused (a full stream) followed by a later one stored would put the refused
+/// batch, published again, after the later one in the stream, where the fleet node skips it as
+/// already applied (its token is below). With it, every publish after a refused one is refused
+/// too, and the next session resumes from the last acknowledged one. Returns this message's id.
+pub fn chain_after(headers: &mut HeaderMap, previous: Option<&str>) -> String {
+    if let Some(previous) = previous {
+        headers.insert(HEADER_EXPECTED_LAST_MSG_ID, previous);
+    }
+    headers
+        .get(HEADER_MSG_ID)
+        .map(|v| v.as_str().to_owned())
+        .unwrap_or_default()
+}
+
 /// A host message the fleet node may apply.
 #[derive(Debug)]
 pub struct Incoming {

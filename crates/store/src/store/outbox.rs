@@ -134,6 +134,17 @@ impl CursorTree {
         Ok(())
     }
 
+    /// Record a new cursor without flushing it: sled's own periodic flush (every 500 ms)
+    /// makes it durable. The publisher records each acknowledged step this way, off the path
+    /// of the next publish; a cursor lost in a crash only makes the next session publish
+    /// again what JetStream already has (dropped by its `Nats-Msg-Id` duplicate window, or
+    /// skipped by the fleet node's token check).
+    pub fn record(&self, cursor: &FleetCursor) -> Result<(), StoreError> {
+        let v = serde_json::to_vec(cursor).map_err(StoreError::Encode)?;
+        self.tree.insert(CURSOR_KEY, v)?;
+        Ok(())
+    }
+
     /// The place at or below which outbox entries may go.
     pub(super) fn acked(&self) -> OutboxAt {
         self.get().map_or((0, 0), |c| (c.token, c.meta))

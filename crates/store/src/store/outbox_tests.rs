@@ -2,7 +2,8 @@
 //! lands in the outbox in token order with its local meta left out, a batch that changed
 //! nothing leaves none, retention drops what the cursor acknowledged and bounds the rest
 //! (recording how far it dropped), the events round-trip through their JSON, a host's project
-//! list removes only that host's projects, and a fleet position rides in the same batch.
+//! list removes only that host's projects, a fleet position rides in the same batch, and a
+//! batch of a chain commits only behind its chain's earlier ones.
 
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -252,4 +253,58 @@ fn a_host_task_list_removes_only_that_hosts_tasks_of_a_shared_project() {
         .collect();
     assert_eq!(ids.len(), 2, "b's task stays: {ids:?}");
     assert!(ids.contains(&Uuid::from_u128(20)) && ids.contains(&Uuid::from_u128(11)));
+}
+
+/// A fleet follower queues its groups as one chain, each with the position after its messages:
+/// once a batch fails, a later batch of the chain — already queued behind it — must not commit,
+/// or its position would pass the failed batch's messages (issue 24's pipelined follower).
+#[tokio::test]
+async fn a_batch_queued_behind_a_failed_one_of_its_chain_is_refused_unapplied() {
+    use super::writer::Chain;
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    let store = owner.store();
+    let (writer, _task) = owner.spawn_writer().unwrap();
+    let position = |seq| DomainEvent::FleetPosition {
+        host: "a".into(),
+        position: FleetPosition {
+            stream_seq: seq,
+            ..FleetPosition::default()
+        },
+    };
+    let task = |n: u128| DomainEvent::TaskUpserted {
+        task: json!({"id": Uuid::from_u128(n), "project_id": Uuid::from_u128(9), "title": "t"}),
+    };
+    let chain = Chain::default();
+    let first = writer
+        .queue_chained(vec![task(1), position(1)], &chain)
+        .await
+        .unwrap();
+    // Invalid (a task without an id): the writer refuses the batch.
+    let failing = vec![
+        DomainEvent::TaskUpserted {
+            task: json!({"title": "no id"}),
+        },
+        position(2),
+    ];
+    let failed = writer.queue_chained(failing, &chain).await.unwrap();
+    let behind = writer
+        .queue_chained(vec![task(3), position(3)], &chain)
+        .await
+        .unwrap();
+    let unchained = writer.queue(vec![task(4)]).await.unwrap();
+    assert!(first.committed().await.unwrap().token.is_some());
+    assert!(failed.committed().await.is_err());
+    assert!(
+        behind.committed().await.is_err(),
+        "a batch behind a failed one of its chain committed"
+    );
+    assert!(chain.broken());
+    assert!(unchained.committed().await.unwrap().token.is_some());
+    let positions = store.read().fleet_positions().unwrap();
+    assert_eq!(positions.len(), 1);
+    assert_eq!(
+        positions[0].1.stream_seq, 1,
+        "the position passed a failed batch"
+    );
+    assert!(store.read().task(Uuid::from_u128(3)).unwrap().is_none());
 }

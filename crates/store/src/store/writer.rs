@@ -310,6 +310,43 @@ fn read_committed(tree: &sled::Tree, key: &[u8]) -> Option<serde_json::Value> {
 pub struct WriteRequest {
     pub events: Vec<DomainEvent>,
     pub done: Option<oneshot::Sender<Result<Applied, StoreError>>>,
+    /// The chain the batch belongs to, if any (`WriterHandle::queue_chained`).
+    pub chain: Option<Chain>,
+}
+
+/// Batches queued one after another that must commit as a prefix: once one of them fails, every
+/// later one of the chain is refused unapplied (a fleet follower's batches each carry the position
+/// after their messages, which must never pass the messages of a failed earlier batch).
+#[derive(Clone, Default)]
+pub struct Chain(Arc<std::sync::atomic::AtomicBool>);
+
+impl Chain {
+    /// Whether a batch of the chain failed.
+    pub fn broken(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn break_off(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Apply one request: refused unapplied when its chain is broken; a failure breaks its chain.
+fn apply_request(
+    writer: &mut Writer,
+    events: Vec<DomainEvent>,
+    chain: Option<&Chain>,
+) -> Result<Applied, StoreError> {
+    if chain.is_some_and(Chain::broken) {
+        return Err(StoreError::Invalid(
+            "an earlier batch of its chain failed; nothing was written",
+        ));
+    }
+    let result = writer.apply(events);
+    if let (Err(_), Some(chain)) = (&result, chain) {
+        chain.break_off();
+    }
+    result
 }
 
 /// The sending side ingest holds. Cloneable; the writer task ends when every handle is dropped.
@@ -337,11 +374,30 @@ impl WriterHandle {
     /// Queue a batch without waiting for its commit (waits only for room in the queue), so
     /// the caller can prepare the next batch while this one is written.
     pub async fn queue(&self, events: Vec<DomainEvent>) -> Result<Queued, StoreError> {
+        self.send(events, None).await
+    }
+
+    /// [`WriterHandle::queue`] in `chain`: committed only if every batch queued before it in the
+    /// chain was (see [`Chain`]).
+    pub async fn queue_chained(
+        &self,
+        events: Vec<DomainEvent>,
+        chain: &Chain,
+    ) -> Result<Queued, StoreError> {
+        self.send(events, Some(chain.clone())).await
+    }
+
+    async fn send(
+        &self,
+        events: Vec<DomainEvent>,
+        chain: Option<Chain>,
+    ) -> Result<Queued, StoreError> {
         let (done, rx) = oneshot::channel();
         self.tx
             .send(WriteRequest {
                 events,
                 done: Some(done),
+                chain,
             })
             .await
             .map_err(|_| StoreError::WriterGone)?;
@@ -357,7 +413,7 @@ pub(super) fn spawn_writer(mut writer: Writer) -> (WriterHandle, tokio::task::Jo
         let mut last_prune = std::time::Instant::now();
         while let Some(req) = rx.blocking_recv() {
             let kinds: Vec<&'static str> = req.events.iter().map(|e| e.kind()).collect();
-            let result = writer.apply(req.events);
+            let result = apply_request(&mut writer, req.events, req.chain.as_ref());
             if let Err(e) = &result {
                 tracing::error!(error = %e, ?kinds, "store batch failed; nothing was written");
                 metrics::counter!(crate::telemetry::STORE_BATCH_ERRORS).increment(1);
