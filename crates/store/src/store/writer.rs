@@ -31,6 +31,20 @@ pub struct Applied {
     pub attempts: Vec<Uuid>,
 }
 
+/// A batch committed to sled whose token is not published yet (`Writer::apply_group`).
+#[derive(Default)]
+struct Staged {
+    applied: Applied,
+    /// Projects whose waits this batch wakes.
+    projects: Vec<Uuid>,
+    /// It wrote activity items: flush before publishing.
+    fed: bool,
+}
+
+/// Batches the writer task takes from its queue at once (`Writer::apply_group`): enough to make
+/// one flush serve a burst, few enough that the first batch's waiters are not held long.
+const MAX_GROUP: usize = 64;
+
 /// Tokens reserved per flush: a restart after a crash continues above the reservation, so a token
 /// a client has seen is never handed out again even if the batch behind it was lost.
 const TOKEN_RESERVATION: u64 = 100_000;
@@ -70,15 +84,61 @@ impl Writer {
 
     /// Apply one batch atomically. On error nothing is written and no token is consumed.
     pub fn apply(&mut self, events: Vec<DomainEvent>) -> Result<Applied, StoreError> {
-        let result = self.apply_inner(events);
-        if result.is_err() {
-            // The cache may describe writes that were never committed.
-            self.max_index.clear();
-        }
-        result
+        let mut results = self.apply_group(vec![events]);
+        results.pop().unwrap_or(Err(StoreError::WriterGone))
     }
 
-    fn apply_inner(&mut self, events: Vec<DomainEvent>) -> Result<Applied, StoreError> {
+    /// Group commit: apply batches queued together, each its own atomic batch with its own
+    /// token, in order; then one flush for all of them whose activity items must be durable
+    /// (`store::feed`), and only then publish their tokens, in order. The durability rule holds
+    /// (no token with activity is published before its flush) at one fsync per group instead of
+    /// one per batch: a daemon catching up a big board writes tens of thousands of such batches
+    /// (issue 27). A failed flush fails the whole group and publishes none of it.
+    pub fn apply_group(
+        &mut self,
+        batches: Vec<Vec<DomainEvent>>,
+    ) -> Vec<Result<Applied, StoreError>> {
+        let staged: Vec<Result<Staged, StoreError>> = batches
+            .into_iter()
+            .map(|events| {
+                let result = self.apply_inner(events);
+                if result.is_err() {
+                    // The cache may describe writes that were never committed.
+                    self.max_index.clear();
+                }
+                result
+            })
+            .collect();
+        let fed = staged.iter().any(|s| s.as_ref().is_ok_and(|s| s.fed));
+        if fed && let Err(e) = self.store.flush() {
+            let failed = e.to_string();
+            return staged
+                .into_iter()
+                .map(|s| {
+                    s.and_then(|_| {
+                        Err(StoreError::Sled(sled::Error::Io(std::io::Error::other(
+                            failed.clone(),
+                        ))))
+                    })
+                })
+                .collect();
+        }
+        staged
+            .into_iter()
+            .map(|s| {
+                s.map(|s| {
+                    if let Some(token) = s.applied.token {
+                        self.store
+                            .committed(token, &s.applied.attempts, &s.projects);
+                    }
+                    s.applied
+                })
+            })
+            .collect()
+    }
+
+    /// One batch applied (committed to sled, tokens advanced) but not yet published.
+    fn apply_inner(&mut self, events: Vec<DomainEvent>) -> Result<Staged, StoreError> {
         let tree = self.store.tree();
         let next = self.token + 1;
         let mut p = Pending {
@@ -117,7 +177,7 @@ impl Writer {
             if !p.ov.is_empty() {
                 tree.apply_batch(p.ov.into_batch())?; // meta only (upstream seq, logs complete)
             }
-            return Ok(Applied::default());
+            return Ok(Staged::default());
         }
         let replicated = outbox::join_events(&encoded, |_| true);
         super::list_index::restate(&mut p.ov)?;
@@ -132,15 +192,16 @@ impl Writer {
         }
         reserve_through(&self.store, &mut self.reserved, next)?;
         tree.apply_batch(p.ov.into_batch())?;
-        if fed {
-            // An activity item a client can see must survive a crash (`store::feed`).
-            self.store.flush()?;
-        }
         self.token = next;
-        self.store.committed(next, &attempts, &projects);
-        Ok(Applied {
-            token: Some(next),
-            attempts,
+        Ok(Staged {
+            applied: Applied {
+                token: Some(next),
+                attempts,
+            },
+            projects,
+            // An activity item a client can see must survive a crash (`store::feed`): flushed
+            // before the token is published (`apply_group`).
+            fed,
         })
     }
 
@@ -353,15 +414,29 @@ pub(super) fn spawn_writer(mut writer: Writer) -> (WriterHandle, tokio::task::Jo
     let prune_every = writer.store.retention().prune_every;
     let task = tokio::task::spawn_blocking(move || {
         let mut last_prune = std::time::Instant::now();
-        while let Some(req) = rx.blocking_recv() {
-            let kinds: Vec<&'static str> = req.events.iter().map(|e| e.kind()).collect();
-            let result = writer.apply(req.events);
-            if let Err(e) = &result {
-                tracing::error!(error = %e, ?kinds, "store batch failed; nothing was written");
-                metrics::counter!(crate::telemetry::STORE_BATCH_ERRORS).increment(1);
+        while let Some(first) = rx.blocking_recv() {
+            // Whatever else is already queued joins this group (never waits for more).
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP
+                && let Ok(req) = rx.try_recv()
+            {
+                group.push(req);
             }
-            if let Some(done) = req.done {
-                let _ = done.send(result);
+            let (batches, dones): (Vec<_>, Vec<_>) =
+                group.into_iter().map(|r| (r.events, r.done)).unzip();
+            let kinds: Vec<Vec<&'static str>> = batches
+                .iter()
+                .map(|b| b.iter().map(|e| e.kind()).collect())
+                .collect();
+            let results = writer.apply_group(batches);
+            for ((result, done), kinds) in results.into_iter().zip(dones).zip(kinds) {
+                if let Err(e) = &result {
+                    tracing::error!(error = %e, ?kinds, "store batch failed; nothing was written");
+                    metrics::counter!(crate::telemetry::STORE_BATCH_ERRORS).increment(1);
+                }
+                if let Some(done) = done {
+                    let _ = done.send(result);
+                }
             }
             if last_prune.elapsed() >= prune_every {
                 last_prune = std::time::Instant::now();
