@@ -349,7 +349,7 @@ impl Coordinator {
             for ch in self.ctx.cfg.channels() {
                 let complete = reader.logs_complete(p.id, ch).unwrap_or(false);
                 if (p.is_running() || !complete) && !self.log_followers.contains(&(p.id, ch)) {
-                    self.spawn_log_follower(attempt, p.id, ch);
+                    self.spawn_log_follower(attempt, p.id, ch, !p.is_running());
                 }
             }
         }
@@ -419,16 +419,24 @@ impl Coordinator {
             return;
         };
         tracing::debug!(pid = %process_id, ?channel, "process ended while its log follower looked: following once more");
-        self.spawn_log_follower(attempt_id, process_id, channel);
+        self.spawn_log_follower(attempt_id, process_id, channel, true);
     }
 
-    fn spawn_log_follower(&mut self, attempt_id: Uuid, process_id: Uuid, channel: Channel) {
+    /// `ended`: the process's end is stored (its log comes from history pages, not a socket).
+    fn spawn_log_follower(
+        &mut self,
+        attempt_id: Uuid,
+        process_id: Uuid,
+        channel: Channel,
+        ended: bool,
+    ) {
         self.log_followers.insert((process_id, channel));
         let f = LogFollower {
             process_id,
             attempt_id,
             channel,
             ctx: self.ctx.clone(),
+            ended,
         };
         tokio::spawn(super::driver::drive(f, self.cancel.child_token()));
     }
