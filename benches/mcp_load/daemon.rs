@@ -66,9 +66,20 @@ impl DaemonProc {
         log_filter: Option<&str>,
         log: &Path,
     ) -> anyhow::Result<Self> {
+        Self::spawn_bin(&daemon_bin(), upstream, dir, stateless, log_filter, log)
+    }
+
+    /// Like `spawn`, with another daemon binary (the scale phase runs main's beside this one).
+    pub(crate) fn spawn_bin(
+        bin: &str,
+        upstream: &str,
+        dir: &Path,
+        stateless: bool,
+        log_filter: Option<&str>,
+        log: &Path,
+    ) -> anyhow::Result<Self> {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse()?;
-        let bin = daemon_bin();
-        let mut cmd = std::process::Command::new(&bin);
+        let mut cmd = std::process::Command::new(bin);
         cmd.arg("serve")
             .arg("--upstream")
             .arg(upstream)

@@ -9,7 +9,9 @@
 //! tail, catchup, idle, bytes, fresh), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
 //! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
-//! `VK_BENCH_OUT=dir` (default target/perf), `VK_BENCH_REPLOT=dir/results.json` (only redraw
+//! `VK_BENCH_OUT=dir` (default target/perf), `-- --scale[=N]` (only the catch-up from empty
+//! against the scale board, N entries, see `scale.rs`; `VK_BENCH_BASE_BIN=path` runs main's
+//! binary beside this one), `VK_BENCH_REPLOT=dir/results.json` (only redraw
 //! `dir/latency.svg` from an earlier run), `VK_BENCH_PAUSE=N` (pause N s once the first daemon
 //! is ready, to attach a profiler).
 //!
@@ -34,6 +36,7 @@ mod plot;
 mod proxy;
 mod report;
 mod resources;
+mod scale;
 mod scenario;
 mod session_waits;
 mod status;
@@ -75,6 +78,10 @@ async fn run() -> anyhow::Result<()> {
     r.machine.insert("daemon_bin".into(), daemon_bin());
     println!("machine: {:?}", r.machine);
     let result = async {
+        if let Some(entries) = scale::scale_arg() {
+            // `--scale`: only the catch-up from empty against the scale board.
+            return scale::phase_scale(&mut r, entries).await;
+        }
         phase_a(&mut r, &o).await?;
         phase_tail(&mut r, &o).await?;
         if o.runs("bytes") {
