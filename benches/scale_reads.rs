@@ -4,10 +4,17 @@
 //! it, a 98-task project of today's size, and the normalized entries), side by side in one run.
 //! The board goes into the store through the one writer, as VK's streams would deliver it.
 //!
+//! `list_tasks` is timed four ways in the same run: from the writer's task digests (today's
+//! `Query::list_tasks`), the summary computed at read time from typed rows (main's way before the
+//! digests), from full JSON rows (the way before that) and the page floor (task rows, no attempt
+//! read). After the reads: the store's bytes on disk against the raw JSON of the board, per table,
+//! and the writer's cost of a process status change (restates a digest) against a change the
+//! digest does not read.
+//!
 //! Run: `cargo bench --bench scale_reads`. Knobs (environment): `VK_BENCH_QUICK=1` (1,000 tasks,
 //! 2,000 attempts, 100 k entries), `VK_BENCH_SCALE_ENTRIES=N` (normalized entries; default
 //! 5 M), `VK_BENCH_ONLY=a,b,…` (phases: list_status, updated_since, cursor, attempts,
-//! status_batch), `VK_BENCH_ITERS=N` (calls per figure, default 400), `VK_BENCH_OUT=dir`
+//! status_batch, writer), `VK_BENCH_ITERS=N` (calls per figure, default 400), `VK_BENCH_OUT=dir`
 //! (default target/perf; writes `scale.json`).
 
 use std::sync::Arc;
@@ -23,6 +30,7 @@ use vk_observer::query::task_summary::{SummaryFn, task_summary, task_summary_fro
 use vk_observer::query::tasks::{TaskFilter, TaskStatus, TaskSummary};
 use vk_observer::query::{Query, Since};
 use vk_observer::sim::scale::{ScaleRows, ScaleSpec, scale_entry, scale_rows};
+use vk_observer::store::Store;
 use vk_observer::store::events::{Channel, DomainEvent};
 use vk_observer::store::reader::Stored;
 use vk_observer::store::writer::Writer;
@@ -174,7 +182,7 @@ fn load(writer: &mut Writer, rows: &ScaleRows) -> anyhow::Result<Duration> {
     Ok(t.elapsed())
 }
 
-fn list_status(q: &Query, project: Uuid, status: TaskStatus, summary: SummaryFn) -> usize {
+fn list_status(q: &Query, project: Uuid, status: TaskStatus, summary: Option<SummaryFn>) -> usize {
     let filter = TaskFilter {
         status: Some(status),
         ..TaskFilter::default()
@@ -183,9 +191,12 @@ fn list_status(q: &Query, project: Uuid, status: TaskStatus, summary: SummaryFn)
         cursor: None,
         limit: 50,
     };
-    q.list_tasks_summarized_by(project, &filter, &args, summary)
-        .map(|p| p.count)
-        .unwrap_or(usize::MAX)
+    match summary {
+        Some(summary) => q.list_tasks_summarized_by(project, &filter, &args, summary),
+        None => q.list_tasks(project, &filter, &args),
+    }
+    .map(|p| p.count)
+    .unwrap_or(usize::MAX)
 }
 
 /// The page's floor: the task's own fields, no attempt read (what the summary costs on top).
@@ -208,15 +219,19 @@ fn task_fields_only(_: &StoreReader, t: &Stored) -> Result<TaskSummary, ToolErro
     })
 }
 
-/// The same `list_tasks(status)` on the three projects of the board, side by side: the typed
-/// summary (today), the full-JSON summary (the previous code, `task_summary_from_values`) and
-/// the page alone (no attempt read), each project in turn.
+/// The same `list_tasks(status)` on the three projects of the board, side by side: from the
+/// kept digests (today), the typed summary at read time (main's way), the full-JSON summary
+/// (`task_summary_from_values`) and the page alone (no attempt read), each project in turn.
 fn list_status_phase(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
     let sizes = [o.spec.tasks, o.spec.side_tasks, o.spec.small_tasks];
-    let ways: [(&str, SummaryFn); 3] = [
-        ("", task_summary),
-        (" [previous: full-JSON summary]", task_summary_from_values),
-        (" [page floor: no attempt read]", task_fields_only),
+    let ways: [(&str, Option<SummaryFn>); 4] = [
+        (" [kept digests]", None),
+        (" [main: typed summary at read time]", Some(task_summary)),
+        (
+            " [previous: full-JSON summary]",
+            Some(task_summary_from_values),
+        ),
+        (" [page floor: no attempt read]", Some(task_fields_only)),
     ];
     for (project, size) in rows.project_ids.into_iter().zip(sizes) {
         for (label, summary) in ways {
@@ -305,6 +320,100 @@ fn phases(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
     }
 }
 
+/// The writer's cost of a process change, one batch each: a status change (the task's digest is
+/// recomputed and rewritten) against a change of a field the digest does not read (`exit_code`:
+/// two typed decodes, no restatement), alternating over the big project's processes.
+fn writer_phase(o: &Opts, writer: &mut Writer, rows: &ScaleRows, out: &mut Vec<Figure>) {
+    let processes: Vec<(Uuid, Value)> = rows
+        .processes
+        .iter()
+        .flat_map(|(a, ps)| ps.iter().map(move |p| (*a, p.clone())))
+        .take(o.iters)
+        .collect();
+    let mut apply = |name: &str, change: &dyn Fn(&mut Value, usize)| {
+        let mut round = 0;
+        let mut at = 0;
+        let figure = measure(
+            name,
+            o.iters,
+            || {
+                let (attempt_id, mut process) = processes[at % processes.len()].clone();
+                at += 1;
+                round += 1;
+                change(&mut process, round);
+                writer
+                    .apply(vec![DomainEvent::ProcessUpserted {
+                        attempt_id,
+                        process,
+                    }])
+                    .map(|a| a.token.is_some())
+            },
+            |c| usize::from(*c.as_ref().unwrap_or(&false)),
+        );
+        out.push(figure);
+    };
+    apply(
+        "writer: a process's status changes (digest restated), one batch",
+        &|p, n| p["status"] = json!(if n % 2 == 0 { "running" } else { "completed" }),
+    );
+    apply(
+        "writer: a process's exit_code changes (digest untouched), one batch",
+        &|p, n| p["exit_code"] = json!(n),
+    );
+}
+
+/// The raw JSON of the board: every object's JSON and every log entry's JSON, as VK's REST
+/// answers and stream messages carry them (without the frames around them).
+fn raw_json_bytes(rows: &ScaleRows) -> u64 {
+    let values = rows
+        .projects
+        .iter()
+        .chain(rows.repos.iter().flat_map(|(_, v)| v))
+        .chain(rows.tasks.iter().flat_map(|(_, v)| v))
+        .chain(rows.attempts.iter().flat_map(|(_, v)| v))
+        .chain(rows.sessions.iter().flat_map(|(_, v)| v))
+        .chain(rows.processes.iter().flat_map(|(_, v)| v));
+    let objects: u64 = values.map(|v| v.to_string().len() as u64).sum();
+    let entries: u64 = rows
+        .logs
+        .iter()
+        .flat_map(|&(_, _, n)| 0..n)
+        .map(|i| scale_entry(i).len() as u64)
+        .sum();
+    objects + entries
+}
+
+/// Disk against the raw JSON: what sled's files take, what the store's live keys and values
+/// add up to, per table.
+fn disk_report(store: &Store, raw: u64, disk: u64) -> anyhow::Result<Value> {
+    let tables = store.bytes_by_table()?;
+    let live: u64 = tables.iter().map(|t| t.key_bytes + t.value_bytes).sum();
+    println!(
+        "disk: {:.1} MB on disk, {:.1} MB live keys+values, {:.1} MB raw JSON: disk/raw {:.2}, live/raw {:.2}",
+        disk as f64 / 1e6,
+        live as f64 / 1e6,
+        raw as f64 / 1e6,
+        disk as f64 / raw as f64,
+        live as f64 / raw as f64
+    );
+    for t in &tables {
+        println!(
+            "  table 0x{:02X}: {:>9} entries, keys {:>8.1} MB, values {:>8.1} MB",
+            t.table,
+            t.entries,
+            t.key_bytes as f64 / 1e6,
+            t.value_bytes as f64 / 1e6
+        );
+    }
+    Ok(json!({
+        "raw_json_bytes": raw,
+        "live_bytes": live,
+        "disk_over_raw": disk as f64 / raw as f64,
+        "tables": tables.iter().map(|t| json!({"table": t.table, "entries": t.entries,
+            "key_bytes": t.key_bytes, "value_bytes": t.value_bytes})).collect::<Vec<_>>(),
+    }))
+}
+
 /// `get_attempt_status` with 100 ids: steady state (statuses memoized per attempt token, as a
 /// polling orchestrator meets them) and cold (a fresh memo every call).
 fn status_batch(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
@@ -368,17 +477,21 @@ fn main() -> anyhow::Result<()> {
         "board generated in {generated:.2?}, written in {loaded:.2?}, {:.1} MB on disk",
         disk as f64 / 1e6
     );
+    let disk_json = disk_report(&owner.store(), raw_json_bytes(&rows), disk)?;
     let q = Query::new(owner.store(), Arc::new(Health::new()));
     let mut figures = Vec::new();
     phases(&o, &q, &rows, &mut figures);
-    write_report(&o, generated, loaded, disk, &figures)
+    if o.runs("writer") {
+        writer_phase(&o, &mut writer, &rows, &mut figures);
+    }
+    write_report(&o, (generated, loaded), disk, disk_json, &figures)
 }
 
 fn write_report(
     o: &Opts,
-    generated: Duration,
-    loaded: Duration,
+    (generated, loaded): (Duration, Duration),
     disk: u64,
+    disk_json: Value,
     figures: &[Figure],
 ) -> anyhow::Result<()> {
     let report = json!({
@@ -388,6 +501,7 @@ fn write_report(
         "generated_s": generated.as_secs_f64(),
         "written_s": loaded.as_secs_f64(),
         "disk_bytes": disk,
+        "disk": disk_json,
         "figures": figures.iter().map(|f| json!({"name": f.name, "p50_us": us(f.p50), "p99_us": us(f.p99), "items": f.items})).collect::<Vec<Value>>(),
     });
     let out = std::env::var("VK_BENCH_OUT").unwrap_or_else(|_| "target/perf".into());

@@ -6,7 +6,8 @@
 //! host offline for a while, makes JetStream refuse a host's publishes (its stream full with
 //! `discard: new`), re-publishes stored messages (same `Nats-Msg-Id`: JetStream must drop them;
 //! a fresh id, as after the duplicate window: the fleet must skip them) and deletes a host's
-//! stream (a snapshot follows). A real SIGKILL of a real binary is tests/fleet_kill.rs.
+//! stream under the live follower (a snapshot follows in a new stream of the same name;
+//! `VK_FLEET_FAULT_STREAM_LOSS=0` leaves this fault out). A real SIGKILL of a real binary is tests/fleet_kill.rs.
 //! Afterwards: each host equals its VK, the fleet's store equals the union of the hosts' stores
 //! (every project, task, attempt, session, process, change summary and log entry), the fleet's
 //! activity feed followed by `since_token` across its restarts has no gap and no duplicate (every
@@ -250,14 +251,15 @@ fn play(sim: &Sim, project: Uuid, rng: &mut StdRng) -> tokio::task::JoinHandle<(
     })
 }
 
-/// Deleting a host's stream while the fleet node follows it is played only with
-/// `VK_FLEET_FAULT_STREAM_LOSS=1`: async-nats' ordered consumer then follows the *new* stream of
-/// the same name from the old sequence on, so the node applies its later batches before its
-/// snapshot; once discovery restarts the follower the node converges, but its feed shows the
-/// snapshot's regression (a process started twice; seed 38). Open: a stream identity on every
-/// message (the host knows its stream's creation time) so the follower can stop at once.
+/// Deleting a host's stream while the fleet node follows it is played unless
+/// `VK_FLEET_FAULT_STREAM_LOSS=0`. async-nats' ordered consumer then follows the *new* stream of
+/// the same name from the old sequence on; every message carries its stream's generation
+/// (`fleet::identity`), so the follower stops at the first message of the new stream, before
+/// applying it, and reads the new stream from its start (its snapshot first). Before that stamp
+/// the node applied the new stream's later batches before its snapshot and the feed showed the
+/// snapshot's regression (a process started twice; seed 38).
 fn stream_loss_on() -> bool {
-    std::env::var("VK_FLEET_FAULT_STREAM_LOSS").is_ok_and(|v| v != "0")
+    std::env::var("VK_FLEET_FAULT_STREAM_LOSS").as_deref() != Ok("0")
 }
 
 /// Sample the fleet's token continuously (across its restarts): it may never go back.
@@ -299,7 +301,7 @@ async fn run_schedule(seed: u64) -> Vec<Fault> {
         tokio::time::sleep(Duration::from_millis(rng.random_range(20..250))).await;
         let mut fault = FAULTS[rng.random_range(0..FAULTS.len())];
         if fault == Fault::StreamLost && !stream_loss_on() {
-            // Known bug, off by default (design-notes §23): see `stream_loss_on`.
+            // Turned off by VK_FLEET_FAULT_STREAM_LOSS=0: see `stream_loss_on`.
             fault = Fault::Duplicates;
         }
         if std::env::var("VK_FAULT_TRACE").is_ok() {

@@ -3,7 +3,8 @@
 //! `start_task_attempt` (and `follow_up` send) and follows the run with `tasks/get` — working →
 //! input_required (the approval as a form elicitation) → answered with `tasks/update` →
 //! completed with the status answer as result; a failing agent ends `failed`; `tasks/cancel`
-//! stops the run (`cancelled`); the handle survives a daemon restart; the task's resource
+//! stops the run (`cancelled`); the handle survives a daemon restart; a `request_id` replay
+//! answers the first call's task id; the task's resource
 //! `vk-observer://tasks/{id}` is pushed over `subscriptions/listen` as the cache changes; a
 //! client without the extension gets today's answers, and `tasks/*` refused.
 
@@ -315,6 +316,41 @@ async fn a_task_handle_survives_a_daemon_restart() {
         unknown.to_string().contains("No task has this id"),
         "{unknown}"
     );
+    let _ = c.cancel().await;
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_id_replay_answers_the_first_calls_task_id() {
+    let sim = support::sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let (task, repo) = cached_task(&sim, &mcp, "ASK, then retried").await;
+    let c = tasks_client(&daemon, true).await;
+    let keyed = |key: &str| {
+        let mut p = start_args(task, repo);
+        let args = p.arguments.as_mut().unwrap();
+        args.insert("request_id".into(), json!(key));
+        p
+    };
+    let first = started(&c, keyed("retry-me")).await;
+    let again = started(&c, keyed("retry-me")).await;
+    let answer = |t: &CreateTaskResult| t.meta.as_ref().unwrap()["vk-observer/answer"].clone();
+    assert_eq!(answer(&again)["replayed"], true, "{again:?}");
+    assert_eq!(answer(&again)["attempt_id"], answer(&first)["attempt_id"]);
+    assert_eq!(again.task.task_id, first.task.task_id, "one run, one task");
+    // The same run answered through the replay's id: the one task reaches input_required.
+    until(&c, &again.task.task_id, TaskStatus::InputRequired).await;
+    // Another task's run gets a task of its own.
+    let (other, other_repo) = cached_task(&sim, &mcp, "ASK elsewhere").await;
+    let mut p = start_args(other, other_repo);
+    p.arguments
+        .as_mut()
+        .unwrap()
+        .insert("request_id".into(), json!("another-key"));
+    let second = started(&c, p).await;
+    assert_ne!(second.task.task_id, first.task.task_id);
     let _ = c.cancel().await;
     daemon.shutdown().await;
 }

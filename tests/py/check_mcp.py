@@ -2,8 +2,11 @@
 """Drive a running vk-observer daemon with the official Python MCP SDK (`mcp`, see requirements.txt).
 
 usage:
-  check_mcp.py http  <daemon-mcp-url>                       e.g. http://127.0.0.1:18765/mcp
-  check_mcp.py stdio <vk-observer-binary> <daemon-mcp-url>  spawns `<binary> mcp --daemon <url>`
+  check_mcp.py http  <daemon-mcp-url> [MODE]                       e.g. http://127.0.0.1:18765/mcp
+  check_mcp.py stdio <vk-observer-binary> <daemon-mcp-url> [MODE]  spawns `<binary> mcp --daemon <url>`
+
+MODE is the SDK's `mode=`: `legacy` (protocol 2025-11-25) or `auto` (its default: 2026-07-28,
+required here); without it both run, one after the other (.ci/run runs each as its own step).
 
 The daemon must be `vk-observer demo` (the built-in VK simulator playing scripted attempts in a
 project named "Demo"). For each connection mode the script lists the tools, checks their schemas
@@ -14,9 +17,9 @@ projects → tasks → attempts, checks the error envelope, and prints one summa
 
 Any failure prints `python-mcp <transport>: FAILED (...): <reason>` on stderr and exits 1.
 
-Client modes: over HTTP both `auto` (the SDK probes `server/discover`; the daemon's rmcp 3.9
-server answers it, so protocol 2026-07-28 is used) and `legacy` (the `initialize` handshake,
-protocol 2025-11-25) are run, over HTTP and over stdio.
+Client modes: `auto` (the SDK's default: it probes `server/discover`; the daemon's rmcp 3.11
+server answers it, so protocol 2026-07-28 is used, and anything else fails) and `legacy` (the
+`initialize` handshake, protocol 2025-11-25), over HTTP and over stdio.
 
 Activity across a daemon restart (run by .ci/run around a restart of the demo on its data dir):
   check_mcp.py activity-save   <daemon-mcp-url> <state.json>
@@ -59,6 +62,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 HTTP_MODES = ("auto", "legacy")
+# The protocol each SDK mode must end up on against this daemon (`auto` falling back to the
+# initialize handshake would be a failure of the new era, not a pass).
+MODE_PROTOCOL = {"auto": "2026-07-28", "legacy": "2025-11-25"}
 # The stdio bridge marks the results it forwards from its 2025-11-25 daemon leg as
 # `resultType: "complete"`, so a 2026-07-28 client on stdio accepts them.
 STDIO_MODES = ("auto", "legacy")
@@ -573,6 +579,8 @@ async def run_mode(transport: str, target: Any, mode: str) -> str:
     queue: asyncio.Queue[str] = asyncio.Queue()
     CHECK_PUSH[:] = [transport == "http", queue]
     async with Client(target, mode=mode, read_timeout_seconds=30, message_handler=make_update_handler(queue)) as client:
+        want = MODE_PROTOCOL[mode]
+        check(client.protocol_version == want, f"mode={mode} negotiated protocol {client.protocol_version}, not {want}")
         n_tools, n_calls = await run_checks(client)
         return f"python-mcp {transport}: {n_tools} tools, {n_calls} calls ok (mode={mode}, protocol {client.protocol_version})"
 
@@ -601,6 +609,9 @@ def main(argv: list[str]) -> int:
     bridge_log = os.environ.get("CHECK_MCP_BRIDGE_LOG")
     if len(argv) == 4 and argv[1] in ("activity-save", "activity-resume"):
         return run_activity(argv[1], argv[2], argv[3])
+    mode_arg = argv[-1] if argv[-1] in MODE_PROTOCOL else None
+    if mode_arg:
+        argv = argv[:-1]
     if len(argv) == 3 and argv[1] == "http":
         transport, modes = "http", HTTP_MODES
         make_target: Any = lambda: argv[2]  # noqa: E731
@@ -615,6 +626,8 @@ def main(argv: list[str]) -> int:
     else:
         print(__doc__, file=sys.stderr)
         return 2
+    if mode_arg:
+        modes = (mode_arg,)
     for mode in modes:
         try:
             line = asyncio.run(asyncio.wait_for(run_mode(transport, make_target(), mode), OVERALL_TIMEOUT_S))

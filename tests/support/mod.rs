@@ -8,12 +8,14 @@
 pub mod approvals;
 pub mod feed;
 pub mod fleet;
+pub mod fleet_feed;
 pub mod mcp;
 pub mod mistakes;
 pub mod mistakes_scopes;
 pub mod mistakes_workflow;
 pub mod nats;
 pub mod nats_deploy;
+pub mod nats_tls;
 pub mod sim_common;
 pub mod world;
 

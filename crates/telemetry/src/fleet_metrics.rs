@@ -20,6 +20,9 @@ pub const FLEET_APPLIED: &str = "vk_observer_fleet_messages_applied_total";
 pub const FLEET_DUPLICATES: &str = "vk_observer_fleet_duplicates_total";
 /// Fleet node: malformed or foreign messages, counted, logged and skipped.
 pub const FLEET_GARBAGE: &str = "vk_observer_fleet_garbage_total";
+/// Fleet node: host streams found recreated under their follower (a message stamped with
+/// another stream generation), each followed again from its start.
+pub const FLEET_STREAM_CHANGES: &str = "vk_observer_fleet_stream_changes_total";
 
 /// Describe the fleet metrics and export them at zero.
 pub fn register_fleet() {
@@ -50,6 +53,10 @@ pub fn register_fleet() {
         (
             FLEET_GARBAGE,
             "Malformed or foreign host messages, skipped.",
+        ),
+        (
+            FLEET_STREAM_CHANGES,
+            "Host streams found recreated under their follower, followed again from their start.",
         ),
     ];
     for (name, help) in counters {

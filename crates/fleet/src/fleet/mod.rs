@@ -2,10 +2,11 @@
 //! stream of its own (`publisher`, fed by the store's outbox), and a fleet node (`serve
 //! --fleet`) follows every host's stream into its own store through its one writer (`node`),
 //! tagging projects, tasks and attempts with their `host` (`tag`). `wire` is what a message
-//! looks like; `snapshot` is what a host sends when its stream cannot be resumed. `rpc` carries
-//! the fleet's mutations to the owning host and `heartbeat` says which hosts are alive.
+//! looks like, `identity` which stream (generation) a message is of; `snapshot` is what a host
+//! sends when its stream cannot be resumed. `rpc` carries the fleet's mutations to the owning host and `heartbeat` says which hosts are alive.
 
 pub mod heartbeat;
+pub mod identity;
 pub mod node;
 pub mod publisher;
 pub mod rpc;

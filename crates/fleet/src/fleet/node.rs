@@ -12,6 +12,7 @@ use async_nats::jetstream::{self, consumer};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::identity::StreamIdentity;
 use super::wire::{self, Incoming, Kind};
 use crate::config::{FleetSettings, is_subject_token};
 use crate::store::Store;
@@ -99,13 +100,16 @@ impl Node {
         loop {
             let found = host_streams(&js).await?;
             // A finished follower, or one of a stream since recreated, is started again.
+            let mut stopping = Vec::new();
             followed.retain(|host, f| {
-                let keep = !f.task.is_finished() && found.get(host) == Some(&f.created);
+                let keep = !f.task.is_finished() && found.get(host) == Some(&f.created.get());
                 if !keep {
                     f.stop.cancel();
+                    stopping.push(std::mem::replace(&mut f.task, tokio::spawn(async {})));
                 }
                 keep
             });
+            wait_stopped(stopping).await;
             let mut catching_up = Vec::new();
             for (host, created) in found {
                 if followed.contains_key(&host) {
@@ -113,8 +117,10 @@ impl Node {
                 }
                 let (done, caught) = tokio::sync::oneshot::channel();
                 catching_up.push(caught);
+                let following = FollowedStream::new(&created);
                 let follower = Follower {
                     host: host.clone(),
+                    following: following.clone(),
                     js: js.clone(),
                     store: self.store.clone(),
                     writer: self.writer.clone(),
@@ -125,7 +131,7 @@ impl Node {
                 followed.insert(
                     host,
                     Followed {
-                        created,
+                        created: following,
                         stop,
                         task,
                     },
@@ -155,12 +161,47 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Wait for stopped followers to end: a follower stops between messages, never inside a write,
+/// so its last batch is committed before its successor reads the position it left.
+async fn wait_stopped(stopping: Vec<tokio::task::JoinHandle<()>>) {
+    for task in stopping {
+        let _ = task.await;
+    }
+}
+
 /// A host stream being followed.
 struct Followed {
-    /// The stream's creation time when its follower started.
-    created: String,
+    /// The creation time of the stream its follower follows now.
+    created: FollowedStream,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// The creation time of the stream a follower follows, shared with discovery: a follower that
+/// found its stream recreated (`identity`) and started over on the new one is not restarted again.
+#[derive(Clone)]
+struct FollowedStream(Arc<std::sync::Mutex<String>>);
+
+impl FollowedStream {
+    fn new(created: &str) -> Self {
+        FollowedStream(Arc::new(std::sync::Mutex::new(created.to_owned())))
+    }
+
+    fn get(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, created: &str) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = created.to_owned();
+    }
+}
+
+/// How a follow of one stream ended without an error.
+enum FollowEnd {
+    /// The message stream closed (the session is ending).
+    Closed,
+    /// A message of another stream of the same name arrived (`identity`): follow it from its start.
+    StreamChanged,
 }
 
 /// Every host stream (`VKO_<host>`) by host, with its creation time.
@@ -182,6 +223,7 @@ async fn host_streams(js: &jetstream::Context) -> anyhow::Result<HashMap<String,
 /// One host's stream into the store.
 struct Follower {
     host: String,
+    following: FollowedStream,
     js: jetstream::Context,
     store: Store,
     writer: WriterHandle,
@@ -192,13 +234,32 @@ impl Follower {
     async fn run(self, cancel: CancellationToken, caught_up: tokio::sync::oneshot::Sender<()>) {
         let mut caught_up = Some(caught_up);
         self.events.following(&self.host, true);
-        let result = tokio::select! {
-            _ = cancel.cancelled() => Ok(()),
-            r = self.follow(&mut caught_up) => r,
-        };
+        let result = self
+            .follow_across_recreations(&cancel, &mut caught_up)
+            .await;
         self.events.following(&self.host, false);
         if let Err(e) = result {
             tracing::warn!(host = %self.host, error = %e, "fleet follower stopped; retried at the next discovery");
+        }
+    }
+
+    /// Follow the host's stream; when it is found recreated, start over on the new one at once.
+    async fn follow_across_recreations(
+        &self,
+        cancel: &CancellationToken,
+        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> anyhow::Result<()> {
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            match self.follow(cancel, caught_up).await? {
+                FollowEnd::Closed => return Ok(()),
+                FollowEnd::StreamChanged => {
+                    metrics::counter!(m::FLEET_STREAM_CHANGES).increment(1);
+                    tracing::info!(host = %self.host, "fleet host stream recreated under its follower; following the new one from its start");
+                }
+            }
         }
     }
 
@@ -213,12 +274,15 @@ impl Follower {
 
     async fn follow(
         &self,
+        cancel: &CancellationToken,
         caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<FollowEnd> {
         let mut position = self.position();
         let mut stream = self.js.get_stream(wire::stream_name(&self.host)).await?;
         let info = stream.info().await?.clone();
         let created = info.created.to_string();
+        self.following.set(&created);
+        let mut identity = StreamIdentity::new(stream.clone(), &info);
         if position.stream_created != created {
             // Another stream than the one the position is in: read it from its start, and
             // apply all of it (idempotent) — its snapshot restates the host as of its cut, so
@@ -246,8 +310,17 @@ impl Follower {
             })
             .await?;
         let mut messages = consumer.messages().await?;
-        while let Some(message) = messages.next().await {
+        // Stopped only while waiting for a message: a batch handed to the writer is committed
+        // before the follower ends (a successor must not read a position a late write changes).
+        while let Some(message) = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => None,
+            m = messages.next() => m,
+        } {
             let message = message?;
+            if identity.changed(message.headers.as_ref()).await? {
+                return Ok(FollowEnd::StreamChanged);
+            }
             let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
             let (seq, lag) = (info.stream_sequence, info.pending);
             let decoded = wire::decode(
@@ -263,7 +336,7 @@ impl Follower {
                 caught_up.take().map(|c| c.send(()));
             }
         }
-        Ok(())
+        Ok(FollowEnd::Closed)
     }
 
     /// The events to apply for one message (none for a duplicate or garbage), moving `position`.

@@ -35,6 +35,40 @@ async fn check_stream(stream: &mut stream::Stream, cursor: &FleetCursor) -> Ende
     Ok(())
 }
 
+/// An existing stream brought to what the settings ask, keeping every other limit an operator
+/// set on it: its subjects (a stream of an older build held `vko.<host>.>`, which would swallow
+/// RPC requests) and `[fleet] replicas` (changed since the stream was created). Replicas that
+/// JetStream will not change (e.g. 3 on a server without a cluster) are logged with its reason and
+/// the stream is used as it is.
+async fn reconcile_stream(
+    js: &jetstream::Context,
+    stream: &stream::Stream,
+    wanted: &stream::Config,
+) -> Ended {
+    let have = &stream.cached_info().config;
+    if have.subjects != wanted.subjects {
+        let mut update = have.clone();
+        update.subjects = wanted.subjects.clone();
+        js.update_stream(&update).await?;
+    }
+    if have.num_replicas.max(1) != wanted.num_replicas.max(1) {
+        let mut update = have.clone();
+        update.subjects = wanted.subjects.clone();
+        update.num_replicas = wanted.num_replicas;
+        match js.update_stream(&update).await {
+            Ok(_) => {
+                tracing::info!(stream = %wanted.name, from = have.num_replicas, to = wanted.num_replicas, "fleet stream replicas changed")
+            }
+            Err(e) => tracing::warn!(
+                stream = %wanted.name, has = have.num_replicas, wanted = wanted.num_replicas, error = %e,
+                "[fleet] replicas cannot be applied to the existing stream; it keeps its replicas \
+                 (does the NATS cluster have that many servers with JetStream?)"
+            ),
+        }
+    }
+    Ok(())
+}
+
 /// A host's publisher.
 pub struct Publisher {
     settings: FleetSettings,
@@ -96,16 +130,17 @@ impl Publisher {
             ..Default::default()
         };
         let mut stream = js.get_or_create_stream(config.clone()).await?;
-        if stream.cached_info().config.subjects != config.subjects {
-            // A stream of an older build held `vko.<host>.>`: it would swallow RPC requests.
-            js.update_stream(&config).await?;
-        }
+        reconcile_stream(&js, &stream, &config).await?;
         let info = stream.info().await?.clone();
         let created = info.created.to_string();
+        let generation = super::identity::generation(&info);
         let epoch = self.store.epoch().0;
         let mut cursor = match self.resumable(&info, &created) {
             Some(cursor) => cursor,
-            None => self.publish_snapshot(&js, epoch, created).await?,
+            None => {
+                self.publish_snapshot(&js, epoch, created, &generation)
+                    .await?
+            }
         };
         tracing::info!(host = %host, token = cursor.token, stream_seq = cursor.stream_seq, "fleet publishing");
         let mut committed = self.store.hub().subscribe_global();
@@ -130,7 +165,8 @@ impl Publisher {
             }
             let mut acks = Vec::with_capacity(batches.len());
             for entry in batches {
-                let headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
+                let mut headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
+                super::identity::stamp(&mut headers, &generation);
                 let ack = js
                     .publish_with_headers(
                         wire::subject(host, Kind::Batch),
@@ -186,6 +222,7 @@ impl Publisher {
         js: &jetstream::Context,
         epoch: u64,
         created: String,
+        generation: &str,
     ) -> anyhow::Result<FleetCursor> {
         let host = &self.settings.host;
         let token = self.store.current_token();
@@ -194,7 +231,8 @@ impl Publisher {
         let mut stream_seq = 0;
         let count = parts.len();
         for (i, events) in parts.into_iter().enumerate() {
-            let headers = wire::headers(host, epoch, token, Some(i as u32));
+            let mut headers = wire::headers(host, epoch, token, Some(i as u32));
+            super::identity::stamp(&mut headers, generation);
             let payload = Bytes::from(serde_json::to_vec(&events)?);
             let ack = js
                 .publish_with_headers(wire::subject(host, Kind::Snapshot), headers, payload)

@@ -17,6 +17,10 @@ pub const HEADER_MSG_ID: &str = "Nats-Msg-Id";
 /// after the batch of `Vko-Token` (1, 2, …); absent on every other message.
 pub const HEADER_META: &str = "Vko-Meta";
 
+/// The generation of the stream the publisher published the message to (`fleet::identity`):
+/// the fleet node applies no message of another stream than the one it follows.
+pub const HEADER_STREAM: &str = "Vko-Stream";
+
 /// Every host stream's name starts with this.
 pub const STREAM_PREFIX: &str = "VKO_";
 

@@ -21,6 +21,9 @@ pub mod rows;
 pub mod status;
 pub mod status_memo;
 pub mod target;
+pub mod task_digests;
+#[cfg(test)]
+mod task_digests_tests;
 pub mod task_handles;
 pub mod task_summary;
 #[cfg(test)]

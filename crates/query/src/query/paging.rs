@@ -56,6 +56,17 @@ pub fn newest_first_position(list: ListId, key: &SortKey) -> Result<(i64, Uuid),
     }
 }
 
+/// Where a newest-first page given `cursor` starts in its store index: after the cursor's
+/// (rank, id), or from the top without one.
+pub fn newest_first_after(
+    list: ListId,
+    cursor: Option<&str>,
+) -> Result<Option<(i64, Uuid)>, ToolError> {
+    cursor
+        .map(|c| newest_first_position(list, &decode(list, c)?))
+        .transpose()
+}
+
 fn malformed(list: ListId) -> ToolError {
     ToolError::invalid_field(
         list.field,

@@ -2,40 +2,29 @@
 //! and what its attempts say (latest attempt, its branch and newest session, any attempt running,
 //! the newest relevant process failed).
 //!
-//! [`task_summary`] reads the attempts, sessions and processes as the typed rows of
-//! `query::rows` (only the fields the summary names; a process's executor action with its prompt
-//! is skipped, not built): this is what made `list_tasks` at 10,000 tasks cost its page, not its
-//! rows' JSON (issue 27). [`task_summary_from_values`] is the same summary from full JSON rows,
-//! the previous code, kept as the reference the property test (`task_summary_tests`) compares
-//! against and as the baseline `benches/scale_reads.rs` times beside it.
+//! `list_tasks` and `get_task` read the summary the writer keeps per task
+//! (`store::task_digest`, [`summary_of_digest`]). [`task_summary`] computes it at read time from
+//! the typed rows (`store::task_digest::attempt_facts`, the writer's rules; the code before the
+//! digests). [`task_summary_from_values`] is the same summary from full JSON rows, kept as the
+//! independent reference the property tests (`task_summary_tests`, `task_digest_tests`) compare
+//! against; `benches/scale_reads.rs` times all of them side by side.
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::rows::{AttemptRow, ProcessRow};
 use super::status::latest_session_of;
 use super::tasks::TaskSummary;
 use crate::store::StoreReader;
 use crate::store::events::HOST_FIELD;
 use crate::store::reader::Stored;
+use crate::store::task_digest::{AttemptFacts, TaskDigest, attempt_facts};
 use crate::tool_error::ToolError;
-use crate::vk::{self, ProcessStatus, is_relevant_reason, newest_first, string_of, ts_string};
+use crate::vk::{self, ProcessStatus, newest_first, string_of, ts_string};
 
 /// How a task is summarized in a page (`Query::list_tasks_summarized_by`).
 pub type SummaryFn = fn(&StoreReader, &Stored) -> Result<TaskSummary, ToolError>;
 
-/// What a task's attempts add to its summary.
-#[derive(Debug, Default)]
-struct AttemptFacts {
-    latest_attempt_id: Option<Uuid>,
-    latest_workspace_branch: Option<String>,
-    latest_session_id: Option<Uuid>,
-    latest_session_executor: Option<String>,
-    has_in_progress_attempt: bool,
-    last_attempt_failed: bool,
-}
-
-/// The newest relevant process seen so far: its `created_at` and status.
+/// The newest relevant process seen so far: its `created_at` and status (the reference's).
 #[derive(Default)]
 struct NewestProcess {
     newest: Option<(Option<DateTime<Utc>>, ProcessStatus)>,
@@ -54,27 +43,40 @@ impl NewestProcess {
     }
 }
 
-/// A task with the seed-002 attempt summary, its attempts and processes read as typed rows.
+/// A task with the seed-002 attempt summary, its attempts, sessions and processes read as typed
+/// rows at read time (`store::task_digest::attempt_facts`, the rules the writer keeps the digests
+/// with).
 pub fn task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, ToolError> {
-    let mut attempts = reader.attempts_of_task_as::<AttemptRow>(t.id)?;
-    attempts.sort_by(newest_first);
-    let mut facts = AttemptFacts::default();
-    if let Some((id, latest)) = attempts.first() {
-        (facts.latest_session_id, facts.latest_session_executor) = latest_session_of(reader, *id)?;
-        facts.latest_attempt_id = Some(*id);
-        facts.latest_workspace_branch = latest.branch.clone();
+    let facts = attempt_facts(reader, t.id)?;
+    Ok(summary_of_digest((t.id, TaskDigest::of(&t.value, facts))))
+}
+
+/// A task as the writer's digest row keeps it.
+pub fn kept_task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, ToolError> {
+    match reader.task_digest(t.id)? {
+        Some(d) => Ok(summary_of_digest((t.id, d))),
+        None => task_summary(reader, t),
     }
-    let mut processes = NewestProcess::default();
-    for (attempt, _) in &attempts {
-        for (_, p) in reader.processes_of_attempt_as::<ProcessRow>(*attempt)? {
-            if is_relevant_reason(p.reason()) && !p.is_dropped() {
-                processes.see(p.created_at, ProcessStatus::parse(p.status()));
-            }
-        }
+}
+
+/// The listing's shape of a digest.
+pub fn summary_of_digest((task_id, d): (Uuid, TaskDigest)) -> TaskSummary {
+    TaskSummary {
+        task_id,
+        project_id: d.project_id,
+        title: d.title,
+        description: d.description,
+        status: d.status,
+        created_at: d.created_at,
+        updated_at: d.updated_at,
+        latest_attempt_id: d.facts.latest_attempt_id,
+        latest_workspace_branch: d.facts.latest_workspace_branch,
+        latest_session_id: d.facts.latest_session_id,
+        latest_session_executor: d.facts.latest_session_executor,
+        has_in_progress_attempt: d.facts.has_in_progress_attempt,
+        last_attempt_failed: d.facts.last_attempt_failed,
+        host: d.host,
     }
-    facts.has_in_progress_attempt = processes.any_running;
-    facts.last_attempt_failed = processes.failed();
-    Ok(with_task_fields(t, facts))
 }
 
 /// The same summary from the attempts and processes decoded as full JSON values (the code

@@ -31,7 +31,7 @@ fn attempt_id(n: u128) -> Uuid {
 }
 
 /// A time from a small set (equal times happen), or null, or a value of the wrong type.
-fn time(t: u8) -> Value {
+pub(super) fn time(t: u8) -> Value {
     match t {
         0 => Value::Null,
         1 => json!(17),
@@ -39,7 +39,7 @@ fn time(t: u8) -> Value {
     }
 }
 
-const REASONS: [&str; 6] = [
+pub(super) const REASONS: [&str; 6] = [
     "codingagent",
     "setupscript",
     "cleanupscript",
@@ -47,9 +47,9 @@ const REASONS: [&str; 6] = [
     "newkind",
     "",
 ];
-const STATUSES: [&str; 6] = ["running", "completed", "failed", "killed", "paused", ""];
+pub(super) const STATUSES: [&str; 6] = ["running", "completed", "failed", "killed", "paused", ""];
 
-fn dropped(d: u8) -> Option<Value> {
+pub(super) fn dropped(d: u8) -> Option<Value> {
     match d {
         0 => None,
         1 => Some(json!(true)),
@@ -182,7 +182,7 @@ proptest! {
         // And through the tool's path: the same page either way.
         let args = PageArgs { cursor: None, limit: 50 };
         let f = TaskFilter::default();
-        let typed = q.list_tasks(PROJECT, &f, &args).unwrap();
+        let typed = q.list_tasks_summarized_by(PROJECT, &f, &args, task_summary).unwrap();
         let full = q.list_tasks_summarized_by(PROJECT, &f, &args, task_summary_from_values).unwrap();
         prop_assert_eq!(typed.tasks, full.tasks);
     }

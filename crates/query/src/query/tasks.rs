@@ -11,7 +11,7 @@ use super::detail::Rules;
 use super::paging::{self, ListId, PageArgs, newest_first_key};
 use super::status::{AttemptState, attempt_state, latest_session_of};
 use super::task_summary::SummaryFn;
-pub use super::task_summary::task_summary;
+pub use super::task_summary::{summary_of_digest, task_summary};
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
 use crate::store::events::HOST_FIELD;
@@ -188,17 +188,39 @@ pub struct TaskFilter {
 }
 
 impl Query {
+    /// The page from the writer's task digests (`store::task_digest`): one row per task.
     pub fn list_tasks(
         &self,
         project: Uuid,
         filter: &TaskFilter,
         args: &PageArgs,
     ) -> Result<TaskPage, ToolError> {
-        self.list_tasks_summarized_by(project, filter, args, task_summary)
+        let View {
+            token,
+            reader,
+            freshness,
+        } = self.view();
+        super::target::project(&reader, project)?;
+        let list = ListId {
+            tool: "list_tasks",
+            field: "cursor",
+            scope: Some(project),
+        };
+        let page = super::task_digests::page(&reader, project, filter, list, args)?;
+        let tasks: Vec<TaskSummary> = page.items.into_iter().map(summary_of_digest).collect();
+        Ok(TaskPage {
+            count: tasks.len(),
+            tasks,
+            next_cursor: page.next_cursor,
+            has_more: page.has_more,
+            total: page.total,
+            token,
+            freshness,
+        })
     }
 
-    /// `list_tasks` with the page's tasks summarized by `summary` (the bench times the
-    /// reference summary from full JSON rows through this beside the typed one).
+    /// `list_tasks` from the task rows, each summarized by `summary` at read time (the code
+    /// before the digests): what the bench times beside [`Query::list_tasks`].
     pub fn list_tasks_summarized_by(
         &self,
         project: Uuid,
@@ -251,7 +273,10 @@ impl Query {
             .map(|args| attempt_page(&reader, list, args))
             .transpose()?;
         Ok(TaskDetail {
-            task: task_summary(&reader, &task)?,
+            task: match reader.task_digest(id)? {
+                Some(d) => summary_of_digest((id, d)),
+                None => task_summary(&reader, &task)?,
+            },
             attempts_next_cursor: page.as_ref().and_then(|p| p.next_cursor.clone()),
             attempts_has_more: page.as_ref().is_some_and(|p| p.has_more),
             attempts_count: page.as_ref().map(|p| p.items.len()),
@@ -351,13 +376,7 @@ fn indexed_page(
     args: &PageArgs,
     read: impl FnOnce(After) -> Result<IndexPage, crate::store::StoreError>,
 ) -> Result<paging::Paged<Stored>, ToolError> {
-    let after = match args.cursor.as_deref() {
-        Some(c) => Some(paging::newest_first_position(
-            list,
-            &paging::decode(list, c)?,
-        )?),
-        None => None,
-    };
+    let after = paging::newest_first_after(list, args.cursor.as_deref())?;
     let page = read(after)?;
     let next_cursor = page
         .has_more
@@ -375,14 +394,14 @@ fn indexed_page(
     })
 }
 
-fn matches_text(task: &serde_json::Value, needle: &str) -> bool {
+pub(super) fn matches_text(task: &serde_json::Value, needle: &str) -> bool {
     ["title", "description"]
         .iter()
         .any(|f| str_of(task, f).is_some_and(|s| s.to_lowercase().contains(needle)))
 }
 
 /// Position of a task or attempt in newest-first order (`vk::newest_first`).
-fn created_key(s: &Stored) -> paging::SortKey {
+pub(super) fn created_key(s: &Stored) -> paging::SortKey {
     newest_first_key(
         ts_of(&s.value, "created_at").map(|t| t.timestamp_micros()),
         s.id,

@@ -10,7 +10,7 @@
 //! row from the batch), so every path that writes a row (upsert, snapshot, cascade, prune) keeps
 //! its index entries without knowing about them. A store from before these indexes (schema 1) or
 //! before the counts (schema 2) is indexed on open ([`build_all`], `StoreOwner::open`'s migration
-//! to schema 3).
+//! to the current schema, `migrate_to_current`).
 //!
 //! Table bytes 0x40–0x44 belong to this module (`keys::table` lists the rest).
 
@@ -300,6 +300,11 @@ impl StoreReader {
         Ok(out)
     }
 
+    /// The kept number of entries under a counted index prefix (see [`INDEX_COUNTS`]).
+    pub(super) fn index_count(&self, prefix: &[u8]) -> R<usize> {
+        Ok(count_of(self.tree().get(count_key(prefix))?.as_deref()) as usize)
+    }
+
     fn ordered_page(
         &self,
         prefix: &[u8],
@@ -308,7 +313,7 @@ impl StoreReader {
         load: impl Fn(Uuid) -> R<Option<Stored>>,
     ) -> R<IndexPage> {
         let tree = self.tree();
-        let total = count_of(tree.get(count_key(prefix))?.as_deref()) as usize;
+        let total = self.index_count(prefix)?;
         let start = match after {
             Some((rank, id)) => {
                 let mut k = prefix.to_vec();
@@ -347,11 +352,13 @@ fn id_at_end(k: &[u8]) -> Option<Uuid> {
         .and_then(|at| Uuid::from_slice(&k[at..]).ok())
 }
 
-/// Migrates a schema-1 store (no list indexes) or a schema-2 store (indexes without their
-/// counts) to the current schema in one atomic batch: the indexes and counts built from its rows,
-/// and the new schema version with them.
+/// Migrates a schema-1 store (no list indexes), a schema-2 store (indexes without their
+/// counts) or a schema-3 store (no task digests) to the current schema in one atomic batch: the
+/// indexes, counts and task digests (`task_digest`) built from its rows, and the new schema
+/// version with them.
 pub fn migrate_to_current(tree: &sled::Tree) -> R {
     let mut batch = build_all(tree)?;
+    super::task_digest::build_all(tree, &mut batch)?;
     batch.insert(
         super::keys::meta_key(super::keys::meta::SCHEMA),
         super::SCHEMA_VERSION.to_be_bytes().to_vec(),

@@ -1,8 +1,10 @@
 //! The list indexes' promise on the real [`Writer`]: for any sequence of task, attempt, project
 //! and removal batches, with restarts of the store in between and a migration from a store
-//! written before the indexes (schema 1) or before their counts (schema 2), every index read agrees with a full scan of the rows: the same
+//! written before the indexes (schema 1), before their counts (schema 2) or before the task
+//! digests (schema 3), every index read agrees with a full scan of the rows: the same
 //! tasks per project and status in newest-first order (also walked in pages of any size), the
-//! same tasks updated since any time, the same attempts per task.
+//! same tasks updated since any time, the same attempts per task; and every task's kept digest
+//! (`task_digest`) equals the one computed from its rows, the digest pages walk the same tasks.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -12,6 +14,7 @@ use super::events::DomainEvent;
 use super::keys::{meta, meta_key};
 use super::list_index::{self, After, STATUSES, newest_first_rank};
 use super::reader::{StoreReader, Stored};
+use super::task_digest::{self, TASK_DIGESTS};
 use super::{Retention, StoreOwner};
 
 const PROJECTS: [Uuid; 2] = [Uuid::from_u128(0xA1), Uuid::from_u128(0xA2)];
@@ -198,6 +201,7 @@ fn check(r: &StoreReader, limit: usize) -> Result<(), TestCaseError> {
             prop_assert_eq!(by_index, scan, "updated since {}", since);
         }
     }
+    check_digests(r, limit)?;
     for n in 0..8 {
         let scan = newest_first(r.attempts_of_task(task_id(n)).unwrap());
         let by_index = walk(
@@ -209,8 +213,44 @@ fn check(r: &StoreReader, limit: usize) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// Every task's kept digest is the one computed from its rows (none for a task not stored), and
+/// the digest pages of each project and status list the index's tasks.
+fn check_digests(r: &StoreReader, limit: usize) -> Result<(), TestCaseError> {
+    for n in 0..8 {
+        let kept = r.task_digest(task_id(n)).unwrap();
+        let computed = task_digest::digest_of(r, task_id(n)).unwrap();
+        prop_assert_eq!(kept, computed, "digest of task {}", n);
+    }
+    for project in PROJECTS {
+        for status in STATUSES.iter().map(Some).chain([None]) {
+            let (mut digests, mut after) = (Vec::new(), None);
+            loop {
+                let page = r
+                    .task_digests_newest_first(project, status.copied(), after, limit)
+                    .unwrap();
+                digests.extend(page.items.iter().map(|(id, _)| *id));
+                match page.items.last() {
+                    Some((id, d)) if page.has_more => {
+                        after = Some((newest_first_rank(d.created_micros), *id));
+                    }
+                    _ => break,
+                }
+            }
+            let by_index = walk(
+                |a| {
+                    r.tasks_newest_first(project, status.copied(), a, limit)
+                        .unwrap()
+                },
+                limit,
+            );
+            prop_assert_eq!(digests, by_index, "digest pages of {:?}", status);
+        }
+    }
+    Ok(())
+}
+
 /// Rewrites the store as older builds left it: schema 1 (no index entries), or schema 2 (the
-/// indexes without their counts).
+/// indexes without their counts), or schema 3 (no task digests).
 fn downgrade(dir: &std::path::Path, version: u32) {
     // The dropped store's flusher thread may hold the lock for a moment.
     let db = (0..200)
@@ -221,12 +261,13 @@ fn downgrade(dir: &std::path::Path, version: u32) {
         })
         .expect("the data dir opens");
     let tree = db.open_tree("projections").unwrap();
-    let dropped: &[u8] = match version {
-        1 => &list_index::TABLES,
-        _ => &[list_index::INDEX_COUNTS],
+    let dropped: Vec<u8> = match version {
+        1 => [&list_index::TABLES[..], &[TASK_DIGESTS]].concat(),
+        2 => vec![list_index::INDEX_COUNTS, TASK_DIGESTS],
+        _ => vec![TASK_DIGESTS],
     };
     for t in dropped {
-        for k in tree.scan_prefix([*t]).keys() {
+        for k in tree.scan_prefix([t]).keys() {
             tree.remove(k.unwrap()).unwrap();
         }
     }
@@ -259,7 +300,7 @@ proptest! {
             }
             check(&owner.store().read(), limit)?;
         }
-        for version in [2, 1] {
+        for version in [3, 2, 1] {
             drop(w);
             drop(owner);
             downgrade(dir.path(), version);

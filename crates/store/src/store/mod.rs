@@ -33,6 +33,8 @@ mod outbox_tests;
 pub mod overlay;
 pub mod reader;
 pub mod records;
+pub mod rows;
+pub mod task_digest;
 pub mod task_handles;
 #[cfg(test)]
 mod tests;
@@ -51,9 +53,9 @@ pub use reader::StoreReader;
 use token::{Epoch, Token};
 
 /// On-disk layout version. Bump on any incompatible change to keys or values.
-/// 2: the list indexes (`list_index`); 3: their entry counts (`list_index::INDEX_COUNTS`). A
-/// version-1 or -2 store is migrated on open.
-pub const SCHEMA_VERSION: u32 = 3;
+/// 2: the list indexes (`list_index`); 3: their entry counts (`list_index::INDEX_COUNTS`);
+/// 4: the per-task digests (`task_digest`). A version-1, -2 or -3 store is migrated on open.
+pub const SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -253,7 +255,7 @@ impl Store {
             }
             Some(v) => {
                 let found = v.as_ref().try_into().map(u32::from_be_bytes).unwrap_or(0);
-                if found == 1 || found == 2 {
+                if (1..SCHEMA_VERSION).contains(&found) {
                     list_index::migrate_to_current(&tree)?;
                 } else if found != SCHEMA_VERSION {
                     return Err(StoreError::Incompatible {
@@ -354,6 +356,28 @@ impl Store {
         self.inner.db.size_on_disk().unwrap_or(0)
     }
 
+    /// The projection tree's live entries and their key and value bytes, per table byte (a full
+    /// scan: for benches and diagnosis, not for a request path).
+    pub fn bytes_by_table(&self) -> Result<Vec<TableBytes>, StoreError> {
+        let mut out: Vec<TableBytes> = Vec::new();
+        for item in self.inner.tree.iter() {
+            let (k, v) = item?;
+            let table = k.first().copied().unwrap_or(0);
+            if out.last().is_none_or(|t| t.table != table) {
+                out.push(TableBytes {
+                    table,
+                    ..TableBytes::default()
+                });
+            }
+            if let Some(t) = out.last_mut() {
+                t.entries += 1;
+                t.key_bytes += k.len() as u64;
+                t.value_bytes += v.len() as u64;
+            }
+        }
+        Ok(out)
+    }
+
     /// Force everything written so far to disk (the writer's reservations, the owner).
     pub(super) fn flush(&self) -> Result<usize, StoreError> {
         Ok(self.inner.db.flush()?)
@@ -366,6 +390,15 @@ impl Store {
             .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
         self.inner.hub.publish(token, attempts, projects);
     }
+}
+
+/// What one table of the projection tree holds (`Store::bytes_by_table`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TableBytes {
+    pub table: u8,
+    pub entries: u64,
+    pub key_bytes: u64,
+    pub value_bytes: u64,
 }
 
 fn read_u64(tree: &sled::Tree, name: &[u8]) -> Result<Option<u64>, StoreError> {

@@ -74,6 +74,32 @@ impl TaskHandles {
         Ok(())
     }
 
+    /// The first task (oldest `created_ms`) already following the run of `tool` on
+    /// `attempt_id` (and `execution_process_id` for a follow-up), if any. A scan of the tree:
+    /// used only when a call answers a run it did not start (a `request_id` replay, a reused
+    /// running attempt), so that call gets the task id the run already has.
+    pub fn find_run(
+        &self,
+        tool: &str,
+        attempt_id: Uuid,
+        execution_process_id: Option<Uuid>,
+    ) -> Result<Option<Uuid>, StoreError> {
+        let mut first: Option<(i64, Uuid)> = None;
+        for entry in self.tree.iter() {
+            let (key, raw) = entry?;
+            let (Ok(id), Some(h)) = (Uuid::from_slice(&key), TaskHandle::decode(&raw)) else {
+                continue;
+            };
+            let same_run = h.tool == tool
+                && h.attempt_id == attempt_id
+                && h.execution_process_id == execution_process_id;
+            if same_run && first.is_none_or(|(created, _)| h.created_ms < created) {
+                first = Some((h.created_ms, id));
+            }
+        }
+        Ok(first.map(|(_, id)| id))
+    }
+
     pub fn len(&self) -> usize {
         self.tree.len()
     }
@@ -106,6 +132,42 @@ mod tests {
             .insert(id.as_bytes(), &b"not json"[..])
             .unwrap();
         assert_eq!(handles.get(id).unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn find_run_answers_the_oldest_task_of_that_run_only() {
+        let handles = TaskHandles::temporary().unwrap();
+        let (attempt, process) = (Uuid::new_v4(), Uuid::new_v4());
+        let handle = |tool: &str, process: Option<Uuid>, created_ms| TaskHandle {
+            tool: tool.into(),
+            attempt_id: attempt,
+            execution_process_id: process,
+            created_ms,
+            cancel_requested_ms: None,
+        };
+        let (older, newer, follow) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        handles
+            .put(newer, &handle("start_task_attempt", None, 9))
+            .await
+            .unwrap();
+        handles
+            .put(older, &handle("start_task_attempt", None, 3))
+            .await
+            .unwrap();
+        handles
+            .put(follow, &handle("follow_up", Some(process), 5))
+            .await
+            .unwrap();
+        let find = |tool, p| handles.find_run(tool, attempt, p).unwrap();
+        assert_eq!(find("start_task_attempt", None), Some(older));
+        assert_eq!(find("follow_up", Some(process)), Some(follow));
+        assert_eq!(find("follow_up", Some(Uuid::new_v4())), None);
+        assert_eq!(
+            handles
+                .find_run("start_task_attempt", Uuid::new_v4(), None)
+                .unwrap(),
+            None
+        );
     }
 
     /// The bytes a handle is stored as: field names are part of the data dir's format.

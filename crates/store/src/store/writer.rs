@@ -181,6 +181,7 @@ impl Writer {
         }
         let replicated = outbox::join_events(&encoded, |_| true);
         super::list_index::restate(&mut p.ov)?;
+        super::task_digest::restate(&mut p.ov)?;
         let attempts: Vec<Uuid> = p.attempts.iter().copied().collect();
         stamp(&mut p.ov, next, &attempts, n_events, &p.notes, replicated)?;
         let mut projects = projects_of(&p.ov, tree, &attempts);

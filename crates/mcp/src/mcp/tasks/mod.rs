@@ -89,7 +89,12 @@ impl VkTools {
             cancel_requested_ms: None,
         };
         let proxy = self.proxy().map_err(|e| refusal(&e))?;
-        let task_id = proxy.record_task(&handle).await.map_err(|e| refusal(&e))?;
+        let recorded = if answers_an_earlier_run(answer.structured_content.as_ref()) {
+            proxy.task_of_run(&handle).await
+        } else {
+            proxy.record_task(&handle).await
+        };
+        let task_id = recorded.map_err(|e| refusal(&e))?;
         let now = state::detailed(&self.query, task_id, &handle).map_err(|e| refusal(&e))?;
         let mut meta = MetaObject::new();
         if let Some(s) = answer.structured_content {
@@ -214,6 +219,13 @@ impl VkTools {
             .map_err(|e| ErrorData::invalid_request(e.hint.clone(), Some(envelope(&e))))?;
         Ok(args)
     }
+}
+
+/// The answer names a run an earlier call started: a `request_id` replay (`replayed`), or a
+/// running attempt reused (`reused`); that run may already have a task.
+fn answers_an_earlier_run(answer: Option<&Value>) -> bool {
+    let flag = |k: &str| answer.and_then(|a| a.get(k)).and_then(Value::as_bool) == Some(true);
+    flag("replayed") || flag("reused")
 }
 
 /// The attempt and (for a follow-up) the process a tool's answer names.
