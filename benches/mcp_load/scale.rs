@@ -49,6 +49,11 @@ pub(crate) struct ScaleRun {
     pub(crate) log_ws: u64,
     pub(crate) rest_gets: u64,
     pub(crate) dir_bytes: u64,
+    /// The daemon's own account of the catch-up (`telemetry::catchup_metrics`, scraped once it
+    /// is caught up; empty for a build without them): series → value.
+    pub(crate) splits: std::collections::BTreeMap<String, f64>,
+    /// Simulator routes called during the catch-up (route → calls).
+    pub(crate) routes: std::collections::BTreeMap<String, u64>,
 }
 
 /// `--scale` or `--scale=N` on the command line (N entries, default the 5 M); also
@@ -135,6 +140,47 @@ fn print_run(run: &ScaleRun, entries: u64) {
         run.rest_gets,
         run.dir_bytes as f64 / 1e6,
     );
+    print_splits(run);
+}
+
+/// Where this run's time went, from the daemon's own counters (summed over concurrent work).
+fn print_splits(run: &ScaleRun) {
+    let mut routes: Vec<(&String, &u64)> = run.routes.iter().collect();
+    routes.sort_by(|a, b| b.1.cmp(a.1));
+    let top: Vec<String> = routes
+        .iter()
+        .take(8)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!("    routes: {}", top.join(", "));
+    if run.splits.is_empty() {
+        return;
+    }
+    let get = |k: &str| run.splits.get(k).copied().unwrap_or(0.0);
+    let secs = |k: &str| get(k) / 1e6;
+    for kind in ["history", "rest"] {
+        let n = get(&format!(
+            "vk_observer_upstream_requests_total{{kind=\"{kind}\"}}"
+        ));
+        let fetch = secs(&format!(
+            "vk_observer_upstream_fetch_microseconds_total{{kind=\"{kind}\"}}"
+        ));
+        let decode = secs(&format!(
+            "vk_observer_upstream_decode_microseconds_total{{kind=\"{kind}\"}}"
+        ));
+        println!(
+            "    {kind}: {n:.0} requests, fetch {fetch:.1} s summed ({:.2} ms each), decode {decode:.2} s",
+            fetch * 1000.0 / n.max(1.0)
+        );
+    }
+    let batches = get("vk_observer_store_batches_total");
+    let groups = get("vk_observer_store_groups_total");
+    println!(
+        "    writer: {batches:.0} batches in {groups:.0} groups, apply {:.1} s, {:.0} flushes {:.1} s",
+        secs("vk_observer_store_apply_microseconds_total"),
+        get("vk_observer_store_flushes_total"),
+        secs("vk_observer_store_flush_microseconds_total"),
+    );
 }
 
 fn report_runs(r: &mut Report, runs: &[ScaleRun], spec: ScaleSpec) {
@@ -188,6 +234,34 @@ async fn entries_received(d: &DaemonProc) -> u64 {
         .find_map(|l| l.strip_prefix("vk_observer_log_entries_received_total "))
         .and_then(|v| v.trim().parse::<f64>().ok())
         .map_or(0, |v| v as u64)
+}
+
+/// The daemon's catch-up counters (`vk_observer_upstream_*`, `vk_observer_store_*` of
+/// `telemetry::catchup_metrics`) as they stand.
+async fn catchup_splits(d: &DaemonProc) -> std::collections::BTreeMap<String, f64> {
+    let Ok(resp) = d
+        .http
+        .get(format!("http://{}/metrics", d.addr))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+    else {
+        return Default::default();
+    };
+    let text = resp.text().await.unwrap_or_default();
+    let names = [
+        "vk_observer_upstream_requests_total",
+        "vk_observer_upstream_fetch_microseconds_total",
+        "vk_observer_upstream_decode_microseconds_total",
+        "vk_observer_store_",
+    ];
+    text.lines()
+        .filter(|l| names.iter().any(|n| l.starts_with(n)))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_string(), value.parse().ok()?))
+        })
+        .collect()
 }
 
 /// Sampled logs (first, middle, last ended process of the big project) hold every entry and
@@ -283,6 +357,7 @@ async fn catch_up_from_empty(
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     stop_perf(perf);
+    run.splits = catchup_splits(&d).await;
     run.daemon_cpu_s = cpu_secs(&d.pid().to_string());
     run.simulator_cpu_s = cpu_secs("self") - sim_cpu;
     run.ready_s = ready.unwrap_or(cached).as_secs_f64();
@@ -295,6 +370,12 @@ async fn catch_up_from_empty(
     run.log_ws = count_routes(&after.by_route, true) - count_routes(&before.by_route, true);
     run.history_pages =
         count_routes(&after.by_route, false) - count_routes(&before.by_route, false);
+    run.routes = after
+        .by_route
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.by_route.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect();
     d.stop().await?;
     run.dir_bytes = dir_bytes(dir.path());
     Ok(run)

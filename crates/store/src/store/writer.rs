@@ -20,6 +20,7 @@ use super::keys::{self, table};
 use super::outbox::{self, OutboxConfig};
 use super::overlay::Overlay;
 use super::{Retention, Store, StoreError};
+use crate::telemetry::catchup_metrics as catchup;
 use crate::vk::uuid_of;
 
 /// What one committed batch did.
@@ -98,6 +99,9 @@ impl Writer {
         &mut self,
         batches: Vec<Vec<DomainEvent>>,
     ) -> Vec<Result<Applied, StoreError>> {
+        let started = std::time::Instant::now();
+        metrics::counter!(catchup::STORE_GROUPS).increment(1);
+        metrics::counter!(catchup::STORE_BATCHES).increment(batches.len() as u64);
         let staged: Vec<Result<Staged, StoreError>> = batches
             .into_iter()
             .map(|events| {
@@ -110,7 +114,19 @@ impl Writer {
             })
             .collect();
         let fed = staged.iter().any(|s| s.as_ref().is_ok_and(|s| s.fed));
-        if fed && let Err(e) = self.store.flush() {
+        let flush_started = std::time::Instant::now();
+        metrics::counter!(catchup::STORE_APPLY_US)
+            .increment((flush_started - started).as_micros() as u64);
+        let flushed = if fed {
+            let flushed = self.store.flush();
+            metrics::counter!(catchup::STORE_FLUSHES).increment(1);
+            metrics::counter!(catchup::STORE_FLUSH_US)
+                .increment(flush_started.elapsed().as_micros() as u64);
+            flushed.map(|_| ())
+        } else {
+            Ok(())
+        };
+        if let Err(e) = flushed {
             let failed = e.to_string();
             return staged
                 .into_iter()
