@@ -22,6 +22,16 @@ use vk_observer::daemon::Daemon;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read at its first allocation (the `malloc_conf` string; the symbol carries
+/// the `_rjem_` prefix of tikv-jemallocator's build; `_RJEM_MALLOC_CONF` in the environment
+/// still overrides it). A background thread hands freed pages back to the OS 1 s after they were
+/// freed, without a later allocation to trigger it (the default waits 10 + 10 s and only
+/// purges on allocation): a daemon that caught up a big board and then idles drops to its live
+/// set instead of keeping the catch-up's high-water mark (issue 27, idle RSS).
+#[unsafe(export_name = "_rjem_malloc_conf")]
+pub static MALLOC_CONF: &[u8; 60] =
+    b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+
 #[derive(Parser)]
 #[command(
     name = "vk-observer",

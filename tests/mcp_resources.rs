@@ -232,7 +232,11 @@ async fn templates_are_listed_and_each_resource_reads_its_tool_answer() {
         let data = e.data.expect("the envelope in data");
         assert_eq!(data["code"], "not_found");
         assert_eq!(data["details"]["id"], unknown.to_string());
-        assert_eq!(data["uri"], uri.as_str(), "the requested URI in data (SEP-2164)");
+        assert_eq!(
+            data["uri"],
+            uri.as_str(),
+            "the requested URI in data (SEP-2164)"
+        );
     }
     for uri in ["vk-observer://tasks/x", "vk-observer://attempts/not-a-uuid"] {
         let e = mcp_error(read(&c, uri).await.unwrap_err());

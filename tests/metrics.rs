@@ -105,6 +105,23 @@ fn registered_counters() -> Vec<String> {
         t::ARTIFACT_BLOCK_REASONS,
     ));
     out.extend(by(t::HTTP_REFUSED, label::REASON, t::HTTP_REFUSAL_REASONS));
+    let catchup = t::catchup_metrics::FETCH_KINDS;
+    for name in [
+        t::catchup_metrics::UPSTREAM_REQUESTS,
+        t::catchup_metrics::UPSTREAM_FETCH_US,
+        t::catchup_metrics::UPSTREAM_DECODE_US,
+    ] {
+        out.extend(by(name, "kind", catchup));
+    }
+    for name in [
+        t::catchup_metrics::STORE_BATCHES,
+        t::catchup_metrics::STORE_GROUPS,
+        t::catchup_metrics::STORE_APPLY_US,
+        t::catchup_metrics::STORE_FLUSHES,
+        t::catchup_metrics::STORE_FLUSH_US,
+    ] {
+        out.push(series(name, &[]));
+    }
     for scope in t::RESYNC_SCOPES {
         for cause in t::RESYNC_CAUSES {
             out.push(series(

@@ -69,7 +69,8 @@ impl DaemonProc {
         Self::spawn_bin(&daemon_bin(), upstream, dir, stateless, log_filter, log)
     }
 
-    /// `spawn` with another daemon binary (`lean`: main's build beside this one in one run).
+    /// `spawn` with another daemon binary (main's build beside this one in one run: the lean
+    /// and scale phases).
     pub(crate) fn spawn_bin(
         bin: &str,
         upstream: &str,

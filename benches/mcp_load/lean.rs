@@ -210,7 +210,7 @@ async fn session_run(
     let sessions = 100.min(n);
     let dir = tempfile::tempdir()?;
     let log = format!("daemon-c7-{label}-progress-{wire:?}.log");
-    let Some(mut d) = ready_daemon(a, bin, dir.path(), false, &log, wire).await? else {
+    let Some(d) = ready_daemon(a, bin, dir.path(), false, &log, wire).await? else {
         return Ok(None);
     };
     let h2 = match wire {
@@ -317,7 +317,7 @@ async fn stateless_run(
     let n = o.waiters;
     let dir = tempfile::tempdir()?;
     let log = format!("daemon-c7-{label}-plain-{wire:?}.log");
-    let Some(mut d) = ready_daemon(a, bin, dir.path(), true, &log, wire).await? else {
+    let Some(d) = ready_daemon(a, bin, dir.path(), true, &log, wire).await? else {
         return Ok(None);
     };
     let url = format!("http://{}/mcp", d.addr);

@@ -9,8 +9,10 @@
 //! tail, catchup, idle, bytes, fresh), `VK_BENCH_TAIL_SIZES=1000,…`,
 //! `VK_BENCH_CATCHUP=N`, `VK_BENCH_WAITERS=N`, `VK_BENCH_SECS=N` (throughput duration),
 //! `VK_BENCH_DAEMON_BIN=path` (another daemon build), `VK_BENCH_BASELINE_BIN=path` (phase
-//! lean_waiters measures that build too, first, in the same run), `VK_BENCH_DAEMON_LOG=filter` (its RUST_LOG),
-//! `VK_BENCH_OUT=dir` (default target/perf), `VK_BENCH_REPLOT=dir/results.json` (only redraw
+//! lean_waiters measures that build too, first, in the same run), `VK_BENCH_DAEMON_LOG=filter`
+//! (its RUST_LOG), `VK_BENCH_OUT=dir` (default target/perf), `-- --scale[=N]` (only the catch-up
+//! from empty against the scale board, N entries, see `scale.rs`; `VK_BENCH_BASE_BIN=path` runs
+//! main's binary beside this one), `VK_BENCH_REPLOT=dir/results.json` (only redraw
 //! `dir/latency.svg` from an earlier run), `VK_BENCH_PAUSE=N` (pause N s once the first daemon
 //! is ready, to attach a profiler), `VK_BENCH_PARKED_PAUSE=N` (lean_waiters: pause N s while all
 //! are parked).
@@ -38,6 +40,7 @@ mod plot;
 mod proxy;
 mod report;
 mod resources;
+mod scale;
 mod scenario;
 mod session_waits;
 mod status;
@@ -79,6 +82,10 @@ async fn run() -> anyhow::Result<()> {
     r.machine.insert("daemon_bin".into(), daemon_bin());
     println!("machine: {:?}", r.machine);
     let result = async {
+        if let Some(entries) = scale::scale_arg() {
+            // `--scale`: only the catch-up from empty against the scale board.
+            return scale::phase_scale(&mut r, entries).await;
+        }
         phase_a(&mut r, &o).await?;
         phase_tail(&mut r, &o).await?;
         if o.runs("bytes") {

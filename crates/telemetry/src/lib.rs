@@ -3,6 +3,7 @@
 //! on lower floors. The code is in the module(s) below; the lower layers keep their usual names
 //! (`crate::store::...`) through the private aliases at the end.
 
+pub mod catchup_metrics;
 pub mod fleet_metrics;
 pub mod health;
 pub mod telemetry;

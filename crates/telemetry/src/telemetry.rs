@@ -13,6 +13,9 @@
 
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 
+/// Where a catch-up's time goes (issue 27): its own module, named here for `telemetry::` users.
+pub use crate::catchup_metrics;
+
 // ---- counters ----
 
 /// Domain events the store writer applied (changed or not).
@@ -354,6 +357,7 @@ pub fn register() {
         metrics::gauge!(name).set(0.0);
     }
     register_subscriptions();
+    crate::catchup_metrics::register_catchup();
 }
 
 /// The `# HELP` text and unit of every counter.

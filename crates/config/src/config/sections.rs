@@ -29,10 +29,16 @@ pub struct Retention {
     /// retention pass (zero = keep all).
     #[serde(with = "humantime_serde")]
     pub audit_horizon: Duration,
+    /// Megabytes of sled's page cache: what the store keeps of the data dir in memory, the
+    /// largest part of an idle daemon's RSS after it caught up a big board (issue 27).
+    pub cache_mb: u64,
 }
 
 /// Ninety days of audit by default: long enough to answer "who merged this" after a release.
 pub const DEFAULT_AUDIT_HORIZON: Duration = Duration::from_secs(90 * 24 * 3600);
+
+/// sled's page cache by default (MB): what every release before this setting used.
+pub const DEFAULT_CACHE_MB: u64 = 64;
 
 /// Seven days of activity by default.
 pub const DEFAULT_ACTIVITY_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -46,6 +52,7 @@ impl Default for Retention {
             prune_every: Duration::from_secs(600),
             activity_horizon: DEFAULT_ACTIVITY_HORIZON,
             audit_horizon: DEFAULT_AUDIT_HORIZON,
+            cache_mb: DEFAULT_CACHE_MB,
         }
     }
 }
@@ -213,6 +220,8 @@ pub struct IngestConfig {
     pub changes_live_every: Duration,
     pub process_stream_linger: Duration,
     pub rest_concurrency: usize,
+    /// Log histories of ended processes read at once (each holds one follower's pages).
+    pub log_backfills: usize,
     pub log_chunk: usize,
     pub log_flush_interval: Duration,
     /// Minimum spacing of SSE seq writes, and how often bootstrap completion is checked. The
@@ -246,6 +255,7 @@ impl Default for IngestConfig {
             changes_live_every: Duration::from_millis(500),
             process_stream_linger: Duration::from_secs(5),
             rest_concurrency: 8,
+            log_backfills: 16,
             log_chunk: 512,
             // Zero: write as soon as no further frame is already waiting (frames that arrived
             // together still go in one batch), so a waiter wakes within the commit time.

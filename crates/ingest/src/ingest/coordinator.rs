@@ -29,6 +29,9 @@ struct ProcessStream {
     snapshot_seen: bool,
     running: HashSet<Uuid>,
     idle_since: Option<Instant>,
+    /// When a quiet stream is looked at next (None: at once). Only due streams cost store
+    /// reads: a bootstrap holds thousands of streams and the coordinator ticks on every signal.
+    recheck_at: Option<Instant>,
 }
 
 pub struct Coordinator {
@@ -109,14 +112,14 @@ impl Coordinator {
     fn next_wake(&self) -> Option<Instant> {
         let now = Instant::now();
         let tick = self.ctx.cfg.tick;
-        let linger = self.ctx.cfg.process_stream_linger;
         let streams = self
             .process_streams
             .values()
             .filter(|s| s.snapshot_seen && s.running.is_empty())
-            // A quiet stream of an attempt still active (its task in progress) is looked at
-            // again now and then: the task's change reaches the store, not this task.
-            .map(|s| s.idle_since.map_or(now + ACTIVE_RECHECK, |t| t + linger));
+            // When its linger ends; a quiet stream of an attempt still active (its task in
+            // progress) is looked at again now and then: the task's change reaches the store,
+            // not this task (`close_quiet_process_streams`).
+            .map(|s| s.recheck_at.unwrap_or(now));
         // The seq waits for quiet hints; the signal that makes them quiet wakes us anyway.
         let quiet_hints = self.hinted.is_empty() && self.refreshes.is_empty();
         let seq = (self.pending_seq.is_some() && quiet_hints).then(|| self.seq_written_at + tick);
@@ -319,6 +322,7 @@ impl Coordinator {
                     snapshot_seen: false,
                     running: HashSet::new(),
                     idle_since: None,
+                    recheck_at: None,
                 },
             );
         }
@@ -349,7 +353,7 @@ impl Coordinator {
             for ch in self.ctx.cfg.channels() {
                 let complete = reader.logs_complete(p.id, ch).unwrap_or(false);
                 if (p.is_running() || !complete) && !self.log_followers.contains(&(p.id, ch)) {
-                    self.spawn_log_follower(attempt, p.id, ch);
+                    self.spawn_log_follower(attempt, p.id, ch, !p.is_running());
                 }
             }
         }
@@ -419,16 +423,24 @@ impl Coordinator {
             return;
         };
         tracing::debug!(pid = %process_id, ?channel, "process ended while its log follower looked: following once more");
-        self.spawn_log_follower(attempt_id, process_id, channel);
+        self.spawn_log_follower(attempt_id, process_id, channel, true);
     }
 
-    fn spawn_log_follower(&mut self, attempt_id: Uuid, process_id: Uuid, channel: Channel) {
+    /// `ended`: the process's end is stored (its log comes from history pages, not a socket).
+    fn spawn_log_follower(
+        &mut self,
+        attempt_id: Uuid,
+        process_id: Uuid,
+        channel: Channel,
+        ended: bool,
+    ) {
         self.log_followers.insert((process_id, channel));
         let f = LogFollower {
             process_id,
             attempt_id,
             channel,
             ctx: self.ctx.clone(),
+            ended,
         };
         tokio::spawn(super::driver::drive(f, self.cancel.child_token()));
     }
@@ -498,29 +510,40 @@ impl Coordinator {
         }
     }
 
-    /// Close process streams of attempts that went quiet (after `process_stream_linger`).
+    /// Close process streams of attempts that went quiet (after `process_stream_linger`). A
+    /// quiet stream is looked at when it turns quiet, when its linger ends, and every
+    /// `ACTIVE_RECHECK` while its attempt is still active; not on every tick.
     fn close_quiet_process_streams(&mut self, now: Instant) {
-        let quiet: Vec<Uuid> = self
+        let due: Vec<Uuid> = self
             .process_streams
             .iter()
             .filter(|(_, s)| s.snapshot_seen && s.running.is_empty())
+            .filter(|(_, s)| s.recheck_at.is_none_or(|t| t <= now))
             .map(|(a, _)| *a)
             .collect();
-        for a in quiet {
+        let linger = self.ctx.cfg.process_stream_linger;
+        for a in due {
             let active = self.attempt_active(a);
-            let linger = self.ctx.cfg.process_stream_linger;
-            if let Some(s) = self.process_streams.get_mut(&a) {
-                if active {
-                    s.idle_since = None;
-                } else if s.idle_since.get_or_insert(now).elapsed() >= linger {
-                    s.cancel.cancel();
-                    self.process_streams.remove(&a);
-                }
+            let Some(s) = self.process_streams.get_mut(&a) else {
+                continue;
+            };
+            if active {
+                s.idle_since = None;
+                s.recheck_at = Some(now + ACTIVE_RECHECK);
+                continue;
+            }
+            let since = *s.idle_since.get_or_insert(now);
+            if now.duration_since(since) >= linger {
+                s.cancel.cancel();
+                self.process_streams.remove(&a);
+            } else {
+                s.recheck_at = Some(since + linger);
             }
         }
         for s in self.process_streams.values_mut() {
             if !s.running.is_empty() {
                 s.idle_since = None;
+                s.recheck_at = None;
             }
         }
     }

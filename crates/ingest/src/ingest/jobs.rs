@@ -5,15 +5,28 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt;
+
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use super::Context;
-use super::error::IngestResult;
+use super::error::{IngestError, IngestResult};
 use super::file_stats;
 use super::signal::Signal;
 use crate::store::events::DomainEvent;
 use crate::upstream::UpstreamError;
+
+/// Attempts of one task whose reads overlap in a task refresh (each makes up to three).
+const ATTEMPTS_AT_ONCE: usize = 4;
+
+/// What a task refresh reads for one attempt (`Jobs::reads_needed`).
+struct AttemptReads {
+    attempt: Uuid,
+    sessions: bool,
+    repos: bool,
+    changes: bool,
+}
 
 #[derive(Clone)]
 pub struct Jobs {
@@ -58,24 +71,92 @@ impl Jobs {
             .writer
             .write(vec![DomainEvent::AttemptsSnapshot { task_id, attempts }])
             .await?;
-        let mut look = Vec::new();
+        let mut plans = Vec::with_capacity(ids.len());
         for a in ids {
-            let known_sessions = !self.ctx.store.read().sessions_of_attempt(a)?.is_empty();
-            if deep || applied.attempts.contains(&a) || !known_sessions {
-                self.sessions_inner(a).await?;
-                look.push(a);
-            }
-            let known_repos = !self.ctx.store.read().attempt_repos(a)?.is_empty();
-            if deep || !known_repos {
-                self.attempt_repos_inner(a).await?;
-            }
-            // A new attempt gets its (usually empty) change summary at once, so
-            // get_attempt_changes answers before its first process finishes.
-            if self.ctx.store.read().changes(a)?.is_none() {
-                let _ = self.changes_inner(a).await;
+            plans.push(self.reads_needed(a, deep, applied.attempts.contains(&a))?);
+        }
+        let look = plans
+            .iter()
+            .filter(|p| p.sessions)
+            .map(|p| p.attempt)
+            .collect();
+        // The attempts' reads overlap (a few attempts at a time, their three reads at once) and
+        // land in one batch: one commit per task instead of up to three per attempt (issue 27).
+        let read: Vec<IngestResult<Vec<DomainEvent>>> = futures::stream::iter(plans)
+            .map(|p| self.read_attempt(p))
+            .buffered(ATTEMPTS_AT_ONCE)
+            .collect()
+            .await;
+        let mut events = Vec::new();
+        let mut failed = None;
+        for r in read {
+            match r {
+                Ok(e) => events.extend(e),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
             }
         }
-        Ok(look)
+        // What was read is kept even when another read failed.
+        if !events.is_empty() {
+            self.ctx.writer.write(events).await?;
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(look),
+        }
+    }
+
+    /// Which of an attempt's sessions, repositories and change summary a task refresh reads:
+    /// sessions when `deep`, the attempt `changed` or none are stored; repositories when
+    /// `deep` or none are stored; the change summary when none is stored (so
+    /// get_attempt_changes answers before the attempt's first process finishes).
+    fn reads_needed(&self, attempt: Uuid, deep: bool, changed: bool) -> IngestResult<AttemptReads> {
+        let reader = self.ctx.store.read();
+        Ok(AttemptReads {
+            attempt,
+            sessions: deep || changed || reader.sessions_of_attempt(attempt)?.is_empty(),
+            repos: deep || reader.attempt_repos(attempt)?.is_empty(),
+            changes: reader.changes(attempt)?.is_none(),
+        })
+    }
+
+    /// An attempt's planned reads, at once: the events to store. A change summary that cannot
+    /// be read is logged and skipped; a failed sessions or repositories read fails the attempt.
+    async fn read_attempt(&self, p: AttemptReads) -> IngestResult<Vec<DomainEvent>> {
+        let attempt_id = p.attempt;
+        let sessions = async {
+            if !p.sessions {
+                return Ok(None);
+            }
+            let sessions = self.ctx.client.sessions_of_attempt(attempt_id).await?;
+            Ok::<_, IngestError>(Some(DomainEvent::SessionsSnapshot {
+                attempt_id,
+                sessions,
+            }))
+        };
+        let repos = async {
+            if !p.repos {
+                return Ok(None);
+            }
+            match self.ctx.client.attempt_repos(attempt_id).await {
+                Ok(repos) => Ok(Some(DomainEvent::AttemptReposSnapshot {
+                    attempt_id,
+                    repos,
+                })),
+                Err(UpstreamError::NotFound { .. }) => Ok(None),
+                Err(e) => Err(IngestError::from(e)),
+            }
+        };
+        let changes = async {
+            if p.changes {
+                self.changes_event(attempt_id).await
+            } else {
+                None
+            }
+        };
+        let (sessions, repos, changes) = tokio::join!(sessions, repos, changes);
+        Ok(sessions?.into_iter().chain(repos?).chain(changes).collect())
     }
 
     async fn sessions_inner(&self, attempt_id: Uuid) -> IngestResult<()> {
@@ -85,22 +166,6 @@ impl Jobs {
             .write(vec![DomainEvent::SessionsSnapshot {
                 attempt_id,
                 sessions,
-            }])
-            .await?;
-        Ok(())
-    }
-
-    async fn attempt_repos_inner(&self, attempt_id: Uuid) -> IngestResult<()> {
-        let repos = match self.ctx.client.attempt_repos(attempt_id).await {
-            Ok(r) => r,
-            Err(UpstreamError::NotFound { .. }) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        self.ctx
-            .writer
-            .write(vec![DomainEvent::AttemptReposSnapshot {
-                attempt_id,
-                repos,
             }])
             .await?;
         Ok(())
@@ -155,19 +220,27 @@ impl Jobs {
         });
     }
 
-    /// Read and store VK's change summary, stamped with the read time (`CHANGES_AS_OF`; the
-    /// store keeps the stamp of the first read of an unchanged summary). True when stored.
+    /// Read and store VK's change summary (`changes_event`). True when stored.
     async fn changes_inner(&self, attempt_id: Uuid) -> bool {
+        let Some(event) = self.changes_event(attempt_id).await else {
+            return false;
+        };
+        self.ctx.writer.write(vec![event]).await.is_ok()
+    }
+
+    /// Read VK's change summary, stamped with the read time (`CHANGES_AS_OF`; the store keeps
+    /// the stamp of the first read of an unchanged summary). None (logged) when unreadable.
+    async fn changes_event(&self, attempt_id: Uuid) -> Option<DomainEvent> {
         let mut changes = match self.ctx.client.changes(attempt_id).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(%attempt_id, error = %e, "change summary refresh failed");
-                return false;
+                return None;
             }
         };
         let Some(obj) = changes.as_object_mut() else {
             tracing::warn!(%attempt_id, "VK's change summary is not an object; skipped");
-            return false;
+            return None;
         };
         if let Some(stats) = self.file_stats(attempt_id, obj).await {
             obj.insert(crate::store::events::CHANGES_FILE_STATS.into(), stats);
@@ -178,14 +251,10 @@ impl Jobs {
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
                 .into(),
         );
-        self.ctx
-            .writer
-            .write(vec![DomainEvent::ChangesUpdated {
-                attempt_id,
-                changes,
-            }])
-            .await
-            .is_ok()
+        Some(DomainEvent::ChangesUpdated {
+            attempt_id,
+            changes,
+        })
     }
 
     /// The per-file counts to store with `changes`: the cached ones when VK's summary is the

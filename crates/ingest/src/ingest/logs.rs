@@ -77,6 +77,9 @@ pub struct LogFollower {
     pub attempt_id: Uuid,
     pub channel: Channel,
     pub ctx: Context,
+    /// The store knew the process had ended when the follower was started: its log is read from
+    /// history at once (VK's socket of an ended process only closes with 4404).
+    pub ended: bool,
 }
 
 type Chunk = Vec<(u64, Box<RawValue>)>;
@@ -143,7 +146,11 @@ impl Follower for LogFollower {
     }
 
     fn initial(&self) -> State {
-        State::Connecting
+        if self.ended {
+            State::Backfill
+        } else {
+            State::Connecting
+        }
     }
 
     async fn step(&self, state: State, reconnect: &mut Reconnect) -> Step<State, Done> {
@@ -160,6 +167,10 @@ impl Follower for LogFollower {
             State::Backfill => {
                 // Sampled before the first page: see "Completeness" above.
                 let ended_before = !self.still_running();
+                // Closed only when ingest stops.
+                let Ok(_permit) = self.ctx.backfills.acquire().await else {
+                    return Step::End(Done::GAVE_UP);
+                };
                 match self.backfill().await {
                     Ok(()) if ended_before => Step::End(Done::COMPLETE),
                     Ok(()) if !self.still_running() => Step::Next(State::Backfill),

@@ -41,6 +41,10 @@ pub struct Context {
     pub signals: UnboundedSender<Signal>,
     pub health: Arc<Health>,
     pub cfg: IngestConfig,
+    /// Log histories read at once (`IngestConfig::log_backfills`): a daemon starting on a big
+    /// board has thousands of ended processes to read, and reading them all at once only
+    /// multiplies memory and contention (issue 27).
+    pub backfills: Arc<tokio::sync::Semaphore>,
 }
 
 /// A running ingest: cancel to stop every stream.
@@ -65,6 +69,7 @@ impl Ingest {
             writer,
             signals: tx.clone(),
             health,
+            backfills: Arc::new(tokio::sync::Semaphore::new(cfg.log_backfills.max(1))),
             cfg,
         };
         tokio::spawn(coordinator::Coordinator::new(ctx.clone(), cancel.clone()).run(rx));

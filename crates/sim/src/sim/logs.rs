@@ -59,7 +59,7 @@ fn page(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Option<Value>
     };
     let start = upper.saturating_sub(limit).max(lower);
     let items: Vec<Value> = (start..upper.max(start))
-        .map(|i| json!({"entry_index": i, "entry": entries[i]}))
+        .map(|i| json!({"entry_index": i, "entry": entries[i].as_ref()}))
         .collect();
     Some(json!({
         "entries": items,
@@ -153,7 +153,7 @@ fn history_frames(inner: &Inner, pid: Uuid, ch: Channel, from: usize, to: usize)
     };
     let (entries, _) = logs.channel(ch);
     (from..to.min(entries.len()))
-        .map(|i| entry_frame("append", i as u64, &entries[i]))
+        .map(|i| entry_frame("append", i as u64, entries[i].as_ref()))
         .collect()
 }
 

@@ -34,8 +34,9 @@ pub(crate) fn build(w: &World) -> Truth {
         t.processes.insert(p.id, render::process_json(p));
     }
     for (pid, logs) in &w.logs {
-        t.normalized_logs.insert(*pid, logs.normalized.clone());
-        t.raw_logs.insert(*pid, logs.raw.clone());
+        let owned = |l: &[super::world::LogEntry]| l.iter().map(|e| e.as_ref().clone()).collect();
+        t.normalized_logs.insert(*pid, owned(&logs.normalized));
+        t.raw_logs.insert(*pid, owned(&logs.raw));
     }
     t
 }

@@ -106,9 +106,13 @@ pub(crate) enum LogEvent {
     Finished,
 }
 
+/// One stored log entry. Shared, so a board of millions of identical-looking entries (the scale
+/// board's processes all carry the same sequence) holds each distinct entry once.
+pub(crate) type LogEntry = std::sync::Arc<Value>;
+
 pub(crate) struct ProcLogs {
-    pub normalized: Vec<Value>,
-    pub raw: Vec<Value>,
+    pub normalized: Vec<LogEntry>,
+    pub raw: Vec<LogEntry>,
     pub finished: bool,
     pub normalized_tx: broadcast::Sender<LogEvent>,
     pub raw_tx: broadcast::Sender<LogEvent>,
@@ -125,7 +129,7 @@ impl ProcLogs {
         }
     }
 
-    pub fn channel(&self, ch: Channel) -> (&Vec<Value>, &broadcast::Sender<LogEvent>) {
+    pub fn channel(&self, ch: Channel) -> (&Vec<LogEntry>, &broadcast::Sender<LogEvent>) {
         match ch {
             Channel::Normalized => (&self.normalized, &self.normalized_tx),
             Channel::Raw => (&self.raw, &self.raw_tx),
@@ -444,7 +448,7 @@ impl World {
             Channel::Raw => (&mut logs.raw, &logs.raw_tx),
         };
         let idx = list.len() as u64;
-        list.push(entry.clone());
+        list.push(LogEntry::new(entry.clone()));
         let _ = tx.send(LogEvent::Append(idx, entry));
         Some(idx)
     }
@@ -467,7 +471,7 @@ impl World {
         let Some(slot) = usize::try_from(idx).ok().and_then(|i| list.get_mut(i)) else {
             return false;
         };
-        *slot = entry.clone();
+        *slot = LogEntry::new(entry.clone());
         let _ = tx.send(LogEvent::Replace(idx, entry));
         true
     }
@@ -540,7 +544,7 @@ pub(crate) fn action_prompt(action: &Value) -> Option<String> {
         .map(str::to_string)
 }
 
-fn last_assistant_text(entries: &[Value]) -> Option<String> {
+fn last_assistant_text(entries: &[LogEntry]) -> Option<String> {
     entries.iter().rev().find_map(|e| {
         let c = e.get("content")?;
         if c.pointer("/entry_type/type")?.as_str()? == "assistant_message" {

@@ -43,6 +43,8 @@ pub mod task_handles;
 mod tests;
 pub mod token;
 pub mod writer;
+#[cfg(test)]
+mod writer_group_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -173,7 +175,7 @@ impl StoreOwner {
         })?;
         let db = sled::Config::new()
             .path(dir)
-            .cache_capacity(64 * 1024 * 1024)
+            .cache_capacity(retention.cache_mb.max(1) * 1024 * 1024)
             .flush_every_ms(Some(500))
             .use_compression(format.compression)
             .open()

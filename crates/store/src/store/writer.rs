@@ -20,6 +20,7 @@ use super::keys::{self, table};
 use super::outbox::{self, OutboxConfig};
 use super::overlay::Overlay;
 use super::{Retention, Store, StoreError};
+use crate::telemetry::catchup_metrics as catchup;
 use crate::vk::uuid_of;
 
 /// What one committed batch did.
@@ -30,6 +31,20 @@ pub struct Applied {
     /// Attempts whose token moved.
     pub attempts: Vec<Uuid>,
 }
+
+/// A batch committed to sled whose token is not published yet (`Writer::apply_group`).
+#[derive(Default)]
+struct Staged {
+    applied: Applied,
+    /// Projects whose waits this batch wakes.
+    projects: Vec<Uuid>,
+    /// It wrote activity items: flush before publishing.
+    fed: bool,
+}
+
+/// Batches the writer task takes from its queue at once (`Writer::apply_group`): enough to make
+/// one flush serve a burst, few enough that the first batch's waiters are not held long.
+const MAX_GROUP: usize = 64;
 
 /// Tokens reserved per flush: a restart after a crash continues above the reservation, so a token
 /// a client has seen is never handed out again even if the batch behind it was lost.
@@ -70,15 +85,97 @@ impl Writer {
 
     /// Apply one batch atomically. On error nothing is written and no token is consumed.
     pub fn apply(&mut self, events: Vec<DomainEvent>) -> Result<Applied, StoreError> {
-        let result = self.apply_inner(events);
-        if result.is_err() {
-            // The cache may describe writes that were never committed.
-            self.max_index.clear();
-        }
-        result
+        let mut results = self.apply_group(vec![events]);
+        results.pop().unwrap_or(Err(StoreError::WriterGone))
     }
 
-    fn apply_inner(&mut self, events: Vec<DomainEvent>) -> Result<Applied, StoreError> {
+    /// Group commit: apply batches queued together, each its own atomic batch with its own
+    /// token, in order; then one flush for all of them whose activity items must be durable
+    /// (`store::feed`), and only then publish their tokens, in order. The durability rule holds
+    /// (no token with activity is published before its flush) at one fsync per group instead of
+    /// one per batch: a daemon catching up a big board writes tens of thousands of such batches
+    /// (issue 27). A failed flush fails the whole group and publishes none of it.
+    pub fn apply_group(
+        &mut self,
+        batches: Vec<Vec<DomainEvent>>,
+    ) -> Vec<Result<Applied, StoreError>> {
+        self.apply_group_chained(batches.into_iter().map(|b| (b, None)).collect())
+    }
+
+    /// [`Writer::apply_group`] with each batch's [`Chain`]: a batch whose chain broke (an
+    /// earlier batch of it failed, in this group or before) is refused unapplied, and a batch
+    /// that fails breaks its chain.
+    pub fn apply_group_chained(
+        &mut self,
+        batches: Vec<(Vec<DomainEvent>, Option<Chain>)>,
+    ) -> Vec<Result<Applied, StoreError>> {
+        let started = std::time::Instant::now();
+        metrics::counter!(catchup::STORE_GROUPS).increment(1);
+        metrics::counter!(catchup::STORE_BATCHES).increment(batches.len() as u64);
+        let chains: Vec<Option<Chain>> = batches.iter().map(|(_, c)| c.clone()).collect();
+        let staged: Vec<Result<Staged, StoreError>> = batches
+            .into_iter()
+            .map(|(events, chain)| {
+                if chain.as_ref().is_some_and(Chain::broken) {
+                    return Err(StoreError::Invalid(
+                        "an earlier batch of its chain failed; nothing was written",
+                    ));
+                }
+                let result = self.apply_inner(events);
+                if result.is_err() {
+                    // The cache may describe writes that were never committed.
+                    self.max_index.clear();
+                    if let Some(chain) = &chain {
+                        chain.break_off();
+                    }
+                }
+                result
+            })
+            .collect();
+        let fed = staged.iter().any(|s| s.as_ref().is_ok_and(|s| s.fed));
+        let flush_started = std::time::Instant::now();
+        metrics::counter!(catchup::STORE_APPLY_US)
+            .increment((flush_started - started).as_micros() as u64);
+        let flushed = if fed {
+            let flushed = self.store.flush();
+            metrics::counter!(catchup::STORE_FLUSHES).increment(1);
+            metrics::counter!(catchup::STORE_FLUSH_US)
+                .increment(flush_started.elapsed().as_micros() as u64);
+            flushed.map(|_| ())
+        } else {
+            Ok(())
+        };
+        if let Err(e) = flushed {
+            // None of the group is published: every chain in it is broken.
+            chains.iter().flatten().for_each(Chain::break_off);
+            let failed = e.to_string();
+            return staged
+                .into_iter()
+                .map(|s| {
+                    s.and_then(|_| {
+                        Err(StoreError::Sled(sled::Error::Io(std::io::Error::other(
+                            failed.clone(),
+                        ))))
+                    })
+                })
+                .collect();
+        }
+        staged
+            .into_iter()
+            .map(|s| {
+                s.map(|s| {
+                    if let Some(token) = s.applied.token {
+                        self.store
+                            .committed(token, &s.applied.attempts, &s.projects);
+                    }
+                    s.applied
+                })
+            })
+            .collect()
+    }
+
+    /// One batch applied (committed to sled, tokens advanced) but not yet published.
+    fn apply_inner(&mut self, events: Vec<DomainEvent>) -> Result<Staged, StoreError> {
         let tree = self.store.tree();
         let next = self.token + 1;
         let mut p = Pending {
@@ -117,7 +214,7 @@ impl Writer {
             if !p.ov.is_empty() {
                 tree.apply_batch(p.ov.into_batch())?; // meta only (upstream seq, logs complete)
             }
-            return Ok(Applied::default());
+            return Ok(Staged::default());
         }
         let replicated = outbox::join_events(&encoded, |_| true);
         super::list_index::restate(&mut p.ov)?;
@@ -134,15 +231,16 @@ impl Writer {
         reserve_through(&self.store, &mut self.reserved, next)?;
         self.store.hub().applying(next);
         tree.apply_batch(p.ov.into_batch())?;
-        if fed {
-            // An activity item a client can see must survive a crash (`store::feed`).
-            self.store.flush()?;
-        }
         self.token = next;
-        self.store.committed(next, &attempts, &projects);
-        Ok(Applied {
-            token: Some(next),
-            attempts,
+        Ok(Staged {
+            applied: Applied {
+                token: Some(next),
+                attempts,
+            },
+            projects,
+            // An activity item a client can see must survive a crash (`store::feed`): flushed
+            // before the token is published (`apply_group`).
+            fed,
         })
     }
 
@@ -331,24 +429,6 @@ impl Chain {
     }
 }
 
-/// Apply one request: refused unapplied when its chain is broken; a failure breaks its chain.
-fn apply_request(
-    writer: &mut Writer,
-    events: Vec<DomainEvent>,
-    chain: Option<&Chain>,
-) -> Result<Applied, StoreError> {
-    if chain.is_some_and(Chain::broken) {
-        return Err(StoreError::Invalid(
-            "an earlier batch of its chain failed; nothing was written",
-        ));
-    }
-    let result = writer.apply(events);
-    if let (Err(_), Some(chain)) = (&result, chain) {
-        chain.break_off();
-    }
-    result
-}
-
 /// The sending side ingest holds. Cloneable; the writer task ends when every handle is dropped.
 #[derive(Clone)]
 pub struct WriterHandle {
@@ -411,15 +491,31 @@ pub(super) fn spawn_writer(mut writer: Writer) -> (WriterHandle, tokio::task::Jo
     let prune_every = writer.store.retention().prune_every;
     let task = tokio::task::spawn_blocking(move || {
         let mut last_prune = std::time::Instant::now();
-        while let Some(req) = rx.blocking_recv() {
-            let kinds: Vec<&'static str> = req.events.iter().map(|e| e.kind()).collect();
-            let result = apply_request(&mut writer, req.events, req.chain.as_ref());
-            if let Err(e) = &result {
-                tracing::error!(error = %e, ?kinds, "store batch failed; nothing was written");
-                metrics::counter!(crate::telemetry::STORE_BATCH_ERRORS).increment(1);
+        while let Some(first) = rx.blocking_recv() {
+            // Whatever else is already queued joins this group (never waits for more).
+            let mut group = vec![first];
+            while group.len() < MAX_GROUP
+                && let Ok(req) = rx.try_recv()
+            {
+                group.push(req);
             }
-            if let Some(done) = req.done {
-                let _ = done.send(result);
+            let (batches, dones): (Vec<_>, Vec<_>) = group
+                .into_iter()
+                .map(|r| ((r.events, r.chain), r.done))
+                .unzip();
+            let kinds: Vec<Vec<&'static str>> = batches
+                .iter()
+                .map(|(b, _)| b.iter().map(|e| e.kind()).collect())
+                .collect();
+            let results = writer.apply_group_chained(batches);
+            for ((result, done), kinds) in results.into_iter().zip(dones).zip(kinds) {
+                if let Err(e) = &result {
+                    tracing::error!(error = %e, ?kinds, "store batch failed; nothing was written");
+                    metrics::counter!(crate::telemetry::STORE_BATCH_ERRORS).increment(1);
+                }
+                if let Some(done) = done {
+                    let _ = done.send(result);
+                }
             }
             if last_prune.elapsed() >= prune_every {
                 last_prune = std::time::Instant::now();

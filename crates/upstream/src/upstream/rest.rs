@@ -2,7 +2,7 @@
 //! pages, and the generic request path the proxy uses for mutations. Unwraps VK's envelope and
 //! maps its error shapes (404 empty body, 422 text/plain, envelope with `message`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::routes;
 use super::wire::{ConfigStatus, Envelope, HistoryPage};
 use crate::vk::Channel;
+use vk_observer_telemetry::catchup_metrics::{self as catchup, FetchKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -121,6 +122,18 @@ impl VkClient {
         rb: reqwest::RequestBuilder,
         path: &str,
     ) -> Result<Option<T>, UpstreamError> {
+        self.send_counted(rb, path, FetchKind::Rest).await
+    }
+
+    /// [`send_opt`](Self::send_opt), its fetch and decode time counted under `kind`
+    /// (`telemetry::catchup_metrics`).
+    async fn send_counted<T: DeserializeOwned>(
+        &self,
+        rb: reqwest::RequestBuilder,
+        path: &str,
+        kind: FetchKind,
+    ) -> Result<Option<T>, UpstreamError> {
+        let started = Instant::now();
         let resp = rb
             .timeout(Duration::from_secs(30))
             .send()
@@ -137,7 +150,9 @@ impl VkClient {
         if status == StatusCode::NOT_FOUND && body.is_empty() {
             return Err(UpstreamError::NotFound { path: path.into() });
         }
+        let fetched = Instant::now();
         let decoded: Result<Envelope<T>, _> = serde_json::from_slice(&body);
+        catchup::upstream_request(kind, fetched - started, fetched.elapsed());
         match decoded {
             Ok(env) if status.is_success() && env.success => Ok(env.data),
             Ok(env) => Err(UpstreamError::Status {
@@ -235,7 +250,12 @@ impl VkClient {
         limit: u32,
         cursor: Option<u64>,
     ) -> Result<HistoryPage, UpstreamError> {
-        self.get(&routes::log_history(pid, channel, limit, cursor))
-            .await
+        let path = routes::log_history(pid, channel, limit, cursor);
+        self.send_counted(self.request(Method::GET, &path), &path, FetchKind::History)
+            .await?
+            .ok_or_else(|| UpstreamError::Decode {
+                path: path.clone(),
+                reason: "envelope without data".into(),
+            })
     }
 }
