@@ -20,6 +20,14 @@ fn project(n: u128, host: Option<&str>) -> Value {
     p
 }
 
+/// One host's whole project list, as a fleet node applies it.
+fn snapshot(host: &str, projects: Vec<Value>) -> DomainEvent {
+    DomainEvent::HostProjectsSnapshot {
+        host: host.into(),
+        projects,
+    }
+}
+
 fn owner_with_outbox(max_backlog: u64) -> StoreOwner {
     let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
     owner.enable_outbox(OutboxConfig { max_backlog });
@@ -119,10 +127,6 @@ fn a_host_project_list_removes_only_that_hosts_projects() {
     let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
     let store = owner.store();
     let mut w = owner.take_writer().unwrap();
-    let snapshot = |host: &str, projects: Vec<Value>| DomainEvent::HostProjectsSnapshot {
-        host: host.into(),
-        projects,
-    };
     w.apply(vec![
         snapshot("a", vec![project(1, Some("a")), project(2, Some("a"))]),
         snapshot("b", vec![project(3, Some("b"))]),
@@ -146,10 +150,6 @@ fn a_project_two_hosts_list_names_both_and_stays_until_neither_does() {
     let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
     let store = owner.store();
     let mut w = owner.take_writer().unwrap();
-    let snapshot = |host: &str, projects: Vec<Value>| DomainEvent::HostProjectsSnapshot {
-        host: host.into(),
-        projects,
-    };
     let hosts_of_shared = |store: &crate::store::Store| {
         let p = store.read().project(Uuid::from_u128(1)).unwrap();
         p.map(|p| (p.value["host"].clone(), p.value["hosts"].clone()))
