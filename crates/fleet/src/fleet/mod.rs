@@ -53,9 +53,11 @@ impl Pipelining {
 }
 
 impl Default for Pipelining {
-    /// The pipelined way (the fleet fault schedules pass it: seeds 0–199).
+    /// The serial way: the pipelined one stalled on fleet fault seed 40 in 2 of 4 CI runs of
+    /// its merge (a host's position stuck below its token); it stays for the bench and
+    /// `VK_OBSERVER_FLEET_PIPELINING=1` until that is understood.
     fn default() -> Self {
-        Pipelining::pipelined()
+        Pipelining::serial()
     }
 }
 
