@@ -201,3 +201,40 @@ async fn entries_older_than_vks_replay_window_come_from_history() {
     );
     daemon.shutdown().await;
 }
+
+/// A daemon starting from empty reads each ended attempt's change summary once (its task's
+/// refresh), not a second time when the processes snapshot shows the attempt's process ended:
+/// the summary it holds was read after that end. A restart reads none (nothing ended while it
+/// was away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_attempts_change_summary_is_read_once_at_bootstrap() {
+    const ROUTE: &str = "GET /api/task-attempts/{id}/changes";
+    let sim = support::sim().await;
+    let project = sim.add_project("Ended", &["demo"]);
+    for i in 0..3 {
+        let t = sim.add_task(project, &format!("Ended {i}"), None);
+        let script = AttemptScript {
+            normalized_entries: 5,
+            files: files(1),
+            ..AttemptScript::default()
+        };
+        sim.run_attempt_script(t, script).await;
+    }
+    // VK's `completed_at` and the daemon's read stamps are both this host's clock: leave the
+    // ends behind the debounce, as a real bootstrap finds them.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let reads = || sim.counters().by_route.get(ROUTE).copied().unwrap_or(0);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    support::converge(&daemon.store, &sim, Duration::from_secs(30), "bootstrap").await;
+    // A re-read owed would run `changes_debounce` (300 ms) after the snapshot.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(reads(), 3, "one summary read per ended attempt");
+    daemon.shutdown().await;
+
+    let daemon = support::daemon(&sim, dir.path()).await;
+    support::converge(&daemon.store, &sim, Duration::from_secs(30), "restart").await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(reads(), 3, "a restart re-reads no summary it already holds");
+    daemon.shutdown().await;
+}

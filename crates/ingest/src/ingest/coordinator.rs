@@ -347,8 +347,10 @@ impl Coordinator {
             }
             if p.is_running() {
                 self.running_seen.insert(p.id);
-            } else {
-                changes_needed |= self.running_seen.remove(&p.id) || snapshot;
+            } else if self.running_seen.remove(&p.id) {
+                changes_needed = true;
+            } else if snapshot && !changes_needed {
+                changes_needed = !self.summary_saw_end(&reader, attempt, p.id);
             }
             for ch in self.ctx.cfg.channels() {
                 let complete = reader.logs_complete(p.id, ch).unwrap_or(false);
@@ -380,6 +382,23 @@ impl Coordinator {
             self.changes
                 .after_process_end(attempt, self.ctx.cfg.changes_debounce);
         }
+    }
+
+    /// A snapshot shows the process ended: true when the stored change summary was read after
+    /// that end (`fresh_changes::summary_read_after_end`), so no re-read is owed for it.
+    fn summary_saw_end(
+        &self,
+        reader: &crate::store::StoreReader,
+        attempt: Uuid,
+        process: Uuid,
+    ) -> bool {
+        let changes = reader.changes(attempt).ok().flatten();
+        let row = reader.process(process).ok().flatten();
+        super::fresh_changes::summary_read_after_end(
+            changes.as_ref().map(|c| &c.value),
+            row.as_ref().map(|r| &r.value),
+            self.ctx.cfg.changes_debounce,
+        )
     }
 
     /// A tool call of a running coding agent may have changed files: re-read the attempt's

@@ -58,6 +58,34 @@ pub fn is_tool_use(entry: &RawValue) -> bool {
         .is_some_and(|k| k == "tool_use")
 }
 
+/// True when the stored change summary (`changes`, stamped `asOf` at its read) was read at
+/// least `debounce` after the process ended (VK's `completed_at`): a processes snapshot that
+/// shows this process ended then owes no re-read, since the summary already saw its end and
+/// VK's commit after it. False whenever either time is missing or unreadable (re-read, as
+/// before). Both clocks are the host's: the daemon runs beside its VK. At bootstrap the task
+/// refresh has just read the summary of every attempt, so its ended processes' snapshots no
+/// longer read it a second time.
+pub fn summary_read_after_end(
+    changes: Option<&serde_json::Value>,
+    process: Option<&serde_json::Value>,
+    debounce: Duration,
+) -> bool {
+    let time = |v: Option<&serde_json::Value>, field: &str| {
+        let text = v?.get(field)?.as_str()?;
+        chrono::DateTime::parse_from_rfc3339(text).ok()
+    };
+    let (Some(read), Some(ended)) = (
+        time(changes, crate::store::events::CHANGES_AS_OF),
+        time(process, "completed_at"),
+    ) else {
+        return false;
+    };
+    let Ok(debounce) = chrono::Duration::from_std(debounce) else {
+        return false;
+    };
+    read >= ended + debounce
+}
+
 /// Consecutive failed re-reads of one attempt after which it waits for the next trigger.
 pub const MAX_RETRIES: u32 = 6;
 
@@ -157,6 +185,45 @@ mod tests {
             "content":"I will call \"type\":\"tool_use\""}}"#;
         assert!(!is_tool_use(&raw(msg)));
         assert!(!is_tool_use(&raw(r#"{"type":"STDOUT","content":"hi"}"#)));
+    }
+
+    #[test]
+    fn a_summary_read_after_the_end_and_its_debounce_owes_no_reread() {
+        use serde_json::json;
+        let debounce = Duration::from_millis(1500);
+        let ended = json!({"completed_at": "2026-11-22T13:07:39.187218206Z"});
+        let read = |at: &str| json!({"asOf": at, "files": []});
+        let late = read("2026-11-22T13:07:41.000Z");
+        let early = read("2026-11-22T13:07:40.000Z");
+        assert!(summary_read_after_end(Some(&late), Some(&ended), debounce));
+        assert!(
+            !summary_read_after_end(Some(&early), Some(&ended), debounce),
+            "inside the debounce"
+        );
+        let running = json!({"completed_at": null});
+        assert!(!summary_read_after_end(
+            Some(&late),
+            Some(&running),
+            debounce
+        ));
+        assert!(
+            !summary_read_after_end(None, Some(&ended), debounce),
+            "no summary"
+        );
+        assert!(!summary_read_after_end(
+            Some(&json!({"files": []})),
+            Some(&ended),
+            debounce
+        ));
+        assert!(!summary_read_after_end(
+            Some(&read("yesterday")),
+            Some(&ended),
+            debounce
+        ));
+        assert!(
+            !summary_read_after_end(Some(&late), None, debounce),
+            "no process row"
+        );
     }
 
     #[test]
