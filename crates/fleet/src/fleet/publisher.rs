@@ -34,7 +34,8 @@ type Acked =
     std::pin::Pin<Box<dyn Future<Output = (OutboxAt, Result<PublishAck, PublishError>)> + Send>>;
 
 /// Move the cursor to an acknowledged publish (acknowledgements come in publish order); a
-/// refused one ends the session, which resumes from the cursor.
+/// refused one ends the session, which resumes after the last acknowledged one (`follow_outbox`
+/// records the cursor however the session ends).
 fn record_ack(
     cursor: &mut FleetCursor,
     (at, ack): (OutboxAt, Result<PublishAck, PublishError>),
@@ -185,15 +186,44 @@ impl Publisher {
             .await
     }
 
-    /// Publish the outbox after `cursor` as commits come, keeping up to [`WINDOW`] publishes
-    /// unacknowledged: new batches go out while earlier acknowledgements are still on their
-    /// way, and the cursor moves (`record_acks`) as they come back, in order.
+    /// Publish the outbox after `cursor` as commits come (`publish_window`) until the session
+    /// ends, then record how far JetStream acknowledged. However the session ends (a refused
+    /// publish, a lost acknowledgement, NATS gone), the acknowledgements that came before it
+    /// count: the next session resumes after them, its first publish unchained. Before, a
+    /// session ended by a refused chained publish (the stream's last message not this
+    /// publisher's, e.g. another client's copy of a batch) dropped the acknowledgements it had
+    /// just received: the next session resumed from the same older cursor, re-published the
+    /// stored batches after it (dropped as duplicates, each chained to the one before), chained
+    /// the refused batch to them again and was refused again — every session alike, the host's
+    /// stream stuck for good (fleet fault seed 40; tests/fleet_publish_resume.rs).
     async fn follow_outbox(
         &self,
         js: &jetstream::Context,
         stream: &mut stream::Stream,
         stamp: (u64, &str),
         mut cursor: FleetCursor,
+    ) -> Ended {
+        let mut recorded = (cursor.token, cursor.meta);
+        let ended = self
+            .publish_window(js, stream, stamp, &mut cursor, &mut recorded)
+            .await;
+        if (cursor.token, cursor.meta) != recorded {
+            self.cursor.set(&cursor)?;
+        }
+        ended
+    }
+
+    /// Publish the outbox after `cursor` as commits come, keeping up to [`WINDOW`] publishes
+    /// unacknowledged: new batches go out while earlier acknowledgements are still on their
+    /// way, and `cursor` moves (`record_ack`) as they come back, in order; `recorded` is where
+    /// the cursor tree has it. Returns only when the session ends.
+    async fn publish_window(
+        &self,
+        js: &jetstream::Context,
+        stream: &mut stream::Stream,
+        stamp: (u64, &str),
+        cursor: &mut FleetCursor,
+        recorded: &mut OutboxAt,
     ) -> Ended {
         let mut committed = self.store.hub().subscribe_global();
         let mut last_check = tokio::time::Instant::now();
@@ -202,7 +232,6 @@ impl Publisher {
             last_id: None,
         };
         let mut acks: FuturesOrdered<Acked> = FuturesOrdered::new();
-        let mut recorded = published.at;
         loop {
             let room = WINDOW.saturating_sub(acks.len());
             let sent = self
@@ -218,7 +247,7 @@ impl Publisher {
                     _ = tokio::time::sleep(META_TICK) => {
                         if last_check.elapsed() >= IDLE_TICK {
                             last_check = tokio::time::Instant::now();
-                            check_stream(stream, &cursor).await?;
+                            check_stream(stream, cursor).await?;
                         }
                     }
                 }
@@ -227,25 +256,25 @@ impl Publisher {
             if !self.pipelining.publish_window {
                 // The serial way: every acknowledgement of the group before the next read.
                 while let Some(acked) = acks.next().await {
-                    record_ack(&mut cursor, acked)?;
+                    record_ack(cursor, acked)?;
                 }
             } else if sent == 0 || acks.len() >= WINDOW {
                 // Nothing more to send now: wait for the oldest acknowledgement or a commit.
                 tokio::select! {
-                    Some(acked) = acks.next() => record_ack(&mut cursor, acked)?,
+                    Some(acked) = acks.next() => record_ack(cursor, acked)?,
                     _ = committed.changed(), if acks.len() < WINDOW => {}
                 }
             }
             while let Some(Some(acked)) = acks.next().now_or_never() {
-                record_ack(&mut cursor, acked)?;
+                record_ack(cursor, acked)?;
             }
-            if (cursor.token, cursor.meta) != recorded {
+            if (cursor.token, cursor.meta) != *recorded {
                 if self.pipelining.flush_cursor {
-                    self.cursor.set(&cursor)?;
+                    self.cursor.set(cursor)?;
                 } else {
-                    self.cursor.record(&cursor)?;
+                    self.cursor.record(cursor)?;
                 }
-                recorded = (cursor.token, cursor.meta);
+                *recorded = (cursor.token, cursor.meta);
             }
         }
     }

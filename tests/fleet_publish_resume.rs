@@ -1,0 +1,186 @@
+//! The stall behind fleet fault seed 40 of tests/fleet_faults.rs (issue 24), on a real
+//! `nats-server` and the real host publisher: a session that ends on a refused publish keeps the
+//! acknowledgements it received before it, so the next session goes on after them.
+//!
+//! The publisher chains each publish of a session to the one before (`wire::chain_after`,
+//! `Nats-Expected-Last-Msg-Id`); the first publish of a session is unchained. When the stream's
+//! last message is not the publisher's own (here, as in the fault schedule's `Duplicates`,
+//! another client's copy of a stored batch under a fresh `Nats-Msg-Id`), the next chained
+//! publish is refused and the session ends. Where the publisher's cursor was behind the stream
+//! (a crash before sled flushed its last records, or acknowledgements not yet recorded), the
+//! next session re-publishes the stored batches after the cursor — JetStream drops them as
+//! duplicates and acknowledges them — then chains the new batch to the last of them: refused
+//! again. Before the fix those acknowledgements were dropped with the session, so every session
+//! resumed from the same cursor and was refused the same way: the host's stream never got its
+//! next batch (the fault schedule saw the fleet's position stuck below the host's token for
+//! 40 s). Played deterministically for both ways (`fleet::Pipelining`).
+
+#[allow(dead_code)]
+#[path = "support/nats.rs"]
+mod nats;
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use serde_json::json;
+use uuid::Uuid;
+use vk_observer::config::FleetSettings;
+use vk_observer::fleet::Pipelining;
+use vk_observer::fleet::publisher::Publisher;
+use vk_observer::fleet::wire;
+use vk_observer::store::events::DomainEvent;
+use vk_observer::store::outbox::{FleetCursor, OutboxConfig};
+use vk_observer::store::writer::WriterHandle;
+use vk_observer::store::{Retention, StoreOwner};
+
+/// How long a publisher may take to publish what the test expects (sessions retry after 200 ms).
+const PUBLISHED_WITHIN: Duration = Duration::from_secs(30);
+
+/// The host's committed batch of `token`: its project list grown to `token` projects.
+async fn commit(writer: &WriterHandle, token: u64) {
+    let projects = (1..=token)
+        .map(|n| json!({"id": Uuid::from_u128(n as u128), "name": format!("p{n}")}))
+        .collect();
+    let applied = writer
+        .write(vec![DomainEvent::ProjectsSnapshot { projects }])
+        .await
+        .unwrap();
+    assert_eq!(applied.token, Some(token));
+}
+
+/// The host tokens in the stream, in stream order.
+async fn tokens_in_order(js: &jetstream::Context, host: &str) -> Vec<u64> {
+    let Ok(stream) = js.get_stream(wire::stream_name(host)).await else {
+        return Vec::new();
+    };
+    let mut tokens = Vec::new();
+    let mut seq = 1;
+    while let Ok(m) = stream.get_raw_message(seq).await {
+        let token = m.headers.get(wire::HEADER_TOKEN).unwrap().as_str();
+        tokens.push(token.parse().unwrap());
+        seq += 1;
+    }
+    tokens
+}
+
+/// A publisher of `owner`'s outbox until `cancel`.
+fn publisher(
+    owner: &StoreOwner,
+    url: &str,
+    host: &str,
+    way: Pipelining,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let settings = FleetSettings {
+        urls: vec![url.to_owned()],
+        host: host.into(),
+        ..FleetSettings::default()
+    };
+    Publisher::new(settings, owner.store(), owner.fleet_cursor())
+        .with_pipelining(way)
+        .spawn(cancel.child_token())
+}
+
+/// Wait until the publisher's cursor is at `token` and the stream holds `tokens`.
+async fn published(owner: &StoreOwner, js: &jetstream::Context, host: &str, tokens: &[u64]) {
+    let start = Instant::now();
+    let want = *tokens.last().unwrap();
+    loop {
+        let cursor = owner.fleet_cursor().get().map(|c| c.token);
+        let stream = tokens_in_order(js, host).await;
+        if cursor == Some(want) && stream == tokens {
+            return;
+        }
+        assert!(
+            start.elapsed() < PUBLISHED_WITHIN,
+            "{host}: the publisher did not publish token {want} within {PUBLISHED_WITHIN:?}: \
+             its cursor is at {cursor:?}, the stream holds tokens {stream:?} (want {tokens:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Another client's copy of the stream's message `seq` under a fresh `Nats-Msg-Id`: stored as
+/// the stream's last message, so a publish chained to the host's own last one is refused.
+async fn foreign_copy(js: &jetstream::Context, host: &str, seq: u64) {
+    let stream = js.get_stream(wire::stream_name(host)).await.unwrap();
+    let m = stream.get_raw_message(seq).await.unwrap();
+    let mut headers = async_nats::HeaderMap::new();
+    for (name, values) in m.headers.iter() {
+        // Without the host publisher's chain expectation, which would refuse the copy.
+        if AsRef::<str>::as_ref(name) != wire::HEADER_EXPECTED_LAST_MSG_ID {
+            for value in values {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+    }
+    headers.insert(wire::HEADER_MSG_ID, format!("{host}.copy.{seq}").as_str());
+    let ack = js
+        .publish_with_headers(m.subject.clone(), headers, m.payload.clone())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(!ack.duplicate, "the copy has an id of its own");
+}
+
+/// One way: three batches published; the publisher stopped with its cursor back at token 1;
+/// a foreign copy stored last; token 4 committed; a new publisher must publish it.
+async fn resumes_after_refused_chain(url: &str, host: &str, way: Pipelining) {
+    let js = jetstream::new(async_nats::connect(url).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
+    owner.enable_outbox(OutboxConfig {
+        max_backlog: u64::MAX,
+    });
+    let (writer, _writer_task) = owner.spawn_writer().unwrap();
+    for token in 1..=3 {
+        commit(&writer, token).await;
+    }
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let first = publisher(&owner, url, host, way, &cancel);
+    published(&owner, &js, host, &[1, 2, 3]).await;
+    cancel.cancel();
+    first.await.unwrap();
+
+    // What a crash before sled flushed the cursor's last records leaves: the cursor at token 1
+    // while the stream holds 1, 2 and 3.
+    let cursor = owner.fleet_cursor().get().unwrap();
+    owner
+        .fleet_cursor()
+        .set(&FleetCursor {
+            token: 1,
+            meta: 0,
+            stream_seq: 1,
+            ..cursor
+        })
+        .unwrap();
+    foreign_copy(&js, host, 2).await;
+    commit(&writer, 4).await;
+
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let second = publisher(&owner, url, host, way, &cancel);
+    // 2 and 3 again are duplicates (not stored); 4, chained to 3, is refused once (the copy is
+    // last); the next session resumes after 3 and stores 4 unchained.
+    published(&owner, &js, host, &[1, 2, 3, 2, 4]).await;
+    cancel.cancel();
+    second.await.unwrap();
+}
+
+/// One way on a server of its own.
+async fn on_a_server(host: &str, way: Pipelining) {
+    let Some(server) = nats::NatsServer::start("fleet publish resume") else {
+        return;
+    };
+    resumes_after_refused_chain(&server.url, host, way).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pipelined_publisher_goes_on_after_a_refused_chained_publish() {
+    on_a_server("pipelined", Pipelining::pipelined()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serial_publisher_goes_on_after_a_refused_chained_publish() {
+    on_a_server("serial", Pipelining::serial()).await;
+}
