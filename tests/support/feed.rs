@@ -100,7 +100,9 @@ pub async fn check_store_feed(
     follower: tokio::task::JoinHandle<FeedSeen>,
 ) {
     use vk_observer::store::feed::FeedScope;
-    // The follower reads to the end once stopped (`follow_feed`).
+    // Let the last batches be published (a group's flush comes before its tokens), then stop
+    // the follower, which reads to the end once stopped (`follow_feed`).
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let reader = store.read();
     let (stored, _) = reader
         .activity_after(FeedScope::Project(project), 0, u64::MAX, usize::MAX)
