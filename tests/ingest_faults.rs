@@ -446,3 +446,57 @@ async fn a_history_pass_begun_while_the_process_ran_does_not_complete_its_log() 
     daemon.shutdown().await;
     sim.shutdown().await;
 }
+
+/// Seed 77's duplicate, forced. VK reads an object stream's snapshot after it subscribed, so the
+/// patches since the subscription follow a snapshot that already holds them
+/// (`replay_after_snapshot` sends all of history after it: the worst case of that race). The
+/// daemon, started after the attempt ran, gets each process ended in the snapshot, then its
+/// earlier `running` patch, then its end again: still one start and one end per process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patches_a_snapshot_already_holds_start_and_end_each_process_once() {
+    use vk_observer::store::feed::FeedScope;
+    let sim = support::sim().await;
+    let project = sim.add_project("Late snapshot", &["demo"]);
+    let task = sim.add_task(project, "ran before the daemon", None);
+    sim.run_attempt_script(task, AttemptScript::default()).await;
+    sim.set_faults(Faults {
+        replay_after_snapshot: true,
+        ..Faults::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let truth = sim.truth();
+    // The replay follows the snapshot on the same socket within milliseconds; the settle only
+    // lets an old daemon show its duplicate (this one derives nothing from the replay at all).
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(20),
+        "late snapshot",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(20),
+        "after the replay",
+    )
+    .await;
+    let reader = daemon.store.read();
+    let (feed, _) = reader
+        .activity_after(FeedScope::Project(project), 0, u64::MAX, usize::MAX)
+        .unwrap();
+    let count = |kind: &str, pid: uuid::Uuid| {
+        feed.iter()
+            .filter(|e| e.item.kind.as_str() == kind && e.item.process == Some(pid))
+            .count()
+    };
+    assert!(!truth.processes.is_empty());
+    for pid in truth.processes.keys() {
+        assert_eq!(count("process_started", *pid), 1, "process {pid} started");
+        assert_eq!(count("process_ended", *pid), 1, "process {pid} ended");
+    }
+    daemon.shutdown().await;
+    sim.shutdown().await;
+}

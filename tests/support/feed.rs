@@ -25,7 +25,10 @@ pub fn follow_feed(
         let health = Arc::new(vk_observer::health::Health::new());
         let mut since: Option<String> = None;
         let mut seen = FeedSeen::new();
-        while !stop.load(Ordering::Relaxed) {
+        loop {
+            // Once stopped, one more pass to the end: every item committed before the stop is
+            // read, however late this task is scheduled on a loaded machine.
+            let stopping = stop.load(Ordering::Relaxed);
             let store = current.read().unwrap().clone();
             if let Some(store) = store {
                 let q = Query::new(store, health.clone());
@@ -49,6 +52,9 @@ pub fn follow_feed(
                         continue;
                     }
                 }
+            }
+            if stopping {
+                break;
             }
             tokio::time::sleep(Duration::from_millis(3)).await;
         }
@@ -94,7 +100,8 @@ pub async fn check_store_feed(
     follower: tokio::task::JoinHandle<FeedSeen>,
 ) {
     use vk_observer::store::feed::FeedScope;
-    // Give the follower time to read the last commits, then stop it.
+    // Let the last batches be published (a group's flush comes before its tokens), then stop
+    // the follower, which reads to the end once stopped (`follow_feed`).
     tokio::time::sleep(Duration::from_millis(100)).await;
     let reader = store.read();
     let (stored, _) = reader

@@ -2,12 +2,15 @@
 //! (design-notes §23). Published when a host's stream cannot be resumed; the fleet node
 //! applies it like any snapshot, so over a current fleet it changes nothing.
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::store::StoreError;
 use crate::store::StoreReader;
 use crate::store::events::{Channel, DomainEvent};
+use crate::vk::uuid_of;
 
 /// A part is closed once its events' JSON passes this many bytes (NATS' default payload limit
 /// is 1 MiB; one entity may still make a part larger).
@@ -58,6 +61,7 @@ pub fn build(reader: &StoreReader) -> Result<Vec<Vec<DomainEvent>>, StoreError> 
         |projects| DomainEvent::ProjectsSnapshot { projects },
         values(projects),
     );
+    let mut listed = BTreeSet::new();
     for project_id in ids {
         let repos = values(reader.repos_of_project(project_id)?);
         parts.push_values(
@@ -71,21 +75,41 @@ pub fn build(reader: &StoreReader) -> Result<Vec<Vec<DomainEvent>>, StoreError> 
             values(tasks),
         );
         for task_id in task_ids {
-            let attempts = reader.attempts_of_task(task_id)?;
-            let attempt_ids: Vec<Uuid> = attempts.iter().map(|a| a.id).collect();
-            parts.push_values(
-                |attempts| DomainEvent::AttemptsSnapshot { task_id, attempts },
-                values(attempts),
-            );
-            for attempt_id in attempt_ids {
-                attempt(reader, attempt_id, &mut parts)?;
-            }
+            listed.insert(task_id);
+            task_attempts(reader, task_id, &mut parts)?;
         }
+    }
+    // Attempts stored before their task (VK's attempts can be read before the tasks stream
+    // delivers the task) are under no project yet; the task's later batch carries only the
+    // task, so a node that starts from this snapshot would never get them otherwise.
+    let orphaned: BTreeSet<Uuid> = reader
+        .attempts()?
+        .iter()
+        .filter_map(|a| uuid_of(&a.value, "task_id"))
+        .filter(|t| !listed.contains(t))
+        .collect();
+    for task_id in orphaned {
+        task_attempts(reader, task_id, &mut parts)?;
     }
     if !parts.current.is_empty() {
         parts.parts.push(parts.current);
     }
     Ok(parts.parts)
+}
+
+/// A task's attempts, each with what it holds.
+fn task_attempts(reader: &StoreReader, task_id: Uuid, parts: &mut Parts) -> Result<(), StoreError> {
+    let attempts = reader.attempts_of_task(task_id)?;
+    let attempt_ids: Vec<Uuid> = attempts.iter().map(|a| a.id).collect();
+    let values = attempts.into_iter().map(|a| a.value).collect();
+    parts.push_values(
+        |attempts| DomainEvent::AttemptsSnapshot { task_id, attempts },
+        values,
+    );
+    for attempt_id in attempt_ids {
+        attempt(reader, attempt_id, parts)?;
+    }
+    Ok(())
 }
 
 /// An attempt's sessions, processes (with their logs), repos, changes and branch status.
@@ -183,4 +207,63 @@ fn logs(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Retention, StoreOwner};
+    use serde_json::json;
+
+    /// Fleet seed 47's missing attempt: the host cut its snapshot while an attempt was stored
+    /// and its task was not yet (VK's attempts can be read before the tasks stream delivers the
+    /// task). A node that starts from the snapshot, then applies the task's batch, must hold the
+    /// attempt and its process as the host does.
+    #[test]
+    fn an_attempt_stored_before_its_task_is_in_the_snapshot() {
+        let (project, task, attempt, process) = (
+            Uuid::from_u128(1),
+            Uuid::from_u128(2),
+            Uuid::from_u128(3),
+            Uuid::from_u128(4),
+        );
+        let mut host = StoreOwner::open_temporary(Retention::default()).unwrap();
+        let mut host_writer = host.take_writer().unwrap();
+        let task_batch = vec![DomainEvent::TaskUpserted {
+            task: json!({"id": task, "project_id": project, "title": "t", "status": "inprogress"}),
+        }];
+        host_writer
+            .apply(vec![
+                DomainEvent::ProjectsSnapshot {
+                    projects: vec![json!({"id": project, "name": "p"})],
+                },
+                DomainEvent::AttemptsSnapshot {
+                    task_id: task,
+                    attempts: vec![json!({"id": attempt, "task_id": task})],
+                },
+                DomainEvent::ProcessUpserted {
+                    attempt_id: attempt,
+                    process: json!({"id": process, "status": "completed"}),
+                },
+            ])
+            .unwrap();
+        let parts = build(&host.store().read()).unwrap();
+        host_writer.apply(task_batch.clone()).unwrap();
+
+        let mut node = StoreOwner::open_temporary(Retention::default()).unwrap();
+        let mut node_writer = node.take_writer().unwrap();
+        for part in parts {
+            node_writer.apply(part).unwrap();
+        }
+        node_writer.apply(task_batch).unwrap();
+        let reader = node.store().read();
+        let attempts: Vec<Uuid> = reader
+            .attempts_of_task(task)
+            .unwrap()
+            .iter()
+            .map(|a| a.id)
+            .collect();
+        assert_eq!(attempts, vec![attempt]);
+        assert!(reader.process(process).unwrap().is_some());
+    }
 }

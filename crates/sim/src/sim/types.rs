@@ -195,6 +195,10 @@ pub struct Faults {
     pub slow_history: Option<Duration>,
     /// `GET …/changes` answers 200 with a body that is not JSON.
     pub garbage_changes: bool,
+    /// Object WebSockets (tasks, processes) opened for a snapshot follow it with every patch of
+    /// history, which the snapshot already holds: VK reads its snapshot after it subscribed and
+    /// then sends the patches since the subscription (this is the worst case of that race).
+    pub replay_after_snapshot: bool,
 }
 
 /// How many times each route was called.

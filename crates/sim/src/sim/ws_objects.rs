@@ -1,6 +1,7 @@
 //! Object WebSockets: `/api/tasks/stream/ws`, `/api/execution-processes/stream/ws` and
-//! `/api/projects/stream/ws`. Snapshot at the watermark seq (rows read now), filtered replay
-//! after `after_seq` without snapshot, live frames with the SSE seq, re-snapshot on lag.
+//! `/api/projects/stream/ws`. Snapshot at the watermark seq (rows read now, so it may already
+//! hold patches sent after it, as in VK), filtered replay after `after_seq` without snapshot,
+//! live frames with the SSE seq, re-snapshot on lag.
 
 use std::sync::Arc;
 
@@ -147,6 +148,10 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, kind: Kind, after: Opti
         }
         _ => {
             initial.push((snap_seq, snapshot(&inner, kind)));
+            if inner.faults().replay_after_snapshot {
+                let held = history.iter().filter(|m| m.seq <= snap_seq);
+                initial.extend(held.filter_map(|m| Some((m.seq, filter(&inner, kind, m)?))));
+            }
             snap_seq
         }
     };

@@ -446,7 +446,8 @@ impl<'t, 'c> Pending<'t, 'c> {
         };
         let key = keys::id_key(table::PROCESSES, id);
         let old = self.ov.get(&key)?;
-        if self.upsert(&key, p)? {
+        // VK never runs an ended process again: a running version of it is an old frame.
+        if !super::feed_derive::revives_ended(old.as_deref(), p) && self.upsert(&key, p)? {
             self.feed_process_upserted(attempt, id, old.as_deref(), p)?;
             self.set_index(table::IDX_ATTEMPT_PROCESSES, attempt, id);
             self.ov.insert(

@@ -49,6 +49,17 @@ fn has_ended(status: &str) -> bool {
     !s.is_running() && !matches!(s, ProcessStatus::Other(_))
 }
 
+/// Whether `new` shows as running a process stored (`old`) as ended: VK never runs an ended
+/// process again, so this is an older version of it, not a difference. VK's process stream
+/// sends one after a reconnect: it takes its snapshot (rows read now) after it subscribed, then
+/// sends every patch after the subscription, including those the snapshot already holds (an
+/// end in the snapshot, then the process's earlier `running` patch, then its end again). Stored,
+/// it would be a second `process_started` and a second `process_ended` for one run.
+pub(super) fn revives_ended(old: Option<&[u8]>, new: &Value) -> bool {
+    ProcessStatus::parse(vk::status(new)).is_running()
+        && parse_stored(old).is_some_and(|o| has_ended(vk::status(&o)))
+}
+
 impl Pending<'_, '_> {
     /// The task's project, read through the batch.
     fn project_of_task(&self, task: Uuid) -> R<Option<Uuid>> {
@@ -180,8 +191,9 @@ impl Pending<'_, '_> {
             }
         }
         let was_running = old.as_ref().is_none_or(|o| !has_ended(vk::status(o)));
-        // VK never runs an ended process again; if its data says so, the feed shows a new start
-        // rather than a second end without one.
+        // An ended process is never stored as running again (`revives_ended`); one moved to a
+        // status this daemon does not know and back shows a new start rather than a second end
+        // without one.
         if !was_running && !has_ended(status) {
             self.feed.push(base(ActivityKind::ProcessStarted));
         }

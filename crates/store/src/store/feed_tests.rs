@@ -207,6 +207,62 @@ fn retention_drops_whole_commits_below_the_horizon_and_records_the_floor() {
     assert_eq!(super::feed::prune(store.tree(), cutoff).unwrap(), floor);
 }
 
+/// VK's process stream after a reconnect: its snapshot (rows read after it subscribed) already
+/// holds the process's end, then it sends every patch since the subscription, the process's
+/// earlier `running` among them, then its end again. One run of the process: one
+/// `process_started`, one `process_ended`, whether the daemon saw the run live or first in that
+/// snapshot; the old `running` frame is no difference (no token, nothing stored).
+#[test]
+fn a_run_replayed_after_a_snapshot_that_holds_its_end_starts_and_ends_once() {
+    for seen_live in [true, false] {
+        let (store, mut w) = temporary();
+        w.apply(events(&Op::Task {
+            n: 0,
+            status: "inprogress",
+        }))
+        .unwrap();
+        w.apply(events(&Op::Attempt { n: 0 })).unwrap();
+        let running = events(&Op::Process {
+            n: 0,
+            p: 0,
+            status: "running",
+        });
+        let ended = events(&Op::Process {
+            n: 0,
+            p: 0,
+            status: "completed",
+        });
+        if seen_live {
+            assert!(w.apply(running.clone()).unwrap().token.is_some());
+        }
+        // The reconnect's snapshot, then the patches it already holds.
+        let snapshot = DomainEvent::ProcessesSnapshot {
+            attempt_id: attempt_id(0),
+            processes: vec![process(0, 0, "completed")],
+        };
+        assert!(w.apply(vec![snapshot]).unwrap().token.is_some());
+        let stale = w.apply(running).unwrap();
+        assert_eq!(
+            stale.token, None,
+            "an ended process's old running frame moved a token"
+        );
+        assert_eq!(w.apply(ended).unwrap().token, None);
+        let kinds: Vec<ActivityKind> = all(&store, FeedScope::Project(PROJECT))
+            .iter()
+            .filter(|e| e.item.process.is_some())
+            .map(|e| e.item.kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![ActivityKind::ProcessStarted, ActivityKind::ProcessEnded],
+            "seen live: {seen_live}"
+        );
+        let pid = crate::vk::object_id(&process(0, 0, "completed")).unwrap();
+        let stored = store.read().process(pid).unwrap().unwrap();
+        assert_eq!(stored.value["status"], "completed");
+    }
+}
+
 /// The cost of flushing every batch that derives feed items (run by hand:
 /// `cargo test --lib feed_flush_cost -- --ignored --nocapture`): one task per batch on a data
 /// dir, created (an item: flushed), then changed in `updated_at` only (a real change that
