@@ -46,7 +46,7 @@ fn page(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Option<Value>
     let w = inner.world();
     w.processes.get(&pid)?;
     let logs = w.logs.get(&pid)?;
-    let (entries, _) = logs.channel(ch);
+    let entries = logs.entries(ch);
     let default = match ch {
         Channel::Normalized => 20,
         Channel::Raw => 200,
@@ -151,7 +151,7 @@ fn history_frames(inner: &Inner, pid: Uuid, ch: Channel, from: usize, to: usize)
     let Some(logs) = w.logs.get(&pid) else {
         return Vec::new();
     };
-    let (entries, _) = logs.channel(ch);
+    let entries = logs.entries(ch);
     (from..to.min(entries.len()))
         .map(|i| entry_frame("append", i as u64, entries[i].as_ref()))
         .collect()
@@ -171,10 +171,10 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel)
             .is_some_and(|p| p.status == ProcessStatus::Running);
         match w.logs.get(&pid) {
             Some(logs) if live && !logs.finished => {
-                let (entries, tx) = logs.channel(ch);
+                let entries = logs.entries(ch);
                 let lower = retained_from(&inner, entries.len(), false);
                 // Replayed from the log as it is at subscription; later changes arrive on `rx`.
-                Some((lower..entries.len(), tx.subscribe()))
+                Some((lower..entries.len(), logs.subscribe(ch)))
             }
             _ => None,
         }
