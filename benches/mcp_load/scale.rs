@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use vk_observer::sim::scale::{ScaleRows, ScaleSpec};
 use vk_observer::sim::{Sim, SimConfig};
 
-use crate::daemon::{DaemonProc, cpu_secs, daemon_bin, dir_bytes};
+use crate::daemon::{DaemonProc, cpu_secs, daemon_bin, dir_bytes, rss_kb};
 use crate::data::{out_dir, sim_config};
 use crate::report::Report;
 
@@ -99,7 +99,13 @@ pub(crate) async fn phase_scale(r: &mut Report, entries: u64) -> anyhow::Result<
     .await?;
     let t = Instant::now();
     let rows = sim.load_scale(spec);
-    println!("  board built in {:.1} s", t.elapsed().as_secs_f64());
+    // The simulator lives in this process: its board's memory is this process's growth.
+    let bench_rss_kb = rss_kb(std::process::id());
+    println!(
+        "  board built in {:.1} s; bench process VmRSS {:.0} MB",
+        t.elapsed().as_secs_f64(),
+        bench_rss_kb as f64 / 1024.0
+    );
     let mut bins = Vec::new();
     if let Ok(base) = std::env::var("VK_BENCH_BASE_BIN") {
         bins.push(("main".to_string(), base));
@@ -114,7 +120,7 @@ pub(crate) async fn phase_scale(r: &mut Report, entries: u64) -> anyhow::Result<
     report_runs(r, &runs, spec);
     r.detail(
         "scale_catchup",
-        json!({"spec": format!("{spec:?}"), "runs": runs,
+        json!({"spec": format!("{spec:?}"), "runs": runs, "bench_rss_after_board_kb": bench_rss_kb,
         "loadavg": std::fs::read_to_string("/proc/loadavg").unwrap_or_default()}),
     );
     sim.shutdown().await;

@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::Response;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::core::Inner;
-use super::http::{AppState, fail, not_found, ok};
+use super::http::{AppState, fail, not_found};
 use super::types::{Channel, ProcessStatus};
 use super::world::LogEvent;
 
@@ -42,11 +42,37 @@ pub(crate) struct HistoryQuery {
     cursor: Option<i64>,
 }
 
-fn page(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Option<Value> {
+/// One entry of a history page. Fields in the order `serde_json`'s map writes them (sorted), so
+/// the bytes are those of the `json!` object VK's shape was first written as.
+#[derive(serde::Serialize)]
+struct PageEntry<'a> {
+    entry: &'a Value,
+    entry_index: usize,
+}
+
+#[derive(serde::Serialize)]
+struct PageData<'a> {
+    entries: Vec<PageEntry<'a>>,
+    has_more: bool,
+    history_truncated: bool,
+    next_cursor: Option<usize>,
+}
+
+/// VK's `{success,data,error_data,message}` envelope, keys sorted as `http::ok` writes them.
+#[derive(serde::Serialize)]
+struct Envelope<T> {
+    data: T,
+    error_data: (),
+    message: (),
+    success: bool,
+}
+
+/// A history page's response body, written under the world lock straight from the stored
+/// entries (no copy of them: at 1,000 entries a page, copying was most of a page's cost).
+fn page(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Option<String> {
     let w = inner.world();
     w.processes.get(&pid)?;
-    let logs = w.logs.get(&pid)?;
-    let (entries, _) = logs.channel(ch);
+    let entries = w.logs.get(&pid)?.entries(ch);
     let default = match ch {
         Channel::Normalized => 20,
         Channel::Raw => 200,
@@ -58,15 +84,24 @@ fn page(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Option<Value>
         None => entries.len(),
     };
     let start = upper.saturating_sub(limit).max(lower);
-    let items: Vec<Value> = (start..upper.max(start))
-        .map(|i| json!({"entry_index": i, "entry": entries[i].as_ref()}))
-        .collect();
-    Some(json!({
-        "entries": items,
-        "next_cursor": if start < upper { Some(start) } else { None },
-        "has_more": start < upper && start > lower,
-        "history_truncated": lower > 0,
-    }))
+    let data = PageData {
+        entries: (start..upper.max(start))
+            .map(|i| PageEntry {
+                entry: entries[i].as_ref(),
+                entry_index: i,
+            })
+            .collect(),
+        has_more: start < upper && start > lower,
+        history_truncated: lower > 0,
+        next_cursor: (start < upper).then_some(start),
+    };
+    serde_json::to_string(&Envelope {
+        data,
+        error_data: (),
+        message: (),
+        success: true,
+    })
+    .ok()
 }
 
 /// A history page as it is now, answered after the `slow_history` delay if set.
@@ -75,7 +110,9 @@ async fn history(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Resp
     if let Some(d) = inner.faults().slow_history {
         tokio::time::sleep(d).await;
     }
-    answer.map_or_else(not_found, ok)
+    answer.map_or_else(not_found, |body| {
+        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    })
 }
 
 pub(crate) async fn normalized_history(
@@ -151,7 +188,7 @@ fn history_frames(inner: &Inner, pid: Uuid, ch: Channel, from: usize, to: usize)
     let Some(logs) = w.logs.get(&pid) else {
         return Vec::new();
     };
-    let (entries, _) = logs.channel(ch);
+    let entries = logs.entries(ch);
     (from..to.min(entries.len()))
         .map(|i| entry_frame("append", i as u64, entries[i].as_ref()))
         .collect()
@@ -171,10 +208,10 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel)
             .is_some_and(|p| p.status == ProcessStatus::Running);
         match w.logs.get(&pid) {
             Some(logs) if live && !logs.finished => {
-                let (entries, tx) = logs.channel(ch);
+                let entries = logs.entries(ch);
                 let lower = retained_from(&inner, entries.len(), false);
                 // Replayed from the log as it is at subscription; later changes arrive on `rx`.
-                Some((lower..entries.len(), tx.subscribe()))
+                Some((lower..entries.len(), logs.subscribe(ch)))
             }
             _ => None,
         }
@@ -249,4 +286,96 @@ async fn send(inner: &Inner, socket: &mut WebSocket, text: String) -> bool {
         }
     }
     socket.send(Message::Text(text.into())).await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::http::ok;
+    use crate::sim::types::{RunReason, SimConfig};
+
+    /// The page as it was built before: a `json!` tree holding a copy of every entry.
+    fn page_as_values(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Value {
+        let w = inner.world();
+        let entries = w.logs[&pid].entries(ch);
+        let default = if ch == Channel::Normalized { 20 } else { 200 };
+        let limit = q.limit.unwrap_or(default).clamp(1, MAX_PAGE);
+        let lower = retained_from(inner, entries.len(), true);
+        let upper = q.cursor.map_or(entries.len(), |c| {
+            usize::try_from(c.max(0)).unwrap_or(0).min(entries.len())
+        });
+        let start = upper.saturating_sub(limit).max(lower);
+        let items: Vec<Value> = (start..upper.max(start))
+            .map(|i| json!({"entry_index": i, "entry": entries[i].as_ref()}))
+            .collect();
+        json!({
+            "entries": items,
+            "next_cursor": if start < upper { Some(start) } else { None },
+            "has_more": start < upper && start > lower,
+            "history_truncated": lower > 0,
+        })
+    }
+
+    async fn body_text(resp: Response) -> String {
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await;
+        String::from_utf8(bytes.unwrap().to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_history_page_is_written_byte_for_byte_as_the_json_tree_was() {
+        for log_db in [true, false] {
+            let inner = Inner::new(SimConfig {
+                log_db,
+                history_max_entries: 7,
+                ..SimConfig::default()
+            });
+            let pid = {
+                let mut w = inner.world();
+                let pid = w.insert_process(Uuid::new_v4(), RunReason::CodingAgent, Value::Null);
+                for i in 0..12u64 {
+                    let entry = json!({"type": "NORMALIZED_ENTRY", "content": {
+                        "z": [i, null, 1.5], "a": "quote \" and \u{e9}\n", "m": {"y": true, "b": {}}}});
+                    w.append_log(pid, Channel::Normalized, entry);
+                    w.append_log(pid, Channel::Raw, json!({"STDOUT": format!("line {i}")}));
+                }
+                pid
+            };
+            let queries = [
+                (None, None),
+                (Some(3), Some(5)),
+                (Some(4), Some(0)),
+                (Some(5000), Some(99)),
+                (Some(2), Some(-3)),
+                (Some(0), None),
+            ];
+            for ch in [Channel::Normalized, Channel::Raw] {
+                for (limit, cursor) in queries {
+                    let expected = body_text(ok(page_as_values(
+                        &inner,
+                        pid,
+                        ch,
+                        HistoryQuery { limit, cursor },
+                    )))
+                    .await;
+                    let got = page(&inner, pid, ch, HistoryQuery { limit, cursor }).unwrap();
+                    assert_eq!(
+                        got, expected,
+                        "log_db {log_db}, {ch:?}, limit {limit:?}, cursor {cursor:?}"
+                    );
+                }
+            }
+            assert!(
+                page(
+                    &inner,
+                    Uuid::new_v4(),
+                    Channel::Raw,
+                    HistoryQuery {
+                        limit: None,
+                        cursor: None
+                    }
+                )
+                .is_none()
+            );
+        }
+    }
 }

@@ -1,11 +1,13 @@
 //! JSON views of the simulated rows, field for field as VK's REST and streams send them
 //! (TaskWithAttemptStatus, Workspace, Session, ExecutionProcessPublic, attempt status, changes).
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::types::{ProcessStatus, RunReason};
-use super::world::{Process, Project, Repo, Task, World};
+use super::world::{Process, Project, Repo, Session, Task, World};
 
 /// VK's Balanced diff preview guard.
 const GUARD_MAX_FILES: u64 = 500;
@@ -63,33 +65,84 @@ pub(crate) fn task_row_json(t: &Task) -> Value {
     })
 }
 
+/// VK's fields of a task derived from its attempts: whether a (non dev-server) process runs,
+/// whether the newest one failed, and the newest session's executor.
+#[derive(Default)]
+pub(crate) struct TaskFacts {
+    in_progress: bool,
+    /// (ord, failed or killed) of the newest process.
+    newest_process: Option<(u64, bool)>,
+    /// (ord, executor) of the newest session.
+    newest_session: Option<(u64, String)>,
+}
+
+impl TaskFacts {
+    fn see_process(&mut self, p: &Process) {
+        if p.run_reason == RunReason::DevServer {
+            return;
+        }
+        self.in_progress |= p.status == ProcessStatus::Running;
+        if self.newest_process.is_none_or(|(ord, _)| p.ord > ord) {
+            let failed = matches!(p.status, ProcessStatus::Failed | ProcessStatus::Killed);
+            self.newest_process = Some((p.ord, failed));
+        }
+    }
+
+    fn see_session(&mut self, s: &Session) {
+        if self
+            .newest_session
+            .as_ref()
+            .is_none_or(|(ord, _)| s.ord > *ord)
+        {
+            self.newest_session = Some((s.ord, s.executor.clone().unwrap_or_default()));
+        }
+    }
+}
+
+/// The facts of every task from one pass over sessions and processes: a list or snapshot of
+/// thousands of tasks would otherwise scan every process once per task (the scale board:
+/// 11,098 tasks × 21,000 processes under the world lock).
+pub(crate) fn all_task_facts(w: &World) -> HashMap<Uuid, TaskFacts> {
+    let mut facts: HashMap<Uuid, TaskFacts> = HashMap::new();
+    for s in w.sessions.values() {
+        if let Some(ws) = w.workspaces.get(&s.workspace_id) {
+            facts.entry(ws.task_id).or_default().see_session(s);
+        }
+    }
+    for p in w.processes.values() {
+        if let Some(task) = w.task_of_session(p.session_id) {
+            facts.entry(task).or_default().see_process(p);
+        }
+    }
+    facts
+}
+
 /// `TaskWithAttemptStatus`, with VK's derived fields.
 pub(crate) fn task_json(w: &World, t: &Task) -> Value {
-    let procs: Vec<&Process> = w
-        .processes_of_task(t.id)
-        .into_iter()
-        .filter(|p| p.run_reason != RunReason::DevServer)
-        .collect();
-    let in_progress = procs.iter().any(|p| p.status == ProcessStatus::Running);
-    let failed = procs
-        .last()
-        .is_some_and(|p| matches!(p.status, ProcessStatus::Failed | ProcessStatus::Killed));
-    let executor = w
-        .sessions
+    let mut facts = TaskFacts::default();
+    for p in w.processes_of_task(t.id) {
+        facts.see_process(p);
+    }
+    w.sessions
         .values()
         .filter(|s| {
             w.workspaces
                 .get(&s.workspace_id)
                 .is_some_and(|ws| ws.task_id == t.id)
         })
-        .max_by_key(|s| s.ord)
-        .and_then(|s| s.executor.clone())
-        .unwrap_or_default();
+        .for_each(|s| facts.see_session(s));
+    task_json_with(t, &facts)
+}
+
+/// `TaskWithAttemptStatus` from facts already gathered (`all_task_facts`; none: no attempt).
+pub(crate) fn task_json_with(t: &Task, facts: &TaskFacts) -> Value {
     let mut v = task_row_json(t);
     if let Some(o) = v.as_object_mut() {
-        o.insert("has_in_progress_attempt".into(), in_progress.into());
+        o.insert("has_in_progress_attempt".into(), facts.in_progress.into());
+        let failed = facts.newest_process.is_some_and(|(_, failed)| failed);
         o.insert("last_attempt_failed".into(), failed.into());
-        o.insert("executor".into(), executor.into());
+        let executor = facts.newest_session.as_ref().map(|(_, e)| e.clone());
+        o.insert("executor".into(), executor.unwrap_or_default().into());
         o.insert("dispatch_state".into(), Value::Null);
         o.insert("orchestration".into(), Value::Null);
     }
@@ -213,4 +266,62 @@ pub(crate) fn attempt_repos_json(w: &World, id: Uuid) -> Vec<Value> {
             v
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::scale::{ScaleSpec, load};
+
+    #[test]
+    fn every_task_renders_the_same_from_the_one_pass_facts() {
+        let mut w = World::default();
+        load(
+            &mut w,
+            ScaleSpec {
+                tasks: 120,
+                attempts: 240,
+                side_tasks: 10,
+                small_tasks: 5,
+                entries: 10,
+            },
+        );
+        // A task with two attempts whose newest process was killed, a dev server running on
+        // another, and a session without a process; a task with no attempt.
+        let project = w.add_project("extra", &["r"]);
+        let task = w.add_task(project, "mixed", None);
+        let _bare = w.add_task(project, "bare", None);
+        for (executor, reason, end) in [
+            (
+                "CODEX",
+                RunReason::CodingAgent,
+                Some(ProcessStatus::Completed),
+            ),
+            ("GEMINI", RunReason::DevServer, None),
+            (
+                "CLAUDE_CODE",
+                RunReason::CodingAgent,
+                Some(ProcessStatus::Killed),
+            ),
+        ] {
+            let ws = w.create_workspace(task, Vec::new()).unwrap();
+            let session = w.add_session(ws, executor).unwrap();
+            let pid = w.insert_process(session, reason, Value::Null);
+            if let Some(status) = end {
+                w.complete_process(pid, status, None);
+            }
+        }
+        let ws = w.create_workspace(task, Vec::new()).unwrap();
+        w.add_session(ws, "AMP").unwrap();
+        let facts = all_task_facts(&w);
+        let none = TaskFacts::default();
+        for t in w.tasks.values() {
+            let one_pass = task_json_with(t, facts.get(&t.id).unwrap_or(&none));
+            assert_eq!(one_pass, task_json(&w, t), "task {}", t.title);
+        }
+        let mixed = task_json(&w, &w.tasks[&task]);
+        assert_eq!(mixed["last_attempt_failed"], true);
+        assert_eq!(mixed["has_in_progress_attempt"], false);
+        assert_eq!(mixed["executor"], "AMP");
+    }
 }

@@ -63,9 +63,11 @@ pub(crate) async fn list(State(inner): State<AppState>, Query(q): Query<TasksQue
         .filter(|t| q.project_id.is_none_or(|p| t.project_id == p))
         .collect();
     tasks.sort_by_key(|t| std::cmp::Reverse(t.ord));
+    let facts = render::all_task_facts(&w);
+    let none = render::TaskFacts::default();
     ok(tasks
         .into_iter()
-        .map(|t| render::task_json(&w, t))
+        .map(|t| render::task_json_with(t, facts.get(&t.id).unwrap_or(&none)))
         .collect::<Vec<_>>())
 }
 

@@ -341,4 +341,33 @@ mod tests {
         let entry: Value = serde_json::from_str(&scale_entry(7)).unwrap();
         assert_eq!(entry["type"], "NORMALIZED_ENTRY");
     }
+
+    #[test]
+    fn a_loaded_board_holds_no_log_channel_until_one_is_watched() {
+        let spec = ScaleSpec {
+            tasks: 20,
+            attempts: 40,
+            side_tasks: 5,
+            small_tasks: 2,
+            entries: 400,
+        };
+        let mut w = World::default();
+        let rows = load(&mut w, spec);
+        assert_eq!(w.logs.len(), 45);
+        assert!(
+            w.logs
+                .values()
+                .all(|l| !l.has_channel(SCALE_CHANNEL) && !l.has_channel(Channel::Raw))
+        );
+        let (_, pid, count) = rows.logs[0];
+        assert_eq!(w.logs[&pid].entries(SCALE_CHANNEL).len() as u64, count);
+        let mut rx = w.logs[&pid].subscribe(SCALE_CHANNEL);
+        assert!(w.logs[&pid].has_channel(SCALE_CHANNEL));
+        assert!(!w.logs[&pid].has_channel(Channel::Raw));
+        w.logs[&pid].publish(SCALE_CHANNEL, super::super::world::LogEvent::Finished);
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(super::super::world::LogEvent::Finished)
+        ));
+    }
 }

@@ -3,6 +3,7 @@
 //! the outbox changes VK would enqueue for them; they never talk to the network.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -110,12 +111,19 @@ pub(crate) enum LogEvent {
 /// board's processes all carry the same sequence) holds each distinct entry once.
 pub(crate) type LogEntry = std::sync::Arc<Value>;
 
+/// Events a log's channel buffers for a slow subscriber.
+const LOG_EVENT_BUFFER: usize = 4096;
+
+/// A process's log on both channels. A channel's broadcast buffer (4096 slots, ~320 KB, every
+/// slot written when it is made) exists only once someone subscribes: a log nobody watches
+/// (the scale board's 20,000 ended processes, read through history pages) costs its entries
+/// alone. Events sent before the first subscription reach nobody, as with a buffer no one reads.
 pub(crate) struct ProcLogs {
     pub normalized: Vec<LogEntry>,
     pub raw: Vec<LogEntry>,
     pub finished: bool,
-    pub normalized_tx: broadcast::Sender<LogEvent>,
-    pub raw_tx: broadcast::Sender<LogEvent>,
+    normalized_tx: OnceLock<broadcast::Sender<LogEvent>>,
+    raw_tx: OnceLock<broadcast::Sender<LogEvent>>,
 }
 
 impl ProcLogs {
@@ -124,16 +132,43 @@ impl ProcLogs {
             normalized: Vec::new(),
             raw: Vec::new(),
             finished: false,
-            normalized_tx: broadcast::channel(4096).0,
-            raw_tx: broadcast::channel(4096).0,
+            normalized_tx: OnceLock::new(),
+            raw_tx: OnceLock::new(),
         }
     }
 
-    pub fn channel(&self, ch: Channel) -> (&Vec<LogEntry>, &broadcast::Sender<LogEvent>) {
+    pub fn entries(&self, ch: Channel) -> &Vec<LogEntry> {
         match ch {
-            Channel::Normalized => (&self.normalized, &self.normalized_tx),
-            Channel::Raw => (&self.raw, &self.raw_tx),
+            Channel::Normalized => &self.normalized,
+            Channel::Raw => &self.raw,
         }
+    }
+
+    fn sender(&self, ch: Channel) -> &OnceLock<broadcast::Sender<LogEvent>> {
+        match ch {
+            Channel::Normalized => &self.normalized_tx,
+            Channel::Raw => &self.raw_tx,
+        }
+    }
+
+    /// Events of `ch` from now on (the channel is made at its first subscription).
+    pub fn subscribe(&self, ch: Channel) -> broadcast::Receiver<LogEvent> {
+        self.sender(ch)
+            .get_or_init(|| broadcast::channel(LOG_EVENT_BUFFER).0)
+            .subscribe()
+    }
+
+    /// Sends `event` to the subscribers of `ch`, if the channel was ever subscribed to.
+    pub fn publish(&self, ch: Channel, event: LogEvent) {
+        if let Some(tx) = self.sender(ch).get() {
+            let _ = tx.send(event);
+        }
+    }
+
+    /// Whether `ch` holds an event buffer (someone subscribed once).
+    #[cfg(test)]
+    pub fn has_channel(&self, ch: Channel) -> bool {
+        self.sender(ch).get().is_some()
     }
 }
 
@@ -431,8 +466,8 @@ impl World {
         }
         if let Some(logs) = self.logs.get_mut(&pid) {
             logs.finished = true;
-            let _ = logs.normalized_tx.send(LogEvent::Finished);
-            let _ = logs.raw_tx.send(LogEvent::Finished);
+            logs.publish(Channel::Normalized, LogEvent::Finished);
+            logs.publish(Channel::Raw, LogEvent::Finished);
         }
         true
     }
@@ -443,13 +478,13 @@ impl World {
         if logs.finished {
             return None;
         }
-        let (list, tx) = match ch {
-            Channel::Normalized => (&mut logs.normalized, &logs.normalized_tx),
-            Channel::Raw => (&mut logs.raw, &logs.raw_tx),
+        let list = match ch {
+            Channel::Normalized => &mut logs.normalized,
+            Channel::Raw => &mut logs.raw,
         };
         let idx = list.len() as u64;
         list.push(LogEntry::new(entry.clone()));
-        let _ = tx.send(LogEvent::Append(idx, entry));
+        logs.publish(ch, LogEvent::Append(idx, entry));
         Some(idx)
     }
 
@@ -464,15 +499,15 @@ impl World {
         if logs.finished {
             return false;
         }
-        let (list, tx) = match ch {
-            Channel::Normalized => (&mut logs.normalized, &logs.normalized_tx),
-            Channel::Raw => (&mut logs.raw, &logs.raw_tx),
+        let list = match ch {
+            Channel::Normalized => &mut logs.normalized,
+            Channel::Raw => &mut logs.raw,
         };
         let Some(slot) = usize::try_from(idx).ok().and_then(|i| list.get_mut(i)) else {
             return false;
         };
         *slot = LogEntry::new(entry.clone());
-        let _ = tx.send(LogEvent::Replace(idx, entry));
+        logs.publish(ch, LogEvent::Replace(idx, entry));
         true
     }
 

@@ -57,11 +57,16 @@ fn snapshot(inner: &Inner, kind: Kind) -> Value {
     let w = inner.world();
     match kind {
         Kind::Tasks(project) => {
+            let facts = render::all_task_facts(&w);
+            let none = render::TaskFacts::default();
             let map: serde_json::Map<String, Value> = w
                 .tasks
                 .values()
                 .filter(|t| project.is_none_or(|p| t.project_id == p))
-                .map(|t| (t.id.to_string(), render::task_json(&w, t)))
+                .map(|t| {
+                    let f = facts.get(&t.id).unwrap_or(&none);
+                    (t.id.to_string(), render::task_json_with(t, f))
+                })
                 .collect();
             json!([{"op": "replace", "path": "/tasks", "value": map}])
         }
