@@ -9,7 +9,7 @@ use divan::counter::ItemsCount;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 use vk_observer::store::events::{Channel, DomainEvent};
-use vk_observer::store::{Retention, StoreOwner};
+use vk_observer::store::{Retention, StoreOwner, StoreSettings};
 
 fn main() {
     divan::main();
@@ -34,6 +34,35 @@ fn normalized_entries_into_sled(bencher: Bencher, chunk: u64) {
         .with_inputs(|| {
             let entries: Vec<_> = (next..next + chunk).map(|i| (i, entry(i))).collect();
             next += chunk;
+            entries
+        })
+        .bench_local_values(|entries| {
+            writer
+                .apply(vec![DomainEvent::LogEntriesPut {
+                    attempt_id: attempt,
+                    process_id: pid,
+                    channel: Channel::Normalized,
+                    entries,
+                }])
+                .unwrap()
+        });
+}
+
+/// Chunks of 512 into a store with sled's page compression (`[store] compression`, zstd) and
+/// without: what the compression costs the writer per entry.
+#[divan::bench(args = [false, true], sample_count = 20, sample_size = 4)]
+fn entries_with_page_compression(bencher: Bencher, compression: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = StoreSettings { compression };
+    let mut owner = StoreOwner::open_with(dir.path(), Retention::default(), settings).unwrap();
+    let mut writer = owner.take_writer().unwrap();
+    let (attempt, pid) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut next = 0u64;
+    bencher
+        .counter(ItemsCount::new(512u64))
+        .with_inputs(|| {
+            let entries: Vec<_> = (next..next + 512).map(|i| (i, entry(i))).collect();
+            next += 512;
             entries
         })
         .bench_local_values(|entries| {

@@ -75,8 +75,11 @@ impl Default for StoreSettings {
     }
 }
 
-/// Chosen by measurement (docs/performance.md, issue 27, "disk: sled's page compression").
-pub const DEFAULT_STORE_COMPRESSION: bool = true;
+/// Off, chosen by measurement (docs/performance.md, "Issue 27: what page compression costs the
+/// writer"): sled 0.34 builds a new zstd context for every page it writes, which makes the writer
+/// 5.2× slower per log entry (catch-up, fleet fan-in); on, the disk is 0.55× the raw JSON instead
+/// of 2.7–2.9×.
+pub const DEFAULT_STORE_COMPRESSION: bool = false;
 
 /// `[mcp]`: who may call `/mcp` and how much they may hold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
