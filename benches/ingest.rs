@@ -26,26 +26,7 @@ fn entry(i: u64) -> Box<RawValue> {
 fn normalized_entries_into_sled(bencher: Bencher, chunk: u64) {
     let dir = tempfile::tempdir().unwrap();
     let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
-    let mut writer = owner.take_writer().unwrap();
-    let (attempt, pid) = (Uuid::new_v4(), Uuid::new_v4());
-    let mut next = 0u64;
-    bencher
-        .counter(ItemsCount::new(chunk))
-        .with_inputs(|| {
-            let entries: Vec<_> = (next..next + chunk).map(|i| (i, entry(i))).collect();
-            next += chunk;
-            entries
-        })
-        .bench_local_values(|entries| {
-            writer
-                .apply(vec![DomainEvent::LogEntriesPut {
-                    attempt_id: attempt,
-                    process_id: pid,
-                    channel: Channel::Normalized,
-                    entries,
-                }])
-                .unwrap()
-        });
+    write_chunks(bencher, &mut owner, chunk);
 }
 
 /// Chunks of 512 into a store with sled's page compression (`[store] compression`, zstd) and
@@ -55,14 +36,19 @@ fn entries_with_page_compression(bencher: Bencher, compression: bool) {
     let dir = tempfile::tempdir().unwrap();
     let settings = StoreSettings { compression };
     let mut owner = StoreOwner::open_with(dir.path(), Retention::default(), settings).unwrap();
+    write_chunks(bencher, &mut owner, 512);
+}
+
+/// Times the writer taking `chunk` new normalized entries of one process per batch.
+fn write_chunks(bencher: Bencher, owner: &mut StoreOwner, chunk: u64) {
     let mut writer = owner.take_writer().unwrap();
     let (attempt, pid) = (Uuid::new_v4(), Uuid::new_v4());
     let mut next = 0u64;
     bencher
-        .counter(ItemsCount::new(512u64))
+        .counter(ItemsCount::new(chunk))
         .with_inputs(|| {
-            let entries: Vec<_> = (next..next + 512).map(|i| (i, entry(i))).collect();
-            next += 512;
+            let entries: Vec<_> = (next..next + chunk).map(|i| (i, entry(i))).collect();
+            next += chunk;
             entries
         })
         .bench_local_values(|entries| {

@@ -63,19 +63,6 @@ async fn publish(
     (ack.map(|a| a.duplicate).map_err(|e| e.to_string()), id)
 }
 
-/// The host tokens in the stream, in stream order.
-async fn tokens_in_order(js: &jetstream::Context, host: &str) -> Vec<u64> {
-    let stream = js.get_stream(wire::stream_name(host)).await.unwrap();
-    let mut tokens = Vec::new();
-    let mut seq = 1;
-    while let Ok(m) = stream.get_raw_message(seq).await {
-        let token = m.headers.get(wire::HEADER_TOKEN).unwrap().as_str();
-        tokens.push(token.parse().unwrap());
-        seq += 1;
-    }
-    tokens
-}
-
 #[tokio::test]
 async fn a_publish_behind_a_refused_one_is_refused_so_the_stream_keeps_the_hosts_order() {
     let Some(server) = nats::NatsServer::start("fleet publish chain") else {
@@ -96,7 +83,7 @@ async fn a_publish_behind_a_refused_one_is_refused_so_the_stream_keeps_the_hosts
     assert!(publish(&js, "loose", 2, None).await.0.is_ok());
     assert_eq!(publish(&js, "loose", 3, None).await.0, Ok(true));
     assert_eq!(
-        tokens_in_order(&js, "loose").await,
+        nats::tokens_in_order(&js, "loose").await,
         [1, 3, 2],
         "without the chain, the refused batch lands after a later one (the fleet skips it)"
     );
@@ -118,7 +105,7 @@ async fn a_publish_behind_a_refused_one_is_refused_so_the_stream_keeps_the_hosts
     assert_eq!(again, Ok(false));
     let (three, three_id) = publish(&js, "h", 3, Some(&two)).await;
     assert_eq!(three, Ok(false));
-    assert_eq!(tokens_in_order(&js, "h").await, [1, 2, 3]);
+    assert_eq!(nats::tokens_in_order(&js, "h").await, [1, 2, 3]);
 
     // A session that lost its acknowledgements publishes stored batches again, chained: each is
     // dropped as a duplicate (JetStream checks the id before the chain), and the next new batch,
@@ -134,5 +121,5 @@ async fn a_publish_behind_a_refused_one_is_refused_so_the_stream_keeps_the_hosts
     assert_eq!(three, three_id);
     let (four, _) = publish(&js, "h", 4, Some(&three)).await;
     assert_eq!(four, Ok(false));
-    assert_eq!(tokens_in_order(&js, "h").await, [1, 2, 3, 4]);
+    assert_eq!(nats::tokens_in_order(&js, "h").await, [1, 2, 3, 4]);
 }

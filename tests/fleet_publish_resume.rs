@@ -48,21 +48,6 @@ async fn commit(writer: &WriterHandle, token: u64) {
     assert_eq!(applied.token, Some(token));
 }
 
-/// The host tokens in the stream, in stream order.
-async fn tokens_in_order(js: &jetstream::Context, host: &str) -> Vec<u64> {
-    let Ok(stream) = js.get_stream(wire::stream_name(host)).await else {
-        return Vec::new();
-    };
-    let mut tokens = Vec::new();
-    let mut seq = 1;
-    while let Ok(m) = stream.get_raw_message(seq).await {
-        let token = m.headers.get(wire::HEADER_TOKEN).unwrap().as_str();
-        tokens.push(token.parse().unwrap());
-        seq += 1;
-    }
-    tokens
-}
-
 /// A publisher of `owner`'s outbox until `cancel`.
 fn publisher(
     owner: &StoreOwner,
@@ -87,7 +72,7 @@ async fn published(owner: &StoreOwner, js: &jetstream::Context, host: &str, toke
     let want = *tokens.last().unwrap();
     loop {
         let cursor = owner.fleet_cursor().get().map(|c| c.token);
-        let stream = tokens_in_order(js, host).await;
+        let stream = nats::tokens_in_order(js, host).await;
         if cursor == Some(want) && stream == tokens {
             return;
         }

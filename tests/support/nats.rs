@@ -104,3 +104,20 @@ impl Drop for NatsServer {
         let _ = self.child.wait();
     }
 }
+
+/// The host tokens in `host`'s stream, in stream order (empty when the stream does not exist).
+#[allow(dead_code)]
+pub async fn tokens_in_order(js: &async_nats::jetstream::Context, host: &str) -> Vec<u64> {
+    use vk_observer::fleet::wire;
+    let Ok(stream) = js.get_stream(wire::stream_name(host)).await else {
+        return Vec::new();
+    };
+    let mut tokens = Vec::new();
+    let mut seq = 1;
+    while let Ok(m) = stream.get_raw_message(seq).await {
+        let token = m.headers.get(wire::HEADER_TOKEN).unwrap().as_str();
+        tokens.push(token.parse().unwrap());
+        seq += 1;
+    }
+    tokens
+}
