@@ -6,6 +6,9 @@
 //! - **fan-in**: four host stores written through their writers (log-entry batches, as ingest
 //!   writes them) while their publishers send the outboxes to NATS and one fleet node applies
 //!   them: entries per second into the fleet, from the first write until the fleet has all;
+//! - **backlog fan-in**: the same four hosts' writes done first, with NATS out of their reach,
+//!   then their publishers and a fleet node started: entries per second into the fleet without
+//!   the hosts' own writes on the clock (on a real fleet each host writes on its own machine);
 //! - **catch-up**: a second fleet node from an empty store over the same streams (all entries);
 //! - **wire**: JetStream's stored bytes (subject, headers, payload) per log entry, next to the
 //!   entry's own JSON.
@@ -14,7 +17,7 @@
 //! `nats-server` on PATH). Knobs (environment): `VK_BENCH_QUICK=1` (100 k entries, 40 wakes),
 //! `VK_BENCH_FLEET_ENTRIES=N` (entries over the four hosts; default 1,000,000),
 //! `VK_BENCH_FLEET_BATCH=N` (entries per host batch; default 100), `VK_BENCH_FLEET_WAKES=N`
-//! (default 200), `VK_BENCH_ONLY=wake,hostwrite,fanin` (fan-in also runs catch-up and wire; hostwrite
+//! (default 200), `VK_BENCH_ONLY=wake,hostwrite,fanin,backlog` (fan-in also runs catch-up and wire; hostwrite
 //! times one host store's writes of a quarter of the entries with the outbox off and on),
 //! `VK_BENCH_OUT=dir` (default target/perf; writes `fleet.json`),
 //! `VK_BENCH_FLEET_WAYS=serial,pipelined` (default both: each phase runs the way before the
@@ -94,7 +97,7 @@ fn main() {
     }
     // Each way on a fresh nats-server, one after the other in this process: `serial` is the
     // way before the pipelining (fleet::Pipelining::serial), `pipelined` the default.
-    for phase in ["wake", "fanin"] {
+    for phase in ["wake", "fanin", "backlog"] {
         if !opts.runs(phase) {
             continue;
         }
@@ -110,6 +113,11 @@ fn main() {
             };
             if phase == "wake" {
                 add("wake", runtime.block_on(wake(&nats, opts.wakes)));
+            } else if phase == "backlog" {
+                add(
+                    "fan_in_backlog",
+                    runtime.block_on(backlog_fan_in(&nats, &opts)),
+                );
             } else {
                 let (fan, catch, wire) = runtime.block_on(fan_in_and_catch_up(&nats, &opts));
                 add("fan_in", fan);
@@ -306,29 +314,44 @@ struct BenchHost {
     name: String,
     store: Store,
     writer: WriterHandle,
-    _owner: StoreOwner,
+    owner: StoreOwner,
     _dir: tempfile::TempDir,
 }
 
 fn bench_host(name: &str, url: &str, cancel: &tokio_util::sync::CancellationToken) -> BenchHost {
+    let host = quiet_host(name);
+    host.publish(url, cancel);
+    host
+}
+
+/// A host store with its outbox and writer, its publisher not started yet (NATS unreachable:
+/// what it writes waits in the outbox).
+fn quiet_host(name: &str) -> BenchHost {
     let dir = tempfile::tempdir().unwrap();
     let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
     owner.enable_outbox(OutboxConfig {
         max_backlog: u64::MAX,
     });
     let (writer, _task) = owner.spawn_writer().unwrap();
-    let settings = FleetSettings {
-        urls: vec![url.to_owned()],
-        host: name.into(),
-        ..FleetSettings::default()
-    };
-    Publisher::new(settings, owner.store(), owner.fleet_cursor()).spawn(cancel.child_token());
     BenchHost {
         name: name.into(),
         store: owner.store(),
         writer,
-        _owner: owner,
+        owner,
         _dir: dir,
+    }
+}
+
+impl BenchHost {
+    /// Start this host's publisher (its outbox to its stream on `url`).
+    fn publish(&self, url: &str, cancel: &tokio_util::sync::CancellationToken) {
+        let settings = FleetSettings {
+            urls: vec![url.to_owned()],
+            host: self.name.clone(),
+            ..FleetSettings::default()
+        };
+        Publisher::new(settings, self.owner.store(), self.owner.fleet_cursor())
+            .spawn(cancel.child_token());
     }
 }
 
@@ -439,6 +462,40 @@ async fn host_writes(opts: &Opts) -> Value {
         "outbox_on_entries_per_s": entries as f64 / seconds[1]});
     println!("host writes (one store, outbox off vs on): {report}");
     report
+}
+
+/// Fan-in without the hosts' own writes: four hosts write their share while NATS is out of
+/// their reach (the entries wait in their outboxes), then their publishers start with a fleet
+/// node following: entries per second into the fleet from the publishers' start until the
+/// node has all. On a real fleet each host writes on its own machine; here the host writers
+/// are kept off the clock, while the publishers, nats-server and the node share the 2 cores.
+async fn backlog_fan_in(nats: &nats::NatsServer, opts: &Opts) -> Value {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let hosts: Vec<BenchHost> = (0..4).map(|i| quiet_host(&format!("back{i}"))).collect();
+    let per_host = opts.entries / 4;
+    let start = Instant::now();
+    let writes: Vec<_> = hosts
+        .iter()
+        .map(|h| write_host(h, per_host, opts.batch))
+        .collect();
+    futures::future::join_all(writes).await;
+    let written = start.elapsed().as_secs_f64();
+    let (node, _node_owner, _node_dir) = bench_node(&nats.url, &cancel);
+    let start = Instant::now();
+    for h in &hosts {
+        h.publish(&nats.url, &cancel);
+    }
+    until("the fleet has every host's backlog", || {
+        has_all(&node, &hosts)
+    })
+    .await;
+    let secs = start.elapsed().as_secs_f64();
+    let total = per_host * 4;
+    let fan = json!({"hosts": 4, "entries": total, "batch": opts.batch, "seconds": secs,
+        "entries_per_s": total as f64 / secs, "hosts_written_before_s": written});
+    println!("fan-in of the hosts' backlogs: {fan}");
+    cancel.cancel();
+    fan
 }
 
 /// Whether the node applied every host's last token.
