@@ -11,6 +11,7 @@
 //!
 //! `cargo bench --bench idle_memory` (attempts 400 and 1,600 by default, `VK_BENCH_IDLE_ATTEMPTS=
 //! 400,1600`; 50 normalized entries per attempt, `VK_BENCH_IDLE_ENTRIES_PER_ATTEMPT`).
+//! `VK_BENCH_IDLE_CACHE_MB=N`: sled's page cache (`[retention] cache_mb`) instead of the default.
 //! `VK_BENCH_IDLE_EXIT=1` exits the process while the last daemon idles, so that
 //! `heaptrack <bench binary>` reports every allocation still live then with its stack.
 
@@ -138,12 +139,13 @@ async fn sample(
     .await?;
     let rows = sim.load_scale(spec);
     let dir = tempfile::tempdir()?;
-    let settings = Settings {
+    let mut settings = Settings {
         upstream: sim.base_url(),
         listen: "127.0.0.1:0".parse()?,
         data_dir: dir.path().to_path_buf(),
         ..Settings::default()
     };
+    settings.retention.cache_mb = env_or("VK_BENCH_IDLE_CACHE_MB", settings.retention.cache_mb);
     let started = Instant::now();
     let daemon = Daemon::start(settings.validate()?, None).await?;
     wait_caught_up(&daemon, &rows).await?;
