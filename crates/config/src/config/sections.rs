@@ -37,8 +37,11 @@ pub struct Retention {
 /// Ninety days of audit by default: long enough to answer "who merged this" after a release.
 pub const DEFAULT_AUDIT_HORIZON: Duration = Duration::from_secs(90 * 24 * 3600);
 
-/// sled's page cache by default (MB): what every release before this setting used.
-pub const DEFAULT_CACHE_MB: u64 = 64;
+/// sled's page cache by default (MB). 64 (what every release before this setting used) kept
+/// ~61 MB more RSS on an idle daemon after a tenth of the scale board than 8 did, one for one
+/// with the setting (docs/performance.md, "Issue 27: idle RSS"); 16 holds the indexes and the
+/// rows the tools read most.
+pub const DEFAULT_CACHE_MB: u64 = 16;
 
 /// Seven days of activity by default.
 pub const DEFAULT_ACTIVITY_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
