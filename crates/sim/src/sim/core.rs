@@ -127,7 +127,17 @@ impl Inner {
     }
 
     pub fn add_task(&self, project_id: Uuid, title: &str, desc: Option<&str>) -> Uuid {
-        let id = self.world().add_task(project_id, title, desc);
+        self.add_task_with_id(Uuid::new_v4(), project_id, title, desc)
+    }
+
+    pub fn add_task_with_id(
+        &self,
+        id: Uuid,
+        project: Uuid,
+        title: &str,
+        desc: Option<&str>,
+    ) -> Uuid {
+        let id = self.world().add_task_with_id(id, project, title, desc);
         self.enqueue([Change::TaskCreated(id)]);
         id
     }
