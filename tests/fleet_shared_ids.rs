@@ -106,7 +106,7 @@ async fn a_task_two_hosts_report_is_listed_once_needs_a_host_and_goes_with_its_l
         ("delete_task", json!({"task_id": shared})),
         (
             "start_task_attempt",
-            json!({"task_id": shared, "executor": "CLAUDE_CODE"}),
+            json!({"task_id": shared, "executor": "CLAUDE_CODE", "repos": [{"repo_id": Uuid::new_v4()}]}),
         ),
     ] {
         let refused = mcp.call(tool, args).await.err();

@@ -127,7 +127,9 @@ impl Inner {
     }
 
     pub fn add_task(&self, project_id: Uuid, title: &str, desc: Option<&str>) -> Uuid {
-        self.add_task_with_id(Uuid::new_v4(), project_id, title, desc)
+        let id = self.world().add_task(project_id, title, desc);
+        self.enqueue([Change::TaskCreated(id)]);
+        id
     }
 
     pub fn add_task_with_id(

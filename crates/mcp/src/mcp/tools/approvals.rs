@@ -192,7 +192,7 @@ Avoid: both attempt_ids and project_id; answering items whose agent_waiting is f
     pub const RESPOND_APPROVAL: &str = "Approve or deny a tool call an agent is blocked on; VK unblocks it and the answer is cached on return.
 Use when: get_attempt_status says waiting_for: approval, or list_approvals shows agent_waiting.
 Required: approval_id (from pending_approvals or list_approvals), decision (approve | deny).
-Optional: reason (deny only: told to the agent), request_id (a retry replays the first answer), host (fleet node: when several hosts report the attempt).
+Optional: reason (deny only: told to the agent), request_id (a retry replays the first answer), host (fleet node).
 Next: wait_for_attempt_change with the returned token.
 Avoid: an attempt or process id as approval_id; reason with approve; answering twice or after timeout_at.";
 }

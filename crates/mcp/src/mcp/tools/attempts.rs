@@ -185,8 +185,9 @@ pub struct StartAttemptArgs {
     /// Idempotency key: a retry with the same key and arguments returns the same attempt.
     #[serde(default)]
     pub request_id: Option<String>,
-    /// Fleet node: the host to start it on; default the host the task lives on. A host daemon
-    /// accepts only its own name.
+    /// Fleet node: the host to start it on; default the host the task lives on, needed when
+    /// several hosts report the task (a copied VK database; the refusal's `details.hosts` names
+    /// them). A host daemon accepts only its own name.
     #[serde(default)]
     pub host: Option<String>,
     /// Detail level of the answer's task or status: 0 (default) the fields needed to decide
@@ -311,21 +312,21 @@ mod describe {
     pub const START_TASK_ATTEMPT: &str = "Start an attempt on a task: a branch and worktree per repo, then the coding agent runs the task description.
 Use when: a task should be worked on by an agent.
 Required: task_id, executor (from list_executors), repos [{repo_id (from list_repos)}].
-Optional: repos[].target_branch (default: the repo's current_branch), branch_prefix, variant, reuse_running_attempt, request_id (idempotency key), host (fleet node: when several hosts report the task).
+Optional: repos[].target_branch (default: the repo's current_branch), branch_prefix, variant, reuse_running_attempt, request_id (idempotency key).
 Next: wait_for_attempt_change with the returned attempt_id and token, then get_attempt_status.
 Avoid: starting a second attempt while one runs (pass reuse_running_attempt: true); inventing executor names.";
 
     pub const FOLLOW_UP: &str = "Send the attempt's agent a new message now (send), queue one for after the current run (queue), or drop the queued one (cancel).
 Use when: the agent needs more instructions or fixes.
 Required: action and exactly one of attempt_id or session_id; prompt for send and queue.
-Optional: variant, request_id (idempotency key for send, queue and cancel: same key and arguments replay the first answer), host (fleet node: when several hosts report the attempt).
+Optional: variant, request_id (idempotency key for send, queue and cancel: same key and arguments replay the first answer).
 Next: wait_for_attempt_change, then tail_attempt_logs.
 Avoid: calling before the attempt has a session (no_session_yet: check get_attempt_status); using cancel to stop a running agent (use stop_attempt).";
 
     pub const STOP_ATTEMPT: &str = "Stop an attempt's agent/scripts (not dev servers) or one process (dev servers too). Returns once VK stopped them (interrupt, ~5 s, kill): what was stopped, final status, vk_ms.
 Use when: an agent is stuck or unwanted; a dev server must go.
 Required: exactly one of attempt_id or execution_process_id.
-Optional: force (attempt only: also marks processes VK lost track of as killed; VK's process stop has none), request_id, host (fleet node: when several hosts report the attempt), detail (0|1|2).
+Optional: force (attempt only: also marks processes VK lost track of as killed; VK's process stop has none), request_id, detail (0|1|2).
 Next: get_attempt_changes, or follow_up to continue differently.
 Avoid: both ids; force with execution_process_id; follow_up cancel or delete_task to stop.";
 }

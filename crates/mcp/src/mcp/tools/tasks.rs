@@ -379,14 +379,14 @@ Avoid: retrying a timed-out call without request_id (it may create a duplicate).
     pub const UPDATE_TASK: &str = "Change a task's title, description or status.
 Use when: editing a task or moving it on the board (e.g. to done).
 Required: task_id and at least one of title, description, status.
-Optional: title, description (empty string clears it), status, request_id (idempotency key: same key and arguments replay the first answer, no second write), host (fleet node: when several hosts report the task), detail (0|1|2, default 0).
+Optional: title, description (empty string clears it), status, request_id (idempotency key: same key and arguments replay the first answer, no second write), host (fleet node: a task several hosts report), detail (0|1|2, default 0).
 Next: get_task to confirm, or list_tasks.
 Avoid: using it to stop work (use stop_attempt) or to send instructions to the agent (use follow_up).";
 
     pub const DELETE_TASK: &str = "Delete a task with its attempts and worktrees. Irreversible.
 Use when: a task was created by mistake or is obsolete.
 Required: task_id.
-Optional: request_id (idempotency key: a retry answers the same deleted_task_id though the task is gone), host (fleet node: when several hosts report the task).
+Optional: request_id (idempotency key: a retry answers the same deleted_task_id though the task is gone), host (fleet node: a task several hosts report).
 Next: list_tasks.
 Avoid: deleting a task whose attempt is running (VK refuses: stop_attempt first); deleting to cancel (set status cancelled instead).";
 }
