@@ -233,6 +233,7 @@ fn task_fields_only(_: &StoreReader, t: &Stored) -> Result<TaskSummary, ToolErro
         has_in_progress_attempt: false,
         last_attempt_failed: false,
         host: None,
+        hosts: Vec::new(),
     })
 }
 

@@ -240,17 +240,16 @@ async fn a_project_on_two_hosts_needs_a_host_to_create_on() {
     assert_eq!(made["task"]["host"], "beta", "{made}");
     assert_eq!(titled(&f.sims[1], "on beta").len(), 1);
     assert!(titled(&f.sims[0], "on beta").is_empty());
-    // A project on one host needs none; `host` on an update is not an argument of it.
+    // A project on one host needs none; a `host` that does not report the task is refused.
     let plain = json!({"project_id": f.projects[1], "title": "plain"});
     assert_eq!(
         f.mcp.call("create_task", plain).await.ok()["task"]["host"],
         "beta"
     );
-    let wrong = json!({"task_id": f.todo[0], "title": "t", "host": "alpha"});
-    assert_eq!(
-        f.mcp.call("update_task", wrong).await.code(),
-        "invalid_argument"
-    );
+    let wrong = json!({"task_id": f.todo[0], "title": "t", "host": "beta"});
+    let refused = f.mcp.call("update_task", wrong).await.err();
+    assert_eq!(refused["details"]["reason"], "unknown_word", "{refused}");
+    assert_eq!(refused["details"]["valid"], json!(["alpha"]));
     f.node.shutdown().await;
     for h in f.hosts {
         h.shutdown().await;

@@ -313,6 +313,14 @@ pub fn cases(w: &World) -> Vec<Case> {
             &["not a fleet node", "leave host out"],
         ),
         (
+            "host on an attempt's mutation on a daemon that is not a fleet node",
+            "stop_attempt",
+            json!({"attempt_id": a, "host": "build-box"}),
+            "invalid_argument/unknown_word",
+            false,
+            &["not a fleet node", "leave host out"],
+        ),
+        (
             "request_id reused for another task",
             "create_task",
             json!({"project_id": project, "title": "Second", "request_id": "dup"}),

@@ -1,7 +1,9 @@
-//! Host-scoping on the fleet node: every project, task and attempt JSON gains `"host"`, a
-//! host's project list becomes `HostProjectsSnapshot` (it removes only that host's projects),
-//! its task list of a project `HostTasksSnapshot` (only that host's tasks),
-//! and the facts of one host's VK server (`ServerInfo`) are kept per host (`HostServerInfo`).
+//! Host-scoping on the fleet node: every project, task and attempt JSON gains `"host"`, and
+//! each event that adds or removes one becomes its `Host*` form, which touches only what this
+//! host reports (one id may live on several hosts): its project list `HostProjectsSnapshot`,
+//! its task list of a project `HostTasksSnapshot`, a task `HostTaskUpserted` /
+//! `HostTaskRemoved`, a task's attempts `HostAttemptsSnapshot`; the facts of one host's VK
+//! server (`ServerInfo`) are kept per host (`HostServerInfo`).
 
 use serde_json::Value;
 
@@ -25,15 +27,21 @@ fn tag_one(host: &str, event: DomainEvent) -> Option<DomainEvent> {
             host: host.to_owned(),
             projects: all(projects),
         },
-        DomainEvent::TaskUpserted { task } => DomainEvent::TaskUpserted {
+        DomainEvent::TaskUpserted { task } => DomainEvent::HostTaskUpserted {
+            host: host.to_owned(),
             task: with_host(host, task),
+        },
+        DomainEvent::TaskRemoved { task_id } => DomainEvent::HostTaskRemoved {
+            host: host.to_owned(),
+            task_id,
         },
         DomainEvent::TasksSnapshot { project_id, tasks } => DomainEvent::HostTasksSnapshot {
             host: host.to_owned(),
             project_id,
             tasks: all(tasks),
         },
-        DomainEvent::AttemptsSnapshot { task_id, attempts } => DomainEvent::AttemptsSnapshot {
+        DomainEvent::AttemptsSnapshot { task_id, attempts } => DomainEvent::HostAttemptsSnapshot {
+            host: host.to_owned(),
             task_id,
             attempts: all(attempts),
         },
@@ -79,10 +87,10 @@ mod tests {
             (host.as_str(), &projects[0]["host"]),
             ("box", &json!("box"))
         );
-        let DomainEvent::TaskUpserted { task } = &tagged[1] else {
+        let DomainEvent::HostTaskUpserted { host, task } = &tagged[1] else {
             panic!("{tagged:?}")
         };
-        assert_eq!(task["host"], "box");
+        assert_eq!((host.as_str(), &task["host"]), ("box", &json!("box")));
         let DomainEvent::HostServerInfo { host, info } = &tagged[2] else {
             panic!("{tagged:?}")
         };

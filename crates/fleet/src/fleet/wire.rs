@@ -192,7 +192,11 @@ pub fn decode(
         e.is_local_meta()
             || matches!(
                 e,
-                DomainEvent::HostProjectsSnapshot { .. } | DomainEvent::HostTasksSnapshot { .. }
+                DomainEvent::HostProjectsSnapshot { .. }
+                    | DomainEvent::HostTasksSnapshot { .. }
+                    | DomainEvent::HostTaskUpserted { .. }
+                    | DomainEvent::HostTaskRemoved { .. }
+                    | DomainEvent::HostAttemptsSnapshot { .. }
             )
     }) {
         return Err(Garbage::ForbiddenEvent(e.kind()));

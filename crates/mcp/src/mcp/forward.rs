@@ -12,11 +12,12 @@ use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::{Value, json};
 
-use super::tools::{answer, mutations, tasks};
+use super::tools::{answer, mutations};
 use crate::query::Query;
 use crate::tool_error::{ErrorCode, InvalidReason, ToolError};
 
-/// The argument naming the host a call should run on (`create_task`, `start_task_attempt`).
+/// The argument naming the host a call should run on: every mutating tool takes it, needed
+/// when its target lives on several hosts.
 pub const HOST_ARG: &str = "host";
 
 /// Sends a mutating call to its host and answers once this node's cache shows the change.
@@ -71,7 +72,8 @@ pub async fn forwarded(
     }
 }
 
-/// The host a call runs on: the one named (a known host), else the only host of its target.
+/// The host a call runs on: the one named (a known host that reports the target), else the only
+/// host of its target; `host_required` when the target lives on several.
 fn route(
     tool: &str,
     args: &JsonObject,
@@ -93,22 +95,35 @@ fn route(
             ),
         ));
     };
+    let what = match (owning.owner.attempt, owning.owner.task) {
+        (Some(_), _) => "attempt",
+        (None, Some(_)) => "task",
+        (None, None) => "project",
+    };
     match (named, owning.hosts.as_slice()) {
-        (Some(h), hosts) if tool == tasks::CREATE_TASK && !hosts.contains(&h) => {
-            Err(unknown_host(&h, hosts, "the hosts the project lives on"))
-        }
+        (Some(h), hosts) if !hosts.contains(&h) => Err(unknown_host(
+            &h,
+            hosts,
+            &format!("the hosts that report the {what}"),
+        )),
         (Some(h), _) => Ok(h),
         (None, [one]) => Ok(one.clone()),
-        (None, hosts) => Err(ToolError::invalid_because(
-            InvalidReason::HostRequired,
-            format!(
-                "{tool}: the project lives on {} hosts ({}); pass `host` with one of them (details.hosts).",
-                hosts.len(),
-                hosts.join(", ")
-            ),
-            json!({"field": HOST_ARG, "hosts": hosts}),
-        )),
+        (None, hosts) => Err(host_required(tool, what, hosts)),
     }
+}
+
+/// A target several hosts report (a project they all list; a task or attempt id a copied VK
+/// database gave them all) and no `host` to choose one.
+fn host_required(tool: &str, what: &str, hosts: &[String]) -> ToolError {
+    ToolError::invalid_because(
+        InvalidReason::HostRequired,
+        format!(
+            "{tool}: the {what} lives on {} hosts ({}); pass `host` with one of them (details.hosts).",
+            hosts.len(),
+            hosts.join(", ")
+        ),
+        json!({"field": HOST_ARG, "hosts": hosts}),
+    )
 }
 
 fn unknown_host(host: &str, valid: &[String], which: &str) -> ToolError {

@@ -1,6 +1,7 @@
-//! Which fleet host owns a mutation's target (a fleet node, design-notes §23): an attempt's or
-//! a task's `host`, or every host a project lives on (every host that lists it, and its tasks'). Read
-//! from the fleet node's cache, where every project, task and attempt names its host.
+//! Which fleet hosts own a mutation's target (a fleet node, design-notes §23): every host that
+//! reports its attempt or task (one, unless a copied VK database gave the id to several), or
+//! every host a project lives on (every host that lists it, and its tasks'). Read from the fleet
+//! node's cache, where every project, task and attempt names its hosts.
 
 use std::collections::BTreeSet;
 
@@ -16,7 +17,7 @@ use crate::tool_error::ToolError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owning {
     pub owner: Owner,
-    /// The hosts it lives on, sorted: one for an attempt or a task, one or more for a project.
+    /// The hosts it lives on, sorted: one or more (a mutation without `host` needs exactly one).
     pub hosts: Vec<String>,
 }
 
@@ -30,9 +31,9 @@ impl Query {
         let reader = self.read();
         let mut hosts = BTreeSet::new();
         if let Some(attempt) = owner.attempt {
-            hosts.extend(host(reader.attempt(attempt)?.map(|a| a.value)));
+            hosts.extend(row_hosts(reader.attempt(attempt)?.map(|a| a.value)));
         } else if let Some(task) = owner.task {
-            hosts.extend(host(reader.task(task)?.map(|t| t.value)));
+            hosts.extend(row_hosts(reader.task(task)?.map(|t| t.value)));
         } else {
             hosts.extend(project_hosts(&reader, owner.project)?);
         }
@@ -66,15 +67,21 @@ fn host(value: Option<Value>) -> Option<String> {
     value?.get(HOST_FIELD)?.as_str().map(str::to_owned)
 }
 
+/// Every host a row names: its `hosts` and its `host` (a row written before `hosts` was kept
+/// names only `host`).
+fn row_hosts(value: Option<Value>) -> BTreeSet<String> {
+    let mut hosts: BTreeSet<String> = listing_hosts(value.as_ref()).into_iter().collect();
+    hosts.extend(host(value));
+    hosts
+}
+
 /// A project's hosts: every host that lists it (its row's `hosts`, or `host` for a row written
 /// before `hosts` was kept) and those of its tasks.
 fn project_hosts(reader: &StoreReader, project: uuid::Uuid) -> Result<Vec<String>, ToolError> {
     let mut hosts = BTreeSet::new();
-    let row = reader.project(project)?.map(|p| p.value);
-    hosts.extend(listing_hosts(row.as_ref()));
-    hosts.extend(host(row));
+    hosts.extend(row_hosts(reader.project(project)?.map(|p| p.value)));
     for task in reader.tasks_of_project(project)? {
-        hosts.extend(host(Some(task.value)));
+        hosts.extend(row_hosts(Some(task.value)));
     }
     Ok(hosts.into_iter().collect())
 }

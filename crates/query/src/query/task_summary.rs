@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::status::latest_session_of;
 use super::tasks::TaskSummary;
 use crate::store::StoreReader;
-use crate::store::events::HOST_FIELD;
+use crate::store::events::{HOST_FIELD, several_hosts};
 use crate::store::reader::Stored;
 use crate::store::task_digest::{AttemptFacts, TaskDigest, attempt_facts};
 use crate::tool_error::ToolError;
@@ -76,6 +76,7 @@ pub fn summary_of_digest((task_id, d): (Uuid, TaskDigest)) -> TaskSummary {
         has_in_progress_attempt: d.facts.has_in_progress_attempt,
         last_attempt_failed: d.facts.last_attempt_failed,
         host: d.host,
+        hosts: d.hosts,
     }
 }
 
@@ -126,5 +127,6 @@ fn with_task_fields(t: &Stored, facts: AttemptFacts) -> TaskSummary {
         has_in_progress_attempt: facts.has_in_progress_attempt,
         last_attempt_failed: facts.last_attempt_failed,
         host: string_of(&t.value, HOST_FIELD),
+        hosts: several_hosts(&t.value),
     }
 }

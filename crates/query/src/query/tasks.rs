@@ -14,7 +14,7 @@ use super::task_summary::SummaryFn;
 pub use super::task_summary::{summary_of_digest, task_summary};
 use super::{Freshness, Query, View};
 use crate::store::StoreReader;
-use crate::store::events::HOST_FIELD;
+use crate::store::events::{HOST_FIELD, several_hosts};
 use crate::store::list_index::{After, IndexPage};
 use crate::store::reader::Stored;
 use crate::tool_error::ToolError;
@@ -81,6 +81,10 @@ pub struct TaskSummary {
     /// Fleet node only: the host that owns it (`[fleet] host`); absent on a single host.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Fleet node only, when several hosts report this task id (a copied VK database): every
+    /// such host, sorted; a mutation on the task then needs `host`. Absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 /// Answer of `list_tasks`.
@@ -124,6 +128,10 @@ pub struct AttemptSummary {
     /// Fleet node only: the host that owns it (`[fleet] host`); absent on a single host.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Fleet node only, when several hosts report this attempt id (a copied VK database): every
+    /// such host, sorted; a mutation on the attempt then needs `host`. Absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 /// Answer of `list_task_attempts`.
@@ -433,6 +441,7 @@ fn attempt_page(
                 latest_session_executor,
                 state,
                 host: string_of(&a.value, HOST_FIELD),
+                hosts: several_hosts(&a.value),
             })
         })
         .collect::<Result<_, ToolError>>()?;

@@ -132,6 +132,18 @@ impl Inner {
         id
     }
 
+    pub fn add_task_with_id(
+        &self,
+        id: Uuid,
+        project: Uuid,
+        title: &str,
+        desc: Option<&str>,
+    ) -> Uuid {
+        let id = self.world().add_task_with_id(id, project, title, desc);
+        self.enqueue([Change::TaskCreated(id)]);
+        id
+    }
+
     pub fn update_task(
         &self,
         id: Uuid,

@@ -101,6 +101,19 @@ impl Sim {
         self.inner.add_task(project_id, title, description)
     }
 
+    /// A task with a given id: the same task on several simulated hosts of a fleet (a VK
+    /// database copied to another machine).
+    pub fn add_task_with_id(
+        &self,
+        id: Uuid,
+        project_id: Uuid,
+        title: &str,
+        description: Option<&str>,
+    ) -> Uuid {
+        self.inner
+            .add_task_with_id(id, project_id, title, description)
+    }
+
     pub fn update_task(
         &self,
         task_id: Uuid,

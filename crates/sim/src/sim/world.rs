@@ -234,7 +234,16 @@ impl World {
     }
 
     pub fn add_task(&mut self, project_id: Uuid, title: &str, desc: Option<&str>) -> Uuid {
-        let id = Uuid::new_v4();
+        self.add_task_with_id(Uuid::new_v4(), project_id, title, desc)
+    }
+
+    pub fn add_task_with_id(
+        &mut self,
+        id: Uuid,
+        project_id: Uuid,
+        title: &str,
+        desc: Option<&str>,
+    ) -> Uuid {
         let ts = now_ts();
         let ord = self.next_ord();
         self.tasks.insert(

@@ -17,9 +17,11 @@ use super::events::{Channel, DomainEvent};
 use super::keys::{self, table};
 use super::overlay::Overlay;
 use crate::store::keys::ChannelKeys as _;
-use crate::vk::{object_id, uuid_of};
+use crate::vk::object_id;
 
 mod fleet;
+mod fleet_tasks;
+mod tasks;
 
 /// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
 pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
@@ -113,6 +115,17 @@ impl<'t, 'c> Pending<'t, 'c> {
                 project_id,
                 tasks,
             } => self.host_tasks_snapshot(&host, project_id, tasks),
+            DomainEvent::HostTaskUpserted { host, task } => {
+                self.host_task_upsert(&host, task).map(|_| ())
+            }
+            DomainEvent::HostTaskRemoved { host, task_id } => {
+                self.drop_host_from_task(&host, task_id)
+            }
+            DomainEvent::HostAttemptsSnapshot {
+                host,
+                task_id,
+                attempts,
+            } => self.host_attempts_snapshot(&host, task_id, attempts),
             DomainEvent::FleetPosition { host, position } => {
                 let value = serde_json::to_vec(&position).map_err(StoreError::Encode)?;
                 self.set_meta(&keys::fleet_position_name(&host), value)
@@ -266,7 +279,7 @@ impl<'t, 'c> Pending<'t, 'c> {
         Ok(())
     }
 
-    fn remove_project(&mut self, id: Uuid) -> R {
+    pub(super) fn remove_project(&mut self, id: Uuid) -> R {
         self.remove_entity(&keys::id_key(table::PROJECTS, id))?;
         for repo in self.children(table::REPOS, id)? {
             self.remove_entity(&keys::pair_key(table::REPOS, id, repo))?;
@@ -295,71 +308,12 @@ impl<'t, 'c> Pending<'t, 'c> {
         Ok(())
     }
 
-    // ---- tasks ----
-
-    pub(super) fn task_upsert(&mut self, task: &Value) -> R<Option<Uuid>> {
-        let (Some(id), Some(project)) = (object_id(task), uuid_of(task, "project_id")) else {
-            return Err(StoreError::Invalid("task without id or project_id"));
-        };
-        let key = keys::id_key(table::TASKS, id);
-        let old = self.ov.get(&key)?;
-        if self.upsert(&key, task)? {
-            self.set_index(table::IDX_PROJECT_TASKS, project, id);
-            self.note(format!("task:{id}"));
-            self.feed_task_upserted(id, project, old.as_deref(), task)?;
-        }
-        Ok(Some(id))
-    }
-
-    fn tasks_snapshot(&mut self, project: Uuid, tasks: Vec<Value>) -> R {
-        let mut keep = BTreeSet::new();
-        for t in &tasks {
-            if let Some(id) = self.task_upsert(t)? {
-                keep.insert(id);
-            }
-        }
-        for id in self.children(table::IDX_PROJECT_TASKS, project)? {
-            if !keep.contains(&id) {
-                self.remove_task(id)?;
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn remove_task(&mut self, id: Uuid) -> R {
-        let key = keys::id_key(table::TASKS, id);
-        let old = self.stored_value(&key)?;
-        if let Some(project) = old.as_ref().and_then(|t| uuid_of(t, "project_id")) {
-            self.ov
-                .remove(&keys::pair_key(table::IDX_PROJECT_TASKS, project, id));
-        }
-        if self.remove_entity(&key)? {
-            self.note(format!("task_removed:{id}"));
-            self.feed_task_deleted(id, old.as_ref());
-        }
-        for attempt in self.children(table::IDX_TASK_ATTEMPTS, id)? {
-            self.remove_attempt(id, attempt)?;
-        }
-        Ok(())
-    }
-
     // ---- attempts ----
 
     fn attempts_snapshot(&mut self, task: Uuid, attempts: Vec<Value>) -> R {
         let mut keep = BTreeSet::new();
         for a in &attempts {
-            let Some(id) = object_id(a) else { continue };
-            keep.insert(id);
-            let key = keys::id_key(table::ATTEMPTS, id);
-            let existed = self.ov.contains(&key)?;
-            if self.upsert(&key, a)? {
-                self.set_index(table::IDX_TASK_ATTEMPTS, task, id);
-                self.attempts.insert(id);
-                self.note(format!("attempt:{id}"));
-                if !existed {
-                    self.feed_attempt_started(task, id)?;
-                }
-            }
+            keep.extend(self.attempt_upsert(task, a)?);
         }
         for id in self.children(table::IDX_TASK_ATTEMPTS, task)? {
             if !keep.contains(&id) {
@@ -369,7 +323,25 @@ impl<'t, 'c> Pending<'t, 'c> {
         Ok(())
     }
 
-    fn remove_attempt(&mut self, task: Uuid, id: Uuid) -> R {
+    /// One attempt of `task` stored (indexed under it); its id, None for one without an id.
+    pub(super) fn attempt_upsert(&mut self, task: Uuid, a: &Value) -> R<Option<Uuid>> {
+        let Some(id) = object_id(a) else {
+            return Ok(None);
+        };
+        let key = keys::id_key(table::ATTEMPTS, id);
+        let existed = self.ov.contains(&key)?;
+        if self.upsert(&key, a)? {
+            self.set_index(table::IDX_TASK_ATTEMPTS, task, id);
+            self.attempts.insert(id);
+            self.note(format!("attempt:{id}"));
+            if !existed {
+                self.feed_attempt_started(task, id)?;
+            }
+        }
+        Ok(Some(id))
+    }
+
+    pub(super) fn remove_attempt(&mut self, task: Uuid, id: Uuid) -> R {
         self.ov
             .remove(&keys::pair_key(table::IDX_TASK_ATTEMPTS, task, id));
         self.remove_entity(&keys::id_key(table::ATTEMPTS, id))?;

@@ -122,12 +122,32 @@ pub enum DomainEvent {
         host: String,
         projects: Vec<Value>,
     },
-    /// Fleet node only: one host's tasks of a project; removes only tasks whose `host` field
-    /// names it (a project on several hosts keeps the other hosts' tasks).
+    /// Fleet node only: one host's tasks of a project; a task it omits loses only this host
+    /// from its `hosts` (a project on several hosts keeps the other hosts' tasks).
     HostTasksSnapshot {
         host: String,
         project_id: Uuid,
         tasks: Vec<Value>,
+    },
+    /// Fleet node only: one host's version of a task. The task keeps in `hosts` every host
+    /// that reports it (a copied VK database gives two hosts one task id); the row shows the
+    /// newest version any of them sent.
+    HostTaskUpserted {
+        host: String,
+        task: Value,
+    },
+    /// Fleet node only: one host deleted a task; it takes only that host off the task (and
+    /// off its attempts), and the task goes once no host reports it.
+    HostTaskRemoved {
+        host: String,
+        task_id: Uuid,
+    },
+    /// Fleet node only: one host's attempts of a task; an attempt keeps in `hosts` every host
+    /// that reports it, and one this host's list omits loses only this host.
+    HostAttemptsSnapshot {
+        host: String,
+        task_id: Uuid,
+        attempts: Vec<Value>,
     },
     /// Fleet node only (meta, moves no token): the last message applied from a host's stream,
     /// written in the same batch as that message's events.
@@ -168,9 +188,20 @@ impl DomainEvent {
 /// The key a fleet node adds to project, task and attempt JSON: the name of the host that owns
 /// it (`fleet::tag`; design-notes §23).
 pub const HOST_FIELD: &str = "host";
-/// The key under which a fleet node keeps, in a project's JSON, every host that lists it
-/// (sorted): one project id may live on several hosts, `HOST_FIELD` names the last lister.
+/// The key under which a fleet node keeps, in a project's, task's or attempt's JSON, every host
+/// that reports it (sorted): one id may live on several hosts (a copied VK database);
+/// `HOST_FIELD` names the host whose version the row shows.
 pub const HOSTS_FIELD: &str = "hosts";
+
+/// The hosts a fleet node's row names in `hosts` when there are several (an id a copied VK
+/// database gives more than one host), sorted; empty for one host, and off a fleet node.
+pub fn several_hosts(row: &Value) -> Vec<String> {
+    let hosts = crate::vk::strings(row.get(HOSTS_FIELD));
+    if hosts.len() < 2 {
+        return Vec::new();
+    }
+    hosts
+}
 
 /// The key of a stored change summary under which ingest records when it read it from VK (an
 /// RFC 3339 time; VK's answer has no such key).
@@ -207,6 +238,9 @@ impl DomainEvent {
             DomainEvent::HostServerInfo { .. } => "host_server_info",
             DomainEvent::HostProjectsSnapshot { .. } => "host_projects_snapshot",
             DomainEvent::HostTasksSnapshot { .. } => "host_tasks_snapshot",
+            DomainEvent::HostTaskUpserted { .. } => "host_task_upserted",
+            DomainEvent::HostTaskRemoved { .. } => "host_task_removed",
+            DomainEvent::HostAttemptsSnapshot { .. } => "host_attempts_snapshot",
             DomainEvent::FleetPosition { .. } => "fleet_position",
         }
     }

@@ -17,8 +17,13 @@ use crate::vk::{self, ProcessStatus, RunReason, str_of, uuid_of};
 
 type R<T = ()> = Result<T, StoreError>;
 
-/// Task fields whose change alone is not activity (VK bumps them with every write).
-const QUIET_TASK_FIELDS: &[&str] = &["updated_at"];
+/// Task fields whose change alone is not activity: VK bumps `updated_at` with every write; a
+/// fleet node's `host` and `hosts` say which hosts report the task, not what it is.
+const QUIET_TASK_FIELDS: &[&str] = &[
+    "updated_at",
+    super::events::HOST_FIELD,
+    super::events::HOSTS_FIELD,
+];
 
 fn parse_stored(raw: Option<&[u8]>) -> Option<Value> {
     let (_, json) = decode(raw?)?;

@@ -40,6 +40,8 @@ pub mod rows;
 pub mod task_digest;
 pub mod task_handles;
 #[cfg(test)]
+mod task_hosts_tests;
+#[cfg(test)]
 mod tests;
 pub mod token;
 pub mod writer;

@@ -68,6 +68,9 @@ pub struct TaskDigest {
     pub updated_micros: Option<i64>,
     /// Fleet node only: the host that owns the task.
     pub host: Option<String>,
+    /// Fleet node only: every host that reports the task, when there are several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     pub facts: AttemptFacts,
 }
 
@@ -85,6 +88,7 @@ impl TaskDigest {
             created_micros: micros("created_at"),
             updated_micros: micros("updated_at"),
             host: string_of(task, HOST_FIELD),
+            hosts: super::events::several_hosts(task),
             facts,
         }
     }

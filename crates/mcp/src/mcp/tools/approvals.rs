@@ -69,6 +69,7 @@ impl VkTools {
     ) -> CallToolResult {
         let r = async {
             let a = a.map_err(decision_hint)?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             let reason = a
                 .reason
                 .map(|r| r.trim().to_string())
@@ -171,6 +172,11 @@ pub struct RespondApprovalArgs {
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
     pub detail: Option<Detail>,
+    /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
+    /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
+    /// own name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
@@ -186,7 +192,7 @@ Avoid: both attempt_ids and project_id; answering items whose agent_waiting is f
     pub const RESPOND_APPROVAL: &str = "Approve or deny a tool call an agent is blocked on; VK unblocks it and the answer is cached on return.
 Use when: get_attempt_status says waiting_for: approval, or list_approvals shows agent_waiting.
 Required: approval_id (from pending_approvals or list_approvals), decision (approve | deny).
-Optional: reason (deny only: told to the agent), request_id (a retry replays the first answer).
+Optional: reason (deny only: told to the agent), request_id (a retry replays the first answer), host (fleet node).
 Next: wait_for_attempt_change with the returned token.
 Avoid: an attempt or process id as approval_id; reason with approve; answering twice or after timeout_at.";
 }

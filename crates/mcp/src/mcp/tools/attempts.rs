@@ -88,6 +88,7 @@ impl VkTools {
     pub(crate) async fn follow_up(&self, Args(a): Args<FollowUpArgs>) -> CallToolResult {
         let r = async {
             let a = a.map_err(stop_verb_hint)?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             let f = FollowUp {
                 action: match a.action {
                     FollowUpActionArg::Send => FollowUpAction::Send,
@@ -111,6 +112,7 @@ impl VkTools {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             let target = match (a.attempt_id, a.execution_process_id) {
                 (Some(id), None) => StopTarget::Attempt(id),
                 (None, Some(id)) => StopTarget::Process(id),
@@ -183,8 +185,9 @@ pub struct StartAttemptArgs {
     /// Idempotency key: a retry with the same key and arguments returns the same attempt.
     #[serde(default)]
     pub request_id: Option<String>,
-    /// Fleet node: the host to start it on; default the host the task lives on. A host daemon
-    /// accepts only its own name.
+    /// Fleet node: the host to start it on; default the host the task lives on, needed when
+    /// several hosts report the task (a copied VK database; the refusal's `details.hosts` names
+    /// them). A host daemon accepts only its own name.
     #[serde(default)]
     pub host: Option<String>,
     /// Detail level of the answer's task or status: 0 (default) the fields needed to decide
@@ -249,6 +252,11 @@ pub struct FollowUpArgs {
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
     pub detail: Option<Detail>,
+    /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
+    /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
+    /// own name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -291,6 +299,11 @@ pub struct StopArgs {
     /// the next call; 1 adds timestamps and metadata; 2 every field.
     #[serde(default)]
     pub detail: Option<Detail>,
+    /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
+    /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
+    /// own name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /

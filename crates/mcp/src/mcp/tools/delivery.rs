@@ -56,6 +56,7 @@ impl VkTools {
     pub(crate) async fn rebase_attempt(&self, Args(a): Args<RebaseArgs>) -> CallToolResult {
         let r = async {
             let a = a?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             let action = GitAction::Rebase {
                 old_base_branch: a.old_base_branch.filter(|b| !b.trim().is_empty()),
                 new_base_branch: a.new_base_branch.filter(|b| !b.trim().is_empty()),
@@ -90,6 +91,7 @@ impl VkTools {
     pub(crate) async fn push_attempt(&self, Args(a): Args<PushArgs>) -> CallToolResult {
         let r = async {
             let a = a?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             let action = GitAction::Push {
                 force: a.force.unwrap_or(false),
             };
@@ -110,6 +112,7 @@ impl VkTools {
     ) -> CallToolResult {
         let r = async {
             let a = a?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             self.proxy()?
                 .git_action(a.attempt_id, a.repo_id, action, a.request_id.as_deref())
                 .await
@@ -161,6 +164,11 @@ pub struct RebaseArgs {
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
     pub detail: Option<Detail>,
+    /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
+    /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
+    /// own name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -180,6 +188,11 @@ pub struct RepoActionArgs {
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
     pub detail: Option<Detail>,
+    /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
+    /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
+    /// own name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -203,6 +216,11 @@ pub struct PushArgs {
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
     pub detail: Option<Detail>,
+    /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
+    /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
+    /// own name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
@@ -219,21 +237,21 @@ Avoid: refresh=true in a loop; wait_for_attempt_change instead.";
     pub const REBASE_ATTEMPT: &str = "Rebase an attempt branch onto its target (or new_base_branch). outcome `ok`, or `conflicts` with conflicted_files and op (left mid-rebase).
 Use when: commits_behind > 0, or to move onto another base.
 Required: attempt_id; repo_id if the attempt has several repos.
-Optional: new_base_branch (becomes the target), old_base_branch, request_id.
+Optional: new_base_branch (becomes the target), old_base_branch, request_id, host (fleet node: an attempt several hosts report).
 Next: merge_attempt after ok; after conflicts follow_up (agent resolves) or abort_attempt_conflicts.
 Avoid: rebasing while a process runs (process_running) or mid-rebase (rebase_in_progress).";
 
     pub const ABORT_ATTEMPT_CONFLICTS: &str = "Abort a rebase stopped on conflicts: the branch back where it was, worktree clean (had_conflicts false: nothing to abort).
 Use when: rebase_attempt answered `conflicts` and the agent should not resolve them.
 Required: attempt_id; repo_id if the attempt has several repos.
-Optional: request_id.
+Optional: request_id, host (fleet node: an attempt several hosts report).
 Next: get_attempt_branch_status; follow_up to adapt the change, then rebase_attempt.
 Avoid: aborting while the agent resolves the conflicts.";
 
     pub const MERGE_ATTEMPT: &str = "Squash-merge an attempt branch into its target branch; answers merge_commit. VK sets the task done and stops the attempt's dev servers.
 Use when: ready_to_merge and the changes were reviewed.
 Required: attempt_id; repo_id if the attempt has several repos.
-Optional: request_id.
+Optional: request_id, host (fleet node: an attempt several hosts report).
 Next: push_attempt (force=true if pushed before the merge).
 Avoid: merging while a process runs (process_running), when behind (branch_behind: rebase first) or with conflicts (conflicts_present).";
 
@@ -241,7 +259,7 @@ Avoid: merging while a process runs (process_running), when behind (branch_behin
     "Push an attempt branch to its repo's remote (same name); answers remote_branch and head_oid.
 Use when: publishing the branch, before or after merge_attempt.
 Required: attempt_id; repo_id if the attempt has several repos.
-Optional: force (overwrite the remote branch), request_id.
+Optional: force (overwrite the remote branch), request_id, host (fleet node: an attempt several hosts report).
 Next: on force_push_required decide, then push_attempt with force=true.
 Avoid: force=true by default; pushing with uncommitted changes or conflicts.";
 }

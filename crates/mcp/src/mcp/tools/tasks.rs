@@ -140,6 +140,7 @@ impl VkTools {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             let e = TaskEdit {
                 task_id: a.task_id,
                 title: a.title,
@@ -157,6 +158,7 @@ impl VkTools {
     pub(crate) async fn delete_task(&self, Args(a): Args<DeleteTaskArgs>) -> CallToolResult {
         let r = async {
             let a = a?;
+            crate::mcp::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
             self.proxy()?
                 .delete_task(a.task_id, a.request_id.as_deref())
                 .await
@@ -314,6 +316,11 @@ pub struct UpdateTaskArgs {
     /// the next call; 1 adds timestamps and metadata; 2 every field.
     #[serde(default)]
     pub detail: Option<Detail>,
+    /// Fleet node: the host to run it on, needed when several hosts report this task (a copied
+    /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
+    /// own name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -330,6 +337,11 @@ pub struct DeleteTaskArgs {
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
     pub detail: Option<Detail>,
+    /// Fleet node: the host to run it on, needed when several hosts report this task (a copied
+    /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
+    /// own name.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
@@ -367,14 +379,14 @@ Avoid: retrying a timed-out call without request_id (it may create a duplicate).
     pub const UPDATE_TASK: &str = "Change a task's title, description or status.
 Use when: editing a task or moving it on the board (e.g. to done).
 Required: task_id and at least one of title, description, status.
-Optional: title, description (empty string clears it), status, request_id (idempotency key: same key and arguments replay the first answer, no second write), detail (0|1|2, default 0).
+Optional: title, description (empty string clears it), status, request_id (idempotency key: same key and arguments replay the first answer, no second write), host (fleet node: a task several hosts report), detail (0|1|2, default 0).
 Next: get_task to confirm, or list_tasks.
 Avoid: using it to stop work (use stop_attempt) or to send instructions to the agent (use follow_up).";
 
     pub const DELETE_TASK: &str = "Delete a task with its attempts and worktrees. Irreversible.
 Use when: a task was created by mistake or is obsolete.
 Required: task_id.
-Optional: request_id (idempotency key: a retry answers the same deleted_task_id though the task is gone).
+Optional: request_id (idempotency key: a retry answers the same deleted_task_id though the task is gone), host (fleet node: a task several hosts report).
 Next: list_tasks.
 Avoid: deleting a task whose attempt is running (VK refuses: stop_attempt first); deleting to cancel (set status cancelled instead).";
 }

@@ -1,6 +1,6 @@
 //! Applying a fleet node's host-scoped events (design-notes §23): a host's project list
-//! removes only the projects that host owns, a host's task list of a project only that host's
-//! tasks (one project may live on several hosts).
+//! takes only that host off the projects it omits (one project may live on several hosts), and
+//! off their tasks; a host's VK facts are kept per host. Tasks and attempts: `fleet_tasks`.
 
 use std::collections::BTreeSet;
 
@@ -9,9 +9,9 @@ use serde_json::Value;
 use super::super::codec::decode;
 use super::super::events::{HOST_FIELD, HOSTS_FIELD};
 use super::super::keys::{self, table};
+use super::fleet_tasks::{Dropped, drop_host};
 use super::{Pending, R};
 use crate::vk::object_id;
-use uuid::Uuid;
 
 impl Pending<'_, '_> {
     /// One host's projects on a fleet node: like `projects_snapshot`, but a project keeps in
@@ -34,50 +34,21 @@ impl Pending<'_, '_> {
             let Some(id) = keys::uuid_at(&k, 1).filter(|id| !keep.contains(id)) else {
                 continue;
             };
-            let Some(mut stored) = self.stored(&k)? else {
+            let Some(stored) = self.stored(&k)? else {
                 continue;
             };
-            let mut hosts = hosts_of(&stored);
-            if !hosts.remove(host) {
-                continue;
-            }
-            let Some(remaining) = hosts.first().cloned() else {
-                self.remove_project(id)?;
-                continue;
-            };
-            // Still listed by another host: it stays, named after one that lists it.
-            if stored.get(HOST_FIELD).and_then(Value::as_str) == Some(host) {
-                stored[HOST_FIELD] = Value::String(remaining);
-            }
-            set_hosts(&mut stored, &hosts);
-            if self.upsert(&k, &stored)? {
-                self.note(format!("project:{id}"));
-            }
-        }
-        Ok(())
-    }
-
-    /// One host's tasks of `project` on a fleet node: like `tasks_snapshot`, but only tasks
-    /// whose `host` is this one are removed when missing.
-    pub(super) fn host_tasks_snapshot(
-        &mut self,
-        host: &str,
-        project: Uuid,
-        tasks: Vec<Value>,
-    ) -> R {
-        let mut keep = BTreeSet::new();
-        for t in &tasks {
-            if let Some(id) = self.task_upsert(t)? {
-                keep.insert(id);
-            }
-        }
-        for id in self.children(table::IDX_PROJECT_TASKS, project)? {
-            if keep.contains(&id) {
-                continue;
-            }
-            let stored = self.stored(&keys::id_key(table::TASKS, id))?;
-            if stored.as_ref().and_then(|v| v.get(HOST_FIELD)?.as_str()) == Some(host) {
-                self.remove_task(id)?;
+            match drop_host(stored, host, true) {
+                Dropped::NotReported => {}
+                Dropped::Gone => self.remove_project(id)?,
+                // Still listed by another host: it stays, without this host's tasks.
+                Dropped::Stays(row) => {
+                    if self.upsert(&k, &row)? {
+                        self.note(format!("project:{id}"));
+                    }
+                    for task in self.children(table::IDX_PROJECT_TASKS, id)? {
+                        self.drop_host_from_task(host, task)?;
+                    }
+                }
             }
         }
         Ok(())
@@ -100,9 +71,9 @@ impl Pending<'_, '_> {
     }
 }
 
-/// The hosts a stored project names: its `hosts`, or its one `host` (a row written before
-/// `hosts` was kept).
-fn hosts_of(project: &Value) -> BTreeSet<String> {
+/// The hosts a stored project, task or attempt names: its `hosts`, or its one `host` (a row
+/// written before `hosts` was kept).
+pub(super) fn hosts_of(project: &Value) -> BTreeSet<String> {
     let listed = project.get(HOSTS_FIELD).and_then(Value::as_array);
     let mut hosts: BTreeSet<String> = listed
         .into_iter()
@@ -120,7 +91,7 @@ fn hosts_of(project: &Value) -> BTreeSet<String> {
     hosts
 }
 
-fn set_hosts(project: &mut Value, hosts: &BTreeSet<String>) {
+pub(super) fn set_hosts(project: &mut Value, hosts: &BTreeSet<String>) {
     if let Some(object) = project.as_object_mut() {
         object.insert(HOSTS_FIELD.to_owned(), hosts.iter().cloned().collect());
     }
