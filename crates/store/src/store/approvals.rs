@@ -187,7 +187,7 @@ pub(super) fn backfill(tree: &sled::Tree) -> R<usize> {
         let (Some(attempt), Some((token, json))) = (attempt, decode(&v)) else {
             continue;
         };
-        let Ok(entry) = serde_json::from_slice::<Value>(json) else {
+        let Ok(entry) = serde_json::from_slice::<Value>(&json) else {
             continue;
         };
         let content = entry.get("content").unwrap_or(&Value::Null);
@@ -234,7 +234,7 @@ impl Pending<'_, '_> {
         let old = old_bytes
             .as_deref()
             .and_then(decode)
-            .and_then(|(_, j)| serde_json::from_slice::<ApprovalRecord>(j).ok());
+            .and_then(|(_, j)| serde_json::from_slice::<ApprovalRecord>(&j).ok());
         let Some(new) = restate(old.clone(), (attempt, process, index), content) else {
             return Ok(());
         };
@@ -255,7 +255,7 @@ impl Pending<'_, '_> {
         if old_bytes
             .as_deref()
             .and_then(decode)
-            .is_some_and(|(_, j)| same_json(j, &bytes))
+            .is_some_and(|(_, j)| same_json(&j, &bytes))
         {
             return Ok(());
         }
@@ -291,7 +291,7 @@ impl Pending<'_, '_> {
 
 fn decode_record(bytes: &[u8]) -> Option<ApprovalRecord> {
     let (token, json) = decode(bytes)?;
-    let mut rec: ApprovalRecord = serde_json::from_slice(json).ok()?;
+    let mut rec: ApprovalRecord = serde_json::from_slice(&json).ok()?;
     rec.token = token;
     Some(rec)
 }
