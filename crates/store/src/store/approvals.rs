@@ -174,7 +174,11 @@ pub(super) fn backfill(tree: &sled::Tree) -> R<usize> {
     let mut n = 0;
     for item in tree.scan_prefix([table::LOGS_NORMALIZED]) {
         let (k, v) = item?;
-        if memmem::find(&v, b"pending_approval").is_none() {
+        // A packed entry (`codec`) is searched in its JSON, a plain one in place.
+        let Some((token, json)) = decode(&v) else {
+            continue;
+        };
+        if memmem::find(&json, b"pending_approval").is_none() {
             continue;
         }
         let (Some(pid), Some(index)) = (super::keys::uuid_at(&k, 1), super::keys::trailing_u64(&k))
@@ -184,7 +188,7 @@ pub(super) fn backfill(tree: &sled::Tree) -> R<usize> {
         let attempt = tree
             .get(super::keys::id_key(table::PROCESS_ATTEMPT, pid))?
             .and_then(|b| Uuid::from_slice(&b).ok());
-        let (Some(attempt), Some((token, json))) = (attempt, decode(&v)) else {
+        let Some(attempt) = attempt else {
             continue;
         };
         let Ok(entry) = serde_json::from_slice::<Value>(&json) else {
