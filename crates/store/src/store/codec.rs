@@ -103,7 +103,9 @@ fn unpack(frame: &[u8]) -> Option<Vec<u8>> {
 
 /// The writer's log entry encoder: compresses each entry's JSON with one kept zstd context.
 pub struct EntryPacker {
-    cctx: zstd_safe::CCtx<'static>,
+    /// In a `Mutex` only so the writer (and the `StoreOwner` holding it) stays `Sync`: zstd's
+    /// context is `Send` but not `Sync`; `&mut self` reaches it with `get_mut`, never locking.
+    cctx: std::sync::Mutex<zstd_safe::CCtx<'static>>,
     /// The last frame, reused: its capacity grows to the largest entry seen.
     scratch: Vec<u8>,
 }
@@ -111,7 +113,7 @@ pub struct EntryPacker {
 impl Default for EntryPacker {
     fn default() -> Self {
         EntryPacker {
-            cctx: zstd_safe::create_cctx(),
+            cctx: std::sync::Mutex::new(zstd_safe::create_cctx()),
             scratch: Vec::new(),
         }
     }
@@ -126,11 +128,9 @@ impl EntryPacker {
         }
         self.scratch.clear();
         self.scratch.reserve(zstd_safe::compress_bound(json.len()));
-        let packed = self.cctx.compress_using_cdict(
-            &mut self.scratch,
-            json,
-            encoder_dictionary().as_cdict(),
-        );
+        let cctx = self.cctx.get_mut().unwrap_or_else(|e| e.into_inner());
+        let packed =
+            cctx.compress_using_cdict(&mut self.scratch, json, encoder_dictionary().as_cdict());
         match packed {
             Ok(n) if n + 1 < json.len() => {
                 let mut v = Vec::with_capacity(9 + n);
