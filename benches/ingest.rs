@@ -29,12 +29,17 @@ fn normalized_entries_into_sled(bencher: Bencher, chunk: u64) {
     write_chunks(bencher, &mut owner, chunk);
 }
 
-/// Chunks of 512 into a store with sled's page compression (`[store] compression`, zstd) and
-/// without: what the compression costs the writer per entry.
-#[divan::bench(args = [false, true], sample_count = 20, sample_size = 4)]
-fn entries_with_page_compression(bencher: Bencher, compression: bool) {
+/// Chunks of 512 into a fresh store written three ways, side by side in one run: `plain` (no
+/// compression), `entries` (the store compresses each entry's JSON itself, `[store]
+/// compression`, the default) and `pages` (sled's page compression, `[store] page_compression`):
+/// what each costs the writer per entry.
+#[divan::bench(args = ["plain", "entries", "pages"], sample_count = 20, sample_size = 4)]
+fn entries_by_compression(bencher: Bencher, mode: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let settings = StoreSettings { compression };
+    let settings = StoreSettings {
+        compression: mode == "entries",
+        page_compression: mode == "pages",
+    };
     let mut owner = StoreOwner::open_with(dir.path(), Retention::default(), settings).unwrap();
     write_chunks(bencher, &mut owner, 512);
 }

@@ -15,10 +15,14 @@
 //! 2,000 attempts, 100 k entries), `VK_BENCH_SCALE_ENTRIES=N` (normalized entries; default
 //! 5 M), `VK_BENCH_ONLY=a,b,…` (phases: list_status, updated_since, cursor, attempts,
 //! status_batch, log_pages, writer), `VK_BENCH_ITERS=N` (calls per figure, default 400),
-//! `VK_BENCH_COMPRESSION=off|on|both` (the store's `[store] compression`; default: the built-in
-//! default; `both` builds one store of each, same board, in the same run, and runs every phase on
-//! each: the write time, the disk and the reads side by side), `VK_BENCH_OUT=dir` (default
-//! target/perf; writes `scale.json`).
+//! `VK_BENCH_COMPRESSION=plain|entries|pages|all` or a comma list of them (`plain`: nothing
+//! compressed; `entries`: the store compresses log entries itself, `[store] compression`;
+//! `pages`: sled's page compression, `[store] page_compression`; default: the built-in defaults;
+//! `all`, or a list, builds one store of each, same board, in the same run, and runs every phase
+//! on each: the write time, the disk and the reads side by side; the old `off`, `on`, `both` mean
+//! plain, pages, both of them), `VK_BENCH_ENTRIES=scale|recorded` (the log entries: the scale
+//! board's one template, or the recorded real VK entries of tests/fixtures/vk-wire cycled),
+//! `VK_BENCH_OUT=dir` (default target/perf; writes `scale.json`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +32,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use uuid::Uuid;
 use vk_observer::health::Health;
+use vk_observer::query::detail::Detail;
+use vk_observer::query::logs::{LogMode, LogRequest};
 use vk_observer::query::paging::PageArgs;
 use vk_observer::query::task_summary::{SummaryFn, task_summary, task_summary_from_values};
 use vk_observer::query::tasks::{TaskFilter, TaskStatus, TaskSummary};
@@ -44,8 +50,8 @@ struct Opts {
     spec: ScaleSpec,
     only: Option<Vec<String>>,
     iters: usize,
-    /// The `[store] compression` of each store built, in order.
-    compression: Vec<bool>,
+    /// The `[store]` settings of each store built, in order, with their names.
+    compression: Vec<(&'static str, StoreSettings)>,
 }
 
 impl Opts {
@@ -68,12 +74,7 @@ impl Opts {
             spec,
             only,
             iters: num("VK_BENCH_ITERS").unwrap_or(400) as usize,
-            compression: match var("VK_BENCH_COMPRESSION").as_deref() {
-                Some("both") => vec![false, true],
-                Some("on") => vec![true],
-                Some("off") => vec![false],
-                _ => vec![StoreSettings::default().compression],
-            },
+            compression: compression_modes(var("VK_BENCH_COMPRESSION").as_deref()),
         }
     }
     fn runs(&self, phase: &str) -> bool {
@@ -128,6 +129,85 @@ fn measure<T>(
     f
 }
 
+/// The stores to build for `VK_BENCH_COMPRESSION`.
+fn compression_modes(knob: Option<&str>) -> Vec<(&'static str, StoreSettings)> {
+    let mode = |name: &str| match name.trim() {
+        "plain" | "off" => Some(("plain", store_settings(false, false))),
+        "entries" => Some(("entries", store_settings(true, false))),
+        "pages" | "on" => Some(("pages", store_settings(false, true))),
+        _ => None,
+    };
+    let names = match knob {
+        None => return vec![("default", StoreSettings::default())],
+        Some("all") => "plain,entries,pages",
+        Some("both") => "plain,pages",
+        Some(list) => list,
+    };
+    names.split(',').filter_map(mode).collect()
+}
+
+fn store_settings(compression: bool, page_compression: bool) -> StoreSettings {
+    StoreSettings {
+        compression,
+        page_compression,
+    }
+}
+
+/// Entry `i` of a process's log: the scale board's template, or with `VK_BENCH_ENTRIES=recorded`
+/// the recorded real VK entries, cycled.
+fn entry_json(i: u64) -> String {
+    static RECORDED: std::sync::OnceLock<Option<Vec<String>>> = std::sync::OnceLock::new();
+    let recorded = RECORDED.get_or_init(|| {
+        (std::env::var("VK_BENCH_ENTRIES").as_deref() == Ok("recorded")).then(recorded_entries)
+    });
+    match recorded {
+        Some(all) => all[(i % all.len() as u64) as usize].clone(),
+        None => scale_entry(i),
+    }
+}
+
+/// Every distinct log entry (normalized and raw) in the recorded VK frames of
+/// tests/fixtures/vk-wire/samples, compact as VK sends them.
+fn recorded_entries() -> Vec<String> {
+    fn walk(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(e @ Value::Object(_)) = m.get("entry") {
+                    out.insert(e.to_string());
+                }
+                m.values().for_each(|v| walk(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/vk-wire/samples"
+    );
+    let mut out = std::collections::BTreeSet::new();
+    for file in std::fs::read_dir(dir).expect("fixtures").flatten() {
+        let name = file.file_name().to_string_lossy().into_owned();
+        if !["normalized", "raw_logs", "raw_history"]
+            .iter()
+            .any(|k| name.contains(k))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(file.path()).expect("fixture");
+        let docs: Vec<Value> = if name.ends_with(".jsonl") {
+            text.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        } else {
+            serde_json::from_str(&text).into_iter().collect()
+        };
+        docs.iter().for_each(|d| walk(d, &mut out));
+    }
+    println!("recorded entries: {} distinct", out.len());
+    out.into_iter().collect()
+}
+
 fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -180,7 +260,7 @@ fn load(writer: &mut Writer, rows: &ScaleRows) -> anyhow::Result<Duration> {
     for &(attempt_id, process_id, count) in &rows.logs {
         for start in (0..count).step_by(512) {
             let entries = (start..(start + 512).min(count))
-                .map(|i| Ok((i, RawValue::from_string(scale_entry(i))?)))
+                .map(|i| Ok((i, RawValue::from_string(entry_json(i))?)))
                 .collect::<Result<Vec<_>, serde_json::Error>>()?;
             writer.apply(vec![DomainEvent::LogEntriesPut {
                 attempt_id,
@@ -379,6 +459,30 @@ fn log_pages(o: &Opts, q: &Query, rows: &ScaleRows, out: &mut Vec<Figure>) {
         },
         |c| *c,
     ));
+    let name = format!(
+        "tail_attempt_logs(after_entry_index, limit 50) across {} processes",
+        logs.len()
+    );
+    let attempts: Vec<(Uuid, u64)> = rows.logs.iter().map(|&(a, _, n)| (a, n)).collect();
+    out.push(measure(
+        &name,
+        o.iters,
+        || {
+            call += 1;
+            let (attempt, n) = attempts[call.wrapping_mul(7919) % attempts.len()];
+            let req = LogRequest {
+                attempt,
+                channel: Channel::Normalized,
+                mode: LogMode::After(n / 2),
+                limit: 50,
+                since: Since::None,
+                process: None,
+                detail: Detail::Compact,
+            };
+            q.tail_logs(req).map(|p| p.entries.len()).unwrap_or(0)
+        },
+        |c| *c,
+    ));
 }
 
 /// The writer's cost of a process change, one batch each: a status change (the task's digest is
@@ -439,7 +543,7 @@ fn raw_json_bytes(rows: &ScaleRows) -> u64 {
         .logs
         .iter()
         .flat_map(|&(_, _, n)| 0..n)
-        .map(|i| scale_entry(i).len() as u64)
+        .map(|i| entry_json(i).len() as u64)
         .sum();
     objects + entries
 }
@@ -520,9 +624,9 @@ fn updated_at(q: &Query, task: Uuid) -> Option<DateTime<Utc>> {
     t.value.get("updated_at")?.as_str()?.parse().ok()
 }
 
-/// One store holding the board, written with one `[store] compression` setting.
+/// One store holding the board, written with one set of `[store]` settings.
 struct Built {
-    compression: bool,
+    compression: &'static str,
     _dir: tempfile::TempDir,
     owner: StoreOwner,
     writer: Writer,
@@ -531,9 +635,12 @@ struct Built {
     disk_json: Value,
 }
 
-fn build(rows: &ScaleRows, raw: u64, compression: bool) -> anyhow::Result<Built> {
+fn build(
+    rows: &ScaleRows,
+    raw: u64,
+    (compression, settings): (&'static str, StoreSettings),
+) -> anyhow::Result<Built> {
     let dir = tempfile::tempdir()?;
-    let settings = StoreSettings { compression };
     let mut owner = StoreOwner::open_with(dir.path(), Retention::default(), settings)?;
     let mut writer = owner
         .take_writer()

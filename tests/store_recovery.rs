@@ -63,7 +63,7 @@ fn sled_open(dir: &std::path::Path) -> sled::Db {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let config = sled::Config::new()
         .path(dir)
-        .use_compression(StoreSettings::default().compression);
+        .use_compression(StoreSettings::default().page_compression);
     loop {
         match config.open() {
             Ok(db) => return db,

@@ -26,8 +26,9 @@ pub use layers::{ConfigFile, IdempotencyArgs, SECRET_FLAG_REFUSED, SettingsArgs}
 pub use sections::{
     DEFAULT_ACTIVITY_HORIZON, DEFAULT_AUDIT_HORIZON, DEFAULT_HTTP2_MAX_STREAMS,
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION,
-    DEFAULT_MAX_WAITERS, DEFAULT_PROGRESS_EVERY, DEFAULT_STORE_COMPRESSION, IdempotencySettings,
-    IngestConfig, MAX_PROGRESS_EVERY, McpSettings, Retention, StoreSettings,
+    DEFAULT_MAX_WAITERS, DEFAULT_PROGRESS_EVERY, DEFAULT_STORE_COMPRESSION,
+    DEFAULT_STORE_PAGE_COMPRESSION, IdempotencySettings, IngestConfig, MAX_PROGRESS_EVERY,
+    McpSettings, Retention, StoreSettings,
 };
 
 /// Everything a daemon runs with. `Default` gives the built-in defaults with no upstream; tests

@@ -145,7 +145,19 @@ fn store_compression_comes_from_its_section_variable() {
     for (value, compression) in [("false", false), ("true", true)] {
         let env = vars(&[("VK_OBSERVER_STORE__COMPRESSION", value)]);
         let s = with_upstream().read(None, env).unwrap();
-        assert_eq!(s.store, StoreSettings { compression });
+        let page_compression = DEFAULT_STORE_PAGE_COMPRESSION;
+        let want = StoreSettings {
+            compression,
+            page_compression,
+        };
+        assert_eq!(s.store, want);
+        let env = vars(&[("VK_OBSERVER_STORE__PAGE_COMPRESSION", value)]);
+        let s = with_upstream().read(None, env).unwrap();
+        let want = StoreSettings {
+            compression: DEFAULT_STORE_COMPRESSION,
+            page_compression: compression,
+        };
+        assert_eq!(s.store, want);
     }
 }
 

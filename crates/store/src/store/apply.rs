@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::StoreError;
-use super::codec::{decode, encode, same_json};
+use super::codec::{EntryPacker, decode, encode, same_json};
 use super::events::{Channel, DomainEvent};
 use super::keys::{self, table};
 use super::overlay::Overlay;
@@ -33,6 +33,8 @@ pub struct Pending<'t, 'c> {
     pub attempts: BTreeSet<Uuid>,
     pub notes: Vec<String>,
     pub max_index: &'c mut MaxIndexCache,
+    /// The writer's entry compressor; `None`: entries are stored plain.
+    pub packer: Option<&'c mut EntryPacker>,
     pub entry_cap: u64,
     /// Activity items this batch derived, in order (`store::feed`, `feed_derive`).
     pub feed: Vec<super::feed::FeedItem>,
@@ -164,7 +166,7 @@ impl<'t, 'c> Pending<'t, 'c> {
         let json = serde_json::to_vec(value).map_err(StoreError::Encode)?;
         if let Some(old) = self.ov.get(key)?
             && let Some((_, old_json)) = decode(&old)
-            && same_json(old_json, &json)
+            && same_json(&old_json, &json)
         {
             return Ok(false);
         }
@@ -211,7 +213,8 @@ impl<'t, 'c> Pending<'t, 'c> {
         let Some(old) = self.ov.get(key)? else {
             return Ok(false);
         };
-        let Some(mut old) = decode(&old).and_then(|(_, j)| serde_json::from_slice::<Value>(j).ok())
+        let Some(mut old) =
+            decode(&old).and_then(|(_, j)| serde_json::from_slice::<Value>(&j).ok())
         else {
             return Ok(false);
         };
@@ -252,7 +255,7 @@ impl<'t, 'c> Pending<'t, 'c> {
 
     pub(super) fn stored_value(&self, key: &[u8]) -> R<Option<Value>> {
         Ok(match self.ov.get(key)? {
-            Some(v) => decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok()),
+            Some(v) => decode(&v).and_then(|(_, j)| serde_json::from_slice(&j).ok()),
             None => None,
         })
     }
@@ -499,11 +502,13 @@ impl<'t, 'c> Pending<'t, 'c> {
             if !is_new {
                 if let Some(old) = self.ov.get(&key)? {
                     let old_json = decode(&old).map(|(_, j)| j);
-                    if old_json.is_some_and(|j| same_json(j, json)) {
+                    if old_json.as_deref().is_some_and(|j| same_json(j, json)) {
                         continue;
                     }
                     let same_call = ch == Channel::Normalized
-                        && old_json.is_some_and(|j| crate::vk::entry::same_tool_call(j, json));
+                        && old_json
+                            .as_deref()
+                            .is_some_and(|j| crate::vk::entry::same_tool_call(j, json));
                     self.ov.insert(
                         &keys::replaced_key(ch, pid, self.next, idx),
                         keys::replaced_value(same_call),
@@ -516,7 +521,11 @@ impl<'t, 'c> Pending<'t, 'c> {
                 appended += 1;
                 max = Some(idx);
             }
-            self.ov.insert(&key, encode(self.next, json));
+            let value = match self.packer.as_deref_mut() {
+                Some(packer) => packer.encode(self.next, json),
+                None => encode(self.next, json),
+            };
+            self.ov.insert(&key, value);
             if ch == Channel::Normalized {
                 self.track_approval(attempt, pid, idx, json, is_new)?;
             }

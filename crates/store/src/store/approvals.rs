@@ -174,7 +174,11 @@ pub(super) fn backfill(tree: &sled::Tree) -> R<usize> {
     let mut n = 0;
     for item in tree.scan_prefix([table::LOGS_NORMALIZED]) {
         let (k, v) = item?;
-        if memmem::find(&v, b"pending_approval").is_none() {
+        // A packed entry (`codec`) is searched in its JSON, a plain one in place.
+        let Some((token, json)) = decode(&v) else {
+            continue;
+        };
+        if memmem::find(&json, b"pending_approval").is_none() {
             continue;
         }
         let (Some(pid), Some(index)) = (super::keys::uuid_at(&k, 1), super::keys::trailing_u64(&k))
@@ -184,10 +188,10 @@ pub(super) fn backfill(tree: &sled::Tree) -> R<usize> {
         let attempt = tree
             .get(super::keys::id_key(table::PROCESS_ATTEMPT, pid))?
             .and_then(|b| Uuid::from_slice(&b).ok());
-        let (Some(attempt), Some((token, json))) = (attempt, decode(&v)) else {
+        let Some(attempt) = attempt else {
             continue;
         };
-        let Ok(entry) = serde_json::from_slice::<Value>(json) else {
+        let Ok(entry) = serde_json::from_slice::<Value>(&json) else {
             continue;
         };
         let content = entry.get("content").unwrap_or(&Value::Null);
@@ -234,7 +238,7 @@ impl Pending<'_, '_> {
         let old = old_bytes
             .as_deref()
             .and_then(decode)
-            .and_then(|(_, j)| serde_json::from_slice::<ApprovalRecord>(j).ok());
+            .and_then(|(_, j)| serde_json::from_slice::<ApprovalRecord>(&j).ok());
         let Some(new) = restate(old.clone(), (attempt, process, index), content) else {
             return Ok(());
         };
@@ -255,7 +259,7 @@ impl Pending<'_, '_> {
         if old_bytes
             .as_deref()
             .and_then(decode)
-            .is_some_and(|(_, j)| same_json(j, &bytes))
+            .is_some_and(|(_, j)| same_json(&j, &bytes))
         {
             return Ok(());
         }
@@ -291,7 +295,7 @@ impl Pending<'_, '_> {
 
 fn decode_record(bytes: &[u8]) -> Option<ApprovalRecord> {
     let (token, json) = decode(bytes)?;
-    let mut rec: ApprovalRecord = serde_json::from_slice(json).ok()?;
+    let mut rec: ApprovalRecord = serde_json::from_slice(&json).ok()?;
     rec.token = token;
     Some(rec)
 }

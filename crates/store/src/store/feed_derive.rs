@@ -27,7 +27,7 @@ const QUIET_TASK_FIELDS: &[&str] = &[
 
 fn parse_stored(raw: Option<&[u8]>) -> Option<Value> {
     let (_, json) = decode(raw?)?;
-    serde_json::from_slice(json).ok()
+    serde_json::from_slice(&json).ok()
 }
 
 fn string_field(v: &Value, field: &str) -> Option<String> {

@@ -128,7 +128,7 @@ fn row_keys(table_byte: u8, row_key: &[u8], stored: Option<&[u8]>) -> Vec<Vec<u8
     };
     let Some(value) = stored
         .and_then(decode)
-        .and_then(|(_, json)| serde_json::from_slice::<Value>(json).ok())
+        .and_then(|(_, json)| serde_json::from_slice::<Value>(&json).ok())
     else {
         return Vec::new();
     };

@@ -256,7 +256,7 @@ fn downgrade(dir: &std::path::Path, version: u32) {
     // with the compression the store was created with (`disk_format`: the default here).
     let config = sled::Config::new()
         .path(dir)
-        .use_compression(super::StoreSettings::default().compression);
+        .use_compression(super::StoreSettings::default().page_compression);
     let db = (0..200)
         .find_map(|_| {
             config

@@ -17,6 +17,8 @@ pub mod approvals;
 mod approvals_tests;
 pub mod audit;
 pub mod codec;
+#[cfg(test)]
+mod codec_store_tests;
 pub mod disk_format;
 #[cfg(test)]
 mod disk_format_tests;
@@ -179,7 +181,7 @@ impl StoreOwner {
             .path(dir)
             .cache_capacity(retention.cache_mb.max(1) * 1024 * 1024)
             .flush_every_ms(Some(500))
-            .use_compression(format.compression)
+            .use_compression(format.page_compression)
             .open()
             .map_err(|e| match e {
                 // Anything but an I/O error means the files are not a usable sled database.
@@ -204,12 +206,12 @@ impl StoreOwner {
 
     /// A throwaway store (tests and benches).
     pub fn open_temporary(retention: Retention) -> Result<StoreOwner, StoreError> {
-        let compression = StoreSettings::default().compression;
+        let format = disk_format::DiskFormat::configured(&StoreSettings::default());
         let db = sled::Config::new()
             .temporary(true)
-            .use_compression(compression)
+            .use_compression(format.page_compression)
             .open()?;
-        Self::from_db(db, retention, None, disk_format::DiskFormat { compression })
+        Self::from_db(db, retention, None, format)
     }
 
     fn from_db(
@@ -221,7 +223,7 @@ impl StoreOwner {
         let store = Store::from_db(db, retention, dir)?;
         approvals::backfill(store.tree())?;
         Ok(StoreOwner {
-            writer: Some(writer::Writer::new(store.clone())),
+            writer: Some(writer::Writer::new(store.clone(), format.entry_compression)),
             store,
             format,
         })

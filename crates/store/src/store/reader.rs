@@ -73,7 +73,7 @@ impl StoreReader {
             Some(Stored {
                 id,
                 token,
-                value: serde_json::from_slice(json).ok()?,
+                value: serde_json::from_slice(&json).ok()?,
             })
         }))
     }
@@ -108,7 +108,7 @@ impl StoreReader {
             };
             if let Some(v) = self.tree.get(keys::id_key(table, id))?
                 && let Some((_, json)) = decode(&v)
-                && let Ok(t) = serde_json::from_slice(json)
+                && let Ok(t) = serde_json::from_slice(&json)
             {
                 out.push((id, t));
             }
@@ -145,7 +145,7 @@ impl StoreReader {
         Ok(self
             .tree
             .get(keys::id_key(table::ATTEMPTS, id))?
-            .and_then(|v| decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok())))
+            .and_then(|v| decode(&v).and_then(|(_, j)| serde_json::from_slice(&j).ok())))
     }
 
     fn all(&self, table: u8) -> R<Vec<Stored>> {
@@ -156,7 +156,7 @@ impl StoreReader {
                 continue;
             };
             if let Some((token, json)) = decode(&v)
-                && let Ok(value) = serde_json::from_slice(json)
+                && let Ok(value) = serde_json::from_slice(&json)
             {
                 out.push(Stored { id, token, value });
             }
@@ -185,7 +185,7 @@ impl StoreReader {
                 continue;
             };
             if let Some((token, json)) = decode(&v)
-                && let Ok(value) = serde_json::from_slice(json)
+                && let Ok(value) = serde_json::from_slice(&json)
             {
                 out.push(Stored { id, token, value });
             }
@@ -260,7 +260,7 @@ impl StoreReader {
         for item in self.tree.scan_prefix(keys::HOST_SERVER_INFO_PREFIX) {
             let (k, v) = item?;
             let host = String::from_utf8_lossy(&k[keys::HOST_SERVER_INFO_PREFIX.len()..]);
-            if let Some(info) = decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok()) {
+            if let Some(info) = decode(&v).and_then(|(_, j)| serde_json::from_slice(&j).ok()) {
                 out.push((host.into_owned(), info));
             }
         }
@@ -273,7 +273,7 @@ impl StoreReader {
         if let Some(host) = host
             && let Some(v) = self.tree.get(keys::host_server_info_key(host))?
         {
-            return Ok(decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok()));
+            return Ok(decode(&v).and_then(|(_, j)| serde_json::from_slice(&j).ok()));
         }
         self.server_info()
     }
@@ -282,7 +282,7 @@ impl StoreReader {
         Ok(self
             .tree
             .get(keys::SERVER_INFO_KEY)?
-            .and_then(|v| decode(&v).and_then(|(_, j)| serde_json::from_slice(j).ok())))
+            .and_then(|v| decode(&v).and_then(|(_, j)| serde_json::from_slice(&j).ok())))
     }
 
     pub fn changes(&self, attempt: Uuid) -> R<Option<Stored>> {
@@ -472,7 +472,7 @@ impl StoreReader {
 fn to_entry(k: &[u8], v: &[u8]) -> Option<StoredEntry> {
     let index = keys::trailing_u64(k)?;
     let (token, json) = decode(v)?;
-    let entry = serde_json::from_slice::<Box<RawValue>>(json).ok()?;
+    let entry = serde_json::from_slice::<Box<RawValue>>(&json).ok()?;
     Some(StoredEntry {
         index,
         token,

@@ -138,7 +138,7 @@ impl Rows for StoreReader {
 fn typed<T: DeserializeOwned>(stored: Option<&[u8]>) -> Option<T> {
     stored
         .and_then(decode)
-        .and_then(|(_, json)| serde_json::from_slice(json).ok())
+        .and_then(|(_, json)| serde_json::from_slice(&json).ok())
 }
 
 fn children_as<T: DeserializeOwned>(

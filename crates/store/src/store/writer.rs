@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::apply::{MaxIndexCache, Pending};
-use super::codec::decode;
+use super::codec::{EntryPacker, decode};
 use super::events::DomainEvent;
 use super::feed;
 use super::keys::{self, table};
@@ -60,10 +60,12 @@ pub struct Writer {
     outbox: Option<OutboxConfig>,
     /// The last meta-only outbox entry (`store::outbox`): token and number after it.
     last_meta: outbox::OutboxAt,
+    /// Compresses log entry values (`codec`), when the data dir was created with it.
+    packer: Option<EntryPacker>,
 }
 
 impl Writer {
-    pub(super) fn new(store: Store) -> Self {
+    pub(super) fn new(store: Store, entry_compression: bool) -> Self {
         let token = store.current_token();
         let retention = store.retention().clone();
         let reserved = store.reserved_token();
@@ -76,6 +78,7 @@ impl Writer {
             retention,
             outbox: None,
             last_meta,
+            packer: entry_compression.then(EntryPacker::default),
         }
     }
 
@@ -185,6 +188,7 @@ impl Writer {
             attempts: BTreeSet::new(),
             notes: Vec::new(),
             max_index: &mut self.max_index,
+            packer: self.packer.as_mut(),
             entry_cap: self.retention.max_entries_per_process,
             feed: Vec::new(),
         };
@@ -394,14 +398,14 @@ fn projects_of(ov: &Overlay<'_>, before: &sled::Tree, attempts: &[Uuid]) -> Vec<
 fn read_json(ov: &Overlay<'_>, key: &[u8]) -> Option<serde_json::Value> {
     let v = ov.get(key).ok()??;
     let (_, j) = decode(&v)?;
-    serde_json::from_slice(j).ok()
+    serde_json::from_slice(&j).ok()
 }
 
 /// A value as committed before the batch (the overlay is not applied yet).
 fn read_committed(tree: &sled::Tree, key: &[u8]) -> Option<serde_json::Value> {
     let v = tree.get(key).ok()??;
     let (_, j) = decode(&v)?;
-    serde_json::from_slice(j).ok()
+    serde_json::from_slice(&j).ok()
 }
 
 /// A request to the writer task.

@@ -66,7 +66,7 @@ impl Pending<'_, '_> {
     fn stored(&mut self, key: &[u8]) -> R<Option<Value>> {
         Ok(self.ov.get(key)?.and_then(|v| {
             let (_, json) = decode(&v)?;
-            serde_json::from_slice::<Value>(json).ok()
+            serde_json::from_slice::<Value>(&json).ok()
         }))
     }
 }
