@@ -82,5 +82,5 @@ pub(super) fn older_than(task: &Value, stored: &Value) -> bool {
 /// The JSON of a stored row, if it decodes.
 pub(super) fn stored_json(raw: Option<&[u8]>) -> Option<Value> {
     let (_, json) = decode(raw?)?;
-    serde_json::from_slice(json).ok()
+    serde_json::from_slice(&json).ok()
 }
