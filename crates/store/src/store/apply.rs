@@ -20,6 +20,7 @@ use crate::store::keys::ChannelKeys as _;
 use crate::vk::{object_id, uuid_of};
 
 mod fleet;
+mod read_ahead;
 
 /// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
 pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
@@ -519,6 +520,7 @@ impl<'t, 'c> Pending<'t, 'c> {
         entries: Vec<(u64, Box<RawValue>)>,
     ) -> R {
         let mut max = self.max_index(pid, ch)?;
+        self.read_ahead_logs(attempt, pid, ch, &entries, max)?;
         let (mut appended, mut replaced) = (0usize, 0usize);
         for (idx, entry) in entries {
             let key = keys::log_key(ch, pid, idx);

@@ -160,6 +160,11 @@ fn restate(
 
 type R<T = ()> = Result<T, StoreError>;
 
+/// What marks an entry that may be an approval, searched in every normalized entry written
+/// (built once: building a searcher per entry showed in a catch-up's profile).
+static PENDING_APPROVAL: std::sync::LazyLock<memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memmem::Finder::new(b"pending_approval"));
+
 /// `META` entry set once the store's normalized logs have been indexed.
 const INDEXED: &[u8] = b"approvals_indexed";
 
@@ -218,7 +223,7 @@ impl Pending<'_, '_> {
         json: &[u8],
         fresh: bool,
     ) -> R {
-        let mentions = memmem::find(json, b"pending_approval").is_some();
+        let mentions = PENDING_APPROVAL.find(json).is_some();
         if fresh && !mentions {
             return Ok(());
         }

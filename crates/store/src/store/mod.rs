@@ -34,6 +34,8 @@ pub mod outbox;
 #[cfg(test)]
 mod outbox_tests;
 pub mod overlay;
+#[cfg(test)]
+mod read_ahead_tests;
 pub mod reader;
 pub mod records;
 pub mod rows;

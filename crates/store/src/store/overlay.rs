@@ -1,6 +1,10 @@
 //! A pending write batch that can be read through: gets and prefix scans see the batch's own
 //! writes over the tree's committed state, so one event batch can upsert, replace and cascade
 //! deletes consistently before it is committed with a single atomic `apply_batch`.
+//!
+//! Key ranges the batch is about to look up key by key can be read ahead in one scan
+//! (`read_ahead`): a lookup in such a range is answered from what the scan found, which is what
+//! the tree holds, since only the writer's `apply_batch` changes it and that comes after.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,6 +13,14 @@ pub struct Overlay<'t> {
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Inserts and removals so far (the writer asks which events wrote anything).
     writes: usize,
+    /// Committed ranges read ahead: `[start, end)` and every committed pair in it.
+    read_ahead: Vec<ReadAhead>,
+}
+
+struct ReadAhead {
+    start: Vec<u8>,
+    end: Vec<u8>,
+    committed: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 impl<'t> Overlay<'t> {
@@ -17,12 +29,16 @@ impl<'t> Overlay<'t> {
             tree,
             pending: BTreeMap::new(),
             writes: 0,
+            read_ahead: Vec::new(),
         }
     }
 
     pub fn get(&self, key: &[u8]) -> sled::Result<Option<Vec<u8>>> {
         if let Some(v) = self.pending.get(key) {
             return Ok(v.clone());
+        }
+        if let Some(r) = self.read_ahead_of(key) {
+            return Ok(r.committed.get(key).cloned());
         }
         Ok(self.tree.get(key)?.map(|v| v.to_vec()))
     }
@@ -31,7 +47,35 @@ impl<'t> Overlay<'t> {
         if let Some(v) = self.pending.get(key) {
             return Ok(v.is_some());
         }
+        if let Some(r) = self.read_ahead_of(key) {
+            return Ok(r.committed.contains_key(key));
+        }
         self.tree.contains_key(key)
+    }
+
+    /// Read the committed pairs of `[start, end)` in one scan, so that later lookups of keys in
+    /// it cost no tree traversal each (the batch's own writes still come first).
+    pub fn read_ahead(&mut self, start: &[u8], end: &[u8]) -> sled::Result<()> {
+        if start >= end || self.read_ahead_of(start).is_some() {
+            return Ok(());
+        }
+        let mut committed = BTreeMap::new();
+        for item in self.tree.range(start..end) {
+            let (k, v) = item?;
+            committed.insert(k.to_vec(), v.to_vec());
+        }
+        self.read_ahead.push(ReadAhead {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            committed,
+        });
+        Ok(())
+    }
+
+    fn read_ahead_of(&self, key: &[u8]) -> Option<&ReadAhead> {
+        self.read_ahead
+            .iter()
+            .find(|r| r.start.as_slice() <= key && key < r.end.as_slice())
     }
 
     pub fn insert(&mut self, key: &[u8], value: Vec<u8>) {
