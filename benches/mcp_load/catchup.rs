@@ -1,4 +1,6 @@
-//! Phase e: restart catch-up of N entries written while the daemon was down.
+//! Phase e: restart catch-up of N entries written while the daemon was down. With
+//! `VK_BENCH_BASE_BIN` (main's build) both daemons catch up from the same simulator in the same
+//! run, each on its own data dir: main's first, then this build's.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -9,7 +11,7 @@ use serde_json::json;
 use uuid::Uuid;
 use vk_observer::sim::{RunReason, Sim, SimConfig};
 
-use crate::daemon::{DaemonProc, cpu_secs, dir_bytes};
+use crate::daemon::{DaemonProc, cpu_secs, daemon_bin, dir_bytes};
 use crate::data::{entry_json, entry_value, out_dir, sim_config};
 use crate::opts::Opts;
 use crate::report::Report;
@@ -36,6 +38,7 @@ pub(crate) struct Restart {
 
 pub(crate) async fn restart_until_cached(
     sim: &Sim,
+    bin: &str,
     dir: &Path,
     log: &Path,
     attempt: Uuid,
@@ -47,7 +50,7 @@ pub(crate) async fn restart_until_cached(
     let ws_before = sim.counters().ws_connections;
     let spawned = Instant::now();
     let spawned_wall = chrono::Utc::now();
-    let mut d = DaemonProc::spawn(&sim.base_url(), dir, true, None, log)?;
+    let mut d = DaemonProc::spawn_bin(bin, &sim.base_url(), dir, true, None, log)?;
     d.wait_serving(Duration::from_secs(60)).await?;
     let serving = spawned.elapsed();
     let mcp = d.mcp();
@@ -93,6 +96,34 @@ pub(crate) async fn restart_until_cached(
     Ok((d, r))
 }
 
+/// The daemon builds to measure: main's (`VK_BENCH_BASE_BIN`) if given, then this one.
+fn builds() -> Vec<(&'static str, String)> {
+    let mut bins = Vec::new();
+    if let Ok(base) = std::env::var("VK_BENCH_BASE_BIN") {
+        bins.push(("main", base));
+    }
+    bins.push(("this build", daemon_bin()));
+    bins
+}
+
+/// History pages the simulator has served so far.
+fn history_pages(sim: &Sim) -> u64 {
+    sim.counters()
+        .by_route
+        .iter()
+        .filter(|(k, _)| k.contains("normalized-logs/v2") && !k.ends_with("/ws"))
+        .map(|(_, v)| *v)
+        .sum::<u64>()
+}
+
+/// One build's catch-up, for the report.
+struct Measured {
+    label: &'static str,
+    restart: Restart,
+    pages: u64,
+    files: u64,
+}
+
 /// `finished`: the process ends while the daemon is down (catch-up by history v2, pages of
 /// 1000); otherwise it keeps running (catch-up by the log WebSocket, which replays everything).
 pub(crate) async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow::Result<()> {
@@ -106,13 +137,10 @@ pub(crate) async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow
     // A running process: VK's defaults — the log WS replays the in-memory window
     // (VK_LOG_HISTORY_MAX_ENTRIES = 5000), older entries come from history pages (logs in VK's
     // database). An ended process: history pages only (window raised so they hold every entry).
-    let sim = Sim::start(if finished {
-        sim_config(n as usize + 100_000)
-    } else {
-        SimConfig {
-            log_db: true,
-            ..sim_config(5000)
-        }
+    let window = if finished { n as usize + 100_000 } else { 5000 };
+    let sim = Sim::start(SimConfig {
+        log_db: !finished,
+        ..sim_config(window)
     })
     .await?;
     let project = sim.add_project("Catch-up", &["cu"]);
@@ -122,11 +150,28 @@ pub(crate) async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow
     for k in 0..10 {
         sim.append_log(pid, vk_observer::sim::Channel::Normalized, entry_value(k));
     }
-    let dir = tempfile::tempdir()?;
+    let builds = builds();
     let kind = if finished { "history" } else { "ws" };
-    let log = |run: u32| out_dir().join(format!("daemon-e-{kind}-{run}.log"));
-    let (d, _) = restart_until_cached(&sim, dir.path(), &log(1), ids.attempt_id, 9, false).await?;
-    d.stop().await?;
+    let log = |label: &str, run: u32| {
+        let tag = if label == "main" { "-main" } else { "" };
+        out_dir().join(format!("daemon-e-{kind}{tag}-{run}.log"))
+    };
+    let mut dirs = Vec::new();
+    for (label, bin) in &builds {
+        let dir = tempfile::tempdir()?;
+        let (d, _) = restart_until_cached(
+            &sim,
+            bin,
+            dir.path(),
+            &log(label, 1),
+            ids.attempt_id,
+            9,
+            false,
+        )
+        .await?;
+        d.stop().await?;
+        dirs.push(dir);
+    }
     let t = Instant::now();
     let mut raw_bytes = 0u64;
     for k in 10..10 + n {
@@ -140,101 +185,52 @@ pub(crate) async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow
         "  simulator appended {n} entries while the daemon was down ({:.1} s)",
         t.elapsed().as_secs_f64()
     );
-    let (d, rs) =
-        restart_until_cached(&sim, dir.path(), &log(2), ids.attempt_id, n + 9, finished).await?;
-    let mcp = d.mcp();
-    // Every entry is there (the oldest page too).
-    let v = mcp
-        .call(
-            "tail_attempt_logs",
-            &json!({"attempt_id": ids.attempt_id, "cursor": 5, "limit": 5}),
-        )
-        .await?;
-    ensure!(
-        v["entries"].as_array().map(Vec::len) == Some(5)
-            && v["entries"][0]["entry_index"] == json!(0),
-        "oldest entries missing: {v}"
-    );
-    let pages = sim
-        .counters()
-        .by_route
-        .iter()
-        .filter(|(k, _)| k.contains("normalized-logs/v2") && !k.ends_with("/ws"))
-        .map(|(_, v)| *v)
-        .sum::<u64>();
-    d.stop().await?;
-    let files = dir_bytes(dir.path());
-    let ingest_s = rs.cached_s - rs.resync_s;
-    println!(
-        "  restart → serving {:.0} ms → resync began {:.2} s (SSE connected {}) → ready {:.2} s → all {n} entries cached {:.2} s ({:.0} entries/s after the resync began); daemon CPU {:.1} s, bench process (simulator) CPU {:.1} s; history pages {pages}; peak daemon RSS {:.0} MB; data dir {:.0} MB ({:.2}× the raw bytes)",
-        rs.serving_s * 1000.0,
-        rs.resync_s,
-        rs.sse_connected_s
-            .map_or("?".to_string(), |t| format!("{t:.2} s")),
-        rs.ready_s,
-        rs.cached_s,
-        n as f64 / ingest_s,
-        rs.daemon_cpu_s,
-        rs.bench_process_cpu_s,
-        rs.peak_rss_kb as f64 / 1024.0,
-        files as f64 / 1e6,
-        files as f64 / raw_bytes as f64
-    );
-    r.row(
-        &format!("restart catch-up of {n} entries ({how})"),
-        format!(
-            "{:.1} s from spawn = {:.1} s until the resync starts + {:.1} s ingest ({:.0} entries/s); daemon CPU {:.1} s",
-            rs.cached_s,
-            rs.resync_s,
-            ingest_s,
-            n as f64 / ingest_s,
-            rs.daemon_cpu_s
-        ),
-        "≤ 15 s for 1 M",
-        (n >= 1_000_000).then_some(rs.cached_s <= 15.0),
-    );
-    r.row(
-        &format!(
-            "data dir bytes per raw log byte after ingesting {n} entries from VK ({})",
-            if finished { "history" } else { "WS" }
-        ),
-        format!(
-            "{:.2}× ({:.0} MB / {:.0} MB)",
-            files as f64 / raw_bytes as f64,
-            files as f64 / 1e6,
-            raw_bytes as f64 / 1e6
-        ),
-        "≤ 2×",
-        Some(files as f64 / raw_bytes as f64 <= 2.0),
-    );
-    let mut detail = json!({"entries": n, "restart": rs, "history_pages": pages,
-                            "dir_bytes": files, "raw_bytes": raw_bytes});
+    let mut runs = Vec::new();
+    for ((label, bin), dir) in builds.iter().zip(&dirs) {
+        runs.push(
+            measure(
+                &sim,
+                label,
+                bin,
+                dir.path(),
+                &log(label, 2),
+                &ids,
+                n,
+                finished,
+            )
+            .await?,
+        );
+        print_run(runs.last().expect("just pushed"), n, raw_bytes);
+    }
+    report_runs(r, &runs, n, raw_bytes, how, finished);
+    let mut detail = json!({"entries": n, "raw_bytes": raw_bytes,
+        "loadavg_after": std::fs::read_to_string("/proc/loadavg").unwrap_or_default()});
+    for m in &runs {
+        detail[m.label] = json!({"restart": m.restart, "history_pages": m.pages,
+                                 "dir_bytes": m.files});
+    }
     if !finished {
         // Restart again with the big log cached and 1 % new entries: VK's WS replays all of it.
         let m = (n / 100).max(1);
         for k in 10 + n..10 + n + m {
             sim.append_log(pid, vk_observer::sim::Channel::Normalized, entry_value(k));
         }
-        let (d, rs2) =
-            restart_until_cached(&sim, dir.path(), &log(3), ids.attempt_id, n + m + 9, false)
-                .await?;
-        d.stop().await?;
-        println!(
-            "  restart with {n} cached and {m} new: resync began {:.2} s → ready {:.2} s → cached {:.2} s; daemon CPU {:.1} s",
-            rs2.resync_s, rs2.ready_s, rs2.cached_s, rs2.daemon_cpu_s
-        );
-        r.row(
-            &format!("restart with {n} entries cached and {m} new while down"),
-            format!(
-                "{:.1} s from spawn = {:.1} s until the resync + {:.1} s",
-                rs2.cached_s,
-                rs2.resync_s,
-                rs2.cached_s - rs2.resync_s
-            ),
-            "—",
-            None,
-        );
-        detail["restart_with_cache"] = json!({"new_entries": m, "restart": rs2});
+        for ((label, bin), dir) in builds.iter().zip(&dirs) {
+            let last = n + m + 9;
+            let (d, rs2) = restart_until_cached(
+                &sim,
+                bin,
+                dir.path(),
+                &log(label, 3),
+                ids.attempt_id,
+                last,
+                false,
+            )
+            .await?;
+            d.stop().await?;
+            restart_with_cache_row(r, label, n, m, &rs2);
+            detail[*label]["restart_with_cache"] = json!({"new_entries": m, "restart": rs2});
+        }
     }
     r.detail(
         if finished {
@@ -246,4 +242,128 @@ pub(crate) async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow
     );
     sim.shutdown().await;
     Ok(())
+}
+
+/// One build's restart after `n` entries were written while it was down, checked complete.
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    sim: &Sim,
+    label: &'static str,
+    bin: &str,
+    dir: &Path,
+    log: &Path,
+    ids: &vk_observer::sim::AttemptIds,
+    n: u64,
+    finished: bool,
+) -> anyhow::Result<Measured> {
+    let pages_before = history_pages(sim);
+    let (d, restart) =
+        restart_until_cached(sim, bin, dir, log, ids.attempt_id, n + 9, finished).await?;
+    // Every entry is there (the oldest page too).
+    let v = d
+        .mcp()
+        .call(
+            "tail_attempt_logs",
+            &json!({"attempt_id": ids.attempt_id, "cursor": 5, "limit": 5}),
+        )
+        .await?;
+    ensure!(
+        v["entries"].as_array().map(Vec::len) == Some(5)
+            && v["entries"][0]["entry_index"] == json!(0),
+        "{label}: oldest entries missing: {v}"
+    );
+    d.stop().await?;
+    Ok(Measured {
+        label,
+        restart,
+        pages: history_pages(sim) - pages_before,
+        files: dir_bytes(dir),
+    })
+}
+
+fn print_run(m: &Measured, n: u64, raw_bytes: u64) {
+    let rs = &m.restart;
+    println!(
+        "  {}: restart → serving {:.0} ms → resync began {:.2} s (SSE connected {}) → ready {:.2} s → all {n} entries cached {:.2} s ({:.0} entries/s after the resync began); daemon CPU {:.1} s, bench process (simulator) CPU {:.1} s; history pages {}; peak daemon RSS {:.0} MB; data dir {:.0} MB ({:.2}× the raw bytes); load average {}",
+        m.label,
+        rs.serving_s * 1000.0,
+        rs.resync_s,
+        rs.sse_connected_s
+            .map_or("?".to_string(), |t| format!("{t:.2} s")),
+        rs.ready_s,
+        rs.cached_s,
+        n as f64 / (rs.cached_s - rs.resync_s),
+        rs.daemon_cpu_s,
+        rs.bench_process_cpu_s,
+        m.pages,
+        rs.peak_rss_kb as f64 / 1024.0,
+        m.files as f64 / 1e6,
+        m.files as f64 / raw_bytes as f64,
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+}
+
+/// Rows of the report: this build's under the names earlier runs used, main's marked.
+fn report_runs(
+    r: &mut Report,
+    runs: &[Measured],
+    n: u64,
+    raw_bytes: u64,
+    how: &str,
+    finished: bool,
+) {
+    for m in runs {
+        let rs = &m.restart;
+        let tag = if m.label == "main" { " — main" } else { "" };
+        let ingest_s = rs.cached_s - rs.resync_s;
+        r.row(
+            &format!("restart catch-up of {n} entries ({how}){tag}"),
+            format!(
+                "{:.1} s from spawn = {:.1} s until the resync starts + {:.1} s ingest ({:.0} entries/s); daemon CPU {:.1} s, simulator (bench process) CPU {:.1} s",
+                rs.cached_s,
+                rs.resync_s,
+                ingest_s,
+                n as f64 / ingest_s,
+                rs.daemon_cpu_s,
+                rs.bench_process_cpu_s
+            ),
+            "≤ 8 s for 1 M",
+            (n >= 1_000_000).then_some(rs.cached_s <= 8.0),
+        );
+        let ratio = m.files as f64 / raw_bytes as f64;
+        r.row(
+            &format!(
+                "data dir bytes per raw log byte after ingesting {n} entries from VK ({}){tag}",
+                if finished { "history" } else { "WS" }
+            ),
+            format!(
+                "{ratio:.2}× ({:.0} MB / {:.0} MB)",
+                m.files as f64 / 1e6,
+                raw_bytes as f64 / 1e6
+            ),
+            "≤ 2×",
+            Some(ratio <= 2.0),
+        );
+    }
+}
+
+fn restart_with_cache_row(r: &mut Report, label: &str, n: u64, m: u64, rs2: &Restart) {
+    println!(
+        "  {label}: restart with {n} cached and {m} new: resync began {:.2} s → ready {:.2} s → cached {:.2} s; daemon CPU {:.1} s",
+        rs2.resync_s, rs2.ready_s, rs2.cached_s, rs2.daemon_cpu_s
+    );
+    let tag = if label == "main" { " — main" } else { "" };
+    r.row(
+        &format!("restart with {n} entries cached and {m} new while down{tag}"),
+        format!(
+            "{:.1} s from spawn = {:.1} s until the resync + {:.1} s",
+            rs2.cached_s,
+            rs2.resync_s,
+            rs2.cached_s - rs2.resync_s
+        ),
+        "—",
+        None,
+    );
 }

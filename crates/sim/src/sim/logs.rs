@@ -11,7 +11,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
+use serde_json::value::RawValue;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
@@ -43,10 +44,11 @@ pub(crate) struct HistoryQuery {
 }
 
 /// One entry of a history page. Fields in the order `serde_json`'s map writes them (sorted), so
-/// the bytes are those of the `json!` object VK's shape was first written as.
+/// the bytes are those of the `json!` object VK's shape was first written as; the entry is the
+/// bytes encoded when it was appended (`LogEntry::json`).
 #[derive(serde::Serialize)]
 struct PageEntry<'a> {
-    entry: &'a Value,
+    entry: &'a RawValue,
     entry_index: usize,
 }
 
@@ -87,7 +89,7 @@ fn page(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Option<String
     let data = PageData {
         entries: (start..upper.max(start))
             .map(|i| PageEntry {
-                entry: entries[i].as_ref(),
+                entry: entries[i].json(),
                 entry_index: i,
             })
             .collect(),
@@ -155,17 +157,17 @@ pub(crate) async fn raw_ws(
     upgrade(inner, ws, pid, Channel::Raw)
 }
 
-/// One log frame in VK's field order (`type`, `entry_index`, `entry`), serialized straight from
-/// the stored entry (no copy of it).
+/// One log frame in VK's field order (`type`, `entry_index`, `entry`), written around the
+/// stored entry's bytes (encoded once, when it was appended).
 #[derive(serde::Serialize)]
 struct FrameOut<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     entry_index: u64,
-    entry: &'a Value,
+    entry: &'a RawValue,
 }
 
-fn entry_frame(kind: &'static str, entry_index: u64, entry: &Value) -> String {
+fn entry_frame(kind: &'static str, entry_index: u64, entry: &RawValue) -> String {
     serde_json::to_string(&FrameOut {
         kind,
         entry_index,
@@ -176,8 +178,8 @@ fn entry_frame(kind: &'static str, entry_index: u64, entry: &Value) -> String {
 
 fn frame(ev: &LogEvent) -> String {
     match ev {
-        LogEvent::Append(i, e) => entry_frame("append", *i, e),
-        LogEvent::Replace(i, e) => entry_frame("replace", *i, e),
+        LogEvent::Append(i, e) => entry_frame("append", *i, e.json()),
+        LogEvent::Replace(i, e) => entry_frame("replace", *i, e.json()),
         LogEvent::Finished => json!({"type": "finished"}).to_string(),
     }
 }
@@ -190,7 +192,7 @@ fn history_frames(inner: &Inner, pid: Uuid, ch: Channel, from: usize, to: usize)
     };
     let entries = logs.entries(ch);
     (from..to.min(entries.len()))
-        .map(|i| entry_frame("append", i as u64, entries[i].as_ref()))
+        .map(|i| entry_frame("append", i as u64, entries[i].json()))
         .collect()
 }
 
@@ -293,6 +295,30 @@ mod tests {
     use super::*;
     use crate::sim::http::ok;
     use crate::sim::types::{RunReason, SimConfig};
+    use serde_json::Value;
+
+    #[test]
+    fn a_log_frame_is_written_byte_for_byte_as_the_value_was() {
+        let entry = json!({"type": "NORMALIZED_ENTRY", "content": {"z": [1, null, 1.5],
+            "a": "quote \" and \u{e9}\n", "m": {"y": true, "b": {}}}});
+        let stored = super::super::world::LogEntry::new(entry.clone());
+        for (ev, kind) in [
+            (LogEvent::Append(7, stored.clone()), "append"),
+            (LogEvent::Replace(7, stored), "replace"),
+        ] {
+            let as_value = json!({"type": kind, "entry_index": 7, "entry": entry});
+            // VK's field order (`type`, `entry_index`, `entry`), the entry's bytes unchanged.
+            let expected = format!(
+                r#"{{"type":"{kind}","entry_index":7,"entry":{}}}"#,
+                serde_json::to_string(&entry).unwrap()
+            );
+            assert_eq!(frame(&ev), expected);
+            assert_eq!(
+                serde_json::from_str::<Value>(&frame(&ev)).unwrap(),
+                as_value
+            );
+        }
+    }
 
     /// The page as it was built before: a `json!` tree holding a copy of every entry.
     fn page_as_values(inner: &Inner, pid: Uuid, ch: Channel, q: HistoryQuery) -> Value {

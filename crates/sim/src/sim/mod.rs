@@ -9,6 +9,7 @@ mod core;
 mod git;
 mod http;
 mod idempotency;
+mod log_entry;
 mod logs;
 mod render;
 mod rest_artifacts;

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+pub(crate) use super::log_entry::LogEntry;
 use super::types::{Channel, ProcessStatus, RunReason, SimFile};
 use super::util::{VK_DATA, WORKTREES, attempt_dir, now_ts};
 
@@ -99,17 +100,13 @@ pub(crate) struct Turn {
     pub updated_at: String,
 }
 
-/// What a log WebSocket forwards.
+/// What a log WebSocket forwards (the entry as stored: its bytes are encoded once).
 #[derive(Debug, Clone)]
 pub(crate) enum LogEvent {
-    Append(u64, Value),
-    Replace(u64, Value),
+    Append(u64, LogEntry),
+    Replace(u64, LogEntry),
     Finished,
 }
-
-/// One stored log entry. Shared, so a board of millions of identical-looking entries (the scale
-/// board's processes all carry the same sequence) holds each distinct entry once.
-pub(crate) type LogEntry = std::sync::Arc<Value>;
 
 /// Events a log's channel buffers for a slow subscriber.
 const LOG_EVENT_BUFFER: usize = 4096;
@@ -492,7 +489,8 @@ impl World {
             Channel::Raw => &mut logs.raw,
         };
         let idx = list.len() as u64;
-        list.push(LogEntry::new(entry.clone()));
+        let entry = LogEntry::new(entry);
+        list.push(entry.clone());
         logs.publish(ch, LogEvent::Append(idx, entry));
         Some(idx)
     }
@@ -515,7 +513,8 @@ impl World {
         let Some(slot) = usize::try_from(idx).ok().and_then(|i| list.get_mut(i)) else {
             return false;
         };
-        *slot = LogEntry::new(entry.clone());
+        let entry = LogEntry::new(entry);
+        *slot = entry.clone();
         logs.publish(ch, LogEvent::Replace(idx, entry));
         true
     }
