@@ -437,6 +437,11 @@ async fn write_log(writer: &WriterHandle, name: &str, entries: u64, batch: u64) 
     }
 }
 
+/// Every host writes `per_host` entries at once.
+async fn write_hosts(hosts: &[BenchHost], per_host: u64, batch: u64) {
+    futures::future::join_all(hosts.iter().map(|h| write_host(h, per_host, batch))).await;
+}
+
 /// The hosts' own share of fan-in: a quarter of the entries written through one store's
 /// writer with the outbox off, then on (no publisher, nothing else running): what the outbox
 /// copy of each batch costs the host.
@@ -474,11 +479,7 @@ async fn backlog_fan_in(nats: &nats::NatsServer, opts: &Opts) -> Value {
     let hosts: Vec<BenchHost> = (0..4).map(|i| quiet_host(&format!("back{i}"))).collect();
     let per_host = opts.entries / 4;
     let start = Instant::now();
-    let writes: Vec<_> = hosts
-        .iter()
-        .map(|h| write_host(h, per_host, opts.batch))
-        .collect();
-    futures::future::join_all(writes).await;
+    write_hosts(&hosts, per_host, opts.batch).await;
     let written = start.elapsed().as_secs_f64();
     let (node, _node_owner, _node_dir) = bench_node(&nats.url, &cancel);
     let start = Instant::now();
@@ -517,11 +518,7 @@ async fn fan_in_and_catch_up(nats: &nats::NatsServer, opts: &Opts) -> (Value, Va
     let (node, _node_owner, _node_dir) = bench_node(&nats.url, &cancel);
     let per_host = opts.entries / 4;
     let start = Instant::now();
-    let writes: Vec<_> = hosts
-        .iter()
-        .map(|h| write_host(h, per_host, opts.batch))
-        .collect();
-    futures::future::join_all(writes).await;
+    write_hosts(&hosts, per_host, opts.batch).await;
     let written = start.elapsed().as_secs_f64();
     until("the fleet has every host's entries", || {
         has_all(&node, &hosts)
