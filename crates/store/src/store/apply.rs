@@ -254,10 +254,7 @@ impl<'t, 'c> Pending<'t, 'c> {
     }
 
     pub(super) fn stored_value(&self, key: &[u8]) -> R<Option<Value>> {
-        Ok(match self.ov.get(key)? {
-            Some(v) => decode(&v).and_then(|(_, j)| serde_json::from_slice(&j).ok()),
-            None => None,
-        })
+        Ok(stored_json(self.ov.get(key)?.as_deref()))
     }
 
     // ---- projects and repos ----
@@ -577,4 +574,10 @@ impl<'t, 'c> Pending<'t, 'c> {
         }
         Ok(())
     }
+}
+
+/// The JSON of a stored row (`token ‖ value`), if it decodes.
+fn stored_json(raw: Option<&[u8]>) -> Option<Value> {
+    let (_, json) = decode(raw?)?;
+    serde_json::from_slice(&json).ok()
 }

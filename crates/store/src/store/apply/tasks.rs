@@ -7,9 +7,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::super::StoreError;
-use super::super::codec::decode;
 use super::super::keys::{self, table};
-use super::{Pending, R};
+use super::{Pending, R, stored_json};
 use crate::vk::{object_id, ts_of, uuid_of};
 
 impl Pending<'_, '_> {
@@ -77,10 +76,4 @@ pub(super) fn older_than(task: &Value, stored: &Value) -> bool {
         (Some(new), Some(old)) => new < old,
         _ => false,
     }
-}
-
-/// The JSON of a stored row, if it decodes.
-pub(super) fn stored_json(raw: Option<&[u8]>) -> Option<Value> {
-    let (_, json) = decode(raw?)?;
-    serde_json::from_slice(&json).ok()
 }
