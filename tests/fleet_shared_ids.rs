@@ -3,7 +3,8 @@
 //! real MCP client: the fleet lists the task once with both hosts in `hosts`; a mutation on it
 //! without `host` is refused `host_required` naming both, and with `host` reaches that host
 //! only; a task one host reports keeps its one-host answer (`host`, no `hosts`); a host that
-//! deletes the shared task takes only itself off, and the task goes once neither reports it.
+//! deletes the shared task takes only itself off, and the task goes once neither reports it. An
+//! attempt id two hosts report names both in `hosts` in its status and in its task's listing.
 //! Skipped with a printed line when no nats-server is installed, failed under `CI`.
 
 mod support;
@@ -153,6 +154,89 @@ async fn a_task_two_hosts_report_is_listed_once_needs_a_host_and_goes_with_its_l
         find(tasks, shared).is_none() && find(tasks, alone).is_some()
     })
     .await;
+    node.shutdown().await;
+    for h in hosts {
+        h.shutdown().await;
+    }
+    drop(nats);
+}
+
+/// The fleet's status of each of `attempts` once `done` holds for them (bounded).
+async fn statuses_until(mcp: &Mcp, attempts: &[Uuid], what: &str, done: impl Fn(&[Value]) -> bool) {
+    let start = Instant::now();
+    loop {
+        let args = json!({"attempt_ids": attempts});
+        let answer = match mcp.call_as_is("get_attempt_status", args).await {
+            Reply::Ok(v) | Reply::Err(v) => v,
+        };
+        let statuses = answer["attempts"].as_array().cloned().unwrap_or_default();
+        if done(&statuses) {
+            return;
+        }
+        assert!(
+            start.elapsed() < CONVERGE,
+            "{what}: never seen; last {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn status_of(statuses: &[Value], id: Uuid) -> Option<&Value> {
+    statuses.iter().find(|s| s["attempt_id"] == json!(id))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_two_hosts_report_names_both_in_its_status_and_its_listing() {
+    let Some(nats) = NatsServer::start("fleet shared attempt id") else {
+        return;
+    };
+    let sims = [support::sim().await, support::sim().await];
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (project, task, shared) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let mut hosts = Vec::new();
+    for (i, name) in ["alpha", "beta"].into_iter().enumerate() {
+        let settings = fleet_settings(&nats, name, false);
+        hosts.push(support::fleet::host_daemon_with(&sims[i], dirs[i].path(), settings).await);
+        sims[i].add_project_with_id(project, "copied board", &["repo"]);
+        sims[i].add_task_with_id(task, project, "copied task", None);
+        assert_eq!(sims[i].create_bare_attempt_with_id(shared, task), shared);
+    }
+    let alone = sims[1].create_bare_attempt(task);
+    let node =
+        support::fleet::fleet_node_with(dirs[2].path(), fleet_settings(&nats, "", true)).await;
+    let mcp = Mcp::connect(node.addr).await;
+
+    // Detail 0 (the default) shows `hosts` too: it is how a caller learns to pass `host`.
+    statuses_until(
+        &mcp,
+        &[shared, alone],
+        "both attempts with their hosts",
+        |st| {
+            status_of(st, shared).is_some_and(|s| s["hosts"] == json!(["alpha", "beta"]))
+                && status_of(st, alone)
+                    .is_some_and(|s| s["host"] == "beta" && s.get("hosts").is_none())
+        },
+    )
+    .await;
+    let listed = mcp
+        .call("list_task_attempts", json!({"task_id": task}))
+        .await
+        .ok();
+    let attempts = listed["attempts"].as_array().unwrap();
+    let listed_shared = attempts.iter().find(|a| a["attempt_id"] == json!(shared));
+    assert_eq!(
+        listed_shared.map(|a| a["hosts"].clone()),
+        Some(json!(["alpha", "beta"])),
+        "{listed}"
+    );
+
+    // A mutation on it without `host` is refused, naming both.
+    let refused = mcp
+        .call("stop_attempt", json!({"attempt_id": shared}))
+        .await
+        .err();
+    assert_eq!(refused["details"]["reason"], "host_required", "{refused}");
+    assert_eq!(refused["details"]["hosts"], json!(["alpha", "beta"]));
     node.shutdown().await;
     for h in hosts {
         h.shutdown().await;

@@ -50,6 +50,10 @@ pub struct AttemptStatus {
     /// Fleet node only: the host that owns it (`[fleet] host`); absent on a single host.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
+    /// Fleet node only, when several hosts report this attempt id (a copied VK database): every
+    /// such host, sorted; a mutation on the attempt then needs `host`. Absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     /// Git branch of the attempt's worktrees.
     pub workspace_branch: Option<String>,
     /// When the attempt was created (RFC 3339).
@@ -429,6 +433,10 @@ pub fn attempt_status(
         attempt_id: id,
         task_id: attempt.task_id,
         host: attempt.host,
+        hosts: attempt
+            .hosts
+            .filter(|hosts| hosts.len() > 1)
+            .unwrap_or_default(),
         workspace_branch: attempt.branch,
         created_at: attempt.created_at.map(rfc3339),
         updated_at: attempt.updated_at.map(rfc3339),

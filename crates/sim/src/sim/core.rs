@@ -190,7 +190,7 @@ impl Inner {
         let mut changes = Vec::new();
         let ids = {
             let mut w = self.world();
-            let ws = w.create_workspace(task_id, repos)?;
+            let ws = w.create_workspace(Uuid::new_v4(), task_id, repos)?;
             let created = render::workspace_json(&w, ws).unwrap_or(Value::Null);
             changes.push(Change::Workspace(task_id));
             changes.extend(w.set_task_status(task_id, "inprogress"));
@@ -202,11 +202,12 @@ impl Inner {
         Some(ids)
     }
 
-    /// A workspace with no session yet (the moment between VK creating it and its first session).
-    pub fn create_bare_attempt(&self, task_id: Uuid) -> Option<Uuid> {
+    /// Workspace `id` with no session yet (the moment between VK creating it and its first
+    /// session).
+    pub fn create_bare_attempt(&self, id: Uuid, task_id: Uuid) -> Option<Uuid> {
         let (ws, changes) = {
             let mut w = self.world();
-            let ws = w.create_workspace(task_id, Vec::new())?;
+            let ws = w.create_workspace(id, task_id, Vec::new())?;
             let mut changes = vec![Change::Workspace(task_id)];
             changes.extend(w.set_container(ws));
             (ws, changes)

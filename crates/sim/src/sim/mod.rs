@@ -147,8 +147,14 @@ impl Sim {
 
     /// An attempt without any session; returns the nil uuid when the task does not exist.
     pub fn create_bare_attempt(&self, task_id: Uuid) -> Uuid {
+        self.create_bare_attempt_with_id(Uuid::new_v4(), task_id)
+    }
+
+    /// An attempt with a given id and no session: the same attempt on several simulated hosts
+    /// of a fleet (a VK database copied to another machine). Nil when the task does not exist.
+    pub fn create_bare_attempt_with_id(&self, id: Uuid, task_id: Uuid) -> Uuid {
         self.inner
-            .create_bare_attempt(task_id)
+            .create_bare_attempt(id, task_id)
             .unwrap_or_else(Uuid::nil)
     }
 

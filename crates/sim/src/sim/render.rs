@@ -304,14 +304,18 @@ mod tests {
                 Some(ProcessStatus::Killed),
             ),
         ] {
-            let ws = w.create_workspace(task, Vec::new()).unwrap();
+            let ws = w
+                .create_workspace(Uuid::new_v4(), task, Vec::new())
+                .unwrap();
             let session = w.add_session(ws, executor).unwrap();
             let pid = w.insert_process(session, reason, Value::Null);
             if let Some(status) = end {
                 w.complete_process(pid, status, None);
             }
         }
-        let ws = w.create_workspace(task, Vec::new()).unwrap();
+        let ws = w
+            .create_workspace(Uuid::new_v4(), task, Vec::new())
+            .unwrap();
         w.add_session(ws, "AMP").unwrap();
         let facts = all_task_facts(&w);
         let none = TaskFacts::default();

@@ -300,10 +300,14 @@ impl World {
         true
     }
 
-    /// Creates a workspace with its repos (all of the project's when `repos` is empty).
-    pub fn create_workspace(&mut self, task_id: Uuid, repos: Vec<(Uuid, String)>) -> Option<Uuid> {
+    /// Creates workspace `id` with its repos (all of the project's when `repos` is empty).
+    pub fn create_workspace(
+        &mut self,
+        id: Uuid,
+        task_id: Uuid,
+        repos: Vec<(Uuid, String)>,
+    ) -> Option<Uuid> {
         let task = self.tasks.get(&task_id)?;
-        let id = Uuid::new_v4();
         let repos = if repos.is_empty() {
             self.project(task.project_id)
                 .map(|p| p.repos.iter().map(|r| (r.id, "main".to_string())).collect())

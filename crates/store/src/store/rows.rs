@@ -26,6 +26,9 @@ pub struct AttemptRow {
     /// Set on a fleet node (`fleet::tag`).
     #[serde(default, deserialize_with = "lenient")]
     pub host: Option<String>,
+    /// Set on a fleet node when several hosts report the attempt (`fleet::tag`).
+    #[serde(default, deserialize_with = "lenient")]
+    pub hosts: Option<Vec<String>>,
     #[serde(default, deserialize_with = "lenient")]
     pub branch: Option<String>,
     #[serde(default, deserialize_with = "lenient")]
