@@ -15,18 +15,23 @@ use super::super::events::{HOST_FIELD, HOSTS_FIELD};
 use super::super::keys::{self, table};
 use super::fleet::{hosts_of, set_hosts};
 use super::tasks::older_than;
-use super::{Pending, R};
-use crate::vk::object_id;
+use super::{Pending, R, stored_json};
+use crate::vk::{object_id, uuid_of};
 
 impl Pending<'_, '_> {
     /// One host's version of a task (tagged with its `host`): this host joins its `hosts`; the
-    /// version replaces the stored one unless it is older or the same apart from its host.
+    /// version replaces the stored one unless it is older or the same apart from its host (the
+    /// stored row is read and parsed once, for both).
     pub(super) fn host_task_upsert(&mut self, host: &str, task: Value) -> R<Option<Uuid>> {
         let Some(id) = object_id(&task) else {
             return Err(StoreError::Invalid("task without id or project_id"));
         };
-        let stored = self.stored_value(&keys::id_key(table::TASKS, id))?;
-        self.task_upsert(&merged(stored, task, host, older_than))
+        let old = self.ov.get(&keys::id_key(table::TASKS, id))?;
+        let row = merged(stored_json(old.as_deref()), task, host, older_than);
+        let Some(project) = uuid_of(&row, "project_id") else {
+            return Err(StoreError::Invalid("task without id or project_id"));
+        };
+        self.task_write(id, project, old.as_deref(), &row)
     }
 
     /// One host's tasks of a project: each upserted; a task of the project this list omits

@@ -24,10 +24,23 @@ impl Pending<'_, '_> {
         if stored_json(old.as_deref()).is_some_and(|stored| older_than(task, &stored)) {
             return Ok(Some(id));
         }
+        self.task_write(id, project, old.as_deref(), task)
+    }
+
+    /// Store `task` over the stored bytes `old` (already judged not older): the row, its project
+    /// index entry and its feed items when it changed; its id.
+    pub(super) fn task_write(
+        &mut self,
+        id: Uuid,
+        project: Uuid,
+        old: Option<&[u8]>,
+        task: &Value,
+    ) -> R<Option<Uuid>> {
+        let key = keys::id_key(table::TASKS, id);
         if self.upsert(&key, task)? {
             self.set_index(table::IDX_PROJECT_TASKS, project, id);
             self.note(format!("task:{id}"));
-            self.feed_task_upserted(id, project, old.as_deref(), task)?;
+            self.feed_task_upserted(id, project, old, task)?;
         }
         Ok(Some(id))
     }
