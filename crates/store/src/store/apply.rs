@@ -22,6 +22,8 @@ mod fleet_tasks;
 mod logs;
 mod tasks;
 
+pub use logs::ChunkCache;
+
 /// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
 pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
 
@@ -37,6 +39,9 @@ pub struct Pending<'t, 'c> {
     pub entry_cap: u64,
     /// Entries per log chunk (`store::chunk::CHUNK`; the writer's, fixed for a data dir).
     pub chunk_entries: u64,
+    /// Log chunks changed by this batch, decoded (`apply::logs`): the writer calls
+    /// `flush_chunks` once the batch's events are applied.
+    pub chunks: ChunkCache,
     /// Activity items this batch derived, in order (`store::feed`, `feed_derive`).
     pub feed: Vec<super::feed::FeedItem>,
 }

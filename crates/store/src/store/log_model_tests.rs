@@ -19,9 +19,9 @@ const CHANNELS: [Channel; 2] = [Channel::Normalized, Channel::Raw];
 
 #[derive(Debug, Clone)]
 enum Op {
-    /// One batch into one log: (index, variant) with variant 0..3 a distinct content and 3 the
-    /// content of variant 0 spelled with other spacing (the same JSON).
-    Put(usize, usize, Vec<(u64, u8)>),
+    /// One batch of 1–3 events, each into one log: (index, variant) with variant 0..3 a distinct
+    /// content and 3 the content of variant 0 spelled with other spacing (the same JSON).
+    Puts(Vec<(usize, usize, Vec<(u64, u8)>)>),
     /// VK lost this log's entries below `oldest`.
     Lost(usize, usize, u64),
     /// The process is removed (with its logs).
@@ -37,7 +37,7 @@ fn op() -> impl Strategy<Value = Op> {
         prop::collection::vec((0u64..150, 0u8..4), 1..40),
     );
     prop_oneof![
-        8 => put.prop_map(|(p, c, e)| Op::Put(p, c, e)),
+        8 => prop::collection::vec(put, 1..4).prop_map(Op::Puts),
         1 => (0..2usize, 0..2usize, 0u64..160).prop_map(|(p, c, o)| Op::Lost(p, c, o)),
         1 => (0..2usize).prop_map(Op::Remove),
         1 => Just(Op::Reopen),
@@ -226,21 +226,25 @@ fn run(ops: Vec<Op>, compression: bool, cap: u64) -> Result<(), TestCaseError> {
     let mut model: BTreeMap<(usize, usize), ModelLog> = BTreeMap::new();
     for op in ops {
         let (events, expect): (Vec<DomainEvent>, bool) = match &op {
-            Op::Put(p, c, batch) => {
-                let entries = batch
-                    .iter()
-                    .map(|&(i, v)| (i, RawValue::from_string(entry(i, v)).unwrap()))
-                    .collect();
+            Op::Puts(puts) => {
                 let next = owner.store().current_token() + 1;
-                let log = model.entry((*p, *c)).or_default();
-                let changed = log.put(CHANNELS[*c], next, batch, cap);
-                let ev = DomainEvent::LogEntriesPut {
-                    attempt_id: ATTEMPT,
-                    process_id: PROCESSES[*p],
-                    channel: CHANNELS[*c],
-                    entries,
-                };
-                (vec![ev], changed)
+                let mut changed = false;
+                let mut events = Vec::new();
+                for (p, c, batch) in puts {
+                    let log = model.entry((*p, *c)).or_default();
+                    changed |= log.put(CHANNELS[*c], next, batch, cap);
+                    let entries = batch
+                        .iter()
+                        .map(|&(i, v)| (i, RawValue::from_string(entry(i, v)).unwrap()))
+                        .collect();
+                    events.push(DomainEvent::LogEntriesPut {
+                        attempt_id: ATTEMPT,
+                        process_id: PROCESSES[*p],
+                        channel: CHANNELS[*c],
+                        entries,
+                    });
+                }
+                (events, changed)
             }
             Op::Lost(p, c, oldest) => {
                 let changed = model.entry((*p, *c)).or_default().lose(*oldest);
@@ -272,7 +276,7 @@ fn run(ops: Vec<Op>, compression: bool, cap: u64) -> Result<(), TestCaseError> {
         };
         if !events.is_empty() {
             let applied = writer.apply(events).unwrap();
-            if matches!(op, Op::Put(..) | Op::Lost(..)) {
+            if matches!(op, Op::Puts(..) | Op::Lost(..)) {
                 prop_assert_eq!(applied.token.is_some(), expect, "{:?}", op);
             } else if expect {
                 prop_assert!(applied.token.is_some());
@@ -306,15 +310,23 @@ proptest! {
 fn a_fixed_sequence_reads_the_same_with_and_without_compression() {
     let fill = |from: u64, to: u64, v: u8| (from..to).map(|i| (i, v)).collect::<Vec<_>>();
     let ops = vec![
-        Op::Put(0, 0, fill(0, 40, 0)),
-        Op::Put(0, 0, vec![(70, 1), (35, 1), (35, 3), (5, 3), (50, 2)]),
+        Op::Puts(vec![(0, 0, fill(0, 40, 0))]),
+        Op::Puts(vec![(
+            0,
+            0,
+            vec![(70, 1), (35, 1), (35, 3), (5, 3), (50, 2)],
+        )]),
         Op::Lost(0, 0, 60),
         Op::Reopen,
-        Op::Put(0, 0, fill(60, 100, 2)),
-        Op::Put(1, 1, fill(10, 20, 1)),
+        Op::Puts(vec![(0, 0, fill(60, 100, 2)), (0, 0, fill(90, 110, 1))]),
+        Op::Puts(vec![
+            (1, 1, fill(10, 20, 1)),
+            (0, 0, vec![(111, 0)]),
+            (1, 1, vec![(21, 0)]),
+        ]),
         Op::Remove(1),
         Op::Reopen,
-        Op::Put(0, 0, vec![(100, 0)]),
+        Op::Puts(vec![(0, 0, vec![(112, 0)])]),
     ];
     for compression in [false, true] {
         run(ops.clone(), compression, 0).unwrap();

@@ -203,6 +203,7 @@ impl Writer {
             packer: self.packer.as_mut(),
             entry_cap: self.retention.max_entries_per_process,
             chunk_entries: self.chunk_entries,
+            chunks: Default::default(),
             feed: Vec::new(),
         };
         let n_events = events.len();
@@ -217,10 +218,11 @@ impl Writer {
             if let DomainEvent::LogEntriesPut { entries: e, .. } = &ev {
                 entries += e.len() as u64;
             }
-            let before = p.ov.writes();
+            let before = (p.ov.writes(), p.chunks.len());
             p.apply(ev)?;
-            wrote.push(p.ov.writes() > before);
+            wrote.push((p.ov.writes(), p.chunks.len()) != before);
         }
+        p.flush_chunks();
         metrics::counter!(crate::telemetry::EVENTS_APPLIED).increment(n_events as u64);
         metrics::counter!(crate::telemetry::LOG_ENTRIES_RECEIVED).increment(entries);
         if !p.changed {

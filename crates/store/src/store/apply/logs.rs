@@ -5,6 +5,11 @@
 //! with the rules one value per entry had (an identical re-sent entry changes nothing; a
 //! different one below the log's highest index is recorded in `REPLACED`), and written back once.
 //! Which entries count as new is decided in arrival order first, so grouping changes no outcome.
+//!
+//! Within a batch a touched chunk stays decoded in [`ChunkCache`] and is encoded into the
+//! overlay once, when the batch ends ([`Pending::flush_chunks`]; before any other log operation
+//! reads chunks through the overlay): several events of one batch appending to one log (a fleet
+//! node's batch of a host's messages) re-encode its chunk once, not once per event.
 
 use std::collections::BTreeMap;
 
@@ -17,7 +22,22 @@ use crate::store::codec::same_json;
 use crate::store::events::Channel;
 use crate::store::keys::{self, ChannelKeys as _};
 
+/// Chunks a batch changed, decoded, by key; encoded into the overlay by [`Pending::flush_chunks`].
+pub type ChunkCache = BTreeMap<[u8; 25], Chunk>;
+
 impl Pending<'_, '_> {
+    /// Encode the chunks this batch changed into the overlay.
+    pub fn flush_chunks(&mut self) {
+        for (key, chunk) in std::mem::take(&mut self.chunks) {
+            if chunk.is_empty() {
+                self.ov.remove(&key);
+            } else {
+                let value = chunk.encode(self.packer.as_deref_mut());
+                self.ov.insert(&key, value);
+            }
+        }
+    }
+
     /// The log's highest stored entry index (cached by the writer).
     pub(super) fn max_index(&mut self, pid: Uuid, ch: Channel) -> R<Option<u64>> {
         if let Some(m) = self.max_index.get(&(pid, ch)) {
@@ -73,13 +93,19 @@ impl Pending<'_, '_> {
         let (mut appended, mut replaced) = (0usize, 0usize);
         for (start, members) in by_chunk {
             let key = keys::chunk_key(ch, pid, start);
-            // A chunk wholly above the stored max cannot hold anything yet.
-            let mut chunk = match stored_max.is_some_and(|m| start <= m) {
-                true => self.ov.get(&key)?.and_then(|v| Chunk::decode(&v)),
-                false => None,
-            }
-            .unwrap_or_default();
-            let mut dirty = false;
+            let cached = self.chunks.remove(&key);
+            // Changed by an earlier event of this batch: put back whatever this one does.
+            let mut dirty = cached.is_some();
+            let mut chunk = match cached {
+                Some(chunk) => chunk,
+                // A chunk wholly above the stored max cannot hold anything yet.
+                None if stored_max.is_some_and(|m| start <= m) => self
+                    .ov
+                    .get(&key)?
+                    .and_then(|v| Chunk::decode(&v))
+                    .unwrap_or_default(),
+                None => Chunk::default(),
+            };
             for i in members {
                 let (idx, entry) = &entries[i];
                 let json = entry.get().as_bytes();
@@ -105,8 +131,7 @@ impl Pending<'_, '_> {
                 written[i] = true;
             }
             if dirty {
-                let value = chunk.encode(self.packer.as_deref_mut());
-                self.ov.insert(&key, value);
+                self.chunks.insert(key, chunk);
             }
         }
         self.max_index.insert((pid, ch), max);
@@ -136,6 +161,7 @@ impl Pending<'_, '_> {
         if self.ov.contains(&key)? {
             return Ok(());
         }
+        self.flush_chunks();
         let mut held = 0u64;
         let chunks = self.ov.keys_in_range(
             &keys::chunk_key(ch, pid, 0),
@@ -167,6 +193,7 @@ impl Pending<'_, '_> {
             return Ok(());
         }
         let floor = max + 1 - self.entry_cap;
+        self.flush_chunks();
         let start = keys::chunk_key(ch, pid, 0);
         let end = keys::chunk_key(ch, pid, floor);
         for k in self.ov.keys_in_range(&start, &end)? {
@@ -193,6 +220,7 @@ impl Pending<'_, '_> {
 
     /// A removed process's log chunks, markers and replacement records.
     pub(super) fn remove_logs(&mut self, id: Uuid) -> R {
+        self.flush_chunks();
         for ch in [Channel::Normalized, Channel::Raw] {
             for k in self.ov.keys_with_prefix(&keys::id_key(ch.table(), id))? {
                 self.ov.remove(&k);
