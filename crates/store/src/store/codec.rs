@@ -1,6 +1,8 @@
 //! Value encoding of the projection tree: `token (u64 BE) ‖ body`, where the body is the JSON
-//! bytes VK sent or, for a log entry written by a store with value compression, `0x01 ‖ a zstd
-//! frame` of them.
+//! bytes VK sent or, for a log entry written by a schema-4 store with value compression, `0x01 ‖
+//! a zstd frame` of them. Since schema 5 log entries live in chunks (`store::chunk`), whose one
+//! frame per chunk [`EntryPacker::compress`] writes with the same dictionary; the per-entry
+//! values below are what `chunk_migrate` reads from a schema-4 data dir.
 //!
 //! Entities and log entries are stored as the JSON VK sent (so the cache can be compared field by
 //! field with VK), prefixed with the token of the batch that last changed them. A log entry's
