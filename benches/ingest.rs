@@ -70,6 +70,18 @@ fn entries_by_compression(bencher: Bencher, mode: &str) {
     write_chunks(bencher, &mut writer, 512);
 }
 
+/// One new entry per batch (a live process's appends) with chunks of 1 entry — one value per
+/// entry, the schema-4 layout's writes — and of 32 (the format's: each append re-encodes its
+/// chunk with up to 31 neighbours), side by side in one run.
+#[divan::bench(args = [1, 32], sample_count = 20, sample_size = 16)]
+fn live_appends_by_chunk_size(bencher: Bencher, size: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
+    let mut writer = owner.take_writer().unwrap();
+    writer.set_chunk_entries_for_bench(size);
+    write_chunks(bencher, &mut writer, 1);
+}
+
 /// Times the writer taking `chunk` new normalized entries of one process per batch; the entries
 /// written.
 fn write_chunks(bencher: Bencher, writer: &mut Writer, chunk: u64) -> u64 {
