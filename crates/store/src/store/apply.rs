@@ -8,7 +8,6 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
-use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::StoreError;
@@ -16,12 +15,14 @@ use super::codec::{EntryPacker, decode, encode, same_json};
 use super::events::{Channel, DomainEvent};
 use super::keys::{self, table};
 use super::overlay::Overlay;
-use crate::store::keys::ChannelKeys as _;
 use crate::vk::object_id;
 
 mod fleet;
 mod fleet_tasks;
+mod logs;
 mod tasks;
+
+pub use logs::ChunkCache;
 
 /// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
 pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
@@ -36,6 +37,11 @@ pub struct Pending<'t, 'c> {
     /// The writer's entry compressor; `None`: entries are stored plain.
     pub packer: Option<&'c mut EntryPacker>,
     pub entry_cap: u64,
+    /// Entries per log chunk (`store::chunk::CHUNK`; the writer's, fixed for a data dir).
+    pub chunk_entries: u64,
+    /// Log chunks changed by this batch, decoded (`apply::logs`): the writer calls
+    /// `flush_chunks` once the batch's events are applied.
+    pub chunks: ChunkCache,
     /// Activity items this batch derived, in order (`store::feed`, `feed_derive`).
     pub feed: Vec<super::feed::FeedItem>,
 }
@@ -453,125 +459,9 @@ impl<'t, 'c> Pending<'t, 'c> {
         self.ov.remove(&keys::id_key(table::PROCESS_ATTEMPT, id));
         self.remove_entity(&keys::id_key(table::PROCESSES, id))?;
         self.forget_approvals(attempt, id)?;
-        for ch in [Channel::Normalized, Channel::Raw] {
-            for k in self.ov.keys_with_prefix(&keys::id_key(ch.table(), id))? {
-                self.ov.remove(&k);
-                self.changed = true;
-            }
-            self.ov.remove(&keys::complete_key(ch, id));
-            self.ov.remove(&keys::history_lost_key(ch, id));
-            for k in self.ov.keys_with_prefix(&keys::replaced_prefix(ch, id))? {
-                self.ov.remove(&k);
-            }
-            self.max_index.remove(&(id, ch));
-        }
+        self.remove_logs(id)?;
         self.attempts.insert(attempt);
         self.note(format!("process_removed:{id}"));
-        Ok(())
-    }
-
-    fn max_index(&mut self, pid: Uuid, ch: Channel) -> R<Option<u64>> {
-        if let Some(m) = self.max_index.get(&(pid, ch)) {
-            return Ok(*m);
-        }
-        let prefix = keys::id_key(ch.table(), pid);
-        let last = self
-            .ov
-            .last_key_with_prefix(&prefix)?
-            .and_then(|k| keys::trailing_u64(&k));
-        self.max_index.insert((pid, ch), last);
-        Ok(last)
-    }
-
-    fn put_logs(
-        &mut self,
-        attempt: Uuid,
-        pid: Uuid,
-        ch: Channel,
-        entries: Vec<(u64, Box<RawValue>)>,
-    ) -> R {
-        let mut max = self.max_index(pid, ch)?;
-        let (mut appended, mut replaced) = (0usize, 0usize);
-        for (idx, entry) in entries {
-            let key = keys::log_key(ch, pid, idx);
-            let json = entry.get().as_bytes();
-            let is_new = max.is_none_or(|m| idx > m);
-            if !is_new {
-                if let Some(old) = self.ov.get(&key)? {
-                    let old_json = decode(&old).map(|(_, j)| j);
-                    if old_json.as_deref().is_some_and(|j| same_json(j, json)) {
-                        continue;
-                    }
-                    let same_call = ch == Channel::Normalized
-                        && old_json
-                            .as_deref()
-                            .is_some_and(|j| crate::vk::entry::same_tool_call(j, json));
-                    self.ov.insert(
-                        &keys::replaced_key(ch, pid, self.next, idx),
-                        keys::replaced_value(same_call),
-                    );
-                    replaced += 1;
-                } else {
-                    appended += 1; // filling a hole below the max
-                }
-            } else {
-                appended += 1;
-                max = Some(idx);
-            }
-            let value = match self.packer.as_deref_mut() {
-                Some(packer) => packer.encode(self.next, json),
-                None => encode(self.next, json),
-            };
-            self.ov.insert(&key, value);
-            if ch == Channel::Normalized {
-                self.track_approval(attempt, pid, idx, json, is_new)?;
-            }
-        }
-        self.max_index.insert((pid, ch), max);
-        if appended + replaced > 0 {
-            self.changed = true;
-            self.attempts.insert(attempt);
-            self.note(format!("logs:{pid}:{}:+{appended}~{replaced}", ch.as_str()));
-            if let Some(m) = max {
-                self.enforce_entry_cap(pid, ch, m)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Mark the log as missing history when VK lost entries below `oldest` that the cache does
-    /// not hold either (applied after the page's entries in the same batch, so it judges what
-    /// the cache has once that page is in). Sticky: VK never gets lost entries back.
-    fn history_lost(&mut self, attempt: Uuid, pid: Uuid, ch: Channel, oldest: u64) -> R {
-        let key = keys::history_lost_key(ch, pid);
-        if self.ov.contains(&key)? {
-            return Ok(());
-        }
-        let held = self
-            .ov
-            .keys_in_range(&keys::log_key(ch, pid, 0), &keys::log_key(ch, pid, oldest))?
-            .len() as u64;
-        if held >= oldest {
-            return Ok(());
-        }
-        self.ov.insert(&key, oldest.to_be_bytes().to_vec());
-        self.changed = true;
-        self.attempts.insert(attempt);
-        self.note(format!("history_lost:{pid}:{}:<{oldest}", ch.as_str()));
-        Ok(())
-    }
-
-    /// Keep at most `entry_cap` entries per process log (0 = no cap), dropping the oldest.
-    fn enforce_entry_cap(&mut self, pid: Uuid, ch: Channel, max: u64) -> R {
-        if self.entry_cap == 0 || max < self.entry_cap {
-            return Ok(());
-        }
-        let floor = max + 1 - self.entry_cap;
-        let start = keys::log_key(ch, pid, 0);
-        let end = keys::log_key(ch, pid, floor);
-        for k in self.ov.keys_in_range(&start, &end)? {
-            self.ov.remove(&k);
-        }
         Ok(())
     }
 }

@@ -24,6 +24,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::apply::Pending;
+use super::chunk::Head;
 use super::codec::{decode, encode, same_json};
 use super::keys::table;
 use super::reader::StoreReader;
@@ -172,43 +173,63 @@ pub(super) fn backfill(tree: &sled::Tree) -> R<usize> {
     }
     let mut batch = sled::Batch::default();
     let mut n = 0;
-    for item in tree.scan_prefix([table::LOGS_NORMALIZED]) {
+    for item in tree.scan_prefix([table::LOG_CHUNKS_NORMALIZED]) {
         let (k, v) = item?;
-        // A packed entry (`codec`) is searched in its JSON, a plain one in place.
-        let Some((token, json)) = decode(&v) else {
-            continue;
-        };
-        if memmem::find(&json, b"pending_approval").is_none() {
-            continue;
-        }
-        let (Some(pid), Some(index)) = (super::keys::uuid_at(&k, 1), super::keys::trailing_u64(&k))
+        let (Some(pid), Some(start)) = (super::keys::uuid_at(&k, 1), super::keys::trailing_u64(&k))
         else {
             continue;
         };
+        // The chunk's body is searched once; its entries only when it mentions an ask.
+        let Some(head) = Head::parse(&v) else {
+            continue;
+        };
+        let Some(body) = head.body(&v) else {
+            continue;
+        };
+        if memmem::find(&body, b"pending_approval").is_none() {
+            continue;
+        }
         let attempt = tree
             .get(super::keys::id_key(table::PROCESS_ATTEMPT, pid))?
             .and_then(|b| Uuid::from_slice(&b).ok());
         let Some(attempt) = attempt else {
             continue;
         };
-        let Ok(entry) = serde_json::from_slice::<Value>(&json) else {
-            continue;
-        };
-        let content = entry.get("content").unwrap_or(&Value::Null);
-        let Some(rec) = restate(None, (attempt, pid, index), content) else {
-            continue;
-        };
-        let key = record_key(attempt, pid, index);
-        let bytes = serde_json::to_vec(&rec).map_err(StoreError::Encode)?;
-        batch.insert(key.to_vec(), encode(token, &bytes));
-        if let Ok(id) = Uuid::parse_str(&rec.approval_id) {
-            batch.insert(id_key(id).to_vec(), key.to_vec());
+        for slot in &head.slots {
+            let index = start + u64::from(slot.offset);
+            let json = &body[slot.range()];
+            if let Some((key, id, bytes)) = backfilled(attempt, pid, index, json)? {
+                batch.insert(key.to_vec(), encode(slot.token, &bytes));
+                if let Some(id) = id {
+                    batch.insert(id_key(id).to_vec(), key.to_vec());
+                }
+                n += 1;
+            }
         }
-        n += 1;
     }
     batch.insert(mark, Vec::new());
     tree.apply_batch(batch)?;
     Ok(n)
+}
+
+/// The record a stored entry still asking for approval makes: its key, the approval id to link
+/// and the record's JSON; `None` for an entry that asks nothing.
+type Backfilled = Option<([u8; 41], Option<Uuid>, Vec<u8>)>;
+
+fn backfilled(attempt: Uuid, pid: Uuid, index: u64, json: &[u8]) -> R<Backfilled> {
+    if memmem::find(json, b"pending_approval").is_none() {
+        return Ok(None);
+    }
+    let Ok(entry) = serde_json::from_slice::<Value>(json) else {
+        return Ok(None);
+    };
+    let content = entry.get("content").unwrap_or(&Value::Null);
+    let Some(rec) = restate(None, (attempt, pid, index), content) else {
+        return Ok(None);
+    };
+    let bytes = serde_json::to_vec(&rec).map_err(StoreError::Encode)?;
+    let id = Uuid::parse_str(&rec.approval_id).ok();
+    Ok(Some((record_key(attempt, pid, index), id, bytes)))
 }
 
 impl Pending<'_, '_> {

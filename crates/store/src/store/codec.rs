@@ -1,6 +1,8 @@
 //! Value encoding of the projection tree: `token (u64 BE) ‖ body`, where the body is the JSON
-//! bytes VK sent or, for a log entry written by a store with value compression, `0x01 ‖ a zstd
-//! frame` of them.
+//! bytes VK sent or, for a log entry written by a schema-4 store with value compression, `0x01 ‖
+//! a zstd frame` of them. Since schema 5 log entries live in chunks (`store::chunk`), whose one
+//! frame per chunk [`EntryPacker::compress`] writes with the same dictionary; the per-entry
+//! values below are what `chunk_migrate` reads from a schema-4 data dir.
 //!
 //! Entities and log entries are stored as the JSON VK sent (so the cache can be compared field by
 //! field with VK), prefixed with the token of the batch that last changed them. A log entry's
@@ -85,7 +87,9 @@ thread_local! {
     static DCTX: RefCell<zstd_safe::DCtx<'static>> = RefCell::new(zstd_safe::create_dctx());
 }
 
-fn unpack(frame: &[u8]) -> Option<Vec<u8>> {
+/// A zstd frame primed with [`VOCABULARY_V1`], decompressed (`None`: it does not decode, or
+/// claims more than a value of ours holds).
+pub(super) fn unpack(frame: &[u8]) -> Option<Vec<u8>> {
     let size = zstd_safe::get_frame_content_size(frame);
     // CONTENTSIZE_UNKNOWN and _ERROR are u64::MAX and u64::MAX - 1: both above the limit.
     if size > MAX_UNPACKED {
@@ -140,6 +144,23 @@ impl EntryPacker {
                 v
             }
             _ => encode(token, json),
+        }
+    }
+
+    /// `bytes` as one zstd frame primed with [`VOCABULARY_V1`] (a log chunk's body, `chunk`),
+    /// or `None` when that is not shorter.
+    pub fn compress(&mut self, bytes: &[u8]) -> Option<&[u8]> {
+        if bytes.len() < MIN_PACKED {
+            return None;
+        }
+        self.scratch.clear();
+        self.scratch.reserve(zstd_safe::compress_bound(bytes.len()));
+        let cctx = self.cctx.get_mut().unwrap_or_else(|e| e.into_inner());
+        let packed =
+            cctx.compress_using_cdict(&mut self.scratch, bytes, encoder_dictionary().as_cdict());
+        match packed {
+            Ok(n) if n < bytes.len() => Some(&self.scratch[..n]),
+            _ => None,
         }
     }
 }

@@ -39,14 +39,14 @@ fn open(dir: &std::path::Path, setting: (bool, bool)) -> StoreOwner {
     StoreOwner::open_with(dir, Retention::default(), settings(setting)).expect("store opens")
 }
 
-/// Are the stored values of the log entries packed by the store (`codec`)?
+/// Are the stored log chunks packed by the store (`chunk`)?
 fn entries_packed(owner: &StoreOwner) -> Vec<bool> {
     let tree = owner.store().tree().clone();
     tree.scan_prefix(super::keys::id_key(
-        super::keys::table::LOGS_NORMALIZED,
+        super::keys::table::LOG_CHUNKS_NORMALIZED,
         PROCESS,
     ))
-    .map(|kv| super::codec::is_packed(&kv.unwrap().1))
+    .map(|kv| kv.unwrap().1.first() == Some(&super::chunk::ZSTD_VOCABULARY_V1))
     .collect()
 }
 

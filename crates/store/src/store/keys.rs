@@ -17,8 +17,11 @@ pub mod table {
     pub const ATTEMPTS: u8 = 0x05;
     pub const SESSIONS: u8 = 0x06;
     pub const PROCESSES: u8 = 0x07;
-    pub const LOGS_NORMALIZED: u8 = 0x08; // process ‖ entry_index
-    pub const LOGS_RAW: u8 = 0x09; // process ‖ entry_index
+    /// process ‖ entry_index -> one entry: schema ≤ 4 only, rewritten into `LOG_CHUNKS_*` on
+    /// open (`chunk_migrate`).
+    pub const LOGS_NORMALIZED: u8 = 0x08;
+    /// As `LOGS_NORMALIZED`, the raw channel: schema ≤ 4 only.
+    pub const LOGS_RAW: u8 = 0x09;
     pub const CHANGES: u8 = 0x0A; // attempt
     pub const ATTEMPT_TOKENS: u8 = 0x0B; // attempt -> u64
     pub const PROCESS_ATTEMPT: u8 = 0x0C; // process -> attempt
@@ -49,6 +52,11 @@ pub mod table {
     pub const APPROVAL_IDS: u8 = 0x17;
     /// token -> the batch's replicable events as JSON (`store::outbox`; fleet hosts only).
     pub const OUTBOX: u8 = 0x1C;
+    /// process ‖ chunk_start (u64) -> a chunk of normalized log entries (`store::chunk`).
+    /// Schema 5.
+    pub const LOG_CHUNKS_NORMALIZED: u8 = 0x1D;
+    /// process ‖ chunk_start (u64) -> a chunk of raw log entries (`store::chunk`). Schema 5.
+    pub const LOG_CHUNKS_RAW: u8 = 0x1E;
 }
 
 /// Names of the `META` entries.
@@ -76,12 +84,21 @@ pub use crate::vk::Channel;
 /// Where a log channel lives on disk: its table and its key byte. Store knowledge about
 /// vk's `Channel`, so an extension trait (another crate's type takes no inherent methods).
 pub trait ChannelKeys {
+    /// The table of its log chunks.
     fn table(self) -> u8;
+    /// The table of its one-entry values (schema ≤ 4; `chunk_migrate` reads it).
+    fn entry_table(self) -> u8;
     fn byte(self) -> u8;
 }
 
 impl ChannelKeys for Channel {
     fn table(self) -> u8 {
+        match self {
+            Channel::Normalized => table::LOG_CHUNKS_NORMALIZED,
+            Channel::Raw => table::LOG_CHUNKS_RAW,
+        }
+    }
+    fn entry_table(self) -> u8 {
         match self {
             Channel::Normalized => table::LOGS_NORMALIZED,
             Channel::Raw => table::LOGS_RAW,
@@ -134,10 +151,19 @@ pub fn u64_key(table: u8, n: u64) -> [u8; 9] {
     k
 }
 
-/// `table ‖ process ‖ entry_index`.
-pub fn log_key(channel: Channel, process: Uuid, index: u64) -> [u8; 25] {
+/// `chunk table ‖ process ‖ chunk_start`: the chunk starting at `start` (`store::chunk`).
+pub fn chunk_key(channel: Channel, process: Uuid, start: u64) -> [u8; 25] {
     let mut k = [0u8; 25];
     k[0] = channel.table();
+    k[1..17].copy_from_slice(process.as_bytes());
+    k[17..].copy_from_slice(&start.to_be_bytes());
+    k
+}
+
+/// `entry table ‖ process ‖ entry_index`: one entry's key in a schema ≤ 4 store.
+pub fn log_key(channel: Channel, process: Uuid, index: u64) -> [u8; 25] {
+    let mut k = [0u8; 25];
+    k[0] = channel.entry_table();
     k[1..17].copy_from_slice(process.as_bytes());
     k[17..].copy_from_slice(&index.to_be_bytes());
     k

@@ -352,16 +352,21 @@ fn id_at_end(k: &[u8]) -> Option<Uuid> {
         .and_then(|at| Uuid::from_slice(&k[at..]).ok())
 }
 
+/// The schema [`migrate_to_current`] leaves (the list indexes, their counts, the task digests);
+/// the log chunks of schema 5 follow (`chunk_migrate`).
+pub const INDEXED_SCHEMA: u32 = 4;
+
 /// Migrates a schema-1 store (no list indexes), a schema-2 store (indexes without their
-/// counts) or a schema-3 store (no task digests) to the current schema in one atomic batch: the
-/// indexes, counts and task digests (`task_digest`) built from its rows, and the new schema
-/// version with them.
+/// counts) or a schema-3 store (no task digests) to schema 4 in one atomic batch: the
+/// indexes, counts and task digests (`task_digest`) built from its rows, and schema 4 with
+/// them (the store's open goes on to 5: `chunk_migrate`).
+
 pub fn migrate_to_current(tree: &sled::Tree) -> R {
     let mut batch = build_all(tree)?;
     super::task_digest::build_all(tree, &mut batch)?;
     batch.insert(
         super::keys::meta_key(super::keys::meta::SCHEMA),
-        super::SCHEMA_VERSION.to_be_bytes().to_vec(),
+        INDEXED_SCHEMA.to_be_bytes().to_vec(),
     );
     tree.apply_batch(batch)?;
     tree.flush()?;

@@ -16,6 +16,10 @@ pub mod approvals;
 #[cfg(test)]
 mod approvals_tests;
 pub mod audit;
+pub mod chunk;
+pub mod chunk_migrate;
+#[cfg(test)]
+mod chunk_migrate_tests;
 pub mod codec;
 #[cfg(test)]
 mod codec_store_tests;
@@ -31,6 +35,9 @@ pub mod keys;
 pub mod list_index;
 #[cfg(test)]
 mod list_index_tests;
+#[cfg(test)]
+mod log_model_tests;
+mod log_read;
 pub mod notify;
 pub mod outbox;
 #[cfg(test)]
@@ -61,8 +68,10 @@ use token::{Epoch, Token};
 
 /// On-disk layout version. Bump on any incompatible change to keys or values.
 /// 2: the list indexes (`list_index`); 3: their entry counts (`list_index::INDEX_COUNTS`);
-/// 4: the per-task digests (`task_digest`). A version-1, -2 or -3 store is migrated on open.
-pub const SCHEMA_VERSION: u32 = 4;
+/// 4: the per-task digests (`task_digest`); 5: log entries in chunks (`chunk`). A version-1, -2
+/// or -3 store is migrated on open to 4 (`list_index::migrate_to_current`), and a version-4 one
+/// to 5 (`chunk_migrate`).
+pub const SCHEMA_VERSION: u32 = chunk_migrate::CHUNKED_SCHEMA;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -220,7 +229,7 @@ impl StoreOwner {
         dir: Option<PathBuf>,
         format: disk_format::DiskFormat,
     ) -> Result<StoreOwner, StoreError> {
-        let store = Store::from_db(db, retention, dir)?;
+        let store = Store::from_db(db, retention, dir, format.entry_compression)?;
         approvals::backfill(store.tree())?;
         Ok(StoreOwner {
             writer: Some(writer::Writer::new(store.clone(), format.entry_compression)),
@@ -284,6 +293,7 @@ impl Store {
         db: sled::Db,
         retention: Retention,
         dir: Option<PathBuf>,
+        entry_compression: bool,
     ) -> Result<Store, StoreError> {
         let tree = db.open_tree("projections")?;
         let idem = db.open_tree("idempotency")?;
@@ -307,13 +317,17 @@ impl Store {
             }
             Some(v) => {
                 let found = v.as_ref().try_into().map(u32::from_be_bytes).unwrap_or(0);
-                if (1..SCHEMA_VERSION).contains(&found) {
-                    list_index::migrate_to_current(&tree)?;
-                } else if found != SCHEMA_VERSION {
+                if !(1..=SCHEMA_VERSION).contains(&found) {
                     return Err(StoreError::Incompatible {
                         dir: dir.clone().unwrap_or_default(),
                         found,
                     });
+                }
+                if found < list_index::INDEXED_SCHEMA {
+                    list_index::migrate_to_current(&tree)?;
+                }
+                if found < SCHEMA_VERSION {
+                    chunk_migrate::migrate(&tree, entry_compression)?;
                 }
                 Epoch(read_u64(&tree, meta::EPOCH)?.unwrap_or(0))
             }

@@ -9,7 +9,6 @@ use super::StoreError;
 use super::codec::decode;
 use super::events::Channel;
 use super::keys::{self, meta, table};
-use crate::store::keys::ChannelKeys as _;
 use crate::vk::{self, ProcessStatus, VkObject, VkProcess, uuid_of};
 
 /// An entity as stored: VK's JSON plus the token of the batch that last changed it.
@@ -313,89 +312,6 @@ impl StoreReader {
             .unwrap_or(0))
     }
 
-    /// Entries with `from <= index < to`, ascending, at most `limit`.
-    pub fn log_range(
-        &self,
-        process: Uuid,
-        ch: Channel,
-        from: u64,
-        to: u64,
-        limit: usize,
-    ) -> R<Vec<StoredEntry>> {
-        let range = keys::log_key(ch, process, from)..keys::log_key(ch, process, to);
-        self.tree
-            .range(range)
-            .take(limit)
-            .map(|item| {
-                let (k, v) = item?;
-                Ok(to_entry(&k, &v))
-            })
-            .filter_map(|r| r.transpose())
-            .collect()
-    }
-
-    /// The last `limit` entries with `index < before` (all when `before` is None), ascending.
-    pub fn log_tail(
-        &self,
-        process: Uuid,
-        ch: Channel,
-        before: Option<u64>,
-        limit: usize,
-    ) -> R<Vec<StoredEntry>> {
-        let end = match before {
-            Some(b) => keys::log_key(ch, process, b).to_vec(),
-            None => keys::id_key(ch.table(), process)
-                .iter()
-                .copied()
-                .chain([0xFF; 9])
-                .collect(),
-        };
-        let start = keys::log_key(ch, process, 0);
-        let mut out: Vec<StoredEntry> = Vec::with_capacity(limit.min(1024));
-        for item in self.tree.range(start.to_vec()..end).rev().take(limit) {
-            let (k, v) = item?;
-            if let Some(e) = to_entry(&k, &v) {
-                out.push(e);
-            }
-        }
-        out.reverse();
-        Ok(out)
-    }
-
-    /// Highest and lowest stored entry index of a process log.
-    pub fn log_bounds(&self, process: Uuid, ch: Channel) -> R<Option<(u64, u64)>> {
-        let prefix = keys::id_key(ch.table(), process);
-        let first = self.tree.scan_prefix(prefix).next().transpose()?;
-        let last = self.tree.scan_prefix(prefix).next_back().transpose()?;
-        Ok(match (first, last) {
-            (Some((f, _)), Some((l, _))) => Some((
-                keys::trailing_u64(&f).unwrap_or(0),
-                keys::trailing_u64(&l).unwrap_or(0),
-            )),
-            _ => None,
-        })
-    }
-
-    /// The highest stored entry index below `below`, if any.
-    pub fn highest_log_index_below(
-        &self,
-        process: Uuid,
-        ch: Channel,
-        below: u64,
-    ) -> R<Option<u64>> {
-        let range = keys::log_key(ch, process, 0)..keys::log_key(ch, process, below);
-        Ok(match self.tree.range(range).next_back().transpose()? {
-            Some((k, _)) => keys::trailing_u64(&k),
-            None => None,
-        })
-    }
-
-    pub fn log_count(&self, process: Uuid, ch: Channel) -> usize {
-        self.tree
-            .scan_prefix(keys::id_key(ch.table(), process))
-            .count()
-    }
-
     /// Entries replaced in place by batches with token > `since`, by index, each with whether
     /// every one of those replacements kept the tool call (`keys::replaced_value`): then only
     /// the call's outcome changed since `since`.
@@ -414,11 +330,6 @@ impl StoreReader {
             }
         }
         Ok(out.into_iter().collect())
-    }
-
-    pub fn log_entry(&self, process: Uuid, ch: Channel, index: u64) -> R<Option<StoredEntry>> {
-        let k = keys::log_key(ch, process, index);
-        Ok(self.tree.get(k)?.and_then(|v| to_entry(&k, &v)))
     }
 
     /// True when VK lost entries of this log the cache never stored (`LogHistoryLost`).
@@ -467,15 +378,4 @@ impl StoreReader {
         }
         Ok(out)
     }
-}
-
-fn to_entry(k: &[u8], v: &[u8]) -> Option<StoredEntry> {
-    let index = keys::trailing_u64(k)?;
-    let (token, json) = decode(v)?;
-    let entry = serde_json::from_slice::<Box<RawValue>>(&json).ok()?;
-    Some(StoredEntry {
-        index,
-        token,
-        entry,
-    })
 }

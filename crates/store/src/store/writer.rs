@@ -62,6 +62,8 @@ pub struct Writer {
     last_meta: outbox::OutboxAt,
     /// Compresses log entry values (`codec`), when the data dir was created with it.
     packer: Option<EntryPacker>,
+    /// Entries per log chunk (`chunk::CHUNK`).
+    chunk_entries: u64,
 }
 
 impl Writer {
@@ -79,7 +81,17 @@ impl Writer {
             outbox: None,
             last_meta,
             packer: entry_compression.then(EntryPacker::default),
+            chunk_entries: super::chunk::CHUNK,
         }
+    }
+
+    /// Benches only: write log chunks of `n` entries (1..=128) instead of `chunk::CHUNK`. A data
+    /// dir must be written with one chunk size for life (readers cope with any, the writer finds
+    /// an entry's chunk by its own size), so nothing but a bench on a fresh store may call this.
+    #[doc(hidden)]
+    pub fn set_chunk_entries_for_bench(&mut self, n: u64) {
+        assert!((1..=128).contains(&n), "a chunk holds 1 to 128 entries");
+        self.chunk_entries = n;
     }
 
     pub(super) fn enable_outbox(&mut self, config: OutboxConfig) {
@@ -190,6 +202,8 @@ impl Writer {
             max_index: &mut self.max_index,
             packer: self.packer.as_mut(),
             entry_cap: self.retention.max_entries_per_process,
+            chunk_entries: self.chunk_entries,
+            chunks: Default::default(),
             feed: Vec::new(),
         };
         let n_events = events.len();
@@ -204,10 +218,11 @@ impl Writer {
             if let DomainEvent::LogEntriesPut { entries: e, .. } = &ev {
                 entries += e.len() as u64;
             }
-            let before = p.ov.writes();
+            let before = (p.ov.writes(), p.chunks.len());
             p.apply(ev)?;
-            wrote.push(p.ov.writes() > before);
+            wrote.push((p.ov.writes(), p.chunks.len()) != before);
         }
+        p.flush_chunks();
         metrics::counter!(crate::telemetry::EVENTS_APPLIED).increment(n_events as u64);
         metrics::counter!(crate::telemetry::LOG_ENTRIES_RECEIVED).increment(entries);
         if !p.changed {
