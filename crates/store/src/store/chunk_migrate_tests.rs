@@ -29,6 +29,19 @@ fn open(dir: &std::path::Path, compression: bool) -> StoreOwner {
     StoreOwner::open_with(dir, Retention::default(), settings).expect("store opens")
 }
 
+/// sled's files opened directly (as an older build's open would), once the store dropped just
+/// before has let go of its lock (sled's flusher thread releases it a moment later).
+fn open_sled(dir: &std::path::Path) -> sled::Db {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match sled::Config::new().path(dir).open() {
+            Ok(db) => return db,
+            Err(e) if std::time::Instant::now() > deadline => panic!("sled opens: {e}"),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(25)),
+        }
+    }
+}
+
 fn channel(byte: u8) -> Channel {
     if byte == 0 {
         Channel::Normalized
@@ -141,7 +154,7 @@ fn a_migration_killed_midway_is_finished_by_the_next_open() {
     let logs = schema_4_dir(dir.path(), true);
     {
         // What a killed open left: two small batches committed, the schema still 4.
-        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        let db = open_sled(dir.path());
         let tree = db.open_tree("projections").unwrap();
         let mut packer = EntryPacker::default();
         for ch in [Channel::Normalized, Channel::Raw] {
@@ -170,7 +183,7 @@ fn a_schema_3_data_dir_goes_through_4_to_5() {
     let dir = tempfile::tempdir().unwrap();
     let logs = schema_4_dir(dir.path(), false);
     {
-        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        let db = open_sled(dir.path());
         let tree = db.open_tree("projections").unwrap();
         tree.insert(keys::meta_key(meta::SCHEMA), 3u32.to_be_bytes().to_vec())
             .unwrap();

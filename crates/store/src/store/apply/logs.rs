@@ -22,6 +22,15 @@ use crate::store::codec::same_json;
 use crate::store::events::Channel;
 use crate::store::keys::{self, ChannelKeys as _};
 
+/// Which chunk of which log `put_chunk` writes, and the log's highest index before the event.
+#[derive(Clone, Copy)]
+struct ChunkAt {
+    ch: Channel,
+    pid: Uuid,
+    start: u64,
+    stored_max: Option<u64>,
+}
+
 /// Chunks a batch changed, decoded, by key; encoded into the overlay by [`Pending::flush_chunks`].
 pub type ChunkCache = BTreeMap<[u8; 25], Chunk>;
 
@@ -92,47 +101,15 @@ impl Pending<'_, '_> {
         let mut written = vec![false; entries.len()];
         let (mut appended, mut replaced) = (0usize, 0usize);
         for (start, members) in by_chunk {
-            let key = keys::chunk_key(ch, pid, start);
-            let cached = self.chunks.remove(&key);
-            // Changed by an earlier event of this batch: put back whatever this one does.
-            let mut dirty = cached.is_some();
-            let mut chunk = match cached {
-                Some(chunk) => chunk,
-                // A chunk wholly above the stored max cannot hold anything yet.
-                None if stored_max.is_some_and(|m| start <= m) => self
-                    .ov
-                    .get(&key)?
-                    .and_then(|v| Chunk::decode(&v))
-                    .unwrap_or_default(),
-                None => Chunk::default(),
+            let at = ChunkAt {
+                ch,
+                pid,
+                start,
+                stored_max,
             };
-            for i in members {
-                let (idx, entry) = &entries[i];
-                let json = entry.get().as_bytes();
-                let offset = (idx - start) as u8;
-                match chunk.get(offset) {
-                    Some(old) if !fresh[i] => {
-                        if same_json(old, json) {
-                            continue;
-                        }
-                        let same_call = ch == Channel::Normalized
-                            && crate::vk::entry::same_tool_call(old, json);
-                        self.ov.insert(
-                            &keys::replaced_key(ch, pid, self.next, *idx),
-                            keys::replaced_value(same_call),
-                        );
-                        replaced += 1;
-                    }
-                    // New above the max, or filling a hole below it.
-                    _ => appended += 1,
-                }
-                chunk.put(offset, self.next, json);
-                dirty = true;
-                written[i] = true;
-            }
-            if dirty {
-                self.chunks.insert(key, chunk);
-            }
+            let (a, r) = self.put_chunk(at, &members, &entries, &fresh, &mut written)?;
+            appended += a;
+            replaced += r;
         }
         self.max_index.insert((pid, ch), max);
         if ch == Channel::Normalized {
@@ -151,6 +128,68 @@ impl Pending<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// The batch's entries `members` (indexes into `entries`) into the chunk `at`: read once
+    /// (from this batch's cache, else through the overlay), changed entry by entry, kept in the
+    /// cache. The entries (appended, replaced); `written` marks each one that was written.
+    fn put_chunk(
+        &mut self,
+        at: ChunkAt,
+        members: &[usize],
+        entries: &[(u64, Box<RawValue>)],
+        fresh: &[bool],
+        written: &mut [bool],
+    ) -> R<(usize, usize)> {
+        let ChunkAt {
+            ch,
+            pid,
+            start,
+            stored_max,
+        } = at;
+        let key = keys::chunk_key(ch, pid, start);
+        let cached = self.chunks.remove(&key);
+        // Changed by an earlier event of this batch: put back whatever this one does.
+        let mut dirty = cached.is_some();
+        let mut chunk = match cached {
+            Some(chunk) => chunk,
+            // A chunk wholly above the stored max cannot hold anything yet.
+            None if stored_max.is_some_and(|m| start <= m) => self
+                .ov
+                .get(&key)?
+                .and_then(|v| Chunk::decode(&v))
+                .unwrap_or_default(),
+            None => Chunk::default(),
+        };
+        let (mut appended, mut replaced) = (0usize, 0usize);
+        for &i in members {
+            let (idx, entry) = &entries[i];
+            let json = entry.get().as_bytes();
+            let offset = (idx - start) as u8;
+            match chunk.get(offset) {
+                Some(old) if !fresh[i] => {
+                    if same_json(old, json) {
+                        continue;
+                    }
+                    let same_call =
+                        ch == Channel::Normalized && crate::vk::entry::same_tool_call(old, json);
+                    self.ov.insert(
+                        &keys::replaced_key(ch, pid, self.next, *idx),
+                        keys::replaced_value(same_call),
+                    );
+                    replaced += 1;
+                }
+                // New above the max, or filling a hole below it.
+                _ => appended += 1,
+            }
+            chunk.put(offset, self.next, json);
+            dirty = true;
+            written[i] = true;
+        }
+        if dirty {
+            self.chunks.insert(key, chunk);
+        }
+        Ok((appended, replaced))
     }
 
     /// Mark the log as missing history when VK lost entries below `oldest` that the cache does
