@@ -10,7 +10,8 @@
 //! `cargo bench --bench mcp_load -- --scale` (5 M entries) or `-- --scale=1000000`;
 //! `VK_BENCH_QUICK=1`: a tenth of the tasks and attempts (1,000 and 2,000, 100 beside);
 //! `VK_BENCH_SCALE_PERF=1` records a `perf` profile of this build's daemon during its catch-up
-//! (`target/perf/scale-perf-<label>.data`).
+//! (`target/perf/scale-perf-<label>.data`); `VK_BENCH_SCALE_IDLE_CMD='<shell command>'` runs a
+//! command on each idle daemon (`$DAEMON_PID`) after its 20 s RSS, e.g. to save its smaps.
 
 use std::time::{Duration, Instant};
 
