@@ -32,6 +32,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub static MALLOC_CONF: &[u8; 60] =
     b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
+#[cfg(feature = "heap-stats")]
+mod heap_stats;
+
 #[derive(Parser)]
 #[command(
     name = "vk-observer",
@@ -172,6 +175,8 @@ fn init_tracing(json: bool, default_level: &str) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    #[cfg(feature = "heap-stats")]
+    heap_stats::start();
     init_tracing(cli.log_json, log_level(&cli.command));
     match cli.command {
         Command::Serve { settings } => serve(settings).await?,

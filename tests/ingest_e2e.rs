@@ -238,3 +238,47 @@ async fn an_ended_attempts_change_summary_is_read_once_at_bootstrap() {
     assert_eq!(reads(), 3, "a restart re-reads no summary it already holds");
     daemon.shutdown().await;
 }
+
+/// A daemon starting on a board of ended attempts opens a processes stream per attempt to
+/// learn its processes, and closes each as soon as its snapshot showed only ended processes
+/// and the attempt is inactive, without the linger a stream that saw a process run keeps
+/// (issue 27: a bootstrap's lingering sockets and documents were its peak memory). The linger
+/// is an hour here, so only that rule closes them; the running attempt's stream stays open.
+/// One history reader at a time (`log_backfills` 1): the ended logs wait their turn and are
+/// all read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_attempts_process_streams_close_without_linger_at_bootstrap() {
+    use vk_observer::sim::RunReason;
+    let sim = support::sim().await;
+    let project = sim.add_project("Ended", &["demo"]);
+    for i in 0..4 {
+        let t = sim.add_task(project, &format!("Ended {i}"), None);
+        let script = AttemptScript {
+            normalized_entries: 30,
+            raw_entries: 10,
+            ..AttemptScript::default()
+        };
+        sim.run_attempt_script(t, script).await;
+    }
+    let live = sim.create_attempt(sim.add_task(project, "Running", None), "CLAUDE_CODE");
+    sim.start_process(live.session_id, RunReason::CodingAgent);
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = support::settings(&sim.base_url(), dir.path(), Default::default());
+    settings.ingest.process_stream_linger = Duration::from_secs(3600);
+    settings.ingest.log_backfills = 1;
+    let daemon = vk_observer::daemon::Daemon::start(settings.validate().unwrap(), None)
+        .await
+        .unwrap();
+    support::converge(&daemon.store, &sim, Duration::from_secs(30), "bootstrap").await;
+    let open = || sim.counters().processes_ws_open;
+    let start = std::time::Instant::now();
+    while open() != 1 && start.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        open(),
+        1,
+        "only the running attempt's processes stream is open"
+    );
+    daemon.shutdown().await;
+}

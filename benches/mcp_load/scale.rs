@@ -10,7 +10,8 @@
 //! `cargo bench --bench mcp_load -- --scale` (5 M entries) or `-- --scale=1000000`;
 //! `VK_BENCH_QUICK=1`: a tenth of the tasks and attempts (1,000 and 2,000, 100 beside);
 //! `VK_BENCH_SCALE_PERF=1` records a `perf` profile of this build's daemon during its catch-up
-//! (`target/perf/scale-perf-<label>.data`).
+//! (`target/perf/scale-perf-<label>.data`); `VK_BENCH_SCALE_IDLE_CMD='<shell command>'` runs a
+//! command on each idle daemon (`$DAEMON_PID`) after its 20 s RSS, e.g. to save its smaps.
 
 use std::time::{Duration, Instant};
 
@@ -393,9 +394,26 @@ async fn after_catch_up(d: &DaemonProc, rows: &ScaleRows, run: &mut ScaleRun) {
     run.idle_rss_3s_kb = d.rss_kb();
     tokio::time::sleep(Duration::from_secs(17)).await;
     run.idle_rss_20s_kb = d.rss_kb();
+    idle_hook(d.pid());
     let args = json!({"project_id": rows.project_ids[0], "status": "done", "limit": 50});
     if let Ok((took, _)) = d.mcp().timed("list_tasks", &args).await {
         run.list_status_ms = took.as_secs_f64() * 1000.0;
+    }
+}
+
+/// `VK_BENCH_SCALE_IDLE_CMD`: a shell command run (and waited for) once the idle daemon's 20 s
+/// RSS is taken, with its pid in `$DAEMON_PID`: e.g. a snapshot of `/proc/$DAEMON_PID/smaps`
+/// or the allocator's statistics through `gdb -p` (what holds the idle RSS).
+fn idle_hook(pid: u32) {
+    let Ok(cmd) = std::env::var("VK_BENCH_SCALE_IDLE_CMD") else {
+        return;
+    };
+    let status = std::process::Command::new("sh")
+        .args(["-c", &cmd])
+        .env("DAEMON_PID", pid.to_string())
+        .status();
+    if let Err(e) = status {
+        eprintln!("VK_BENCH_SCALE_IDLE_CMD did not run: {e}");
     }
 }
 

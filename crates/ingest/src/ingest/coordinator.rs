@@ -15,24 +15,16 @@ use uuid::Uuid;
 
 use super::Context;
 use super::fresh_changes::ChangeSchedule;
+use super::histories::Histories;
 use super::jobs::Jobs;
 use super::logs::LogFollower;
 use super::objects::{ObjectFollower, ObjectStream};
+use super::process_streams::ProcessStreams;
 use super::refreshes::Refreshes;
 use super::signal::Signal;
 use crate::store::events::{Channel, DomainEvent};
 use crate::telemetry::{ResyncCause, ResyncScope};
 use crate::vk::{ProcessFacts, RunReason, uuid_of};
-
-struct ProcessStream {
-    cancel: CancellationToken,
-    snapshot_seen: bool,
-    running: HashSet<Uuid>,
-    idle_since: Option<Instant>,
-    /// When a quiet stream is looked at next (None: at once). Only due streams cost store
-    /// reads: a bootstrap holds thousands of streams and the coordinator ticks on every signal.
-    recheck_at: Option<Instant>,
-}
 
 pub struct Coordinator {
     pub ctx: Context,
@@ -43,8 +35,11 @@ pub struct Coordinator {
     task_streams: HashMap<Uuid, CancellationToken>,
     tasks_snapshot_seen: HashSet<Uuid>,
     deep_on_snapshot: bool,
-    process_streams: HashMap<Uuid, ProcessStream>,
+    process_streams: ProcessStreams,
+    /// (process, channel) of every log follower running or waiting in `histories`.
     log_followers: HashSet<(Uuid, Channel)>,
+    /// Ended processes' logs waiting to be read from history, at most `log_backfills` at once.
+    histories: Histories,
     running_seen: HashSet<Uuid>,
     hinted: HashSet<Uuid>,
     hint_deadline: Option<Instant>,
@@ -56,9 +51,6 @@ pub struct Coordinator {
     changes: ChangeSchedule,
 }
 
-/// How often a quiet process stream of a still-active attempt is looked at again.
-const ACTIVE_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
-
 fn far_future() -> Instant {
     Instant::now() + std::time::Duration::from_secs(86_400)
 }
@@ -69,6 +61,7 @@ impl Coordinator {
             limit: Arc::new(tokio::sync::Semaphore::new(ctx.cfg.rest_concurrency)),
             ctx: ctx.clone(),
         };
+        let histories = Histories::new(ctx.cfg.log_backfills);
         Coordinator {
             ctx,
             jobs,
@@ -78,8 +71,9 @@ impl Coordinator {
             task_streams: HashMap::new(),
             tasks_snapshot_seen: HashSet::new(),
             deep_on_snapshot: true,
-            process_streams: HashMap::new(),
+            process_streams: ProcessStreams::default(),
             log_followers: HashSet::new(),
+            histories,
             running_seen: HashSet::new(),
             hinted: HashSet::new(),
             hint_deadline: None,
@@ -112,14 +106,10 @@ impl Coordinator {
     fn next_wake(&self) -> Option<Instant> {
         let now = Instant::now();
         let tick = self.ctx.cfg.tick;
-        let streams = self
-            .process_streams
-            .values()
-            .filter(|s| s.snapshot_seen && s.running.is_empty())
-            // When its linger ends; a quiet stream of an attempt still active (its task in
-            // progress) is looked at again now and then: the task's change reaches the store,
-            // not this task (`close_quiet_process_streams`).
-            .map(|s| s.recheck_at.unwrap_or(now));
+        // When a quiet stream's linger ends; a quiet stream of an attempt still active (its
+        // task in progress) is looked at again now and then: the task's change reaches the
+        // store, not this task (`ProcessStreams::close_quiet`).
+        let streams = self.process_streams.next_wake(now);
         // The seq waits for quiet hints; the signal that makes them quiet wakes us anyway.
         let quiet_hints = self.hinted.is_empty() && self.refreshes.is_empty();
         let seq = (self.pending_seq.is_some() && quiet_hints).then(|| self.seq_written_at + tick);
@@ -158,9 +148,7 @@ impl Coordinator {
                 processes,
                 removed,
             } => self.on_processes(attempt_id, snapshot, processes, removed),
-            Signal::ProcessStreamGone { attempt_id } => {
-                self.process_streams.remove(&attempt_id);
-            }
+            Signal::ProcessStreamGone { attempt_id } => self.process_streams.forget(attempt_id),
             Signal::LogDone {
                 process_id,
                 channel,
@@ -168,6 +156,8 @@ impl Coordinator {
                 gave_up,
             } => {
                 self.log_followers.remove(&(process_id, channel));
+                self.histories.finished(process_id, channel);
+                self.start_histories();
                 if !complete && !gave_up {
                     self.follow_again_if_ended(process_id, channel);
                 }
@@ -226,9 +216,7 @@ impl Coordinator {
         for (_, c) in self.task_streams.drain() {
             c.cancel();
         }
-        for (_, s) in self.process_streams.drain() {
-            s.cancel.cancel();
-        }
+        self.process_streams.cancel_all();
         self.tasks_snapshot_seen.clear();
         self.projects_seen = false;
         self.spawn_object(ObjectStream::Projects, |c, s| c.projects_stream = Some(s));
@@ -307,7 +295,7 @@ impl Coordinator {
     }
 
     fn ensure_process_stream(&mut self, attempt_id: Uuid) {
-        if self.process_streams.contains_key(&attempt_id) {
+        if self.process_streams.contains(attempt_id) {
             return;
         }
         let mut token = None;
@@ -315,16 +303,7 @@ impl Coordinator {
             token = Some(s)
         });
         if let Some(cancel) = token {
-            self.process_streams.insert(
-                attempt_id,
-                ProcessStream {
-                    cancel,
-                    snapshot_seen: false,
-                    running: HashSet::new(),
-                    idle_since: None,
-                    recheck_at: None,
-                },
-            );
+            self.process_streams.insert(attempt_id, cancel);
         }
     }
 
@@ -359,22 +338,8 @@ impl Coordinator {
                 }
             }
         }
-        if let Some(s) = self.process_streams.get_mut(&attempt) {
-            if snapshot {
-                s.snapshot_seen = true;
-                s.running.clear();
-            }
-            for p in &procs {
-                if p.is_running() && !p.is_dev_server() {
-                    s.running.insert(p.id);
-                } else {
-                    s.running.remove(&p.id);
-                }
-            }
-            for r in &removed {
-                s.running.remove(r);
-            }
-        }
+        self.process_streams
+            .on_processes(attempt, snapshot, &procs, &removed);
         if unknown_session {
             self.jobs.refresh_sessions(attempt);
         }
@@ -445,7 +410,8 @@ impl Coordinator {
         self.spawn_log_follower(attempt_id, process_id, channel, true);
     }
 
-    /// `ended`: the process's end is stored (its log comes from history pages, not a socket).
+    /// `ended`: the process's end is stored: its log comes from history pages, not a socket,
+    /// read when one of `log_backfills` readers is free (`histories`).
     fn spawn_log_follower(
         &mut self,
         attempt_id: Uuid,
@@ -454,6 +420,22 @@ impl Coordinator {
         ended: bool,
     ) {
         self.log_followers.insert((process_id, channel));
+        if ended {
+            self.histories.push((attempt_id, process_id, channel));
+            self.start_histories();
+        } else {
+            self.run_log_follower(attempt_id, process_id, channel, false);
+        }
+    }
+
+    /// Followers for the waiting histories, as many as readers are free.
+    fn start_histories(&mut self) {
+        for (attempt_id, process_id, channel) in self.histories.start() {
+            self.run_log_follower(attempt_id, process_id, channel, true);
+        }
+    }
+
+    fn run_log_follower(&self, attempt_id: Uuid, process_id: Uuid, channel: Channel, ended: bool) {
         let f = LogFollower {
             process_id,
             attempt_id,
@@ -529,42 +511,12 @@ impl Coordinator {
         }
     }
 
-    /// Close process streams of attempts that went quiet (after `process_stream_linger`). A
-    /// quiet stream is looked at when it turns quiet, when its linger ends, and every
-    /// `ACTIVE_RECHECK` while its attempt is still active; not on every tick.
+    /// Close the process streams of attempts that went quiet (`ProcessStreams::close_quiet`).
     fn close_quiet_process_streams(&mut self, now: Instant) {
-        let due: Vec<Uuid> = self
-            .process_streams
-            .iter()
-            .filter(|(_, s)| s.snapshot_seen && s.running.is_empty())
-            .filter(|(_, s)| s.recheck_at.is_none_or(|t| t <= now))
-            .map(|(a, _)| *a)
-            .collect();
         let linger = self.ctx.cfg.process_stream_linger;
-        for a in due {
-            let active = self.attempt_active(a);
-            let Some(s) = self.process_streams.get_mut(&a) else {
-                continue;
-            };
-            if active {
-                s.idle_since = None;
-                s.recheck_at = Some(now + ACTIVE_RECHECK);
-                continue;
-            }
-            let since = *s.idle_since.get_or_insert(now);
-            if now.duration_since(since) >= linger {
-                s.cancel.cancel();
-                self.process_streams.remove(&a);
-            } else {
-                s.recheck_at = Some(since + linger);
-            }
-        }
-        for s in self.process_streams.values_mut() {
-            if !s.running.is_empty() {
-                s.idle_since = None;
-                s.recheck_at = None;
-            }
-        }
+        let mut streams = std::mem::take(&mut self.process_streams);
+        streams.close_quiet(now, linger, |a| self.attempt_active(a));
+        self.process_streams = streams;
     }
 
     /// Persist the SSE seq (called only once every hint before it was handled), at most once
@@ -595,7 +547,7 @@ impl Coordinator {
                 .task_streams
                 .keys()
                 .all(|p| self.tasks_snapshot_seen.contains(p))
-            && self.process_streams.values().all(|s| s.snapshot_seen)
+            && self.process_streams.all_snapshots_seen()
         {
             tracing::info!("bootstrap done: the cache reflects VK");
             self.ctx.health.set_bootstrapped();

@@ -217,6 +217,8 @@ pub struct SimCounters {
     /// The resume point of each SSE connection, in order (`after_seq` or `Last-Event-ID`).
     pub sse_resumes: Vec<Option<u64>>,
     pub ws_connections: u64,
+    /// Processes-stream sockets open now (the daemon keeps one per attempt it watches).
+    pub processes_ws_open: u64,
     /// `"METHOD /matched/route"` → calls.
     pub by_route: BTreeMap<String, u64>,
     /// `GET /api/task-attempts/{id}/changes` calls by attempt id.

@@ -14,7 +14,7 @@ use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::bus::{SeqMsg, ws_frame};
-use super::core::Inner;
+use super::core::{Inner, lock};
 use super::http::AppState;
 use super::render;
 
@@ -138,6 +138,7 @@ async fn send(inner: &Inner, socket: &mut WebSocket, text: String) -> bool {
 }
 
 async fn serve(inner: Arc<Inner>, mut socket: WebSocket, kind: Kind, after: Option<u64>) {
+    let _open = matches!(kind, Kind::Processes(_)).then(|| OpenProcessesSocket::count(&inner));
     let kill = inner.conn_token();
     let (history, mut live, meta) = inner.bus.subscribe_from(after);
     let snap_seq = meta.max_seq.unwrap_or(0);
@@ -193,6 +194,22 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, kind: Kind, after: Opti
                 if !send(&inner, &mut socket, frame).await { return; }
             }
         }
+    }
+}
+
+/// A processes-stream socket counted open (`SimCounters::processes_ws_open`) while it lives.
+struct OpenProcessesSocket(Arc<Inner>);
+
+impl OpenProcessesSocket {
+    fn count(inner: &Arc<Inner>) -> Self {
+        lock(&inner.counters).processes_ws_open += 1;
+        OpenProcessesSocket(inner.clone())
+    }
+}
+
+impl Drop for OpenProcessesSocket {
+    fn drop(&mut self) {
+        lock(&self.0.counters).processes_ws_open -= 1;
     }
 }
 
