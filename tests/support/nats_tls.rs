@@ -5,8 +5,7 @@
 //! `nats::NatsServer` (skipped with a line, failed under `CI`).
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 
@@ -58,34 +57,17 @@ impl TlsNats {
         let (server_cert, server_key) =
             issue(&ca, &["127.0.0.1", "localhost"], dir.path(), "server");
         let (client_cert_file, client_key_file) = issue(&ca, &["localhost"], dir.path(), "client");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let conf = format!(
-            "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {store:?} }}\n\
-             tls {{\n  cert_file: {server_cert:?}\n  key_file: {server_key:?}\n  \
-             ca_file: {ca_file:?}\n  verify: true\n  timeout: 2\n}}\n",
-            store = dir.path().join("jetstream"),
-        );
-        let path = dir.path().join("nats-server.conf");
-        std::fs::write(&path, conf).unwrap();
-        let child = Command::new(&binary)
-            .arg("-c")
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(15),
-                "nats-server with TLS did not listen"
+        let (child, port) = super::nats::start_on_a_free_port(|port| {
+            let conf = format!(
+                "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {store:?} }}\n\
+                 tls {{\n  cert_file: {server_cert:?}\n  key_file: {server_key:?}\n  \
+                 ca_file: {ca_file:?}\n  verify: true\n  timeout: 2\n}}\n",
+                store = dir.path().join("jetstream"),
             );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            let path = dir.path().join("nats-server.conf");
+            std::fs::write(&path, conf).unwrap();
+            super::nats::spawn_ready(Command::new(&binary).arg("-c").arg(&path), dir.path())
+        });
         Some(TlsNats {
             child,
             url: format!("tls://127.0.0.1:{port}"),
