@@ -30,16 +30,20 @@ fn fleet_settings(nats: &NatsServer, host: &str, node: bool) -> FleetSettings {
     }
 }
 
-/// The shared project's task list on the fleet once `done` holds for it (bounded).
-async fn tasks_until(mcp: &Mcp, project: Uuid, what: &str, done: impl Fn(&[Value]) -> bool) {
+/// The list `field` of the fleet's answer to `tool` once `done` holds for it (bounded).
+async fn listed_until(
+    mcp: &Mcp,
+    (tool, args, field): (&str, Value, &str),
+    what: &str,
+    done: impl Fn(&[Value]) -> bool,
+) {
     let start = Instant::now();
     loop {
-        let args = json!({"project_id": project, "detail": 1});
-        let answer = match mcp.call("list_tasks", args).await {
+        let answer = match mcp.call_as_is(tool, args.clone()).await {
             Reply::Ok(v) | Reply::Err(v) => v,
         };
-        let tasks = answer["tasks"].as_array().cloned().unwrap_or_default();
-        if done(&tasks) {
+        let listed = answer[field].as_array().cloned().unwrap_or_default();
+        if done(&listed) {
             return;
         }
         assert!(
@@ -48,6 +52,12 @@ async fn tasks_until(mcp: &Mcp, project: Uuid, what: &str, done: impl Fn(&[Value
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The shared project's task list on the fleet once `done` holds for it (bounded).
+async fn tasks_until(mcp: &Mcp, project: Uuid, what: &str, done: impl Fn(&[Value]) -> bool) {
+    let args = json!({"project_id": project, "detail": 1});
+    listed_until(mcp, ("list_tasks", args, "tasks"), what, done).await
 }
 
 fn find(tasks: &[Value], id: Uuid) -> Option<&Value> {
@@ -163,22 +173,8 @@ async fn a_task_two_hosts_report_is_listed_once_needs_a_host_and_goes_with_its_l
 
 /// The fleet's status of each of `attempts` once `done` holds for them (bounded).
 async fn statuses_until(mcp: &Mcp, attempts: &[Uuid], what: &str, done: impl Fn(&[Value]) -> bool) {
-    let start = Instant::now();
-    loop {
-        let args = json!({"attempt_ids": attempts});
-        let answer = match mcp.call_as_is("get_attempt_status", args).await {
-            Reply::Ok(v) | Reply::Err(v) => v,
-        };
-        let statuses = answer["attempts"].as_array().cloned().unwrap_or_default();
-        if done(&statuses) {
-            return;
-        }
-        assert!(
-            start.elapsed() < CONVERGE,
-            "{what}: never seen; last {answer}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let args = json!({"attempt_ids": attempts});
+    listed_until(mcp, ("get_attempt_status", args, "attempts"), what, done).await
 }
 
 fn status_of(statuses: &[Value], id: Uuid) -> Option<&Value> {
