@@ -13,15 +13,16 @@ use vk_observer::store::events::{Channel, DomainEvent};
 use vk_observer::store::writer::Writer;
 use vk_observer::store::{Retention, StoreOwner, StoreSettings};
 
+#[path = "shared/entry.rs"]
+mod shared_entry;
+use shared_entry::entry_json;
+
 fn main() {
     divan::main();
 }
 
 fn entry(i: u64) -> Box<RawValue> {
-    let json = format!(
-        r#"{{"type":"NORMALIZED_ENTRY","content":{{"timestamp":null,"entry_type":{{"type":"tool_use","tool_name":"Bash","action_type":{{"action":"command_run","command":"cargo test --package demo -- step {i}","result":{{"exit_status":{{"type":"success","success":true}},"output":"running 12 tests\ntest result: ok. 12 passed; 0 failed"}}}},"status":{{"status":"success"}}}},"content":"cargo test --package demo -- step {i}"}}}}"#
-    );
-    RawValue::from_string(json).unwrap()
+    RawValue::from_string(entry_json(i)).unwrap()
 }
 
 #[divan::bench(args = [1, 64, 512], sample_count = 20, sample_size = 4)]

@@ -17,6 +17,10 @@ use vk_observer::store::events::Channel;
 use vk_observer::store::keys::{self, meta};
 use vk_observer::store::{Retention, StoreOwner};
 
+#[path = "shared/entry.rs"]
+mod shared_entry;
+use shared_entry::entry_json;
+
 const PER_PROCESS: u64 = 50;
 const SCHEMA_4: u32 = 4;
 
@@ -92,13 +96,6 @@ fn write_schema_4(dir: &Path, entries: u64) -> (Vec<Uuid>, u64) {
     .unwrap();
     db.flush().unwrap();
     (processes, raw)
-}
-
-/// A normalized entry shaped like VK's recorded ones, varied by `i`.
-fn entry_json(i: u64) -> String {
-    format!(
-        r#"{{"type":"NORMALIZED_ENTRY","content":{{"timestamp":null,"entry_type":{{"type":"tool_use","tool_name":"Bash","action_type":{{"action":"command_run","command":"cargo test --package demo -- step {i}","result":{{"exit_status":{{"type":"success","success":true}},"output":"running 12 tests\ntest result: ok. 12 passed; 0 failed"}}}},"status":{{"status":"success"}}}},"content":"cargo test --package demo -- step {i}"}}}}"#
-    )
 }
 
 /// sled's files, once the store dropped just before let go of its lock (its flusher thread
