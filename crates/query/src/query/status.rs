@@ -14,6 +14,7 @@ pub use super::verdict::{AttemptResult, NextAction, Outcome, RunState};
 use super::verdict::{VerdictInput, verdict};
 use super::{Freshness, Query, Since, View};
 use crate::store::StoreReader;
+use crate::store::events::only_several;
 use crate::tool_error::ToolError;
 use crate::vk::{self, ProcessStatus, RunReason, rfc3339};
 
@@ -433,10 +434,7 @@ pub fn attempt_status(
         attempt_id: id,
         task_id: attempt.task_id,
         host: attempt.host,
-        hosts: attempt
-            .hosts
-            .filter(|hosts| hosts.len() > 1)
-            .unwrap_or_default(),
+        hosts: only_several(attempt.hosts.unwrap_or_default()),
         workspace_branch: attempt.branch,
         created_at: attempt.created_at.map(rfc3339),
         updated_at: attempt.updated_at.map(rfc3339),

@@ -196,7 +196,11 @@ pub const HOSTS_FIELD: &str = "hosts";
 /// The hosts a fleet node's row names in `hosts` when there are several (an id a copied VK
 /// database gives more than one host), sorted; empty for one host, and off a fleet node.
 pub fn several_hosts(row: &Value) -> Vec<String> {
-    let hosts = crate::vk::strings(row.get(HOSTS_FIELD));
+    only_several(crate::vk::strings(row.get(HOSTS_FIELD)))
+}
+
+/// `hosts` as answers show them: the list while it names more than one host, else none.
+pub fn only_several(hosts: Vec<String>) -> Vec<String> {
     if hosts.len() < 2 {
         return Vec::new();
     }
