@@ -6,6 +6,12 @@
 //! `remove` of `/<root>/<id>`), but deeper paths are applied with the `json-patch` crate too. Two
 //! quirks from the contract are absorbed here: `add` of an id already present is an upsert, and
 //! `remove` of an unknown id is a no-op (VK sends it for objects that left a stream's filter).
+//!
+//! Each object is held as its compact JSON text and parsed only when a frame touches it or a
+//! caller reads it: a parsed `Value` of a VK task costs ~5× its text, and a follower holds its
+//! whole document for as long as the socket lives (10,000 tasks on a big board; issue 27's idle
+//! RSS). A frame that fails is undone from a log of what it replaced, not from a copy of the
+//! document taken before every frame.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,9 +35,20 @@ pub enum MaterializeError {
     NoSnapshot,
 }
 
+/// A stream's objects by id, each as its compact JSON text.
+type Document = BTreeMap<Uuid, Box<str>>;
+
 pub struct Materializer {
     root: &'static str,
-    doc: Option<BTreeMap<Uuid, Value>>,
+    doc: Option<Document>,
+}
+
+/// What one operation replaced, kept until its frame has applied whole.
+enum Undo {
+    /// The document before a snapshot (`None`: there was none yet).
+    Document(Option<Document>),
+    /// One object before an upsert or a remove (`None`: it was absent).
+    Object(Uuid, Option<Box<str>>),
 }
 
 impl Materializer {
@@ -43,74 +60,127 @@ impl Materializer {
         self.doc.is_some()
     }
 
-    pub fn objects(&self) -> impl Iterator<Item = &Value> {
-        self.doc.iter().flat_map(|d| d.values())
+    /// Every object, parsed.
+    pub fn objects(&self) -> impl Iterator<Item = Value> + '_ {
+        self.doc
+            .iter()
+            .flat_map(|d| d.values())
+            .filter_map(|text| parse_text(text).ok())
     }
 
-    pub fn get(&self, id: &Uuid) -> Option<&Value> {
-        self.doc.as_ref()?.get(id)
+    /// Every object's id (its key in the stream's document).
+    pub fn ids(&self) -> impl Iterator<Item = Uuid> + '_ {
+        self.doc.iter().flat_map(|d| d.keys().copied())
+    }
+
+    /// One object, parsed.
+    pub fn get(&self, id: &Uuid) -> Option<Value> {
+        parse_text(self.doc.as_ref()?.get(id)?).ok()
     }
 
     /// Apply one frame's operations. On error the document is unchanged and the caller should
     /// resync the stream (reconnect for a fresh snapshot).
     pub fn apply(&mut self, ops: &[PatchOperation]) -> Result<Vec<Change>, MaterializeError> {
-        let mut doc = self.doc.clone();
+        let mut undo = Vec::new();
         let mut changes = Vec::new();
         for op in ops {
-            let tokens: Vec<String> = op
-                .path()
-                .tokens()
-                .map(|t| t.decoded().into_owned())
-                .collect();
-            if tokens.first().map(String::as_str) != Some(self.root) {
-                continue; // another root: not this stream's business
+            if let Err(e) = self.apply_one(op, &mut undo, &mut changes) {
+                self.roll_back(undo);
+                return Err(e);
             }
-            match (tokens.len(), op) {
-                (1, PatchOperation::Add(_) | PatchOperation::Replace(_)) => {
-                    doc = Some(parse_root(op_value(op))?);
-                    changes.push(Change::Snapshot);
+        }
+        Ok(dedup(changes))
+    }
+
+    fn apply_one(
+        &mut self,
+        op: &PatchOperation,
+        undo: &mut Vec<Undo>,
+        changes: &mut Vec<Change>,
+    ) -> Result<(), MaterializeError> {
+        let tokens: Vec<String> = op
+            .path()
+            .tokens()
+            .map(|t| t.decoded().into_owned())
+            .collect();
+        if tokens.first().map(String::as_str) != Some(self.root) {
+            return Ok(()); // another root: not this stream's business
+        }
+        if let (1, PatchOperation::Add(_) | PatchOperation::Replace(_)) = (tokens.len(), op) {
+            let doc = parse_root(op_value(op))?;
+            undo.push(Undo::Document(self.doc.replace(doc)));
+            changes.push(Change::Snapshot);
+            return Ok(());
+        }
+        let doc = self.doc.as_mut().ok_or(MaterializeError::NoSnapshot)?;
+        match (tokens.len(), op) {
+            (2, PatchOperation::Add(_) | PatchOperation::Replace(_)) => {
+                let id = parse_id(&tokens[1])?;
+                let old = doc.insert(id, to_text(op_value(op))?);
+                undo.push(Undo::Object(id, old));
+                changes.push(Change::Upsert(id));
+            }
+            (2, PatchOperation::Remove(_)) => {
+                let id = parse_id(&tokens[1])?;
+                if let Some(old) = doc.remove(&id) {
+                    undo.push(Undo::Object(id, Some(old)));
+                    changes.push(Change::Remove(id));
                 }
-                (2, PatchOperation::Add(_) | PatchOperation::Replace(_)) => {
-                    let d = doc.as_mut().ok_or(MaterializeError::NoSnapshot)?;
-                    let id = parse_id(&tokens[1])?;
-                    d.insert(id, op_value(op).clone());
-                    changes.push(Change::Upsert(id));
-                }
-                (2, PatchOperation::Remove(_)) => {
-                    let d = doc.as_mut().ok_or(MaterializeError::NoSnapshot)?;
-                    let id = parse_id(&tokens[1])?;
-                    if d.remove(&id).is_some() {
-                        changes.push(Change::Remove(id));
-                    }
-                }
-                (n, _) if n >= 3 => {
-                    // A change inside one object: apply the op to that object alone.
-                    let d = doc.as_mut().ok_or(MaterializeError::NoSnapshot)?;
-                    let id = parse_id(&tokens[1])?;
-                    let Some(obj) = d.get_mut(&id) else {
-                        return Err(MaterializeError::Patch(format!(
-                            "{} on unknown object",
-                            op.path()
-                        )));
-                    };
-                    let mut wrapper = serde_json::json!({ "o": obj.take() });
-                    let inner = rebase(op, &tokens[2..])?;
-                    let res = json_patch::patch(&mut wrapper, &[inner]);
-                    *obj = wrapper.get_mut("o").map(Value::take).unwrap_or(Value::Null);
-                    res.map_err(|e| MaterializeError::Patch(e.to_string()))?;
-                    changes.push(Change::Upsert(id));
-                }
-                _ => {
+            }
+            (n, _) if n >= 3 => {
+                // A change inside one object: apply the op to that object alone.
+                let id = parse_id(&tokens[1])?;
+                let Some(text) = doc.get(&id) else {
                     return Err(MaterializeError::Patch(format!(
-                        "unsupported operation at {}",
+                        "{} on unknown object",
                         op.path()
                     )));
+                };
+                let mut wrapper = serde_json::json!({ "o": parse_text(text)? });
+                let inner = rebase(op, &tokens[2..])?;
+                json_patch::patch(&mut wrapper, &[inner])
+                    .map_err(|e| MaterializeError::Patch(e.to_string()))?;
+                let old = doc.insert(id, to_text(&wrapper["o"])?);
+                undo.push(Undo::Object(id, old));
+                changes.push(Change::Upsert(id));
+            }
+            _ => {
+                return Err(MaterializeError::Patch(format!(
+                    "unsupported operation at {}",
+                    op.path()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Put back what a failing frame's earlier operations replaced, newest first.
+    fn roll_back(&mut self, undo: Vec<Undo>) {
+        for step in undo.into_iter().rev() {
+            match step {
+                Undo::Document(doc) => self.doc = doc,
+                Undo::Object(id, old) => {
+                    let Some(doc) = self.doc.as_mut() else {
+                        continue;
+                    };
+                    match old {
+                        Some(text) => doc.insert(id, text),
+                        None => doc.remove(&id),
+                    };
                 }
             }
         }
-        self.doc = doc;
-        Ok(dedup(changes))
     }
+}
+
+fn to_text(v: &Value) -> Result<Box<str>, MaterializeError> {
+    serde_json::to_string(v)
+        .map(String::into_boxed_str)
+        .map_err(|e| MaterializeError::Patch(e.to_string()))
+}
+
+fn parse_text(text: &str) -> Result<Value, MaterializeError> {
+    serde_json::from_str(text).map_err(|e| MaterializeError::Patch(e.to_string()))
 }
 
 /// The value an `add` or `replace` carries (`Null` for other operations).
@@ -143,12 +213,12 @@ fn parse_id(s: &str) -> Result<Uuid, MaterializeError> {
         .map_err(|_| MaterializeError::Patch(format!("object key {s:?} is not a UUID")))
 }
 
-fn parse_root(v: &Value) -> Result<BTreeMap<Uuid, Value>, MaterializeError> {
+fn parse_root(v: &Value) -> Result<Document, MaterializeError> {
     let obj = v
         .as_object()
         .ok_or_else(|| MaterializeError::Patch("snapshot is not an object".into()))?;
     obj.iter()
-        .map(|(k, v)| Ok((parse_id(k)?, v.clone())))
+        .map(|(k, v)| Ok((parse_id(k)?, to_text(v)?)))
         .collect()
 }
 
@@ -214,7 +284,7 @@ mod tests {
         assert_eq!(m.objects().count(), expected.len());
         for t in expected {
             let id: Uuid = t["id"].as_str().unwrap().parse().unwrap();
-            assert_eq!(m.get(&id), Some(t));
+            assert_eq!(m.get(&id).as_ref(), Some(t));
         }
     }
 
@@ -260,6 +330,27 @@ mod tests {
         ]))
         .unwrap();
         assert!(m.apply(&bad.0).is_err());
-        assert_eq!(m.get(&id).unwrap(), &serde_json::json!({"id": id}));
+        assert_eq!(m.get(&id).unwrap(), serde_json::json!({"id": id}));
+    }
+
+    #[test]
+    fn a_failing_frame_after_a_snapshot_and_a_remove_puts_back_the_old_document() {
+        let mut m = Materializer::new("tasks");
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let ok: json_patch::Patch = serde_json::from_value(serde_json::json!([
+            {"op":"replace","path":"/tasks","value":{ a.to_string(): {"id": a, "n": 1.5} }}
+        ]))
+        .unwrap();
+        m.apply(&ok.0).unwrap();
+        let bad: json_patch::Patch = serde_json::from_value(serde_json::json!([
+            {"op":"remove","path":format!("/tasks/{a}")},
+            {"op":"replace","path":"/tasks","value":{ b.to_string(): {"id": b} }},
+            {"op":"add","path":format!("/tasks/{a}"),"value":{"id": a}},
+            {"op":"move","path":format!("/tasks/{b}"),"from":"/x"}
+        ]))
+        .unwrap();
+        assert!(m.apply(&bad.0).is_err());
+        assert_eq!(m.ids().collect::<Vec<_>>(), vec![a]);
+        assert_eq!(m.get(&a).unwrap(), serde_json::json!({"id": a, "n": 1.5}));
     }
 }

@@ -229,11 +229,11 @@ impl ObjectFollower {
 }
 
 fn all_objects(doc: &Materializer) -> Vec<Value> {
-    doc.objects().cloned().collect()
+    doc.objects().collect()
 }
 
 fn object_ids(doc: &Materializer) -> Vec<Uuid> {
-    doc.objects().filter_map(crate::vk::object_id).collect()
+    doc.ids().collect()
 }
 
 /// Events of a tasks-stream frame; a snapshot also signals the project's full task list.
@@ -253,8 +253,8 @@ fn task_events(
     for c in changes {
         match c {
             Change::Upsert(id) => {
-                if let Some(t) = doc.get(id) {
-                    events.push(DomainEvent::TaskUpserted { task: t.clone() });
+                if let Some(task) = doc.get(id) {
+                    events.push(DomainEvent::TaskUpserted { task });
                 }
             }
             Change::Remove(id) => events.push(DomainEvent::TaskRemoved { task_id: *id }),
@@ -279,21 +279,22 @@ fn process_events(
     let mut facts = Vec::new();
     let mut removed = Vec::new();
     if snapshot {
+        let processes = all_objects(doc);
+        facts.extend(processes.iter().filter_map(ProcessFacts::from_value));
         events.push(DomainEvent::ProcessesSnapshot {
             attempt_id,
-            processes: all_objects(doc),
+            processes,
         });
-        facts.extend(doc.objects().filter_map(ProcessFacts::from_value));
     }
     for c in changes {
         match c {
             Change::Upsert(id) => {
-                if let Some(p) = doc.get(id) {
+                if let Some(process) = doc.get(id) {
+                    facts.extend(ProcessFacts::from_value(&process));
                     events.push(DomainEvent::ProcessUpserted {
                         attempt_id,
-                        process: p.clone(),
+                        process,
                     });
-                    facts.extend(ProcessFacts::from_value(p));
                 }
             }
             Change::Remove(id) => {
