@@ -27,10 +27,14 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// still overrides it). A background thread hands freed pages back to the OS 1 s after they were
 /// freed, without a later allocation to trigger it (the default waits 10 + 10 s and only
 /// purges on allocation): a daemon that caught up a big board and then idles drops to its live
-/// set instead of keeping the catch-up's high-water mark (issue 27, idle RSS).
+/// set instead of keeping the catch-up's high-water mark (issue 27, idle RSS). One arena
+/// instead of four per CPU: fewer partly used pages after the catch-up (idle RSS −6 to −8 MB
+/// on the scale board, daemon CPU within the runs' spread; docs/performance.md, session 11);
+/// the daemon's allocating threads are few and mostly served by their thread caches. A big
+/// many-core host can set `_RJEM_MALLOC_CONF=narenas:<n>`.
 #[unsafe(export_name = "_rjem_malloc_conf")]
-pub static MALLOC_CONF: &[u8; 60] =
-    b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+pub static MALLOC_CONF: &[u8; 70] =
+    b"narenas:1,background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 #[cfg(feature = "heap-stats")]
 mod heap_stats;

@@ -217,18 +217,32 @@ async fn quiet_stretch(
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let reconnects = daemon.health.reconnects.load(Ordering::Relaxed);
-    let resyncs = daemon.health.resyncs.load(Ordering::Relaxed);
-    let gets = sim.counters().rest_gets;
-    tokio::time::sleep(stall + stall / 4).await;
-    assert_eq!(
+    let counts = || {
         (
             daemon.health.reconnects.load(Ordering::Relaxed),
             daemon.health.resyncs.load(Ordering::Relaxed),
             sim.counters().rest_gets,
-        ),
-        (reconnects, resyncs, gets),
+        )
+    };
+    // Settled: the last fault's refetches answered (under load they can take longer than a
+    // fixed pause), seen as half a second with no reconnect, resync or request.
+    let mut before = counts();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = counts();
+        if now == before {
+            break;
+        }
+        assert!(
+            settled.elapsed() < Duration::from_secs(30),
+            "seed {seed}: still reconnecting or fetching 30 s after the faults: {now:?}"
+        );
+        before = now;
+    }
+    tokio::time::sleep(stall + stall / 4).await;
+    assert_eq!(
+        counts(),
+        before,
         "seed {seed}: an idle VK cost reconnects, resyncs or requests"
     );
 }

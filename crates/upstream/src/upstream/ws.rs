@@ -47,10 +47,13 @@ pub async fn connect(client: &VkClient, path_and_query: &str) -> Result<WsStream
             .map_err(|_| unreachable("the upstream token is not a valid header value".into()))?;
         req.headers_mut().insert("authorization", v);
     }
-    // 16 KiB read buffers instead of tungstenite's eager 128 KiB: the daemon keeps two sockets
-    // open per running process (plus object streams), so buffers are most of its idle RSS.
+    // 4 KiB read buffers instead of tungstenite's eager 128 KiB: the daemon keeps two sockets
+    // open per running process (plus object streams), and each buffer is zero-filled to its
+    // full size at the first read, so it is resident for as long as the socket lives (a
+    // bigger frame grows it as needed; VK's frames are mostly log entries of a few hundred
+    // bytes). 16 → 4 KiB: issue 27's idle RSS, docs/performance.md.
     let cfg = tungstenite::protocol::WebSocketConfig::default()
-        .read_buffer_size(16 << 10)
+        .read_buffer_size(4 << 10)
         .max_message_size(Some(64 << 20))
         .max_frame_size(Some(16 << 20));
     let (ws, _) = tokio::time::timeout(
