@@ -33,20 +33,20 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use uuid::Uuid;
-use vk_observer::config::{FleetSettings, Settings};
-use vk_observer::daemon::Daemon;
-use vk_observer::fleet::Pipelining;
-use vk_observer::fleet::node::{Node, NodeEvents};
-use vk_observer::fleet::publisher::Publisher;
-use vk_observer::fleet_node::FleetNode;
-use vk_observer::health::Health;
-use vk_observer::query::wait::{WaitClock, WaitScope};
-use vk_observer::query::{Query, Since};
-use vk_observer::sim::{Channel, RunReason, Sim, SimConfig};
-use vk_observer::store::events::DomainEvent;
-use vk_observer::store::outbox::OutboxConfig;
-use vk_observer::store::writer::WriterHandle;
-use vk_observer::store::{Retention, Store, StoreOwner};
+use vk_observer_config::{FleetSettings, Settings};
+use vk_observer_daemon::Daemon;
+use vk_observer_daemon::fleet_node::FleetNode;
+use vk_observer_fleet::Pipelining;
+use vk_observer_fleet::node::{Node, NodeEvents};
+use vk_observer_fleet::publisher::Publisher;
+use vk_observer_query::wait::{WaitClock, WaitScope};
+use vk_observer_query::{Query, Since};
+use vk_observer_sim::{Channel, RunReason, Sim, SimConfig};
+use vk_observer_store::events::DomainEvent;
+use vk_observer_store::outbox::OutboxConfig;
+use vk_observer_store::writer::WriterHandle;
+use vk_observer_store::{Retention, Store, StoreOwner};
+use vk_observer_telemetry::health::Health;
 
 struct Opts {
     entries: u64,
@@ -306,7 +306,7 @@ impl NodeEvents for Quiet {
     fn caught_up(&self) {}
     fn following(&self, _: &str, _: bool) {}
     fn message(&self, _: &str, _: u64) {}
-    fn heartbeat(&self, _: &str, _: &vk_observer::fleet::heartbeat::Heartbeat) {}
+    fn heartbeat(&self, _: &str, _: &vk_observer_fleet::heartbeat::Heartbeat) {}
 }
 
 /// A host store with its outbox, writer and publisher.
@@ -420,7 +420,7 @@ async fn write_log(writer: &WriterHandle, name: &str, entries: u64, batch: u64) 
             .map(|i| {
                 (
                     i,
-                    RawValue::from_string(vk_observer::sim::scale::scale_entry(i)).unwrap(),
+                    RawValue::from_string(vk_observer_sim::scale::scale_entry(i)).unwrap(),
                 )
             })
             .collect();
@@ -428,7 +428,7 @@ async fn write_log(writer: &WriterHandle, name: &str, entries: u64, batch: u64) 
             .write(vec![DomainEvent::LogEntriesPut {
                 attempt_id: attempt,
                 process_id: process,
-                channel: vk_observer::store::events::Channel::Normalized,
+                channel: vk_observer_store::events::Channel::Normalized,
                 entries: put,
             }])
             .await
@@ -547,7 +547,7 @@ async fn fan_in_and_catch_up(nats: &nats::NatsServer, opts: &Opts) -> (Value, Va
         stored += state.bytes;
         messages += state.messages;
     }
-    let entry_json = vk_observer::sim::scale::scale_entry(500_000).len();
+    let entry_json = vk_observer_sim::scale::scale_entry(500_000).len();
     let wire = json!({"stream_bytes": stored, "messages": messages,
         "bytes_per_entry": stored as f64 / total as f64, "entry_json_bytes": entry_json,
         "bytes_per_message": stored as f64 / messages as f64});

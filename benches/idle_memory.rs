@@ -19,11 +19,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use vk_observer::config::Settings;
-use vk_observer::daemon::Daemon;
-use vk_observer::sim::scale::{ScaleRows, ScaleSpec};
-use vk_observer::sim::{Sim, SimConfig};
-use vk_observer::store::keys::Channel;
+use vk_observer_config::Settings;
+use vk_observer_daemon::Daemon;
+use vk_observer_sim::scale::{ScaleRows, ScaleSpec};
+use vk_observer_sim::{Sim, SimConfig};
+use vk_observer_store::keys::Channel;
 
 /// The system allocator, counting the bytes live.
 struct Counting;

@@ -9,9 +9,9 @@ use divan::Bencher;
 use divan::counter::ItemsCount;
 use serde_json::value::RawValue;
 use uuid::Uuid;
-use vk_observer::store::events::{Channel, DomainEvent};
-use vk_observer::store::writer::Writer;
-use vk_observer::store::{Retention, StoreOwner, StoreSettings};
+use vk_observer_store::events::{Channel, DomainEvent};
+use vk_observer_store::writer::Writer;
+use vk_observer_store::{Retention, StoreOwner, StoreSettings};
 
 #[path = "shared/entry.rs"]
 mod shared_entry;

@@ -12,10 +12,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
-use vk_observer::store::codec::EntryPacker;
-use vk_observer::store::events::Channel;
-use vk_observer::store::keys::{self, meta};
-use vk_observer::store::{Retention, StoreOwner};
+use vk_observer_store::codec::EntryPacker;
+use vk_observer_store::events::Channel;
+use vk_observer_store::keys::{self, meta};
+use vk_observer_store::{Retention, StoreOwner};
 
 #[path = "shared/entry.rs"]
 mod shared_entry;

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use divan::Bencher;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
-use vk_observer::config::access::Scopes;
-use vk_observer::health::Health;
-use vk_observer::mcp::access::{Grant, Limit};
-use vk_observer::query::Query;
-use vk_observer::store::events::DomainEvent;
-use vk_observer::store::{Retention, StoreOwner};
+use vk_observer_config::access::Scopes;
+use vk_observer_mcp::access::{Grant, Limit};
+use vk_observer_query::Query;
+use vk_observer_store::events::DomainEvent;
+use vk_observer_store::{Retention, StoreOwner};
+use vk_observer_telemetry::health::Health;
 
 const TASKS: usize = 2_000;
 

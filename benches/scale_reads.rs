@@ -35,19 +35,19 @@ use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use uuid::Uuid;
-use vk_observer::health::Health;
-use vk_observer::query::detail::Detail;
-use vk_observer::query::logs::{LogMode, LogRequest};
-use vk_observer::query::paging::PageArgs;
-use vk_observer::query::task_summary::{SummaryFn, task_summary, task_summary_from_values};
-use vk_observer::query::tasks::{TaskFilter, TaskStatus, TaskSummary};
-use vk_observer::query::{Query, Since};
-use vk_observer::sim::scale::{ScaleRows, ScaleSpec, scale_rows};
-use vk_observer::store::events::{Channel, DomainEvent};
-use vk_observer::store::reader::Stored;
-use vk_observer::store::writer::Writer;
-use vk_observer::store::{Retention, StoreOwner, StoreReader, StoreSettings};
-use vk_observer::tool_error::ToolError;
+use vk_observer_query::detail::Detail;
+use vk_observer_query::logs::{LogMode, LogRequest};
+use vk_observer_query::paging::PageArgs;
+use vk_observer_query::task_summary::{SummaryFn, task_summary, task_summary_from_values};
+use vk_observer_query::tasks::{TaskFilter, TaskStatus, TaskSummary};
+use vk_observer_query::{Query, Since};
+use vk_observer_sim::scale::{ScaleRows, ScaleSpec, scale_rows};
+use vk_observer_store::events::{Channel, DomainEvent};
+use vk_observer_store::reader::Stored;
+use vk_observer_store::writer::Writer;
+use vk_observer_store::{Retention, StoreOwner, StoreReader, StoreSettings};
+use vk_observer_telemetry::health::Health;
+use vk_observer_tool_error::ToolError;
 
 struct Opts {
     spec: ScaleSpec,

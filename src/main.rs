@@ -1,9 +1,9 @@
 //! The `vk-observer` command: `serve` (the daemon), `demo` (the daemon plus the built-in VK
 //! simulator playing scripted attempts, so a newcomer can try it without VK), `mcp` (a stdio
 //! bridge to the daemon) and the terminal commands `status`, `watch`, `doctor`, `token` and
-//! `audit` (src/cli/).
+//! `audit` (crates/cli).
 //! Only clap types and dispatch live here: settings resolve in `config`, the demo's script
-//! is `sim::demo`.
+//! is `demo` (src/demo.rs).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use vk_observer::cli::{DaemonArgs, audit, doctor, status, token, watch};
-use vk_observer::config::{self, IdempotencyArgs, SettingsArgs};
-use vk_observer::daemon::Daemon;
+use vk_observer_cli::{DaemonArgs, audit, doctor, status, token, watch};
+use vk_observer_config::{self as config, IdempotencyArgs, SettingsArgs};
+use vk_observer_daemon::Daemon;
 
 /// jemalloc instead of glibc's malloc, measured side by side on the same code
 /// (docs/performance.md, Findings): 10 k parked waits 234 → 167 MB, a batch of 100 statuses
@@ -188,7 +188,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Mcp { to, workspace } => {
             let workspace = workspace.or_else(|| std::env::current_dir().ok());
             if let Err(e) =
-                vk_observer::mcp::transport::bridge::run(&to.daemon, workspace, to.token).await
+                vk_observer_mcp::transport::bridge::run(&to.daemon, workspace, to.token).await
             {
                 eprintln!("vk-observer mcp: {e:#}");
                 std::process::exit(1);
@@ -274,7 +274,7 @@ fn metrics() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
         .install_recorder()
         .ok();
     if handle.is_some() {
-        vk_observer::telemetry::register();
+        vk_observer_telemetry::register();
     }
     handle
 }
@@ -283,7 +283,7 @@ fn metrics() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
 async fn serve(settings: SettingsArgs) -> anyhow::Result<()> {
     let settings = settings.resolve()?;
     if settings.fleet.node {
-        let node = vk_observer::fleet_node::FleetNode::start(settings, metrics()).await?;
+        let node = vk_observer_daemon::fleet_node::FleetNode::start(settings, metrics()).await?;
         eprintln!("vk-observer: fleet node serving on http://{}", node.addr);
         wait_for_signal().await;
         node.shutdown().await;
@@ -318,9 +318,9 @@ async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     if args.hosts != 1 {
         let (settings, hosts) = (args.settings(), args.hosts);
         let stop = wait_for_signal();
-        return vk_observer::sim::demo::fleet::run(settings, hosts, every, metrics(), stop).await;
+        return vk_observer::demo::fleet::run(settings, hosts, every, metrics(), stop).await;
     }
-    vk_observer::sim::demo::run(args.settings(), every, metrics(), wait_for_signal()).await
+    vk_observer::demo::run(args.settings(), every, metrics(), wait_for_signal()).await
 }
 
 #[cfg(not(feature = "sim"))]

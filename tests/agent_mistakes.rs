@@ -12,7 +12,7 @@ use serde_json::json;
 use support::mcp::{Mcp, Reply};
 use support::mistakes::{Case, World};
 use uuid::Uuid;
-use vk_observer::sim::{AttemptScript, RunReason, SimFile};
+use vk_observer_sim::{AttemptScript, RunReason, SimFile};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
@@ -261,7 +261,7 @@ async fn every_catalogued_mistake_gets_a_stable_code_and_a_useful_hint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scope_refusals_are_catalogued_with_their_callers() {
     use support::mistakes_scopes::{Caller, ScopeWorld, cases};
-    use vk_observer::config::access::{Scope, Scopes, TokenFile};
+    use vk_observer_config::access::{Scope, Scopes, TokenFile};
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
     let project = sim.add_project("Scoped", &["demo"]);

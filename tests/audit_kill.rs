@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use support::mcp::Mcp;
-use vk_observer::sim::Sim;
+use vk_observer_sim::Sim;
 
 fn free_addr() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
-use vk_observer::sim::{AgentOutcome, AttemptScript, Channel, ProcessStatus, RunReason};
+use vk_observer_sim::{AgentOutcome, AttemptScript, Channel, ProcessStatus, RunReason};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vk-observer");
 
@@ -425,9 +425,9 @@ async fn watch_follows_a_live_log_to_the_final_state() {
 }
 
 /// Until the daemon reports its upstream connected (it starts `down`).
-async fn wait_connected(daemon: &vk_observer::daemon::Daemon) {
+async fn wait_connected(daemon: &vk_observer_daemon::Daemon) {
     let start = std::time::Instant::now();
-    while daemon.health.state() != vk_observer::health::UpstreamState::Connected {
+    while daemon.health.state() != vk_observer_telemetry::health::UpstreamState::Connected {
         assert!(start.elapsed() < Duration::from_secs(30), "never connected");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -544,7 +544,7 @@ async fn status_sends_the_daemons_bearer_token() {
     let sim = support::sim().await;
     sim.add_project("Demo", &["demo"]);
     let dir = tempfile::tempdir().unwrap();
-    let settings = vk_observer::config::McpSettings {
+    let settings = vk_observer_config::McpSettings {
         token: Some("s3cret".into()),
         ..Default::default()
     };

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vk_observer::sim::{AttemptScript, Sim};
-use vk_observer::store::StoreOwner;
-use vk_observer::store::token::Token;
+use vk_observer_sim::{AttemptScript, Sim};
+use vk_observer_store::StoreOwner;
+use vk_observer_store::token::Token;
 
 fn free_addr() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::mcp::{Mcp, Reply};
-use vk_observer::config::SettingsArgs;
-use vk_observer::sim::demo::{self, roads};
+use vk_observer::demo::{self, roads};
+use vk_observer_config::SettingsArgs;
 
 /// Everything below must show within the demo's first minute.
 const FIRST_MINUTE: Duration = Duration::from_secs(60);

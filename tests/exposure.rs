@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::mcp::Mcp;
-use vk_observer::config::{McpSettings, Settings};
+use vk_observer_config::{McpSettings, Settings};
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"probe","version":"0"}}}"#;
 

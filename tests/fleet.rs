@@ -19,8 +19,8 @@ use support::fleet::{fleet_node, host_daemon};
 use support::mcp::Mcp;
 use support::nats::NatsServer;
 use uuid::Uuid;
-use vk_observer::fleet_node::FleetNode;
-use vk_observer::sim::{AttemptScript, Channel, RunReason, Sim};
+use vk_observer_daemon::fleet_node::FleetNode;
+use vk_observer_sim::{AttemptScript, Channel, RunReason, Sim};
 
 const CONVERGE: Duration = Duration::from_secs(40);
 

@@ -14,10 +14,10 @@ use async_nats::jetstream;
 use serde_json::json;
 use support::mcp::Mcp;
 use support::nats_deploy::DeployedNats;
-use vk_observer::config::{FleetSettings, Settings};
-use vk_observer::daemon::Daemon;
-use vk_observer::fleet_node::FleetNode;
-use vk_observer::sim::Sim;
+use vk_observer_config::{FleetSettings, Settings};
+use vk_observer_daemon::Daemon;
+use vk_observer_daemon::fleet_node::FleetNode;
+use vk_observer_sim::Sim;
 
 const CONVERGE: Duration = Duration::from_secs(40);
 

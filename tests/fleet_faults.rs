@@ -29,11 +29,11 @@ use rand::{Rng, SeedableRng};
 use support::fleet::{fleet_node, host_daemon, host_truth};
 use support::nats::NatsServer;
 use uuid::Uuid;
-use vk_observer::daemon::Daemon;
-use vk_observer::fleet::wire;
-use vk_observer::fleet_node::FleetNode;
-use vk_observer::sim::{AgentOutcome, AttemptScript, Sim, Truth};
-use vk_observer::store::Store;
+use vk_observer_daemon::Daemon;
+use vk_observer_daemon::fleet_node::FleetNode;
+use vk_observer_fleet::wire;
+use vk_observer_sim::{AgentOutcome, AttemptScript, Sim, Truth};
+use vk_observer_store::Store;
 
 const HOSTS: usize = 2;
 const CONVERGE: Duration = Duration::from_secs(40);
@@ -403,13 +403,13 @@ async fn seeded_fleet_fault_schedules_converge() {
     // `VK_OBSERVER_FLEET_PIPELINING=1` (pipelined) or `0` (serial): the way every host daemon
     // and fleet node of the run publishes and follows (fleet::Pipelining); unset, the default.
     let way = std::env::var("VK_OBSERVER_FLEET_PIPELINING").ok();
-    vk_observer::fleet::Pipelining::set_process_default(
+    vk_observer_fleet::Pipelining::set_process_default(
         way.as_deref()
-            .and_then(vk_observer::fleet::Pipelining::named),
+            .and_then(vk_observer_fleet::Pipelining::named),
     );
     eprintln!(
         "fleet fault schedules: pipelining {:?}",
-        vk_observer::fleet::Pipelining::process_default()
+        vk_observer_fleet::Pipelining::process_default()
     );
     let n = env_u64("VK_FLEET_FAULT_SEEDS", 100);
     let base = env_u64("VK_FLEET_FAULT_SEED_BASE", 0);

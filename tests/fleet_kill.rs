@@ -21,9 +21,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use support::fleet::{fleet_node, host_daemon, host_truth};
 use support::nats::NatsServer;
-use vk_observer::sim::{AttemptScript, Sim, Truth};
-use vk_observer::store::events::{HOST_FIELD, HOSTS_FIELD};
-use vk_observer::store::{Retention, StoreOwner};
+use vk_observer_sim::{AttemptScript, Sim, Truth};
+use vk_observer_store::events::{HOST_FIELD, HOSTS_FIELD};
+use vk_observer_store::{Retention, StoreOwner};
 
 const CONVERGE: Duration = Duration::from_secs(40);
 
@@ -234,7 +234,7 @@ async fn run_fleet_node_kills(seed: u64) {
 }
 
 async fn converge_on(
-    store: &vk_observer::store::Store,
+    store: &vk_observer_store::Store,
     want: impl Fn() -> Truth,
     seed: u64,
     what: &str,

@@ -17,7 +17,7 @@ mod nats;
 
 use async_nats::jetstream::{self, stream};
 use bytes::Bytes;
-use vk_observer::fleet::wire::{self, Kind};
+use vk_observer_fleet::wire::{self, Kind};
 
 const EPOCH: u64 = 7;
 

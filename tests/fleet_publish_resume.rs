@@ -24,14 +24,14 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 use serde_json::json;
 use uuid::Uuid;
-use vk_observer::config::FleetSettings;
-use vk_observer::fleet::Pipelining;
-use vk_observer::fleet::publisher::Publisher;
-use vk_observer::fleet::wire;
-use vk_observer::store::events::DomainEvent;
-use vk_observer::store::outbox::{FleetCursor, OutboxConfig};
-use vk_observer::store::writer::WriterHandle;
-use vk_observer::store::{Retention, StoreOwner};
+use vk_observer_config::FleetSettings;
+use vk_observer_fleet::Pipelining;
+use vk_observer_fleet::publisher::Publisher;
+use vk_observer_fleet::wire;
+use vk_observer_store::events::DomainEvent;
+use vk_observer_store::outbox::{FleetCursor, OutboxConfig};
+use vk_observer_store::writer::WriterHandle;
+use vk_observer_store::{Retention, StoreOwner};
 
 /// How long a publisher may take to publish what the test expects (sessions retry after 200 ms).
 const PUBLISHED_WITHIN: Duration = Duration::from_secs(30);

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 use support::mcp::Mcp;
 use support::nats::NatsServer;
 use uuid::Uuid;
-use vk_observer::config::FleetSettings;
-use vk_observer::config::access::{Scope, Scopes, TokenFile};
-use vk_observer::daemon::Daemon;
-use vk_observer::fleet_node::FleetNode;
-use vk_observer::sim::Sim;
+use vk_observer_config::FleetSettings;
+use vk_observer_config::access::{Scope, Scopes, TokenFile};
+use vk_observer_daemon::Daemon;
+use vk_observer_daemon::fleet_node::FleetNode;
+use vk_observer_sim::Sim;
 
 const CONVERGE: Duration = Duration::from_secs(40);
 

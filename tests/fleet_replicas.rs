@@ -11,9 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::nats::NatsServer;
-use vk_observer::config::FleetSettings;
-use vk_observer::daemon::Daemon;
-use vk_observer::sim::Sim;
+use vk_observer_config::FleetSettings;
+use vk_observer_daemon::Daemon;
+use vk_observer_sim::Sim;
 
 const CONVERGE: Duration = Duration::from_secs(40);
 

@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use support::mcp::Mcp;
 use support::nats::NatsServer;
 use uuid::Uuid;
-use vk_observer::config::FleetSettings;
-use vk_observer::daemon::Daemon;
-use vk_observer::fleet_node::FleetNode;
-use vk_observer::sim::{AttemptScript, Channel, ProcessStatus, RunReason, Sim};
+use vk_observer_config::FleetSettings;
+use vk_observer_daemon::Daemon;
+use vk_observer_daemon::fleet_node::FleetNode;
+use vk_observer_sim::{AttemptScript, Channel, ProcessStatus, RunReason, Sim};
 
 const CONVERGE: Duration = Duration::from_secs(40);
 const BEAT: Duration = Duration::from_millis(200);

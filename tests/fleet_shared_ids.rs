@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use support::mcp::{Mcp, Reply};
 use support::nats::NatsServer;
 use uuid::Uuid;
-use vk_observer::config::FleetSettings;
-use vk_observer::sim::Sim;
+use vk_observer_config::FleetSettings;
+use vk_observer_sim::Sim;
 
 const CONVERGE: Duration = Duration::from_secs(40);
 

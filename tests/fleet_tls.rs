@@ -16,8 +16,8 @@ use support::fleet::host_truth;
 use support::mcp::Mcp;
 use support::nats::NatsServer;
 use support::nats_tls::TlsNats;
-use vk_observer::config::FleetSettings;
-use vk_observer::sim::{AttemptScript, Truth};
+use vk_observer_config::FleetSettings;
+use vk_observer_sim::{AttemptScript, Truth};
 
 const CONVERGE: Duration = Duration::from_secs(40);
 
@@ -93,9 +93,9 @@ async fn a_host_and_a_fleet_node_replicate_and_mutate_over_tls() {
     host.shutdown().await;
 }
 
-/// Whether `vk_observer::fleet::connect` reaches the server with these settings.
+/// Whether `vk_observer_fleet::connect` reaches the server with these settings.
 async fn connects(settings: &FleetSettings) -> Result<(), String> {
-    let connecting = vk_observer::fleet::connect(settings, "vk-observer tls test");
+    let connecting = vk_observer_fleet::connect(settings, "vk-observer tls test");
     match tokio::time::timeout(Duration::from_secs(20), connecting).await {
         Ok(Ok(client)) => {
             client.flush().await.map_err(|e| e.to_string())?;

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 use support::mcp::{Mcp, Reply};
 use uuid::Uuid;
-use vk_observer::sim::AttemptScript;
+use vk_observer_sim::AttemptScript;
 
 const KNOWN_CODES: &[&str] = &[
     "invalid_argument",

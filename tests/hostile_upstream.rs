@@ -8,7 +8,7 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use vk_observer::sim::{AttemptScript, Faults};
+use vk_observer_sim::{AttemptScript, Faults};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

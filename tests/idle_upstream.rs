@@ -8,11 +8,11 @@ mod support;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use vk_observer::daemon::Daemon;
-use vk_observer::health::UpstreamState;
-use vk_observer::ingest::IngestConfig;
-use vk_observer::query::Query;
-use vk_observer::sim::{AgentOutcome, AttemptScript, Faults, Sim, SimConfig};
+use vk_observer_daemon::Daemon;
+use vk_observer_ingest::IngestConfig;
+use vk_observer_query::Query;
+use vk_observer_sim::{AgentOutcome, AttemptScript, Faults, Sim, SimConfig};
+use vk_observer_telemetry::health::UpstreamState;
 
 const STALL: Duration = Duration::from_secs(1);
 
@@ -28,7 +28,7 @@ async fn quiet_sim() -> Sim {
 }
 
 async fn daemon(sim: &Sim, dir: &std::path::Path) -> Daemon {
-    let settings = vk_observer::config::Settings {
+    let settings = vk_observer_config::Settings {
         ingest: IngestConfig {
             stall_after: STALL,
             ws_stall_after: STALL,

@@ -5,8 +5,8 @@ mod support;
 
 use std::time::Duration;
 
-use vk_observer::sim::{AgentOutcome, AttemptScript, SimFile};
-use vk_observer::store::keys::Channel;
+use vk_observer_sim::{AgentOutcome, AttemptScript, SimFile};
+use vk_observer_store::keys::Channel;
 
 fn files(n: usize) -> Vec<SimFile> {
     (0..n)
@@ -152,8 +152,8 @@ async fn daemon_started_after_the_fact_backfills_history() {
 /// history: every entry ends up cached, and the log completes when the process ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn entries_older_than_vks_replay_window_come_from_history() {
-    use vk_observer::sim::{Channel as SimChannel, ProcessStatus, RunReason, SimConfig};
-    let sim = vk_observer::sim::Sim::start(SimConfig {
+    use vk_observer_sim::{Channel as SimChannel, ProcessStatus, RunReason, SimConfig};
+    let sim = vk_observer_sim::Sim::start(SimConfig {
         keepalive: Duration::from_millis(500),
         step_delay: Duration::from_millis(5),
         history_max_entries: 40,
@@ -248,7 +248,7 @@ async fn an_ended_attempts_change_summary_is_read_once_at_bootstrap() {
 /// all read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ended_attempts_process_streams_close_without_linger_at_bootstrap() {
-    use vk_observer::sim::RunReason;
+    use vk_observer_sim::RunReason;
     let sim = support::sim().await;
     let project = sim.add_project("Ended", &["demo"]);
     for i in 0..4 {
@@ -266,7 +266,7 @@ async fn ended_attempts_process_streams_close_without_linger_at_bootstrap() {
     let mut settings = support::settings(&sim.base_url(), dir.path(), Default::default());
     settings.ingest.process_stream_linger = Duration::from_secs(3600);
     settings.ingest.log_backfills = 1;
-    let daemon = vk_observer::daemon::Daemon::start(settings.validate().unwrap(), None)
+    let daemon = vk_observer_daemon::Daemon::start(settings.validate().unwrap(), None)
         .await
         .unwrap();
     support::converge(&daemon.store, &sim, Duration::from_secs(30), "bootstrap").await;

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vk_observer::query::wait::WaitScope;
-use vk_observer::query::{Query, Since};
-use vk_observer::sim::{AgentOutcome, AttemptScript, Faults};
+use vk_observer_query::wait::WaitScope;
+use vk_observer_query::{Query, Since};
+use vk_observer_sim::{AgentOutcome, AttemptScript, Faults};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -35,7 +35,7 @@ async fn run_schedule(seed: u64) {
     let mut daemon = support::daemon(&sim, dir.path()).await;
 
     // Token monotonicity, sampled continuously (across the daemon restart too).
-    let current: Arc<std::sync::RwLock<Option<vk_observer::store::Store>>> =
+    let current: Arc<std::sync::RwLock<Option<vk_observer_store::Store>>> =
         Arc::new(std::sync::RwLock::new(Some(daemon.store.clone())));
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = {
@@ -203,14 +203,10 @@ async fn run_schedule(seed: u64) {
 /// VK idle for longer than the stall window (keep-alives and pings only): no stream may be
 /// reconnected, nothing resynced, and VK asked nothing. Streams still dropping from the last
 /// fault settle first (a stalled SSE connection is dropped when its fault ends).
-async fn quiet_stretch(
-    daemon: &vk_observer::daemon::Daemon,
-    sim: &vk_observer::sim::Sim,
-    seed: u64,
-) {
+async fn quiet_stretch(daemon: &vk_observer_daemon::Daemon, sim: &vk_observer_sim::Sim, seed: u64) {
     let stall = support::fast_ingest().stall_after;
     let settled = std::time::Instant::now();
-    while daemon.health.state() != vk_observer::health::UpstreamState::Connected {
+    while daemon.health.state() != vk_observer_telemetry::health::UpstreamState::Connected {
         assert!(
             settled.elapsed() < Duration::from_secs(30),
             "seed {seed}: never reconnected"
@@ -249,11 +245,11 @@ async fn quiet_stretch(
 
 /// A long-poll on the whole project from the current token, parked for longer than any schedule.
 fn spawn_waiter(
-    daemon: &vk_observer::daemon::Daemon,
+    daemon: &vk_observer_daemon::Daemon,
     project: uuid::Uuid,
 ) -> (
     u64,
-    tokio::task::JoinHandle<vk_observer::query::wait::WaitResult>,
+    tokio::task::JoinHandle<vk_observer_query::wait::WaitResult>,
 ) {
     let q = Query::new(daemon.store.clone(), daemon.health.clone());
     let since = q.store.current_token();
@@ -262,7 +258,7 @@ fn spawn_waiter(
             WaitScope::Project(project),
             None,
             Since::After(since),
-            vk_observer::query::wait::WaitClock::start(Duration::from_secs(600)),
+            vk_observer_query::wait::WaitClock::start(Duration::from_secs(600)),
             None,
             std::future::pending::<()>(),
         )
@@ -373,7 +369,7 @@ fn note(text: &str) -> serde_json::Value {
 /// either: the cache and VK agree on the content streamed before the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rewrite_racing_the_end_of_its_process_is_not_part_of_the_log() {
-    use vk_observer::sim::{Channel, RunReason};
+    use vk_observer_sim::{Channel, RunReason};
     let sim = support::sim().await;
     let project = sim.add_project("Rewrite race", &["demo"]);
     let dir = tempfile::tempdir().unwrap();
@@ -389,7 +385,7 @@ async fn a_rewrite_racing_the_end_of_its_process_is_not_part_of_the_log() {
     while !daemon
         .store
         .read()
-        .logs_complete(pid, vk_observer::store::keys::Channel::Normalized)
+        .logs_complete(pid, vk_observer_store::keys::Channel::Normalized)
         .unwrap()
     {
         assert!(
@@ -420,7 +416,7 @@ async fn a_rewrite_racing_the_end_of_its_process_is_not_part_of_the_log() {
 /// log complete, or the last entry is never fetched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_history_pass_begun_while_the_process_ran_does_not_complete_its_log() {
-    use vk_observer::sim::{Channel, ProcessStatus, RunReason};
+    use vk_observer_sim::{Channel, ProcessStatus, RunReason};
     let sim = support::sim().await;
     sim.set_faults(Faults {
         refuse_log_ws: true,
@@ -468,7 +464,7 @@ async fn a_history_pass_begun_while_the_process_ran_does_not_complete_its_log() 
 /// earlier `running` patch, then its end again: still one start and one end per process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn patches_a_snapshot_already_holds_start_and_end_each_process_once() {
-    use vk_observer::store::feed::FeedScope;
+    use vk_observer_store::feed::FeedScope;
     let sim = support::sim().await;
     let project = sim.add_project("Late snapshot", &["demo"]);
     let task = sim.add_task(project, "ran before the daemon", None);

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::mcp::Mcp;
-use vk_observer::sim::{AttemptScript, Sim};
-use vk_observer::store::token::Token;
+use vk_observer_sim::{AttemptScript, Sim};
+use vk_observer_store::token::Token;
 
 /// Identity of an item: (token, kind, task, process, attempt).
 fn ident(v: &Value) -> String {
@@ -274,7 +274,7 @@ async fn a_token_older_than_the_horizon_resets() {
     let mut s = support::settings(&sim.base_url(), dir.path(), Default::default());
     s.retention.activity_horizon = Duration::from_millis(500);
     s.retention.prune_every = Duration::from_millis(200);
-    let daemon = vk_observer::daemon::Daemon::start(s.validate().unwrap(), None)
+    let daemon = vk_observer_daemon::Daemon::start(s.validate().unwrap(), None)
         .await
         .expect("daemon starts");
     let mcp = Mcp::connect(daemon.addr).await;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use support::approvals::{COMMAND, asking, list, start_asking, status_until, without_clock};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::{Sim, SimApprovalStatus};
+use vk_observer_sim::{Sim, SimApprovalStatus};
 
 /// A token after which the attempt stayed unchanged for 300 ms.
 async fn quiet_token(mcp: &Mcp, attempt: Uuid) -> Value {
@@ -392,7 +392,7 @@ async fn deny_with_a_reason(sim: &Sim, mcp: &Mcp, project: Uuid) {
 async fn time_out(
     sim: &Sim,
     mcp: &Mcp,
-    daemon: &vk_observer::daemon::Daemon,
+    daemon: &vk_observer_daemon::Daemon,
     project: Uuid,
 ) -> Value {
     let t = start_asking(

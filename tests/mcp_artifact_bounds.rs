@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::SimFile;
+use vk_observer_sim::SimFile;
 
 const PATCH_ROUTE: &str = "POST /api/task-attempts/{id}/patch";
 
@@ -26,7 +26,7 @@ fn file(path: &str, content: String) -> SimFile {
     }
 }
 
-fn patch_calls(sim: &vk_observer::sim::Sim) -> u64 {
+fn patch_calls(sim: &vk_observer_sim::Sim) -> u64 {
     sim.counters()
         .by_route
         .get(PATCH_ROUTE)

@@ -11,14 +11,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::{AttemptScript, RunReason};
+use vk_observer_sim::{AttemptScript, RunReason};
 
 fn id(v: &Value) -> Uuid {
     v.as_str().unwrap().parse().unwrap()
 }
 
 /// The simulator's (VK's) branch of the attempt.
-fn branch_of(sim: &vk_observer::sim::Sim, attempt: Uuid) -> Value {
+fn branch_of(sim: &vk_observer_sim::Sim, attempt: Uuid) -> Value {
     sim.truth().attempts[&attempt]["branch"].clone()
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::{
+use vk_observer_sim::{
     AttemptScript, Channel, Faults, ProcessStatus, RunReason, Sim, SimConfig, SimFile,
 };
 
@@ -73,7 +73,7 @@ fn reads(sim: &Sim, attempt: Uuid) -> u64 {
 struct Live {
     sim: Sim,
     _dir: tempfile::TempDir,
-    daemon: vk_observer::daemon::Daemon,
+    daemon: vk_observer_daemon::Daemon,
     mcp: Mcp,
     attempt: Uuid,
     pid: Uuid,
@@ -218,7 +218,7 @@ async fn changes_move_during_a_run_without_any_process_ending() {
     assert_eq!(same["changes_token"], token_before);
     // The agent ends: the summary is no longer live.
     l.sim
-        .finish_process(l.pid, vk_observer::sim::ProcessStatus::Completed, Some(0));
+        .finish_process(l.pid, vk_observer_sim::ProcessStatus::Completed, Some(0));
     let start = Instant::now();
     while changes(&l.mcp, l.attempt).await["live"] != false {
         assert!(

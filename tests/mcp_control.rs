@@ -10,13 +10,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::{AttemptScript, RunReason, SimFile};
+use vk_observer_sim::{AttemptScript, RunReason, SimFile};
 
 fn id(v: &Value) -> Uuid {
     v.as_str().unwrap().parse().unwrap()
 }
 
-fn route_calls(sim: &vk_observer::sim::Sim, route: &str) -> u64 {
+fn route_calls(sim: &vk_observer_sim::Sim, route: &str) -> u64 {
     sim.counters().by_route.get(route).copied().unwrap_or(0)
 }
 

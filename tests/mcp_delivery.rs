@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::{ProcessStatus, RunReason, Sim};
+use vk_observer_sim::{ProcessStatus, RunReason, Sim};
 
 fn route_calls(sim: &Sim, route: &str) -> u64 {
     sim.counters().by_route.get(route).copied().unwrap_or(0)
@@ -56,9 +56,9 @@ async fn wait_state(mcp: &Mcp, attempt: Uuid, state: &str) {
 /// A simulator with one single-repo attempt (no process), a daemon that mirrored it, a client.
 struct World {
     sim: Sim,
-    daemon: vk_observer::daemon::Daemon,
+    daemon: vk_observer_daemon::Daemon,
     mcp: Mcp,
-    attempt: vk_observer::sim::AttemptIds,
+    attempt: vk_observer_sim::AttemptIds,
     repo: Uuid,
     _dir: tempfile::TempDir,
 }

@@ -353,7 +353,7 @@ async fn forced_file_lists_have_an_absolute_ceiling() {
     let ids = sim
         .run_attempt_script(
             task,
-            vk_observer::sim::AttemptScript {
+            vk_observer_sim::AttemptScript {
                 files: files("demo", 5_001, 1),
                 ..Default::default()
             },
@@ -383,7 +383,7 @@ async fn forced_file_lists_have_an_absolute_ceiling() {
 /// and only within the patch's limits: over 100 files there are none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_file_counts_come_from_vks_patch_within_its_limits() {
-    use vk_observer::sim::{AttemptScript, SimFile};
+    use vk_observer_sim::{AttemptScript, SimFile};
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
     let daemon = support::daemon(&sim, dir.path()).await;

@@ -30,7 +30,7 @@ fn bash(status: Value, result: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compact_log_entries_follow_the_work() {
-    use vk_observer::sim::{Channel, RunReason};
+    use vk_observer_sim::{Channel, RunReason};
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
     let daemon = support::daemon(&sim, dir.path()).await;

@@ -15,9 +15,9 @@ use rmcp::model::{CacheScope, ProtocolVersion, ReadResourceRequestParams};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use serde_json::{Value, json};
 use support::mcp::Mcp;
-use vk_observer::daemon::Daemon;
-use vk_observer::mcp::transport::cache_hints::LISTING_TTL_MS;
-use vk_observer::sim::{Channel, RunReason};
+use vk_observer_daemon::Daemon;
+use vk_observer_mcp::transport::cache_hints::LISTING_TTL_MS;
+use vk_observer_sim::{Channel, RunReason};
 
 fn note(text: &str) -> Value {
     json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::SimFile;
+use vk_observer_sim::SimFile;
 
 fn file(path: &str, content: String) -> SimFile {
     SimFile {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::{CallToolRequestParams, ClientRequest, ServerResult};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use vk_observer::sim::{Channel, RunReason};
+use vk_observer_sim::{Channel, RunReason};
 
 /// A client that speaks HTTP/2 only (no HTTP/1.1 fallback: a daemon without h2c fails it).
 fn h2_client() -> reqwest::ClientBuilder {
@@ -72,7 +72,7 @@ async fn quiet_token(client: &H2Mcp, attempt: uuid::Uuid) -> Value {
 async fn an_mcp_client_over_http2_parks_a_wait_with_progress_and_is_woken() {
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
-    let settings = vk_observer::config::McpSettings {
+    let settings = vk_observer_config::McpSettings {
         progress_every: Duration::from_millis(200),
         ..Default::default()
     };
@@ -150,7 +150,7 @@ async fn one_http2_connection_holds_more_waits_than_hyper_s_default_stream_limit
     const WAITS: u64 = 250;
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
-    let settings = vk_observer::config::McpSettings {
+    let settings = vk_observer_config::McpSettings {
         stateless: true,
         ..Default::default()
     };

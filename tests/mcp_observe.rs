@@ -411,7 +411,7 @@ async fn tail_until(mcp: &Mcp, args: Value, pred: impl Fn(&Value) -> bool) -> Va
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_tokens_bring_replacements_and_the_end_of_the_previous_process() {
-    use vk_observer::sim::{Channel, ProcessStatus, RunReason};
+    use vk_observer_sim::{Channel, ProcessStatus, RunReason};
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
     let daemon = support::daemon(&sim, dir.path()).await;

@@ -13,9 +13,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::{AttemptScript, Faults};
-use vk_observer::store::Retention;
-use vk_observer::store::keys::Channel;
+use vk_observer_sim::{AttemptScript, Faults};
+use vk_observer_store::Retention;
+use vk_observer_store::keys::Channel;
 
 fn id(v: &Value) -> Uuid {
     v.as_str().unwrap().parse().unwrap()
@@ -71,7 +71,7 @@ struct Lists {
     attempts: BTreeSet<Uuid>,
 }
 
-fn lists(sim: &vk_observer::sim::Sim) -> Lists {
+fn lists(sim: &vk_observer_sim::Sim) -> Lists {
     let projects = (0..7)
         .map(|i| sim.add_project(&format!("P{}", 6 - i), &[]))
         .collect();
@@ -344,7 +344,7 @@ async fn history_truncated_when_the_local_cap_dropped_entries() {
         max_entries_per_process: 10,
         ..s.retention
     };
-    let daemon = vk_observer::daemon::Daemon::start(s.validate().unwrap(), None)
+    let daemon = vk_observer_daemon::Daemon::start(s.validate().unwrap(), None)
         .await
         .expect("daemon starts");
     let mcp = Mcp::connect(daemon.addr).await;

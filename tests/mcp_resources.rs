@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 use support::mcp::Mcp;
 use tokio::sync::mpsc;
 use uuid::Uuid;
-use vk_observer::daemon::Daemon;
-use vk_observer::sim::{Channel, RunReason, Sim};
+use vk_observer_daemon::Daemon;
+use vk_observer_sim::{Channel, RunReason, Sim};
 
 /// A client that records the URIs of the resource updates it is sent.
 struct UpdateSink(mpsc::UnboundedSender<(Instant, String)>);
@@ -319,7 +319,7 @@ async fn subscribe_notifies_on_change_until_unsubscribed_and_sessions_release_th
 async fn a_session_holds_at_most_its_cap_of_subscriptions() {
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
-    let settings = vk_observer::config::McpSettings {
+    let settings = vk_observer_config::McpSettings {
         max_subscriptions_per_session: 1,
         ..Default::default()
     };
@@ -358,7 +358,7 @@ async fn a_session_holds_at_most_its_cap_of_subscriptions() {
 async fn stateless_mode_reads_resources_but_refuses_subscriptions() {
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
-    let settings = vk_observer::config::McpSettings {
+    let settings = vk_observer_config::McpSettings {
         stateless: true,
         ..Default::default()
     };

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use vk_observer::health::Health;
-use vk_observer::mcp::VkTools;
-use vk_observer::query::Query;
-use vk_observer::store::StoreOwner;
+use vk_observer_mcp::VkTools;
+use vk_observer_query::Query;
+use vk_observer_store::StoreOwner;
+use vk_observer_telemetry::health::Health;
 
 fn tools() -> Vec<rmcp::model::Tool> {
     let store = StoreOwner::open_temporary(Default::default())
@@ -313,7 +313,7 @@ fn follow_up_requires_prompt_for_send_and_queue_without_a_root_combinator() {
     assert_eq!(destructive("merge_attempt"), Some(false));
 }
 
-/// `vk_observer::mcp::detail_tools()` (what the CLI and the tests ask for detail 2) names
+/// `vk_observer_mcp::detail_tools()` (what the CLI and the tests ask for detail 2) names
 /// exactly the tools whose input schema takes `detail`.
 #[test]
 fn the_detail_tools_list_matches_the_schemas() {
@@ -327,7 +327,7 @@ fn the_detail_tools_list_matches_the_schemas() {
         .map(|t| t.name.to_string())
         .collect();
     with_detail.sort();
-    let mut listed: Vec<String> = vk_observer::mcp::detail_tools()
+    let mut listed: Vec<String> = vk_observer_mcp::detail_tools()
         .iter()
         .map(|t| t.to_string())
         .collect();
@@ -355,7 +355,7 @@ fn every_tool_takes_detail() {
             "{}: undocumented detail {doc}",
             t.name
         );
-        assert!(vk_observer::mcp::takes_detail(&t.name), "{}", t.name);
+        assert!(vk_observer_mcp::takes_detail(&t.name), "{}", t.name);
     }
 }
 

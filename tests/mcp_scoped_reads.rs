@@ -16,9 +16,9 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 use support::mcp::{Mcp, Reply};
 use uuid::Uuid;
-use vk_observer::config::McpSettings;
-use vk_observer::config::access::{Scopes, TokenFile};
-use vk_observer::sim::{AttemptScript, Sim};
+use vk_observer_config::McpSettings;
+use vk_observer_config::access::{Scopes, TokenFile};
+use vk_observer_sim::{AttemptScript, Sim};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vk-observer");
 
@@ -36,7 +36,7 @@ struct World {
     other_session: Uuid,
 }
 
-async fn world(sim: &Sim, daemon: &vk_observer::daemon::Daemon) -> World {
+async fn world(sim: &Sim, daemon: &vk_observer_daemon::Daemon) -> World {
     let project = sim.add_project("Scoped", &["demo"]);
     let other_project = sim.add_project("Elsewhere", &["demo"]);
     let task = sim.add_task(project, "Mine", None);
@@ -227,7 +227,7 @@ async fn a_project_limited_token_reads_only_its_projects() {
 /// `GET /audit` of the limited token: the orchestrator's edit of the other project is not its to
 /// see, and naming that project is refused.
 async fn audit_shows_only_its_projects(
-    daemon: &vk_observer::daemon::Daemon,
+    daemon: &vk_observer_daemon::Daemon,
     w: &World,
     orchestrator: &Mcp,
     full: &str,

@@ -14,9 +14,9 @@ use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::config::McpSettings;
-use vk_observer::config::access::{Scope, Scopes, TokenFile};
-use vk_observer::sim::{AttemptScript, Sim};
+use vk_observer_config::McpSettings;
+use vk_observer_config::access::{Scope, Scopes, TokenFile};
+use vk_observer_sim::{AttemptScript, Sim};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vk-observer");
 
@@ -91,7 +91,7 @@ struct World {
     attempt: Uuid,
 }
 
-async fn world(sim: &Sim, daemon: &vk_observer::daemon::Daemon) -> World {
+async fn world(sim: &Sim, daemon: &vk_observer_daemon::Daemon) -> World {
     let project = sim.add_project("Scoped", &["demo"]);
     let other_project = sim.add_project("Elsewhere", &["demo"]);
     let task = sim.add_task(project, "Mine", None);
@@ -141,7 +141,7 @@ async fn every_mutation_outside_a_tokens_scopes_is_refused_before_vk() {
         let listed = mcp.tool_names().await;
         let expected: Vec<String> = all_tools
             .iter()
-            .filter(|t| set.contains(vk_observer::mcp::tools::scope_of(t).unwrap()))
+            .filter(|t| set.contains(vk_observer_mcp::tools::scope_of(t).unwrap()))
             .cloned()
             .collect();
         assert_eq!(listed, expected, "tools/list for scopes {}", set.names());

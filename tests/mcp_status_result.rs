@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use support::world::files;
-use vk_observer::sim::{AgentOutcome, AttemptScript, Channel, ProcessStatus, RunReason};
+use vk_observer_sim::{AgentOutcome, AttemptScript, Channel, ProcessStatus, RunReason};
 
 const STATUS_FIELDS: [&str; 9] = [
     "attempt_id",
@@ -211,7 +211,7 @@ fn error_entry(kind: &str, text: &str) -> Value {
 
 /// An attempt whose one process (`reason`) wrote these logs and ended so.
 fn ended(
-    sim: &vk_observer::sim::Sim,
+    sim: &vk_observer_sim::Sim,
     project: uuid::Uuid,
     title: &str,
     reason: RunReason,

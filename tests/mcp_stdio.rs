@@ -9,7 +9,7 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use vk_observer::sim::AttemptScript;
+use vk_observer_sim::AttemptScript;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vk-observer");
 
@@ -92,7 +92,7 @@ fn stdio_bridge_without_a_daemon_fails_naming_the_address() {
 async fn stdio_bridge_sends_the_daemons_bearer_token() {
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
-    let settings = vk_observer::config::McpSettings {
+    let settings = vk_observer_config::McpSettings {
         token: Some("bridge-secret".into()),
         ..Default::default()
     };
@@ -145,7 +145,7 @@ fn wait_call(project: uuid::Uuid, timeout_ms: u64) -> rmcp::model::ClientRequest
 async fn stdio_bridge_relays_progress_and_cancels() {
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
-    let settings = vk_observer::config::McpSettings {
+    let settings = vk_observer_config::McpSettings {
         progress_every: Duration::from_millis(200),
         ..Default::default()
     };

@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::sim::RunReason;
+use vk_observer_sim::RunReason;
 
-fn route_calls(sim: &vk_observer::sim::Sim, route: &str) -> u64 {
+fn route_calls(sim: &vk_observer_sim::Sim, route: &str) -> u64 {
     sim.counters().by_route.get(route).copied().unwrap_or(0)
 }
 

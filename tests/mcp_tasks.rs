@@ -24,8 +24,8 @@ use serde_json::{Value, json};
 use support::approvals::COMMAND;
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer::daemon::Daemon;
-use vk_observer::sim::Sim;
+use vk_observer_daemon::Daemon;
+use vk_observer_sim::Sim;
 
 type Client = RunningService<RoleClient, ClientConfig>;
 
@@ -511,8 +511,8 @@ async fn without_the_extension_the_calls_answer_as_before() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_methods_need_the_scopes_of_the_tools_they_stand_for() {
-    use vk_observer::config::McpSettings;
-    use vk_observer::config::access::{Scope, Scopes, TokenFile};
+    use vk_observer_config::McpSettings;
+    use vk_observer_config::access::{Scope, Scopes, TokenFile};
     let sim = support::sim().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tokens.toml");
@@ -562,7 +562,7 @@ async fn tasks_methods_need_the_scopes_of_the_tools_they_stand_for() {
     assert!(
         sim.approvals()
             .iter()
-            .all(|(_, _, s)| *s == vk_observer::sim::SimApprovalStatus::Pending)
+            .all(|(_, _, s)| *s == vk_observer_sim::SimApprovalStatus::Pending)
     );
     owner
         .peer()

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::mcp::Mcp;
-use vk_observer::sim::{Channel, RunReason};
+use vk_observer_sim::{Channel, RunReason};
 
 fn note(text: &str) -> Value {
     json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,
@@ -393,15 +393,15 @@ type ProgressClient = rmcp::service::RunningService<rmcp::RoleClient, ProgressSi
 /// A daemon sending progress every 200 ms, a project to watch, and a client recording progress
 /// (rmcp's client puts a progressToken in every request's `_meta`).
 async fn progress_setup(
-    sim: &vk_observer::sim::Sim,
+    sim: &vk_observer_sim::Sim,
     dir: &std::path::Path,
 ) -> (
-    vk_observer::daemon::Daemon,
+    vk_observer_daemon::Daemon,
     uuid::Uuid,
     ProgressClient,
     tokio::sync::mpsc::UnboundedReceiver<(Instant, f64)>,
 ) {
-    let settings = vk_observer::config::McpSettings {
+    let settings = vk_observer_config::McpSettings {
         progress_every: Duration::from_millis(200),
         ..Default::default()
     };

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use support::approvals::{asking, start_asking};
 use support::mcp::{Mcp, Reply};
 use uuid::Uuid;
-use vk_observer::sim::{Channel, ProcessStatus, RunReason, Sim};
+use vk_observer_sim::{Channel, ProcessStatus, RunReason, Sim};
 
 fn note(text: &str) -> Value {
     json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,

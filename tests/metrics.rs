@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vk_observer::telemetry::{self as t, label};
+use vk_observer_telemetry::{self as t, label};
 
 /// Kills the daemon when the test ends, passed or not.
 struct Daemon(Child);

@@ -8,7 +8,7 @@ use futures::StreamExt;
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::sim_common::*;
-use vk_observer::sim::{Channel, Faults, ProcessStatus, RunReason, Sim, SimConfig};
+use vk_observer_sim::{Channel, Faults, ProcessStatus, RunReason, Sim, SimConfig};
 
 /// Raw SSE bytes received within `ms`.
 async fn sse_bytes(sim: &Sim, ms: u64) -> String {

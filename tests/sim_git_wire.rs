@@ -12,7 +12,7 @@ use support::sim_common::*;
 use uuid::Uuid;
 
 async fn post_git(
-    sim: &vk_observer::sim::Sim,
+    sim: &vk_observer_sim::Sim,
     attempt: Uuid,
     route: &str,
     body: Value,
@@ -22,7 +22,7 @@ async fn post_git(
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
-async fn branch(sim: &vk_observer::sim::Sim, attempt: Uuid) -> Value {
+async fn branch(sim: &vk_observer_sim::Sim, attempt: Uuid) -> Value {
     let v = get(sim, &format!("/api/task-attempts/{attempt}/branch-status")).await;
     v["data"][0].clone()
 }

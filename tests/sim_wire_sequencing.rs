@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::sim_common::*;
 use uuid::Uuid;
-use vk_observer::sim::{AttemptScript, Channel, ProcessStatus, RunReason, Sim, SimConfig};
+use vk_observer_sim::{AttemptScript, Channel, ProcessStatus, RunReason, Sim, SimConfig};
 
 fn sse_kind(d: &Value) -> char {
     if d["hasExecutionProcess"] == true {

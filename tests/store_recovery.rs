@@ -2,7 +2,7 @@
 //! the cache rebuilds from VK), never a panic or a silent reset: an incompatible schema, and
 //! files overwritten with garbage.
 
-use vk_observer::store::{StoreOwner, StoreSettings};
+use vk_observer_store::{StoreOwner, StoreSettings};
 
 #[test]
 fn an_incompatible_schema_is_refused_with_the_recovery() {

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, ensure};
 use serde_json::{Value, json};
-use vk_observer::sim::{Channel, ProcessStatus, RunReason, Sim, SimFile};
+use vk_observer_sim::{Channel, ProcessStatus, RunReason, Sim, SimFile};
 
 use crate::bytes_run::{Cycle, Op, Pace, tool_status};
 use crate::client::{Mcp, call_body};

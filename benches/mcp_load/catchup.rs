@@ -9,7 +9,7 @@ use anyhow::ensure;
 use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
-use vk_observer::sim::{RunReason, Sim, SimConfig};
+use vk_observer_sim::{RunReason, Sim, SimConfig};
 
 use crate::daemon::{DaemonProc, cpu_secs, daemon_bin, dir_bytes};
 use crate::data::{entry_json, entry_value, out_dir, sim_config};
@@ -75,7 +75,7 @@ pub(crate) async fn restart_until_cached(
         );
         tokio::time::sleep(Duration::from_millis(25)).await;
     };
-    // `2026-…Z  INFO vk_observer::ingest::coordinator: resyncing with VK reason=…`
+    // `2026-…Z  INFO vk_observer_ingest::coordinator: resyncing with VK reason=…`
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let logged = |needle: &str| {
         let line = text.lines().find(|l| l.contains(needle))?;
@@ -148,7 +148,7 @@ pub(crate) async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow
     let ids = sim.create_attempt(task, "CLAUDE_CODE");
     let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
     for k in 0..10 {
-        sim.append_log(pid, vk_observer::sim::Channel::Normalized, entry_value(k));
+        sim.append_log(pid, vk_observer_sim::Channel::Normalized, entry_value(k));
     }
     let builds = builds();
     let kind = if finished { "history" } else { "ws" };
@@ -176,10 +176,10 @@ pub(crate) async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow
     let mut raw_bytes = 0u64;
     for k in 10..10 + n {
         raw_bytes += entry_json(k).len() as u64;
-        sim.append_log(pid, vk_observer::sim::Channel::Normalized, entry_value(k));
+        sim.append_log(pid, vk_observer_sim::Channel::Normalized, entry_value(k));
     }
     if finished {
-        sim.finish_process(pid, vk_observer::sim::ProcessStatus::Completed, Some(0));
+        sim.finish_process(pid, vk_observer_sim::ProcessStatus::Completed, Some(0));
     }
     println!(
         "  simulator appended {n} entries while the daemon was down ({:.1} s)",
@@ -213,7 +213,7 @@ pub(crate) async fn catch_up(r: &mut Report, o: &Opts, finished: bool) -> anyhow
         // Restart again with the big log cached and 1 % new entries: VK's WS replays all of it.
         let m = (n / 100).max(1);
         for k in 10 + n..10 + n + m {
-            sim.append_log(pid, vk_observer::sim::Channel::Normalized, entry_value(k));
+            sim.append_log(pid, vk_observer_sim::Channel::Normalized, entry_value(k));
         }
         for ((label, bin), dir) in builds.iter().zip(&dirs) {
             let last = n + m + 9;
@@ -252,7 +252,7 @@ async fn measure(
     bin: &str,
     dir: &Path,
     log: &Path,
-    ids: &vk_observer::sim::AttemptIds,
+    ids: &vk_observer_sim::AttemptIds,
     n: u64,
     finished: bool,
 ) -> anyhow::Result<Measured> {

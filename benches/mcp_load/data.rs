@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vk_observer::sim::SimConfig;
+use vk_observer_sim::SimConfig;
 
 /// A normalized entry shaped like VK's (as in benches/ingest.rs), ~430 bytes.
 pub(crate) fn entry_json(i: u64) -> String {

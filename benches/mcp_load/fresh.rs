@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure};
 use serde_json::json;
-use vk_observer::sim::{Channel, RunReason, Sim, SimFile};
+use vk_observer_sim::{Channel, RunReason, Sim, SimFile};
 
 use crate::daemon::DaemonProc;
 use crate::data::{out_dir, sim_config};

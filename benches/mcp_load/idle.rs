@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::ensure;
 use serde_json::json;
-use vk_observer::sim::Sim;
+use vk_observer_sim::Sim;
 
 use crate::daemon::{DaemonProc, cpu_secs};
 use crate::data::{out_dir, sim_config};

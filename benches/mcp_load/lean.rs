@@ -144,7 +144,7 @@ fn append_each(a: &ScenarioA, attempts: &[(Uuid, Uuid)], base: u64) {
     for (k, (_, pid)) in attempts.iter().enumerate() {
         a.sim.append_log(
             *pid,
-            vk_observer::sim::Channel::Normalized,
+            vk_observer_sim::Channel::Normalized,
             note(base + k as u64),
         );
     }
@@ -289,7 +289,7 @@ async fn probe_session(
         let t0 = Instant::now();
         a.sim.append_log(
             pid,
-            vk_observer::sim::Channel::Normalized,
+            vk_observer_sim::Channel::Normalized,
             note(5_000_000 + i as u64),
         );
         let (t1, res) = h.await?;
@@ -352,7 +352,7 @@ async fn stateless_run(
         let (t0, t1, v) = timed_wake(&mcp, probe_attempt.0, &token, || {
             a.sim.append_log(
                 probe_attempt.1,
-                vk_observer::sim::Channel::Normalized,
+                vk_observer_sim::Channel::Normalized,
                 note(7_000_000 + i as u64),
             );
         })

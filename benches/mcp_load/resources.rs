@@ -130,7 +130,7 @@ pub(crate) async fn phase_resource_wake(
         let t0 = Instant::now();
         a.sim.append_log(
             pid,
-            vk_observer::sim::Channel::Normalized,
+            vk_observer_sim::Channel::Normalized,
             note(3_000_000 + i as u64),
         );
         match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
@@ -209,7 +209,7 @@ pub(crate) async fn phase_waiters_progress(
     for (k, (_, pid)) in a.running.iter().enumerate() {
         a.sim.append_log(
             *pid,
-            vk_observer::sim::Channel::Normalized,
+            vk_observer_sim::Channel::Normalized,
             note(4_000_000 + k as u64),
         );
     }

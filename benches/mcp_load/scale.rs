@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::ensure;
 use serde::Serialize;
 use serde_json::{Value, json};
-use vk_observer::sim::scale::{ScaleRows, ScaleSpec};
-use vk_observer::sim::{Sim, SimConfig};
+use vk_observer_sim::scale::{ScaleRows, ScaleSpec};
+use vk_observer_sim::{Sim, SimConfig};
 
 use crate::daemon::{DaemonProc, cpu_secs, daemon_bin, dir_bytes, rss_kb};
 use crate::data::{out_dir, sim_config};

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, ensure};
 use serde_json::json;
 use uuid::Uuid;
-use vk_observer::sim::{AgentOutcome, AttemptScript, RunReason, Sim};
+use vk_observer_sim::{AgentOutcome, AttemptScript, RunReason, Sim};
 
 use crate::client::Mcp;
 use crate::daemon::DaemonProc;
@@ -59,7 +59,7 @@ pub(crate) async fn build_scenario_a() -> anyhow::Result<ScenarioA> {
                 let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
                 ensure!(!pid.is_nil(), "process starts");
                 for k in 0..5 {
-                    sim.append_log(pid, vk_observer::sim::Channel::Normalized, note(k));
+                    sim.append_log(pid, vk_observer_sim::Channel::Normalized, note(k));
                 }
                 attempts.push(ids.attempt_id);
                 running.push((ids.attempt_id, pid));

@@ -8,9 +8,9 @@ use anyhow::ensure;
 use serde_json::json;
 use serde_json::value::RawValue;
 use uuid::Uuid;
-use vk_observer::sim::{RunReason, Sim};
-use vk_observer::store::events::DomainEvent;
-use vk_observer::store::{Retention, StoreOwner};
+use vk_observer_sim::{RunReason, Sim};
+use vk_observer_store::events::DomainEvent;
+use vk_observer_store::{Retention, StoreOwner};
 
 use crate::daemon::{DaemonProc, dir_bytes};
 use crate::data::{entry_json, out_dir, sim_config};
@@ -117,7 +117,7 @@ pub(crate) async fn prefill(dir: &Path, sizes: &[u64]) -> anyhow::Result<Prefill
                 w.apply(vec![DomainEvent::LogEntriesPut {
                     attempt_id: attempt,
                     process_id: pid,
-                    channel: vk_observer::store::events::Channel::Normalized,
+                    channel: vk_observer_store::events::Channel::Normalized,
                     entries: chunk,
                 }])?;
                 i = end;

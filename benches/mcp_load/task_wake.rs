@@ -136,7 +136,7 @@ pub(crate) async fn phase_task_wake(r: &mut Report, o: &Opts, a: &ScenarioA) -> 
         let t0 = Instant::now();
         a.sim.append_log(
             pid,
-            vk_observer::sim::Channel::Normalized,
+            vk_observer_sim::Channel::Normalized,
             note(5_000_000 + i as u64),
         );
         match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {

@@ -76,7 +76,7 @@ pub(crate) async fn phase_waiters(
     for (k, (_, pid)) in a.running.iter().enumerate() {
         a.sim.append_log(
             *pid,
-            vk_observer::sim::Channel::Normalized,
+            vk_observer_sim::Channel::Normalized,
             note(1_000_000 + k as u64),
         );
     }
@@ -195,7 +195,7 @@ pub(crate) async fn phase_waiters_session(
     for (k, (_, pid)) in a.running.iter().enumerate() {
         a.sim.append_log(
             *pid,
-            vk_observer::sim::Channel::Normalized,
+            vk_observer_sim::Channel::Normalized,
             note(2_000_000 + k as u64),
         );
     }

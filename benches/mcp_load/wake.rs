@@ -69,7 +69,7 @@ pub(crate) async fn phase_wake(
         let (t0, t1, v) = timed_wake(mcp, attempt, &token, || {
             a.sim.append_log(
                 pid,
-                vk_observer::sim::Channel::Normalized,
+                vk_observer_sim::Channel::Normalized,
                 note(100 + i as u64),
             );
         })
@@ -146,7 +146,7 @@ pub(crate) async fn phase_wake_status(
         let token = v["token"].as_str().unwrap().to_string();
         let (t0, t1, _) = timed_wake(mcp, *attempt, &token, || {
             a.sim
-                .finish_process(*pid, vk_observer::sim::ProcessStatus::Completed, Some(0));
+                .finish_process(*pid, vk_observer_sim::ProcessStatus::Completed, Some(0));
         })
         .await?;
         if t1 >= t0 {

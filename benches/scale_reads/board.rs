@@ -3,8 +3,8 @@
 //! real VK entries), the raw JSON the disk is compared with, and the per-table disk report.
 
 use serde_json::{Value, json};
-use vk_observer::sim::scale::{ScaleRows, scale_entry};
-use vk_observer::store::{Store, StoreSettings};
+use vk_observer_sim::scale::{ScaleRows, scale_entry};
+use vk_observer_store::{Store, StoreSettings};
 
 /// The stores to build for `VK_BENCH_COMPRESSION`.
 pub fn compression_modes(knob: Option<&str>) -> Vec<(&'static str, StoreSettings)> {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use uuid::Uuid;
-use vk_observer::sim::{ApprovalScript, AttemptIds, AttemptScript, Sim};
+use vk_observer_sim::{ApprovalScript, AttemptIds, AttemptScript, Sim};
 
 use super::mcp::Mcp;
 

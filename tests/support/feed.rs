@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use vk_observer::query::detail::Detail;
+use vk_observer_query::detail::Detail;
 
-use vk_observer::query::Query;
+use vk_observer_query::Query;
 
 /// Items a follower collected: (token, kind, task, attempt, process).
 pub type FeedSeen = Vec<(u64, String, String, String, String)>;
@@ -16,13 +16,13 @@ pub type FeedSeen = Vec<(u64, String, String, String, String)>;
 /// Follow the project's activity with `since_token` from the start, through whichever daemon
 /// is current (none while it restarts), as a client would.
 pub fn follow_feed(
-    current: Arc<std::sync::RwLock<Option<vk_observer::store::Store>>>,
+    current: Arc<std::sync::RwLock<Option<vk_observer_store::Store>>>,
     stop: Arc<AtomicBool>,
     project: uuid::Uuid,
 ) -> tokio::task::JoinHandle<FeedSeen> {
-    use vk_observer::query::activity::{ActivityRequest, ActivityScope};
+    use vk_observer_query::activity::{ActivityRequest, ActivityScope};
     tokio::spawn(async move {
-        let health = Arc::new(vk_observer::health::Health::new());
+        let health = Arc::new(vk_observer_telemetry::health::Health::new());
         let mut since: Option<String> = None;
         let mut seen = FeedSeen::new();
         loop {
@@ -63,7 +63,7 @@ pub fn follow_feed(
 }
 
 pub fn item_ident(v: &serde_json::Value) -> (u64, String, String, String, String) {
-    let token = vk_observer::store::token::Token::parse(v["token"].as_str().unwrap())
+    let token = vk_observer_store::token::Token::parse(v["token"].as_str().unwrap())
         .unwrap()
         .seq;
     let s = |f: &str| v[f].as_str().unwrap_or_default().to_string();
@@ -80,8 +80,8 @@ pub fn item_ident(v: &serde_json::Value) -> (u64, String, String, String, String
 /// duplicate, across the restart), in commit order, and every task, attempt and process the
 /// truth made appears once as created/started, every ended process once as ended.
 pub async fn check_feed(
-    daemon: &vk_observer::daemon::Daemon,
-    sim: &vk_observer::sim::Sim,
+    daemon: &vk_observer_daemon::Daemon,
+    sim: &vk_observer_sim::Sim,
     project: uuid::Uuid,
     seed: u64,
     stop: &Arc<AtomicBool>,
@@ -92,14 +92,14 @@ pub async fn check_feed(
 
 /// [`check_feed`] on any store (a fleet node's too), against the truth of `sim`.
 pub async fn check_store_feed(
-    store: &vk_observer::store::Store,
-    sim: &vk_observer::sim::Sim,
+    store: &vk_observer_store::Store,
+    sim: &vk_observer_sim::Sim,
     project: uuid::Uuid,
     seed: u64,
     stop: &Arc<AtomicBool>,
     follower: tokio::task::JoinHandle<FeedSeen>,
 ) {
-    use vk_observer::store::feed::FeedScope;
+    use vk_observer_store::feed::FeedScope;
     // Let the last batches be published (a group's flush comes before its tokens), then stop
     // the follower, which reads to the end once stopped (`follow_feed`).
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -109,9 +109,12 @@ pub async fn check_store_feed(
         .unwrap();
     stop.store(true, Ordering::Relaxed);
     let seen = follower.await.unwrap();
-    let q = Query::new(store.clone(), Arc::new(vk_observer::health::Health::new()));
-    let req = vk_observer::query::activity::ActivityRequest::new(
-        vk_observer::query::activity::ActivityScope::Project(project),
+    let q = Query::new(
+        store.clone(),
+        Arc::new(vk_observer_telemetry::health::Health::new()),
+    );
+    let req = vk_observer_query::activity::ActivityRequest::new(
+        vk_observer_query::activity::ActivityScope::Project(project),
         Some(format!("{}.0", q.store.epoch())),
         None,
         Some(200),
@@ -129,8 +132,8 @@ pub async fn check_store_feed(
         if !page.has_more {
             break;
         }
-        let next = vk_observer::query::activity::ActivityRequest::new(
-            vk_observer::query::activity::ActivityScope::Project(project),
+        let next = vk_observer_query::activity::ActivityRequest::new(
+            vk_observer_query::activity::ActivityScope::Project(project),
             Some(page.next_since_token.clone()),
             None,
             Some(200),

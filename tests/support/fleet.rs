@@ -4,12 +4,12 @@
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use vk_observer::config::{FleetSettings, Settings};
-use vk_observer::daemon::Daemon;
-use vk_observer::fleet_node::FleetNode;
-use vk_observer::sim::{Sim, Truth};
-use vk_observer::store::Store;
-use vk_observer::store::keys::Channel;
+use vk_observer_config::{FleetSettings, Settings};
+use vk_observer_daemon::Daemon;
+use vk_observer_daemon::fleet_node::FleetNode;
+use vk_observer_sim::{Sim, Truth};
+use vk_observer_store::Store;
+use vk_observer_store::keys::Channel;
 
 pub fn host_settings(sim: &Sim, dir: &std::path::Path, url: &str, host: &str) -> Settings {
     let mut s = super::settings(&sim.base_url(), dir, Default::default());
@@ -76,7 +76,7 @@ pub async fn fleet_node_with(dir: &std::path::Path, fleet: FleetSettings) -> Fle
 /// What a host's store holds, as the fleet should hold it (projects, tasks and attempts name
 /// their host), added to `into` in the shape of the simulator's truth.
 pub fn host_truth(store: &Store, host: &str, into: &mut Truth) {
-    use vk_observer::store::events::{CHANGES_AS_OF, CHANGES_FILE_STATS, HOST_FIELD, HOSTS_FIELD};
+    use vk_observer_store::events::{CHANGES_AS_OF, CHANGES_FILE_STATS, HOST_FIELD, HOSTS_FIELD};
     let r = store.read();
     let tagged = |mut v: Value| {
         v[HOST_FIELD] = Value::String(host.to_owned());

@@ -91,7 +91,7 @@ pub async fn first_token(addr: std::net::SocketAddr) -> String {
 }
 
 fn seq_of(token: &str) -> u64 {
-    vk_observer::store::token::Token::parse(token)
+    vk_observer_store::token::Token::parse(token)
         .expect("a token")
         .seq
 }

@@ -9,7 +9,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
-use vk_observer::mcp::takes_detail;
+use vk_observer_mcp::takes_detail;
 
 pub struct Mcp {
     pub client: RunningService<RoleClient, ()>,

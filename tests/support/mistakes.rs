@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use uuid::Uuid;
-use vk_observer::sim::AttemptIds;
+use vk_observer_sim::AttemptIds;
 
 /// One catalogue entry: (name, tool, arguments, expected code, retryable, words the hint must
 /// contain). A code `invalid_argument/<reason>` also expects `details.reason` to be `<reason>`.

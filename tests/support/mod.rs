@@ -24,12 +24,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use uuid::Uuid;
-use vk_observer::config::{McpSettings, Settings};
-use vk_observer::daemon::Daemon;
-use vk_observer::ingest::IngestConfig;
-use vk_observer::sim::{Sim, SimConfig, Truth};
-use vk_observer::store::Store;
-use vk_observer::store::keys::Channel;
+use vk_observer_config::{McpSettings, Settings};
+use vk_observer_daemon::Daemon;
+use vk_observer_ingest::IngestConfig;
+use vk_observer_sim::{Sim, SimConfig, Truth};
+use vk_observer_store::Store;
+use vk_observer_store::keys::Channel;
 
 pub fn fast_ingest() -> IngestConfig {
     IngestConfig {
@@ -69,8 +69,8 @@ pub async fn daemon_reopen(sim: &Sim, dir: &std::path::Path) -> Daemon {
             Err(e)
                 if start.elapsed() < Duration::from_secs(10)
                     && matches!(
-                        e.downcast_ref::<vk_observer::store::StoreError>(),
-                        Some(vk_observer::store::StoreError::Locked { .. })
+                        e.downcast_ref::<vk_observer_store::StoreError>(),
+                        Some(vk_observer_store::StoreError::Locked { .. })
                     ) =>
             {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -98,11 +98,11 @@ pub fn settings(upstream: &str, dir: &std::path::Path, mcp: McpSettings) -> Sett
     }
 }
 
-fn valid(s: Settings) -> vk_observer::config::ValidSettings {
+fn valid(s: Settings) -> vk_observer_config::ValidSettings {
     s.validate().expect("test settings are valid")
 }
 
-fn by_id(items: Vec<vk_observer::store::reader::Stored>) -> BTreeMap<Uuid, Value> {
+fn by_id(items: Vec<vk_observer_store::reader::Stored>) -> BTreeMap<Uuid, Value> {
     items.into_iter().map(|s| (s.id, s.value)).collect()
 }
 
@@ -141,8 +141,8 @@ pub fn cache_diff(store: &Store, truth: &Truth) -> Vec<String> {
             // The cache stamps its read time and the per-file counts (from VK's patch) on VK's
             // summary; VK's own answer has neither.
             if let Some(o) = v.as_object_mut() {
-                o.remove(vk_observer::store::events::CHANGES_AS_OF);
-                o.remove(vk_observer::store::events::CHANGES_FILE_STATS);
+                o.remove(vk_observer_store::events::CHANGES_AS_OF);
+                o.remove(vk_observer_store::events::CHANGES_FILE_STATS);
             }
             (a, v)
         })

@@ -135,7 +135,7 @@ impl Drop for NatsServer {
 /// The host tokens in `host`'s stream, in stream order (empty when the stream does not exist).
 #[allow(dead_code)]
 pub async fn tokens_in_order(js: &async_nats::jetstream::Context, host: &str) -> Vec<u64> {
-    use vk_observer::fleet::wire;
+    use vk_observer_fleet::wire;
     let Ok(stream) = js.get_stream(wire::stream_name(host)).await else {
         return Vec::new();
     };

@@ -11,7 +11,7 @@ use sse_stream::{Sse, SseByteStream};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use uuid::Uuid;
-use vk_observer::sim::{Sim, SimConfig};
+use vk_observer_sim::{Sim, SimConfig};
 
 pub async fn start() -> Sim {
     let cfg = SimConfig {

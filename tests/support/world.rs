@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
-use vk_observer::sim::{AgentOutcome, AttemptScript, SimFile, Truth};
+use vk_observer_sim::{AgentOutcome, AttemptScript, SimFile, Truth};
 
 pub fn files(repo: &str, n: usize, lines: u64) -> Vec<SimFile> {
     (0..n)
@@ -73,7 +73,7 @@ pub struct World {
     pub huge_attempt: Uuid,
 }
 
-pub async fn build_world(sim: &vk_observer::sim::Sim) -> World {
+pub async fn build_world(sim: &vk_observer_sim::Sim) -> World {
     let project = sim.add_project("Demo", &["demo", "docs"]);
     let ok_task = sim.add_task(
         project,
@@ -152,9 +152,9 @@ pub fn sim_attempt_of(truth: &Truth, pid: Uuid) -> Option<Uuid> {
 
 /// The scripted world served by a daemon, converged, with a connected MCP client.
 pub struct Served {
-    pub sim: vk_observer::sim::Sim,
+    pub sim: vk_observer_sim::Sim,
     pub dir: tempfile::TempDir,
-    pub daemon: vk_observer::daemon::Daemon,
+    pub daemon: vk_observer_daemon::Daemon,
     pub w: World,
     pub truth: Truth,
     pub mcp: super::mcp::Mcp,

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ValidSettings;
-use crate::fleet::node::{Node, NodeEvents};
-use crate::health::{Health, UpstreamState};
 use crate::http::{AppState, router};
-use crate::store::{Store, StoreOwner};
+use vk_observer_config::ValidSettings;
+use vk_observer_fleet::node::{Node, NodeEvents};
+use vk_observer_store::{Store, StoreOwner};
+use vk_observer_telemetry::health::{Health, UpstreamState};
 
 /// The node's progress as the daemon's health: NATS is its upstream.
 struct HealthEvents(Arc<Health>);
@@ -36,7 +36,7 @@ impl NodeEvents for HealthEvents {
         self.0.touch();
         self.0.fleet_host_message(host, lag);
     }
-    fn heartbeat(&self, host: &str, beat: &crate::fleet::heartbeat::Heartbeat) {
+    fn heartbeat(&self, host: &str, beat: &vk_observer_fleet::heartbeat::Heartbeat) {
         self.0.touch();
         self.0.fleet_host_heartbeat(host, beat.backlog);
     }
@@ -76,12 +76,12 @@ impl FleetNode {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
         let addr = listener.local_addr()?;
-        let query = crate::query::Query::new(store.clone(), health.clone())
+        let query = vk_observer_query::Query::new(store.clone(), health.clone())
             .with_max_waiters(s.mcp.max_waiters);
         // Mutations go to the owning host over NATS (`fleet_rpc`).
         let forward = crate::fleet_rpc::NatsForward::new(s.fleet.clone(), store.clone());
-        let fleet = crate::mcp::FleetRole::Node(Arc::new(forward));
-        let mcp = crate::mcp::service(
+        let fleet = vk_observer_mcp::FleetRole::Node(Arc::new(forward));
+        let mcp = vk_observer_mcp::service(
             query,
             None,
             None,
@@ -94,7 +94,7 @@ impl FleetNode {
             health: health.clone(),
             metrics,
         };
-        let server = crate::daemon::spawn_server(
+        let server = crate::spawn_server(
             listener,
             router(state, mcp),
             s.mcp.http2_max_streams,

@@ -10,11 +10,11 @@ use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::{Value, json};
 
-use crate::config::FleetSettings;
-use crate::fleet::rpc::{self, Executor, RpcFailure, RpcReply, RpcRequest};
-use crate::mcp::{Forward, VkTools};
-use crate::store::Store;
-use crate::tool_error::{ErrorCode, ToolError};
+use vk_observer_config::FleetSettings;
+use vk_observer_fleet::rpc::{self, Executor, RpcFailure, RpcReply, RpcRequest};
+use vk_observer_mcp::{Forward, VkTools};
+use vk_observer_store::Store;
+use vk_observer_tool_error::{ErrorCode, ToolError};
 
 /// A host daemon's tools, as the fleet's RPC runs them.
 pub struct HostTools(pub VkTools);
@@ -49,7 +49,7 @@ impl NatsForward {
 
     async fn client(&self) -> Result<&async_nats::Client, RpcFailure> {
         self.client
-            .get_or_try_init(|| crate::fleet::connect(&self.settings, "vk-observer fleet rpc"))
+            .get_or_try_init(|| vk_observer_fleet::connect(&self.settings, "vk-observer fleet rpc"))
             .await
             .map_err(|e| {
                 tracing::warn!(error = %e, "fleet node cannot reach NATS for a mutation");

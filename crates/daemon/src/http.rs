@@ -11,8 +11,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::health::Health;
-use crate::store::Store;
+use vk_observer_store::Store;
+use vk_observer_telemetry::health::Health;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -23,10 +23,10 @@ pub struct AppState {
 
 /// The whole app: MCP at `/mcp` (behind the token and session guard) plus the health and
 /// metrics routes.
-pub fn router(state: AppState, mcp: crate::mcp::McpEndpoint) -> Router {
+pub fn router(state: AppState, mcp: vk_observer_mcp::McpEndpoint) -> Router {
     // The guard checks the token and session cap, then parks long-polls (`mcp::transport::park`).
     let guard =
-        axum::middleware::from_fn_with_state(mcp.guard, crate::mcp::transport::guard::guard);
+        axum::middleware::from_fn_with_state(mcp.guard, vk_observer_mcp::transport::guard::guard);
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp.service)
         .route("/audit", get(audit).with_state(state.clone()))
@@ -55,11 +55,11 @@ struct AuditQuery {
 
 async fn audit(
     State(s): State<AppState>,
-    caller: Option<axum::Extension<crate::mcp::access::Caller>>,
+    caller: Option<axum::Extension<vk_observer_mcp::access::Caller>>,
     axum::extract::Query(q): axum::extract::Query<AuditQuery>,
 ) -> axum::response::Response {
     let Some(axum::Extension(caller)) =
-        caller.filter(|c| c.scopes.contains(crate::config::access::Scope::Read))
+        caller.filter(|c| c.scopes.contains(vk_observer_config::access::Scope::Read))
     else {
         let body =
             serde_json::json!({"code": "forbidden", "hint": "the audit trail needs scope `read`"});
@@ -72,7 +72,7 @@ async fn audit(
         let body = serde_json::json!({"code": "forbidden", "hint": "project_id is not one of this token's projects", "details": {"limit": {"project_ids": projects}}});
         return (StatusCode::FORBIDDEN, axum::Json(body)).into_response();
     }
-    let filter = crate::store::audit::AuditFilter {
+    let filter = vk_observer_store::audit::AuditFilter {
         attempt: q.attempt_id,
         task: q.task_id,
         project: q.project_id,
@@ -112,19 +112,19 @@ async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
 }
 
 async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {
-    metrics::gauge!(crate::telemetry::STORE_TOKEN).set(s.store.current_token() as f64);
-    metrics::gauge!(crate::telemetry::STORE_DISK_BYTES).set(s.store.size_on_disk() as f64);
+    metrics::gauge!(vk_observer_telemetry::STORE_TOKEN).set(s.store.current_token() as f64);
+    metrics::gauge!(vk_observer_telemetry::STORE_DISK_BYTES).set(s.store.size_on_disk() as f64);
     let last = s.store.last_commit_ms();
     if last > 0 {
         let age = (chrono::Utc::now().timestamp_millis() - last).max(0) as f64 / 1000.0;
-        metrics::gauge!(crate::telemetry::LAST_COMMIT_AGE).set(age);
+        metrics::gauge!(vk_observer_telemetry::LAST_COMMIT_AGE).set(age);
     }
-    metrics::gauge!(crate::telemetry::RESOURCE_SUBSCRIPTIONS).set(
+    metrics::gauge!(vk_observer_telemetry::RESOURCE_SUBSCRIPTIONS).set(
         s.health
             .resource_subscriptions
             .load(std::sync::atomic::Ordering::Relaxed) as f64,
     );
-    metrics::gauge!(crate::telemetry::BOOTSTRAPPED).set(if s.health.bootstrapped() {
+    metrics::gauge!(vk_observer_telemetry::BOOTSTRAPPED).set(if s.health.bootstrapped() {
         1.0
     } else {
         0.0

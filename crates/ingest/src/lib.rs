@@ -1,20 +1,91 @@
-//! `vk-observer-ingest`: vk-observer's `ingest` as its own crate, so the compiler keeps
-//! ARCHITECTURE.md's layer rules: this crate can name only the crates its Cargo.toml lists, all
-//! on lower floors. The code is in the module(s) below; the lower layers keep their usual names
-//! (`crate::store::...`) through the private aliases at the end.
+//! Ingest: turns VK's streams into domain events for the store writer. The SSE follower gives
+//! hints and resume; object followers materialise projects, tasks and processes; log followers
+//! stream entries and backfill history; the coordinator decides what runs. See coordinator.rs.
 
-pub mod ingest;
+pub mod backoff;
+pub mod coordinator;
+pub mod driver;
+pub mod error;
+pub mod file_stats;
+pub mod fresh_changes;
+pub mod histories;
+pub mod jobs;
+pub mod logs;
+pub mod materialize;
+pub mod objects;
+pub mod process_streams;
+pub mod pulse;
+pub mod refreshes;
+pub mod signal;
+pub mod sse;
 
-// Lower layers under their usual names: `crate::<layer>::...` paths keep working.
-#[allow(unused_imports)]
-use vk_observer_config::config;
-#[allow(unused_imports)]
-use vk_observer_store::store;
-#[allow(unused_imports)]
-use vk_observer_telemetry::health;
-#[allow(unused_imports)]
-use vk_observer_telemetry::telemetry;
-#[allow(unused_imports)]
-use vk_observer_upstream::upstream;
-#[allow(unused_imports)]
-use vk_observer_vk::vk;
+use std::sync::Arc;
+
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio_util::sync::CancellationToken;
+
+pub use signal::Signal;
+use vk_observer_store::Store;
+use vk_observer_store::writer::WriterHandle;
+use vk_observer_telemetry::health::Health;
+use vk_observer_upstream::VkClient;
+
+/// Ingest tuning, declared with the settings (only `raw_logs` is one); tests shorten it.
+pub use vk_observer_config::IngestConfig;
+
+/// What every ingest task shares: the VK client, the store (to read), the writer (to write),
+/// the coordinator's signal queue, health counters and tuning. Cheap to clone.
+#[derive(Clone)]
+pub struct Context {
+    pub client: VkClient,
+    pub store: Store,
+    pub writer: WriterHandle,
+    pub signals: UnboundedSender<Signal>,
+    pub health: Arc<Health>,
+    pub cfg: IngestConfig,
+    /// Log histories read at once (`IngestConfig::log_backfills`): a daemon starting on a big
+    /// board has thousands of ended processes to read, and reading them all at once only
+    /// multiplies memory and contention (issue 27).
+    pub backfills: Arc<tokio::sync::Semaphore>,
+}
+
+/// A running ingest: cancel to stop every stream.
+pub struct Ingest {
+    pub signals: UnboundedSender<Signal>,
+    pub cancel: CancellationToken,
+}
+
+impl Ingest {
+    pub fn start(
+        client: VkClient,
+        store: Store,
+        writer: WriterHandle,
+        health: Arc<Health>,
+        cfg: IngestConfig,
+        cancel: CancellationToken,
+    ) -> Ingest {
+        let (tx, rx) = unbounded_channel();
+        let ctx = Context {
+            client,
+            store,
+            writer,
+            signals: tx.clone(),
+            health,
+            backfills: Arc::new(tokio::sync::Semaphore::new(cfg.log_backfills.max(1))),
+            cfg,
+        };
+        tokio::spawn(coordinator::Coordinator::new(ctx.clone(), cancel.clone()).run(rx));
+        // Start loading VK's state at once: an idle VK sends the SSE response headers only with
+        // its first keep-alive (up to 15 s), and the object streams and REST do not need them.
+        // The SSE connect then resyncs again (only real differences move tokens).
+        let _ = tx.send(signal::Signal::ResyncAll {
+            reason: vk_observer_telemetry::ResyncCause::Startup.as_str().into(),
+            watermark: None,
+        });
+        tokio::spawn(driver::drive(sse::SseFollower { ctx }, cancel.clone()));
+        Ingest {
+            signals: tx,
+            cancel,
+        }
+    }
+}

@@ -1,20 +1,15 @@
-//! `vk-observer-mcp`: vk-observer's `mcp` as its own crate, so the compiler keeps
-//! ARCHITECTURE.md's layer rules: this crate can name only the crates its Cargo.toml lists, all
-//! on lower floors. The code is in the module(s) below; the lower layers keep their usual names
-//! (`crate::store::...`) through the private aliases at the end.
+//! The MCP surface: the server handler `VkTools` (`server`) over the tool families (`tools`,
+//! one file per family: parse → `query`/`proxy` → answer), served over Streamable HTTP at
+//! `/mcp` by the daemon and over stdio by the `vk-observer mcp` bridge (`transport`).
 
-pub mod mcp;
+pub mod access;
+pub mod forward;
+pub mod server;
+pub mod tasks;
+pub mod tools;
+pub mod transport;
 
-// Lower layers under their usual names: `crate::<layer>::...` paths keep working.
-#[allow(unused_imports)]
-use vk_observer_config::config;
-#[allow(unused_imports)]
-use vk_observer_proxy::proxy;
-#[allow(unused_imports)]
-use vk_observer_query::query;
-#[allow(unused_imports)]
-use vk_observer_query::tool_error;
-#[allow(unused_imports)]
-use vk_observer_telemetry::telemetry;
-#[allow(unused_imports)]
-use vk_observer_vk::vk;
+pub use forward::{FleetRole, Forward};
+pub use server::{INSTRUCTIONS, VkTools, WORKSPACE_HEADER};
+pub use tools::{detail_tools, takes_detail};
+pub use transport::http::{McpEndpoint, McpService, service};

@@ -1,19 +1,234 @@
-//! `vk-observer-query`: vk-observer's `tool_error`, `query` as its own crate, so the compiler keeps
-//! ARCHITECTURE.md's layer rules: this crate can name only the crates its Cargo.toml lists, all
-//! on lower floors. The code is in the module(s) below; the lower layers keep their usual names
-//! (`crate::store::...`) through the private aliases at the end.
+//! Read models over the store: every read tool's answer is computed here from the cache, never
+//! from VK. Pure functions of a `StoreReader` snapshot plus the health facts, so the MCP layer
+//! stays a thin parse → query → respond adapter and the rules (latest attempt, relevant process,
+//! guard, pagination) are testable without a transport.
 
-pub mod query;
-pub mod tool_error;
+pub mod activity;
+pub mod approvals;
+pub mod branch;
+pub mod catalog;
+pub mod changes;
+pub mod compact_log;
+pub mod context;
+pub mod conversation;
+pub mod detail;
+pub mod hosts;
+pub mod last_error;
+pub mod logs;
+pub mod owner;
+pub mod paging;
+pub mod rows;
+pub mod status;
+pub mod status_memo;
+pub mod target;
+pub mod task_digests;
+#[cfg(test)]
+mod task_digests_tests;
+pub mod task_handles;
+pub mod task_summary;
+#[cfg(test)]
+mod task_summary_tests;
+pub mod tasks;
+#[cfg(test)]
+mod tasks_tests;
+pub mod transcript;
+pub mod until;
+pub mod verdict;
+pub mod wait;
+pub mod workspaces;
 
-// Lower layers under their usual names: `crate::<layer>::...` paths keep working.
-#[allow(unused_imports)]
-use vk_observer_config::config;
-#[allow(unused_imports)]
-use vk_observer_store::store;
-#[allow(unused_imports)]
-use vk_observer_telemetry::health;
-#[allow(unused_imports)]
-use vk_observer_telemetry::telemetry;
-#[allow(unused_imports)]
-use vk_observer_vk::vk;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use vk_observer_store::token::{Token, TokenCheck};
+use vk_observer_store::{Store, StoreReader};
+use vk_observer_telemetry::health::{Health, UpstreamState};
+use vk_observer_tool_error::ToolError;
+
+/// Shared handle for the read side: cheap to clone.
+#[derive(Clone)]
+pub struct Query {
+    pub store: Store,
+    pub health: Arc<Health>,
+    /// Long-polls parked right now, and how many may be.
+    pub waiters: Arc<std::sync::atomic::AtomicUsize>,
+    pub max_waiters: usize,
+    /// Statuses already computed, per attempt token (see `status_memo`).
+    pub status_memo: Arc<status_memo::StatusMemo>,
+    /// Workspace directories of tokenless clients and their attempts (`workspaces`).
+    pub workspaces: Arc<workspaces::WorkspaceMemo>,
+}
+
+/// How current the cache is; part of every tool response at detail 1 and 2, and at detail 0
+/// only when the cache is not current (upstream not `connected`, or not bootstrapped yet).
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Freshness {
+    /// State of the daemon's connection to Vibe Kanban: `connected`, `reconnecting` or `down`.
+    /// Reads keep answering from the cache in every state.
+    pub upstream: UpstreamState,
+    /// Milliseconds since the cache last applied a change from VK (null: nothing applied yet
+    /// since the store was created).
+    pub last_event_age_ms: Option<u64>,
+    /// Milliseconds since VK last sent the daemon anything on any stream, keep-alives and pings
+    /// included (null: nothing since the daemon started). Small while VK is up, even when idle
+    /// (VK sends a keep-alive every 15 s); it grows only while VK is unreachable.
+    pub upstream_age_ms: Option<u64>,
+    /// True once the daemon has loaded VK's full state at least once since it started.
+    pub bootstrapped: bool,
+    /// Fleet node only: each host's stream by host name (absent on a single host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<BTreeMap<String, HostFreshness>>,
+}
+
+/// How current a fleet node is about one host.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct HostFreshness {
+    /// True while the node follows the host's stream.
+    pub connected: bool,
+    /// Messages of the host's stream not applied yet (as of the last one applied).
+    pub lag: u64,
+    /// Milliseconds since the node last applied a message of this host (null: none since it
+    /// started). Hosts publish on change only, so a quiet host grows it too.
+    pub last_message_age_ms: Option<u64>,
+    /// Milliseconds since the host daemon's last heartbeat (null: none since the node started).
+    pub last_heartbeat_age_ms: Option<u64>,
+    /// True when the host daemon has been silent (no heartbeat) for `[fleet]
+    /// stale_after_heartbeats` periods: its data is still served, but may be old, and
+    /// mutations sent to it will likely fail.
+    pub stale: bool,
+    /// Committed batches the host's last heartbeat said were not yet in its stream.
+    pub backlog: u64,
+}
+
+/// One read of the cache, taken in the order that keeps answers safe: the token first (a change
+/// that lands after it is reported again on the next call rather than missed), then the
+/// snapshot reader the answer is computed from, then how fresh the cache is. Every read tool
+/// starts from `Query::view()`.
+pub struct View {
+    pub token: String,
+    pub reader: StoreReader,
+    pub freshness: Freshness,
+}
+
+/// Where a client-supplied `since_token` stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// No token given: answer in full.
+    None,
+    /// Changes after this token are well defined.
+    After(u64),
+    /// The token is from another store epoch or from the future: answer in full, flag a reset.
+    Reset,
+}
+
+impl Since {
+    pub fn token_reset(self) -> bool {
+        self == Since::Reset
+    }
+    /// Lower bound on tokens of interest (0 = everything).
+    pub fn floor(self) -> u64 {
+        match self {
+            Since::After(t) => t,
+            _ => 0,
+        }
+    }
+}
+
+impl Query {
+    pub fn new(store: Store, health: Arc<Health>) -> Self {
+        Query {
+            store,
+            health,
+            waiters: Arc::default(),
+            max_waiters: vk_observer_config::DEFAULT_MAX_WAITERS,
+            status_memo: Arc::default(),
+            workspaces: Arc::default(),
+        }
+    }
+
+    pub fn with_max_waiters(mut self, max: usize) -> Self {
+        self.max_waiters = max.max(1);
+        self
+    }
+
+    pub fn read(&self) -> StoreReader {
+        self.store.read()
+    }
+
+    /// Token, then reader, then freshness: the start of every read tool (see [`View`]).
+    pub fn view(&self) -> View {
+        let token = self.token();
+        let reader = self.read();
+        View {
+            token,
+            reader,
+            freshness: self.freshness(),
+        }
+    }
+
+    pub fn freshness(&self) -> Freshness {
+        let last = self.store.last_commit_ms();
+        let byte = self.health.last_upstream_byte_ms();
+        let now = chrono::Utc::now().timestamp_millis();
+        let age = |t: i64| (t > 0).then(|| now.saturating_sub(t).max(0) as u64);
+        Freshness {
+            upstream: self.health.state(),
+            last_event_age_ms: age(last),
+            upstream_age_ms: age(byte),
+            bootstrapped: self.health.bootstrapped(),
+            hosts: self.host_freshness(now),
+        }
+    }
+
+    /// A fleet node's hosts, or `None` on a single host.
+    fn host_freshness(&self, now: i64) -> Option<BTreeMap<String, HostFreshness>> {
+        let hosts = self.health.fleet_hosts();
+        let stale_after = self.health.fleet_stale_after_ms();
+        let age = |t: i64| (t > 0).then(|| now.saturating_sub(t).max(0) as u64);
+        (!hosts.is_empty()).then(|| {
+            hosts
+                .into_iter()
+                .map(|(host, f)| {
+                    let fresh = HostFreshness {
+                        connected: f.following,
+                        lag: f.lag,
+                        last_message_age_ms: age(f.last_message_ms),
+                        last_heartbeat_age_ms: age(f.last_heartbeat_ms),
+                        stale: f.stale(now, stale_after),
+                        backlog: f.backlog,
+                    };
+                    (host, fresh)
+                })
+                .collect()
+        })
+    }
+
+    /// The store's current token as the opaque string clients pass back.
+    pub fn token(&self) -> String {
+        self.store.token().to_string()
+    }
+
+    /// Judge a `since_token` argument; a string that is not a token is an invalid argument.
+    pub fn since(&self, token: Option<&str>, field: &str) -> Result<Since, ToolError> {
+        let Some(raw) = token else {
+            return Ok(Since::None);
+        };
+        let t = Token::parse(raw).map_err(|e| {
+            ToolError::invalid_field(
+                field,
+                format!(
+                    "{e}. Pass the `token` string from a previous response, or omit `{field}`."
+                ),
+            )
+        })?;
+        Ok(
+            match t.check(self.store.epoch(), self.store.current_token()) {
+                TokenCheck::Valid(n) => Since::After(n),
+                TokenCheck::Stale => Since::Reset,
+            },
+        )
+    }
+}

@@ -4,7 +4,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
 
-use crate::telemetry::{self, ResyncCause, ResyncScope, UpstreamStream, label};
+use crate as telemetry;
+use crate::{ResyncCause, ResyncScope, UpstreamStream, label};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]

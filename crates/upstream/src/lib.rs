@@ -1,10 +1,16 @@
-//! `vk-observer-upstream`: vk-observer's `upstream` as its own crate, so the compiler keeps
-//! ARCHITECTURE.md's layer rules: this crate can name only the crates its Cargo.toml lists, all
-//! on lower floors. The code is in the module(s) below; the lower layers keep their usual names
-//! (`crate::store::...`) through the private aliases at the end.
+//! The VK client side: REST, SSE and WebSocket access, every route (`routes`), the serde types
+//! of VK's frames, and the recognition of VK's refusal texts (`refusal`). What VK says is known
+//! here, once; nothing here decides anything: ingest drives it, proxy maps its answers.
 
-pub mod upstream;
+pub mod approvals;
+pub mod discovery;
+pub mod git;
+pub mod mutations;
+pub mod refusal;
+pub mod rest;
+pub mod routes;
+pub mod sse;
+pub mod wire;
+pub mod ws;
 
-// Lower layers under their usual names: `crate::<layer>::...` paths keep working.
-#[allow(unused_imports)]
-use vk_observer_vk::vk;
+pub use rest::{UpstreamError, VkClient};
