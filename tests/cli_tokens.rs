@@ -223,3 +223,32 @@ async fn tokens_are_created_revoked_and_kept_across_a_restart() {
     );
     sim.shutdown().await;
 }
+
+/// Settings flags are global (issue 37): `token create … --data-dir D` (after the nested
+/// subcommand) writes the same tokens file that `token --data-dir D list` (before it) reads.
+#[test]
+fn settings_flags_are_taken_before_or_after_a_nested_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "token",
+            "create",
+            "--name",
+            "late",
+            "--scopes",
+            "read",
+            "--data-dir",
+        ])
+        .arg(dir.path())
+        .env_remove("VK_OBSERVER_MCP_TOKEN")
+        .output()
+        .expect("token command runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "token create refused: {stderr}");
+    let (code, listed, err) = token(dir.path(), &["list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        listed.contains("late"),
+        "the token made with --data-dir last is listed: {listed}"
+    );
+}

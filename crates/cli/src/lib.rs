@@ -32,10 +32,15 @@ pub const DEFAULT_DAEMON: &str = "http://127.0.0.1:8765/mcp";
 #[derive(Debug, Clone, clap::Args)]
 pub struct DaemonArgs {
     /// The daemon's MCP endpoint.
-    #[arg(long, env = "VK_OBSERVER_DAEMON", default_value = DEFAULT_DAEMON)]
+    #[arg(long, global = true, env = "VK_OBSERVER_DAEMON", default_value = DEFAULT_DAEMON)]
     pub daemon: String,
     /// Bearer token the daemon wants on /mcp (a daemon started with `[mcp] token`).
-    #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "VK_OBSERVER_MCP_TOKEN",
+        hide_env_values = true
+    )]
     pub token: Option<String>,
 }
 

@@ -49,40 +49,52 @@ impl ConfigFile {
     }
 }
 
-/// The flag layer, shared by `serve` and `doctor` (flattened into both) and filled in by
-/// `demo`: `None` leaves the lower layers' value in force. Each flag also reads the variable
+/// The flag layer, shared by `serve`, `doctor` and `token` (flattened into each) and filled in by
+/// `demo`: `None` leaves the lower layers' value in force. Global, so a command with
+/// subcommands takes them after its subcommand too (`token create --data-dir D`). Each flag also reads the variable
 /// it always read (clap's `env`), at the flag's precedence.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SettingsArgs {
     /// VK's base URL, e.g. http://127.0.0.1:3000 (default: VK's port file).
-    #[arg(long, env = "VK_OBSERVER_UPSTREAM")]
+    #[arg(long, global = true, env = "VK_OBSERVER_UPSTREAM")]
     pub upstream: Option<String>,
     /// Bearer token when VK runs with token access control.
-    #[arg(long, env = "VK_OBSERVER_UPSTREAM_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "VK_OBSERVER_UPSTREAM_TOKEN",
+        hide_env_values = true
+    )]
     pub upstream_token: Option<String>,
     /// Address to serve /mcp, /healthz, /readyz and /metrics on.
-    #[arg(long, env = "VK_OBSERVER_LISTEN")]
+    #[arg(long, global = true, env = "VK_OBSERVER_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// Where the sled cache lives.
-    #[arg(long, env = "VK_OBSERVER_DATA_DIR")]
+    #[arg(long, global = true, env = "VK_OBSERVER_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// TOML config file (flags and environment override it).
-    #[arg(long, env = "VK_OBSERVER_CONFIG")]
+    #[arg(long, global = true, env = "VK_OBSERVER_CONFIG")]
     pub config: Option<PathBuf>,
     /// Bearer token MCP clients must send; required to listen on a non-loopback address.
-    #[arg(long, env = "VK_OBSERVER_MCP_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "VK_OBSERVER_MCP_TOKEN",
+        hide_env_values = true
+    )]
     pub mcp_token: Option<String>,
     /// Serve /mcp stateless with JSON responses (no sessions, no SSE streams).
-    #[arg(long, env = "VK_OBSERVER_MCP_STATELESS")]
+    #[arg(long, global = true, env = "VK_OBSERVER_MCP_STATELESS")]
     pub mcp_stateless: bool,
     /// Serve as a fleet node: every host's stream from NATS ([fleet] urls), no VK of its own.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub fleet: bool,
     #[command(flatten)]
     pub idempotency: IdempotencyArgs,
     /// Refused: NATS credentials never come from the command line, where every local user sees
     /// them (`ps`). Hidden; named so the refusal can say where they go instead.
     #[arg(
+        global = true,
         long = "fleet-token",
         aliases = ["fleet-password", "fleet-credentials", "nats-token", "nats-password", "nats-creds", "nats-user"],
         hide = true,
@@ -103,6 +115,7 @@ pub const SECRET_FLAG_REFUSED: &str = "NATS credentials are not taken on the com
 pub struct IdempotencyArgs {
     /// Seconds completed request_id records are kept (0 = forever; default 7 days).
     #[arg(
+        global = true,
         long = "idempotency-completed-ttl-secs",
         env = "VK_IDEMPOTENCY_COMPLETED_TTL_SECS",
         value_parser = parse_secs
@@ -110,6 +123,7 @@ pub struct IdempotencyArgs {
     pub completed_ttl_secs: Option<u64>,
     /// Seconds after which an in-progress request_id record is stale (0 = never; default 1 h).
     #[arg(
+        global = true,
         long = "idempotency-in-progress-ttl-secs",
         env = "VK_IDEMPOTENCY_IN_PROGRESS_TTL_SECS",
         value_parser = parse_secs

@@ -23,6 +23,24 @@ use vk_observer_store::{Store, StoreOwner};
 use vk_observer_telemetry::health::Health;
 use vk_observer_upstream::VkClient;
 
+/// The mutation path of a host daemon: VK's client, the cache it settles against, ingest's
+/// signals (a nudge to refetch at once) and the request_id records.
+fn proxy_of(
+    client: VkClient,
+    query: &vk_observer_query::Query,
+    ingest: &Ingest,
+    idem: Idempotency,
+) -> Proxy {
+    Proxy {
+        client,
+        query: query.clone(),
+        signals: ingest.signals.clone(),
+        idem,
+        settle_timeout: vk_observer_proxy::SETTLE_TIMEOUT,
+        branches: Default::default(),
+    }
+}
+
 /// Prune expired idempotency records every `every` (`[idempotency] prune_every`, default ten
 /// minutes) and once at start.
 fn spawn_idempotency_pruning(idem: Idempotency, every: Duration, cancel: CancellationToken) {
@@ -145,14 +163,7 @@ impl Daemon {
             s.idempotency.prune_every,
             cancel.child_token(),
         );
-        let proxy = Proxy {
-            client,
-            query: query.clone(),
-            signals: ingest.signals.clone(),
-            idem,
-            settle_timeout: vk_observer_proxy::SETTLE_TIMEOUT,
-            branches: Default::default(),
-        };
+        let proxy = proxy_of(client, &query, &ingest, idem);
         let own_workspace = std::env::current_dir().ok();
         let (fleet, rpc) = fleet_host(&s.fleet, &query, &proxy, &cancel);
         let mcp = vk_observer_mcp::service(

@@ -11,6 +11,7 @@ mod http;
 mod idempotency;
 mod log_entry;
 mod logs;
+mod proc_logs;
 mod render;
 mod rest_artifacts;
 mod rest_attempts;

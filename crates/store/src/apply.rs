@@ -114,6 +114,19 @@ impl<'t, 'c> Pending<'t, 'c> {
             DomainEvent::UpstreamIncarnation { id } => {
                 self.set_meta(keys::meta::VK_INCARNATION, id.into_bytes())
             }
+            ev @ (DomainEvent::HostServerInfo { .. }
+            | DomainEvent::HostProjectsSnapshot { .. }
+            | DomainEvent::HostTasksSnapshot { .. }
+            | DomainEvent::HostTaskUpserted { .. }
+            | DomainEvent::HostTaskRemoved { .. }
+            | DomainEvent::HostAttemptsSnapshot { .. }
+            | DomainEvent::FleetPosition { .. }) => self.apply_fleet(ev),
+        }
+    }
+
+    /// A fleet node's events: a host's facts, host-scoped lists, the node's position per host.
+    fn apply_fleet(&mut self, ev: DomainEvent) -> R {
+        match ev {
             DomainEvent::HostServerInfo { host, info } => self.host_server_info(&host, &info),
             DomainEvent::HostProjectsSnapshot { host, projects } => {
                 self.host_projects_snapshot(&host, projects)
@@ -138,6 +151,9 @@ impl<'t, 'c> Pending<'t, 'c> {
                 let value = serde_json::to_vec(&position).map_err(StoreError::Encode)?;
                 self.set_meta(&keys::fleet_position_name(&host), value)
             }
+            _ => Err(StoreError::Invalid(
+                "a host daemon's event in the fleet's dispatch",
+            )),
         }
     }
 
