@@ -16,7 +16,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A failed tool call.
 #[derive(Debug)]
-pub enum CallError {
+pub(crate) enum CallError {
     /// The tool answered with its error envelope `{code, retryable, hint, details}`.
     Tool { tool: String, envelope: Value },
     /// The daemon did not answer (gone, restarted, refused).
@@ -25,14 +25,14 @@ pub enum CallError {
 
 impl CallError {
     /// The envelope's `code` (empty for transport failures).
-    pub fn code(&self) -> &str {
+    pub(crate) fn code(&self) -> &str {
         match self {
             CallError::Tool { envelope, .. } => envelope["code"].as_str().unwrap_or_default(),
             CallError::Transport { .. } => "",
         }
     }
 
-    pub fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         match self {
             CallError::Tool { envelope, .. } => envelope["retryable"].as_bool().unwrap_or(false),
             CallError::Transport { .. } => false,
@@ -57,7 +57,7 @@ impl std::error::Error for CallError {}
 
 /// Why a TCP connection to the URL's host and port fails (e.g. `Connection refused (os error
 /// 111)`), when it does: reqwest's and rmcp's messages stop at "error sending request".
-pub async fn tcp_cause(url: &str) -> Option<String> {
+pub(crate) async fn tcp_cause(url: &str) -> Option<String> {
     let u = reqwest::Url::parse(url).ok()?;
     let host = u.host_str()?.trim_matches(['[', ']']).to_string();
     let port = u.port_or_known_default()?;
@@ -74,7 +74,7 @@ pub async fn tcp_cause(url: &str) -> Option<String> {
 }
 
 /// One MCP session with the daemon.
-pub struct DaemonClient {
+pub(crate) struct DaemonClient {
     service: RunningService<RoleClient, ()>,
     url: String,
 }
@@ -82,7 +82,7 @@ pub struct DaemonClient {
 impl DaemonClient {
     /// Connect to the daemon's MCP endpoint (`http://127.0.0.1:8765/mcp`), sending `token` as
     /// the bearer token when given.
-    pub async fn connect(url: &str, token: Option<&str>) -> anyhow::Result<DaemonClient> {
+    pub(crate) async fn connect(url: &str, token: Option<&str>) -> anyhow::Result<DaemonClient> {
         let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.to_string());
         if let Some(t) = token.filter(|t| !t.trim().is_empty()) {
             cfg = cfg.auth_header(t.to_string());
@@ -127,12 +127,8 @@ impl DaemonClient {
         })
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// The daemon's `serverInfo`: (name, version).
-    pub fn server_info(&self) -> Option<(String, String)> {
+    pub(crate) fn server_info(&self) -> Option<(String, String)> {
         let info = self.service.peer().peer_info()?;
         let s = info.server_info.as_ref()?;
         Some((s.name.clone(), s.version.clone()))
@@ -141,7 +137,7 @@ impl DaemonClient {
     /// Call a tool; its structured answer, or the error. Read tools are asked for detail 2
     /// (every field, VK's entries verbatim) unless the call names a level: the terminal
     /// commands render whole answers for people, not an agent's context.
-    pub async fn call(&self, tool: &str, args: Value) -> Result<Value, CallError> {
+    pub(crate) async fn call(&self, tool: &str, args: Value) -> Result<Value, CallError> {
         let mut map = match args {
             Value::Object(m) => m,
             _ => serde_json::Map::new(),
@@ -183,7 +179,7 @@ impl DaemonClient {
 
     /// Like [`call`](Self::call), retrying errors the envelope marks `retryable` (a few times,
     /// a second apart).
-    pub async fn call_retrying(&self, tool: &str, args: Value) -> Result<Value, CallError> {
+    pub(crate) async fn call_retrying(&self, tool: &str, args: Value) -> Result<Value, CallError> {
         let mut tries = 0;
         loop {
             match self.call(tool, args.clone()).await {
@@ -197,7 +193,7 @@ impl DaemonClient {
     }
 
     /// End the session (the daemon frees it at once instead of on its idle timeout).
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.service.cancel()).await;
     }
 }

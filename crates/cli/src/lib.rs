@@ -15,17 +15,17 @@ macro_rules! outln {
 }
 
 pub mod audit;
-pub mod client;
+pub(crate) mod client;
 pub mod doctor;
-pub mod render;
-pub mod resolve;
-pub mod settings_toml;
+pub(crate) mod render;
+pub(crate) mod resolve;
+pub(crate) mod settings_toml;
 pub mod status;
 pub mod token;
 pub mod watch;
 
 /// The daemon's MCP endpoint when none is given: `/mcp` on `config::DEFAULT_LISTEN`.
-pub const DEFAULT_DAEMON: &str = "http://127.0.0.1:8765/mcp";
+pub(crate) const DEFAULT_DAEMON: &str = "http://127.0.0.1:8765/mcp";
 
 /// Where the running daemon is and the bearer token it wants: the flags every command that
 /// talks to a daemon (`mcp`, `status`, `watch`) flattens in.

@@ -7,11 +7,11 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 /// Width used when stdout is not a terminal or its size is unknown.
-pub const DEFAULT_WIDTH: usize = 120;
+pub(crate) const DEFAULT_WIDTH: usize = 120;
 
 /// Columns of the terminal on stdout: `COLUMNS`, else `stty size` on the controlling terminal,
 /// else [`DEFAULT_WIDTH`] (also when stdout is a pipe or a file).
-pub fn term_width() -> usize {
+pub(crate) fn term_width() -> usize {
     if let Some(n) = std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
@@ -40,7 +40,7 @@ fn stty_columns() -> Option<usize> {
 
 /// Write a line on stdout. When stdout is gone (a closed pipe), end the process: with 0 for a
 /// reader that stopped reading (`| head`), 1 otherwise.
-pub fn say(line: std::fmt::Arguments<'_>) {
+pub(crate) fn say(line: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let mut o = std::io::stdout().lock();
     if let Err(e) = writeln!(o, "{line}").and_then(|()| o.flush()) {
@@ -53,7 +53,7 @@ pub fn say(line: std::fmt::Arguments<'_>) {
 }
 
 /// At most `max` characters, the last one `…` when something was cut.
-pub fn truncate(s: &str, max: usize) -> String {
+pub(crate) fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_string();
     }
@@ -66,7 +66,7 @@ pub fn truncate(s: &str, max: usize) -> String {
 }
 
 /// Whitespace runs (newlines included) collapsed to one space, control characters dropped.
-pub fn one_line(s: &str) -> String {
+pub(crate) fn one_line(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut space = false;
     for c in s.chars() {
@@ -84,12 +84,12 @@ pub fn one_line(s: &str) -> String {
 }
 
 /// The first 8 characters of a UUID (what the table shows).
-pub fn short_id(id: &str) -> String {
+pub(crate) fn short_id(id: &str) -> String {
     id.chars().take(8).collect()
 }
 
 /// A duration in milliseconds as `12s`, `3m`, `2h`, `5d`.
-pub fn span(ms: u64) -> String {
+pub(crate) fn span(ms: u64) -> String {
     let s = ms / 1000;
     match s {
         0..=59 => format!("{s}s"),
@@ -100,7 +100,7 @@ pub fn span(ms: u64) -> String {
 }
 
 /// An RFC 3339 instant relative to `now`: `3m ago`, `just now`, `-` when absent.
-pub fn relative(ts: Option<&str>, now: DateTime<Utc>) -> String {
+pub(crate) fn relative(ts: Option<&str>, now: DateTime<Utc>) -> String {
     let Some(t) = ts.and_then(|t| t.parse::<DateTime<Utc>>().ok()) else {
         return "-".into();
     };
@@ -112,7 +112,7 @@ pub fn relative(ts: Option<&str>, now: DateTime<Utc>) -> String {
 }
 
 /// The `freshness` object of an answer, plus the token, as one footer line.
-pub fn freshness_line(freshness: &Value, token: Option<&str>) -> String {
+pub(crate) fn freshness_line(freshness: &Value, token: Option<&str>) -> String {
     let upstream = freshness["upstream"].as_str().unwrap_or("unknown");
     let mut parts = vec![format!("upstream {upstream}")];
     parts.push(match freshness["last_event_age_ms"].as_u64() {
@@ -133,7 +133,7 @@ pub fn freshness_line(freshness: &Value, token: Option<&str>) -> String {
 
 /// A fleet node's hosts (`freshness.hosts`), one line each: state, lag, last message age.
 /// Empty on a single host.
-pub fn host_lines(freshness: &Value) -> Vec<String> {
+pub(crate) fn host_lines(freshness: &Value) -> Vec<String> {
     let Some(hosts) = freshness["hosts"].as_object() else {
         return Vec::new();
     };
@@ -162,7 +162,7 @@ pub fn host_lines(freshness: &Value) -> Vec<String> {
 
 /// One log entry (normalized or raw) as one line: index, kind, text; `edited` marks an entry
 /// rewritten in place. Cut to `width` characters.
-pub fn entry_line(index: u64, entry: &Value, edited: bool, width: usize) -> String {
+pub(crate) fn entry_line(index: u64, entry: &Value, edited: bool, width: usize) -> String {
     let (kind, text) = entry_parts(entry);
     let mark = if edited { "[edited] " } else { "" };
     let line = format!("{index:>5}  {kind:<18} {mark}{}", one_line(&text));
@@ -170,7 +170,7 @@ pub fn entry_line(index: u64, entry: &Value, edited: bool, width: usize) -> Stri
 }
 
 /// (kind, text) of a VK log entry.
-pub fn entry_parts(entry: &Value) -> (String, String) {
+pub(crate) fn entry_parts(entry: &Value) -> (String, String) {
     match entry["type"].as_str() {
         Some("NORMALIZED_ENTRY") => {
             let c = &entry["content"];
@@ -196,7 +196,7 @@ pub fn entry_parts(entry: &Value) -> (String, String) {
 
 /// A plain text table: header row, then rows, columns padded to their widest cell (the last
 /// column is not padded).
-pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let n = headers.len();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in rows {

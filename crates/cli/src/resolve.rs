@@ -9,7 +9,7 @@ use vk_observer_mcp::tools::{discovery, tasks};
 
 /// A task with an attempt, as the status table lists it.
 #[derive(Debug, Clone)]
-pub struct TaskRow {
+pub(crate) struct TaskRow {
     pub project_id: String,
     pub project: String,
     pub task_id: String,
@@ -19,7 +19,7 @@ pub struct TaskRow {
 }
 
 /// Projects (all, or the one asked for) as (id, name).
-pub async fn projects(
+pub(crate) async fn projects(
     client: &DaemonClient,
     only: Option<Uuid>,
 ) -> anyhow::Result<Vec<(String, String)>> {
@@ -44,7 +44,10 @@ pub async fn projects(
 }
 
 /// Every task of the project (all pages), as `list_tasks` returns them.
-pub async fn tasks_of(client: &DaemonClient, project_id: &str) -> anyhow::Result<Vec<Value>> {
+pub(crate) async fn tasks_of(
+    client: &DaemonClient,
+    project_id: &str,
+) -> anyhow::Result<Vec<Value>> {
     let args = json!({"project_id": project_id});
     all_pages(client, tasks::LIST_TASKS, args, "tasks").await
 }
@@ -71,7 +74,10 @@ async fn all_pages(
 }
 
 /// Tasks that have an attempt, across the projects, with their latest attempt.
-pub async fn task_rows(client: &DaemonClient, only: Option<Uuid>) -> anyhow::Result<Vec<TaskRow>> {
+pub(crate) async fn task_rows(
+    client: &DaemonClient,
+    only: Option<Uuid>,
+) -> anyhow::Result<Vec<TaskRow>> {
     let mut rows = Vec::new();
     for (project_id, project) in projects(client, only).await? {
         for t in tasks_of(client, &project_id).await? {
@@ -95,7 +101,7 @@ pub async fn task_rows(client: &DaemonClient, only: Option<Uuid>) -> anyhow::Res
 
 /// A full attempt id, or a unique prefix of one (at least 4 hex digits) among the tasks'
 /// latest attempts, then among all their attempts.
-pub async fn attempt_id(client: &DaemonClient, given: &str) -> anyhow::Result<Uuid> {
+pub(crate) async fn attempt_id(client: &DaemonClient, given: &str) -> anyhow::Result<Uuid> {
     let given = given.trim();
     if let Ok(id) = given.parse::<Uuid>() {
         return Ok(id);

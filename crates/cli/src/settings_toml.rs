@@ -5,13 +5,13 @@
 use vk_observer_config::Settings;
 
 /// The settings as a config file (tokens shown or redacted).
-pub fn to_toml(s: &Settings, redact: bool) -> String {
+pub(crate) fn to_toml(s: &Settings, redact: bool) -> String {
     s.to_toml(redact)
 }
 
 /// The effective settings, written as a config file and loaded back alone, give the same
 /// settings.
-pub fn round_trip(s: &Settings) -> anyhow::Result<()> {
+pub(crate) fn round_trip(s: &Settings) -> anyhow::Result<()> {
     let text = to_toml(s, false);
     let again: Settings = toml::from_str(&text).map_err(|e| {
         anyhow::anyhow!("the effective settings do not load back as a config file: {e}")

@@ -77,7 +77,7 @@ impl FromStr for Scope {
 pub struct Scopes(u8);
 
 impl Scopes {
-    pub const NONE: Scopes = Scopes(0);
+    pub(crate) const NONE: Scopes = Scopes(0);
 
     pub fn all() -> Scopes {
         Scopes::of(&Scope::ALL)
@@ -123,7 +123,7 @@ impl Scopes {
         Ok(Scopes::of(&scopes))
     }
 
-    pub fn to_vec(self) -> Vec<Scope> {
+    pub(crate) fn to_vec(self) -> Vec<Scope> {
         Scope::ALL
             .into_iter()
             .filter(|s| self.contains(*s))
@@ -137,7 +137,7 @@ pub const LOOPBACK_CALLER: &str = "loopback";
 pub const CONFIG_TOKEN_CALLER: &str = "mcp-token";
 
 /// Every secret starts with this, so a leaked one is recognisable in a scan.
-pub const SECRET_PREFIX: &str = "vko_";
+pub(crate) const SECRET_PREFIX: &str = "vko_";
 
 /// One token of the tokens file: its name, what it may do, and the hash of its secret.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -275,7 +275,7 @@ fn new_secret() -> String {
 }
 
 /// Lowercase hex SHA-256 of a secret.
-pub fn hash_secret(secret: &str) -> String {
+pub(crate) fn hash_secret(secret: &str) -> String {
     Sha256::digest(secret.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -13,14 +13,14 @@ use serde::{Deserialize, Serialize};
 /// replaces them once NATS answers again).
 pub const DEFAULT_MAX_BACKLOG_BATCHES: u64 = 100_000;
 /// How often a host daemon says it is alive.
-pub const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 /// Heartbeat periods of silence after which a fleet node calls a host stale.
-pub const DEFAULT_STALE_AFTER_HEARTBEATS: u32 = 3;
+pub(crate) const DEFAULT_STALE_AFTER_HEARTBEATS: u32 = 3;
 /// How long a fleet node waits for a host daemon's answer to a mutation: VK's own work
 /// (a merge, starting an attempt) happens inside it.
-pub const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_RPC_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a fleet node then waits for its cache to show the change.
-pub const DEFAULT_RPC_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_RPC_SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -101,7 +101,7 @@ impl FleetSettings {
     }
 
     /// The checks made once at start.
-    pub fn check(&self) -> anyhow::Result<()> {
+    pub(crate) fn check(&self) -> anyhow::Result<()> {
         if self.node && self.urls.is_empty() {
             anyhow::bail!(
                 "a fleet node needs NATS: set [fleet] urls (VK_OBSERVER_FLEET__URLS=nats://host:4222)"

@@ -23,11 +23,12 @@ use config::{ConfigBuilder, Environment, FileFormat, Source, ValueKind};
 use super::{Settings, ValidSettings};
 
 /// The prefix of every setting's environment variable.
-pub const ENV_PREFIX: &str = "VK_OBSERVER_";
+pub(crate) const ENV_PREFIX: &str = "VK_OBSERVER_";
 
 /// A config file whose text parsed into `Settings` strictly (unknown keys are rejected).
 #[derive(Debug, Clone)]
 pub struct ConfigFile {
+    #[allow(dead_code, reason = "named by Debug output")]
     path: PathBuf,
     text: String,
 }
@@ -42,10 +43,6 @@ impl ConfigFile {
             path: path.to_path_buf(),
             text,
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

@@ -41,7 +41,7 @@ pub const DEFAULT_AUDIT_HORIZON: Duration = Duration::from_secs(90 * 24 * 3600);
 /// ~61 MB more RSS on an idle daemon after a tenth of the scale board than 8 did, one for one
 /// with the setting (docs/performance.md, "Issue 27: idle RSS"); 16 holds the indexes and the
 /// rows the tools read most.
-pub const DEFAULT_CACHE_MB: u64 = 16;
+pub(crate) const DEFAULT_CACHE_MB: u64 = 16;
 
 /// Seven days of activity by default.
 pub const DEFAULT_ACTIVITY_HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -164,7 +164,7 @@ impl McpSettings {
     }
 
     /// A non-loopback listen address serves anyone who can reach it: refuse it without a token.
-    pub fn check_exposure(&self, listen: SocketAddr) -> anyhow::Result<()> {
+    pub(crate) fn check_exposure(&self, listen: SocketAddr) -> anyhow::Result<()> {
         if !listen.ip().is_loopback() && self.token.as_deref().is_none_or(|t| t.trim().is_empty()) {
             anyhow::bail!(
                 "refusing to listen on {listen} (not a loopback address) without a bearer token: \
@@ -288,11 +288,11 @@ pub(super) mod raw_logs_key {
     use super::IngestConfig;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(ingest: &IngestConfig, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(ingest: &IngestConfig, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_bool(ingest.raw_logs)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IngestConfig, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IngestConfig, D::Error> {
         Ok(IngestConfig {
             raw_logs: bool::deserialize(d)?,
             ..IngestConfig::default()

@@ -17,7 +17,7 @@ use vk_observer_store::Store;
 use vk_observer_tool_error::{ErrorCode, ToolError};
 
 /// A host daemon's tools, as the fleet's RPC runs them.
-pub struct HostTools(pub VkTools);
+pub(crate) struct HostTools(pub VkTools);
 
 impl Executor for HostTools {
     fn execute(&self, request: RpcRequest) -> BoxFuture<'static, Value> {
@@ -32,14 +32,14 @@ impl Executor for HostTools {
 }
 
 /// A fleet node's forwarder: one NATS connection, made on first use.
-pub struct NatsForward {
+pub(crate) struct NatsForward {
     settings: FleetSettings,
     store: Store,
     client: tokio::sync::OnceCell<async_nats::Client>,
 }
 
 impl NatsForward {
-    pub fn new(settings: FleetSettings, store: Store) -> Self {
+    pub(crate) fn new(settings: FleetSettings, store: Store) -> Self {
         NatsForward {
             settings,
             store,

@@ -15,7 +15,7 @@ use vk_observer_store::Store;
 use vk_observer_telemetry::health::Health;
 
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     pub store: Store,
     pub health: Arc<Health>,
     pub metrics: Option<PrometheusHandle>,
@@ -23,7 +23,7 @@ pub struct AppState {
 
 /// The whole app: MCP at `/mcp` (behind the token and session guard) plus the health and
 /// metrics routes.
-pub fn router(state: AppState, mcp: vk_observer_mcp::McpEndpoint) -> Router {
+pub(crate) fn router(state: AppState, mcp: vk_observer_mcp::McpEndpoint) -> Router {
     // The guard checks the token and session cap, then parks long-polls (`mcp::transport::park`).
     let guard =
         axum::middleware::from_fn_with_state(mcp.guard, vk_observer_mcp::transport::guard::guard);
@@ -215,7 +215,7 @@ impl Protocols {
 /// The accept loop: one task per connection (HTTP/1.1, or HTTP/2 with many requests on it:
 /// `Protocols`), TCP_NODELAY, graceful shutdown bounded by `drain`. Used instead of
 /// `axum::serve`, which rebuilds the router per connection and has no stream limit setting.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     http2_max_streams: u32,

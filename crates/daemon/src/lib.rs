@@ -2,8 +2,8 @@
 //! shut down in order on a signal (stop ingest, drain the writer, flush sled).
 
 pub mod fleet_node;
-pub mod fleet_rpc;
-pub mod http;
+pub(crate) mod fleet_rpc;
+pub(crate) mod http;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -30,7 +30,7 @@ pub struct Heartbeat {
 
 /// Publish `host`'s heartbeat every `every` until `cancel` (a failed publish is retried at the
 /// next beat: the client reconnects by itself).
-pub async fn beat(
+pub(crate) async fn beat(
     client: async_nats::Client,
     host: &str,
     store: Store,
@@ -59,7 +59,7 @@ pub async fn beat(
 }
 
 /// Hear every host's heartbeats on a fleet node until the subscription or `cancel` ends.
-pub async fn listen(
+pub(crate) async fn listen(
     client: &async_nats::Client,
     events: Arc<dyn NodeEvents>,
     cancel: CancellationToken,

@@ -13,24 +13,24 @@ use super::wire::HEADER_STREAM;
 
 /// A stream's generation: its creation time in unix nanoseconds, hex (changes when the stream is
 /// deleted and created again under the same name).
-pub fn generation(info: &stream::Info) -> String {
+pub(crate) fn generation(info: &stream::Info) -> String {
     format!("{:x}", info.created.unix_timestamp_nanos())
 }
 
 /// Stamp a host message with the generation of the stream it is published to.
-pub fn stamp(headers: &mut HeaderMap, generation: &str) {
+pub(crate) fn stamp(headers: &mut HeaderMap, generation: &str) {
     headers.insert(HEADER_STREAM, generation);
 }
 
 /// The generation a message was stamped with (none from a publisher of an older build).
-pub fn stamp_of(headers: Option<&HeaderMap>) -> Option<&str> {
+pub(crate) fn stamp_of(headers: Option<&HeaderMap>) -> Option<&str> {
     headers
         .and_then(|h| h.get(HEADER_STREAM))
         .map(|v| v.as_str())
 }
 
 /// A follower's view of the stream it follows.
-pub struct StreamIdentity {
+pub(crate) struct StreamIdentity {
     stream: stream::Stream,
     /// The generation of the stream when the follow started.
     generation: String,
@@ -41,7 +41,7 @@ pub struct StreamIdentity {
 }
 
 impl StreamIdentity {
-    pub fn new(stream: stream::Stream, info: &stream::Info) -> Self {
+    pub(crate) fn new(stream: stream::Stream, info: &stream::Info) -> Self {
         StreamIdentity {
             stream,
             generation: generation(info),
@@ -52,7 +52,7 @@ impl StreamIdentity {
     /// Whether a message with these headers comes from another stream than the one the follow
     /// started on. A stamp of another generation is checked against the stream's current info:
     /// the stream was recreated (true), or the stamp is a stale one of an unchanged stream (false).
-    pub async fn changed(&mut self, headers: Option<&HeaderMap>) -> anyhow::Result<bool> {
+    pub(crate) async fn changed(&mut self, headers: Option<&HeaderMap>) -> anyhow::Result<bool> {
         let Some(stamp) = stamp_of(headers) else {
             return Ok(false);
         };

@@ -6,12 +6,12 @@
 //! sends when its stream cannot be resumed. `rpc` carries the fleet's mutations to the owning host and `heartbeat` says which hosts are alive.
 
 pub mod heartbeat;
-pub mod identity;
+pub(crate) mod identity;
 pub mod node;
 pub mod publisher;
 pub mod rpc;
-pub mod snapshot;
-pub mod tag;
+pub(crate) mod snapshot;
+pub(crate) mod tag;
 pub mod wire;
 
 use std::time::Duration;
@@ -106,9 +106,9 @@ impl Pipelining {
 }
 
 /// How long one connection attempt to NATS may take before it is retried.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest pause between retries when NATS is unreachable.
-pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(10);
+pub(crate) const MAX_RETRY_PAUSE: Duration = Duration::from_secs(10);
 
 /// Connect to NATS with the configured credential (`config::NatsCredentials`) and TLS files.
 /// A host's requests get replies under its own inbox prefix (`wire::inbox_prefix`), the only
@@ -151,16 +151,16 @@ pub async fn connect(settings: &FleetSettings, name: &str) -> anyhow::Result<asy
 }
 
 /// The next pause of a retry loop: doubled, at most [`MAX_RETRY_PAUSE`].
-pub fn next_pause(pause: Duration) -> Duration {
+pub(crate) fn next_pause(pause: Duration) -> Duration {
     (pause * 2).clamp(Duration::from_millis(200), MAX_RETRY_PAUSE)
 }
 
 /// How long a session must have lived to count as good: the retry pause after it starts over
 /// from its first step instead of going on growing from the outages before it.
-pub const GOOD_SESSION: Duration = Duration::from_secs(30);
+pub(crate) const GOOD_SESSION: Duration = Duration::from_secs(30);
 
 /// The pause before the next session, given the last pause and how long the session lived.
-pub fn pause_after(pause: Duration, session_lived: Duration) -> Duration {
+pub(crate) fn pause_after(pause: Duration, session_lived: Duration) -> Duration {
     if session_lived >= GOOD_SESSION {
         next_pause(Duration::ZERO)
     } else {

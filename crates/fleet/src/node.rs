@@ -101,12 +101,6 @@ impl Node {
         }
     }
 
-    /// Follow with another [`super::Pipelining`] than the default (benches/fleet.rs).
-    pub fn with_pipelining(mut self, pipelining: super::Pipelining) -> Self {
-        self.pipelining = pipelining;
-        self
-    }
-
     /// Follow every host until `cancel`.
     pub fn spawn(self, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
         m::register_fleet();

@@ -94,7 +94,7 @@ pub trait Executor: Send + Sync + 'static {
 
 /// Answer every request on `host`'s RPC subject until the subscription or `cancel` ends; each
 /// runs in its own task (a merge may take a while; others need not wait).
-pub async fn serve(
+pub(crate) async fn serve(
     client: async_nats::Client,
     host: &str,
     store: Store,

@@ -14,7 +14,7 @@ use vk_observer_vk::uuid_of;
 
 /// A part is closed once its events' JSON passes this many bytes (NATS' default payload limit
 /// is 1 MiB; one entity may still make a part larger).
-pub const PART_BYTES: usize = 256 * 1024;
+pub(crate) const PART_BYTES: usize = 256 * 1024;
 /// Log entries read per step.
 const LOG_STEP: usize = 512;
 
@@ -42,7 +42,7 @@ impl Parts {
 }
 
 /// Every replicable fact of the store (VK's server facts first), in parent-before-child order.
-pub fn build(reader: &StoreReader) -> Result<Vec<Vec<DomainEvent>>, StoreError> {
+pub(crate) fn build(reader: &StoreReader) -> Result<Vec<Vec<DomainEvent>>, StoreError> {
     let mut parts = Parts {
         parts: Vec::new(),
         current: Vec::new(),

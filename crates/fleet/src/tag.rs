@@ -10,10 +10,10 @@ use serde_json::Value;
 use vk_observer_store::events::DomainEvent;
 
 /// The key the owning host is recorded under in project, task and attempt JSON.
-pub use vk_observer_store::events::HOST_FIELD as HOST_KEY;
+pub(crate) use vk_observer_store::events::HOST_FIELD as HOST_KEY;
 
 /// A host's events as the fleet node applies them.
-pub fn tag(host: &str, events: Vec<DomainEvent>) -> Vec<DomainEvent> {
+pub(crate) fn tag(host: &str, events: Vec<DomainEvent>) -> Vec<DomainEvent> {
     events
         .into_iter()
         .filter_map(|event| tag_one(host, event))

@@ -8,21 +8,21 @@ use bytes::Bytes;
 use vk_observer_store::events::DomainEvent;
 
 /// The host store's epoch, 16 hex digits.
-pub const HEADER_EPOCH: &str = "Vko-Epoch";
+pub(crate) const HEADER_EPOCH: &str = "Vko-Epoch";
 /// The host store's token of the batch (of the snapshot's cut, for snapshot parts).
 pub const HEADER_TOKEN: &str = "Vko-Token";
 /// JetStream's de-duplication id.
 pub const HEADER_MSG_ID: &str = "Nats-Msg-Id";
 /// On a meta-only batch (one that moved no token, e.g. `LogsComplete` alone): its number
 /// after the batch of `Vko-Token` (1, 2, …); absent on every other message.
-pub const HEADER_META: &str = "Vko-Meta";
+pub(crate) const HEADER_META: &str = "Vko-Meta";
 
 /// The generation of the stream the publisher published the message to (`fleet::identity`):
 /// the fleet node applies no message of another stream than the one it follows.
-pub const HEADER_STREAM: &str = "Vko-Stream";
+pub(crate) const HEADER_STREAM: &str = "Vko-Stream";
 
 /// Every host stream's name starts with this.
-pub const STREAM_PREFIX: &str = "VKO_";
+pub(crate) const STREAM_PREFIX: &str = "VKO_";
 
 /// The stream holding one host's messages.
 pub fn stream_name(host: &str) -> String {
@@ -30,14 +30,14 @@ pub fn stream_name(host: &str) -> String {
 }
 
 /// Every subject of a host: `vko.<host>.>`.
-pub fn host_subjects(host: &str) -> String {
+pub(crate) fn host_subjects(host: &str) -> String {
     format!("vko.{host}.>")
 }
 
 /// The inbox prefix of a host's connection: replies to its requests (JetStream's
 /// acknowledgements, API answers) arrive under `_INBOX_<host>.`, so its NATS user may subscribe
 /// to its own inboxes only and never sees another host's replies.
-pub fn inbox_prefix(host: &str) -> String {
+pub(crate) fn inbox_prefix(host: &str) -> String {
     format!("_INBOX_{host}")
 }
 
@@ -52,17 +52,17 @@ pub fn stream_subjects(host: &str) -> Vec<String> {
 }
 
 /// The subject a host daemon answers mutations on (`fleet::rpc`).
-pub fn rpc_subject(host: &str) -> String {
+pub(crate) fn rpc_subject(host: &str) -> String {
     format!("vko.{host}.rpc")
 }
 
 /// The subject a host daemon publishes its heartbeats on (core NATS, not stored).
-pub fn heartbeat_subject(host: &str) -> String {
+pub(crate) fn heartbeat_subject(host: &str) -> String {
     format!("vko.{host}.heartbeat")
 }
 
 /// Every host's heartbeats, for a fleet node.
-pub const ALL_HEARTBEATS: &str = "vko.*.heartbeat";
+pub(crate) const ALL_HEARTBEATS: &str = "vko.*.heartbeat";
 
 /// What a message is, by the last token of its subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +87,7 @@ pub fn subject(host: &str, kind: Kind) -> String {
 }
 
 /// The headers of a host message; `part` numbers a snapshot's parts.
-pub fn headers(host: &str, epoch: u64, token: u64, part: Option<u32>) -> HeaderMap {
+pub(crate) fn headers(host: &str, epoch: u64, token: u64, part: Option<u32>) -> HeaderMap {
     let mut h = HeaderMap::new();
     h.insert(HEADER_EPOCH, format!("{epoch:016x}").as_str());
     h.insert(HEADER_TOKEN, token.to_string().as_str());
@@ -136,7 +136,7 @@ pub fn chain_after(headers: &mut HeaderMap, previous: Option<&str>) -> String {
 
 /// A host message the fleet node may apply.
 #[derive(Debug)]
-pub struct Incoming {
+pub(crate) struct Incoming {
     pub kind: Kind,
     pub epoch: u64,
     pub token: u64,
@@ -147,7 +147,7 @@ pub struct Incoming {
 
 /// Why a message was not applied.
 #[derive(Debug, thiserror::Error)]
-pub enum Garbage {
+pub(crate) enum Garbage {
     #[error("subject {0:?} is not a message of host {1:?}")]
     ForeignSubject(String, String),
     #[error("header {0} missing or not a number")]
@@ -159,7 +159,7 @@ pub enum Garbage {
 }
 
 /// Decode a message read from `host`'s stream.
-pub fn decode(
+pub(crate) fn decode(
     host: &str,
     subject: &str,
     headers: Option<&HeaderMap>,

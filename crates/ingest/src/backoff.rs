@@ -4,14 +4,14 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 
-pub struct Reconnect {
+pub(crate) struct Reconnect {
     builder: ExponentialBuilder,
     current: Box<dyn Iterator<Item = Duration> + Send>,
     pub failures: u32,
 }
 
 impl Reconnect {
-    pub fn new(min: Duration, max: Duration) -> Self {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
         let builder = ExponentialBuilder::default()
             .with_min_delay(min)
             .with_max_delay(max)
@@ -25,12 +25,12 @@ impl Reconnect {
     }
 
     /// The next delay to wait before reconnecting.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         self.failures += 1;
         self.current.next().unwrap_or(Duration::from_secs(5))
     }
 
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.failures = 0;
         self.current = Box::new(self.builder.build());
     }

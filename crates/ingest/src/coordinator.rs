@@ -26,7 +26,7 @@ use vk_observer_store::events::{Channel, DomainEvent};
 use vk_observer_telemetry::{ResyncCause, ResyncScope};
 use vk_observer_vk::{ProcessFacts, RunReason, uuid_of};
 
-pub struct Coordinator {
+pub(crate) struct Coordinator {
     pub ctx: Context,
     pub jobs: Jobs,
     cancel: CancellationToken,
@@ -56,7 +56,7 @@ fn far_future() -> Instant {
 }
 
 impl Coordinator {
-    pub fn new(ctx: Context, cancel: CancellationToken) -> Self {
+    pub(crate) fn new(ctx: Context, cancel: CancellationToken) -> Self {
         let jobs = Jobs {
             limit: Arc::new(tokio::sync::Semaphore::new(ctx.cfg.rest_concurrency)),
             ctx: ctx.clone(),
@@ -87,7 +87,7 @@ impl Coordinator {
     /// React to signals, and wake by timer only when a deadline is pending (hint debounce,
     /// change summaries, lingering process streams, the seq to persist, bootstrap): an idle
     /// coordinator sleeps until the next signal instead of ticking.
-    pub async fn run(mut self, mut rx: UnboundedReceiver<Signal>) {
+    pub(crate) async fn run(mut self, mut rx: UnboundedReceiver<Signal>) {
         loop {
             let wake = self.next_wake();
             tokio::select! {

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::Reconnect;
 
 /// What a step leads to.
-pub enum Step<S, E> {
+pub(crate) enum Step<S, E> {
     /// Go on in this state at once.
     Next(S),
     /// Wait the follower's next backoff delay, then go on in this state.
@@ -28,7 +28,7 @@ pub enum Step<S, E> {
 }
 
 /// A stream follower: its states, its first state and one transition at a time.
-pub trait Follower: Send + Sync + Sized + 'static {
+pub(crate) trait Follower: Send + Sync + Sized + 'static {
     /// The follower's own states (documented in its file).
     type State: Send;
     /// How it ends (never reached by followers that run until cancelled).
@@ -52,7 +52,7 @@ pub trait Follower: Send + Sync + Sized + 'static {
 }
 
 /// Run `follower` until it ends or `cancel` fires.
-pub async fn drive<F: Follower>(follower: F, cancel: CancellationToken) {
+pub(crate) async fn drive<F: Follower>(follower: F, cancel: CancellationToken) {
     let (min, max) = follower.backoff();
     let mut reconnect = Reconnect::new(min, max);
     let mut state = follower.initial();

@@ -20,7 +20,7 @@ pub enum IngestError {
 impl IngestError {
     /// Worth trying again after a backoff: VK trouble and silence are; a store that stopped
     /// (writer gone at shutdown) or an unreadable answer are not retried in a tight loop.
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         match self {
             IngestError::Upstream(e) => e.is_retryable(),
             IngestError::Silent(_) => true,
@@ -29,4 +29,4 @@ impl IngestError {
     }
 }
 
-pub type IngestResult<T> = Result<T, IngestError>;
+pub(crate) type IngestResult<T> = Result<T, IngestError>;

@@ -16,16 +16,16 @@ use diffy::{Hunk, Line, Patch};
 use serde_json::{Map, Value, json};
 
 /// Most paths VK's `/patch` takes in one call.
-pub const MAX_FILES: usize = 100;
+pub(crate) const MAX_FILES: usize = 100;
 /// Most changed lines (added + deleted, VK's summary) for which the patch is read: keeps the
 /// patch well under `PATCH_MAX_BYTES` and its parsing cheap.
-pub const MAX_LINES: u64 = 20_000;
+pub(crate) const MAX_LINES: u64 = 20_000;
 /// `max_bytes` asked of VK (its ceiling); a truncated patch gives no stats.
-pub const PATCH_MAX_BYTES: u64 = 2 * 1024 * 1024;
+pub(crate) const PATCH_MAX_BYTES: u64 = 2 * 1024 * 1024;
 
 /// The files whose counts one `/patch` call can give: VK's summary neither blocked nor failed,
 /// 1 to `MAX_FILES` files and at most `MAX_LINES` changed lines. None otherwise.
-pub fn eligible(changes: &Map<String, Value>) -> Option<Vec<String>> {
+pub(crate) fn eligible(changes: &Map<String, Value>) -> Option<Vec<String>> {
     if changes.get("blocked").and_then(Value::as_bool) == Some(true) {
         return None;
     }
@@ -39,14 +39,14 @@ pub fn eligible(changes: &Map<String, Value>) -> Option<Vec<String>> {
 }
 
 /// `/patch`'s body for `files`.
-pub fn patch_request(files: &[String]) -> Value {
+pub(crate) fn patch_request(files: &[String]) -> Value {
     json!({"paths": files, "force": true, "max_bytes": PATCH_MAX_BYTES})
 }
 
 /// The counts of VK's `/patch` answer (`data`) as stored beside the summary:
 /// `{"<repo>/<path>": {"added": n, "deleted": n}}`. None when VK withheld or cut the patch, or
 /// the patch does not parse.
-pub fn from_patch_answer(answer: &Value) -> Option<Value> {
+pub(crate) fn from_patch_answer(answer: &Value) -> Option<Value> {
     if answer.get("blocked").and_then(Value::as_bool) == Some(true)
         || answer.get("truncated").and_then(Value::as_bool) == Some(true)
     {
@@ -63,7 +63,7 @@ pub fn from_patch_answer(answer: &Value) -> Option<Value> {
 /// (added, deleted) per file of a unified diff in VK's format (`--- a/<path>` / `+++ b/<path>`
 /// per file, then its hunks; none for a file whose text did not change, e.g. a binary file or
 /// a mode change); None when it does not parse.
-pub fn count(patch: &str) -> Option<BTreeMap<String, (u64, u64)>> {
+pub(crate) fn count(patch: &str) -> Option<BTreeMap<String, (u64, u64)>> {
     let mut out = BTreeMap::new();
     for (path, section, has_hunks) in sections(patch)? {
         let (mut added, mut deleted) = (0u64, 0u64);

@@ -33,7 +33,7 @@ use uuid::Uuid;
 /// True for a normalized log entry of kind `tool_use` (`content.entry_type.type`), read without
 /// building the entry: the log follower asks this of every normalized frame it streams, so an
 /// entry whose text cannot hold the tag (most of them) costs one byte scan, not a parse.
-pub fn is_tool_use(entry: &RawValue) -> bool {
+pub(crate) fn is_tool_use(entry: &RawValue) -> bool {
     if memchr::memmem::find(entry.get().as_bytes(), b"tool_use").is_none() {
         return false;
     }
@@ -65,7 +65,7 @@ pub fn is_tool_use(entry: &RawValue) -> bool {
 /// before). Both clocks are the host's: the daemon runs beside its VK. At bootstrap the task
 /// refresh has just read the summary of every attempt, so its ended processes' snapshots no
 /// longer read it a second time.
-pub fn summary_read_after_end(
+pub(crate) fn summary_read_after_end(
     changes: Option<&serde_json::Value>,
     process: Option<&serde_json::Value>,
     debounce: Duration,
@@ -87,11 +87,11 @@ pub fn summary_read_after_end(
 }
 
 /// Consecutive failed re-reads of one attempt after which it waits for the next trigger.
-pub const MAX_RETRIES: u32 = 6;
+pub(crate) const MAX_RETRIES: u32 = 6;
 
 /// The change-summary re-reads the coordinator owes, by attempt.
 #[derive(Debug, Default)]
-pub struct ChangeSchedule {
+pub(crate) struct ChangeSchedule {
     due: HashMap<Uuid, Instant>,
     in_flight: HashSet<Uuid>,
     failures: HashMap<Uuid, u32>,
@@ -100,25 +100,25 @@ pub struct ChangeSchedule {
 impl ChangeSchedule {
     /// A process of the attempt ended (or a snapshot showed it ended): re-read after `debounce`,
     /// postponed by a later end.
-    pub fn after_process_end(&mut self, attempt: Uuid, debounce: Duration) {
+    pub(crate) fn after_process_end(&mut self, attempt: Uuid, debounce: Duration) {
         self.due.insert(attempt, Instant::now() + debounce);
     }
 
     /// The attempt's running coding agent logged a tool call: re-read within `every`; a re-read
     /// already scheduled keeps its time.
-    pub fn on_agent_tool(&mut self, attempt: Uuid, every: Duration) {
+    pub(crate) fn on_agent_tool(&mut self, attempt: Uuid, every: Duration) {
         self.due
             .entry(attempt)
             .or_insert_with(|| Instant::now() + every);
     }
 
     /// True when a re-read is already scheduled (the caller can skip its own checks).
-    pub fn is_due(&self, attempt: Uuid) -> bool {
+    pub(crate) fn is_due(&self, attempt: Uuid) -> bool {
         self.due.contains_key(&attempt)
     }
 
     /// The earliest scheduled re-read that can start (one in flight waits for its end).
-    pub fn next_wake(&self) -> Option<Instant> {
+    pub(crate) fn next_wake(&self) -> Option<Instant> {
         self.due
             .iter()
             .filter(|(a, _)| !self.in_flight.contains(a))
@@ -127,7 +127,7 @@ impl ChangeSchedule {
     }
 
     /// The attempts whose re-read starts now; they count as in flight until `finished`.
-    pub fn take_due(&mut self, now: Instant) -> Vec<Uuid> {
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<Uuid> {
         let ready: Vec<Uuid> = self
             .due
             .iter()
@@ -143,7 +143,12 @@ impl ChangeSchedule {
 
     /// A re-read ended. A failure is retried after `retry(failures)` (the followers' backoff),
     /// unless another re-read is already scheduled or `MAX_RETRIES` were reached.
-    pub fn finished(&mut self, attempt: Uuid, ok: bool, retry: impl FnOnce(u32) -> Duration) {
+    pub(crate) fn finished(
+        &mut self,
+        attempt: Uuid,
+        ok: bool,
+        retry: impl FnOnce(u32) -> Duration,
+    ) {
         self.in_flight.remove(&attempt);
         if ok {
             self.failures.remove(&attempt);
@@ -162,7 +167,7 @@ impl ChangeSchedule {
     }
 
     /// The exponential retry delay of the `n`-th consecutive failure (1-based).
-    pub fn backoff(n: u32, min: Duration, max: Duration) -> Duration {
+    pub(crate) fn backoff(n: u32, min: Duration, max: Duration) -> Duration {
         let factor = 1u32 << n.saturating_sub(1).min(16);
         min.saturating_mul(factor).min(max)
     }

@@ -14,9 +14,9 @@ use uuid::Uuid;
 use vk_observer_store::events::Channel;
 
 /// One log to read from history: (attempt, process, channel).
-pub type History = (Uuid, Uuid, Channel);
+pub(crate) type History = (Uuid, Uuid, Channel);
 
-pub struct Histories {
+pub(crate) struct Histories {
     waiting: VecDeque<History>,
     /// (process, channel) of the followers started from this queue and not finished yet.
     reading: HashSet<(Uuid, Channel)>,
@@ -24,7 +24,7 @@ pub struct Histories {
 }
 
 impl Histories {
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Histories {
             waiting: VecDeque::new(),
             reading: HashSet::new(),
@@ -33,18 +33,18 @@ impl Histories {
     }
 
     /// A history to read once a reader is free (the caller keeps one per process and channel).
-    pub fn push(&mut self, history: History) {
+    pub(crate) fn push(&mut self, history: History) {
         self.waiting.push_back(history);
     }
 
     /// The follower of (process, channel) finished (or was never one of this queue's: ignored).
-    pub fn finished(&mut self, process: Uuid, channel: Channel) {
+    pub(crate) fn finished(&mut self, process: Uuid, channel: Channel) {
         self.reading.remove(&(process, channel));
     }
 
     /// The histories to start now, oldest first: as many as free readers, each then counted as
     /// reading until `finished`.
-    pub fn start(&mut self) -> Vec<History> {
+    pub(crate) fn start(&mut self) -> Vec<History> {
         let free = self.limit.saturating_sub(self.reading.len());
         let n = free.min(self.waiting.len());
         let started: Vec<History> = self.waiting.drain(..n).collect();
@@ -53,7 +53,8 @@ impl Histories {
         started
     }
 
-    pub fn waiting(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
         self.waiting.len()
     }
 }

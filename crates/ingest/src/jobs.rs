@@ -29,7 +29,7 @@ struct AttemptReads {
 }
 
 #[derive(Clone)]
-pub struct Jobs {
+pub(crate) struct Jobs {
     pub ctx: Context,
     pub limit: Arc<Semaphore>,
 }
@@ -37,7 +37,7 @@ pub struct Jobs {
 impl Jobs {
     /// Refetch a task's attempts; for attempts that changed (or all, when `deep`) also their
     /// sessions. Always answers with `TaskRefreshed` naming the attempts to look at more closely.
-    pub fn refresh_task(&self, task_id: Uuid, deep: bool) {
+    pub(crate) fn refresh_task(&self, task_id: Uuid, deep: bool) {
         let j = self.clone();
         tokio::spawn(async move {
             let attempts = j
@@ -175,7 +175,7 @@ impl Jobs {
     }
 
     /// Refetch VK's executors and diff guard (`/api/info`), at bootstrap and on every resync.
-    pub fn refresh_server_info(&self) {
+    pub(crate) fn refresh_server_info(&self) {
         let j = self.clone();
         tokio::spawn(async move {
             let Ok(_permit) = j.limit.acquire().await else {
@@ -195,7 +195,7 @@ impl Jobs {
     }
 
     /// Refetch an attempt's sessions (a process named a session we do not know yet).
-    pub fn refresh_sessions(&self, attempt_id: Uuid) {
+    pub(crate) fn refresh_sessions(&self, attempt_id: Uuid) {
         let j = self.clone();
         tokio::spawn(async move {
             let Ok(_permit) = j.limit.acquire().await else {
@@ -209,7 +209,7 @@ impl Jobs {
 
     /// Refetch VK's change summary of an attempt; reports `ChangesRefreshed` when done (the
     /// coordinator keeps one re-read per attempt in flight, see `fresh_changes`).
-    pub fn refresh_changes(&self, attempt_id: Uuid) {
+    pub(crate) fn refresh_changes(&self, attempt_id: Uuid) {
         let j = self.clone();
         tokio::spawn(async move {
             let ok = match j.limit.acquire().await {
@@ -291,7 +291,7 @@ impl Jobs {
 
     /// Read an attempt's branch status from VK and store it with its read time; `done` (if any)
     /// hears the outcome once the batch is committed.
-    pub fn refresh_branch_status(
+    pub(crate) fn refresh_branch_status(
         &self,
         attempt_id: Uuid,
         done: Option<tokio::sync::oneshot::Sender<IngestResult<()>>>,

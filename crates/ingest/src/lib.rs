@@ -2,20 +2,20 @@
 //! hints and resume; object followers materialise projects, tasks and processes; log followers
 //! stream entries and backfill history; the coordinator decides what runs. See coordinator.rs.
 
-pub mod backoff;
-pub mod coordinator;
-pub mod driver;
+pub(crate) mod backoff;
+pub(crate) mod coordinator;
+pub(crate) mod driver;
 pub mod error;
-pub mod file_stats;
-pub mod fresh_changes;
-pub mod histories;
-pub mod jobs;
-pub mod logs;
-pub mod materialize;
-pub mod objects;
-pub mod process_streams;
-pub mod pulse;
-pub mod refreshes;
+pub(crate) mod file_stats;
+pub(crate) mod fresh_changes;
+pub(crate) mod histories;
+pub(crate) mod jobs;
+pub(crate) mod logs;
+pub(crate) mod materialize;
+pub(crate) mod objects;
+pub(crate) mod process_streams;
+pub(crate) mod pulse;
+pub(crate) mod refreshes;
 pub mod signal;
 pub mod sse;
 
@@ -36,7 +36,7 @@ pub use vk_observer_config::IngestConfig;
 /// What every ingest task shares: the VK client, the store (to read), the writer (to write),
 /// the coordinator's signal queue, health counters and tuning. Cheap to clone.
 #[derive(Clone)]
-pub struct Context {
+pub(crate) struct Context {
     pub client: VkClient,
     pub store: Store,
     pub writer: WriterHandle,

@@ -40,7 +40,7 @@ use vk_observer_upstream::ws::{self, WsEnd};
 use vk_observer_vk::ProcessFacts;
 
 /// The follower's states; backoff and cancellation belong to the driver (`driver.rs`).
-pub enum State {
+pub(crate) enum State {
     /// About to open the log socket (after three failed opens in a row: `Backfill` instead).
     Connecting,
     /// Reading frames (history replay first, then live) until `finished` or a drop.
@@ -51,7 +51,7 @@ pub enum State {
 
 /// How a log follower ends: `complete` when every entry of the ended process is stored;
 /// `gave_up` when it stopped after repeated upstream failures (not because the process ran).
-pub struct Done {
+pub(crate) struct Done {
     pub complete: bool,
     pub gave_up: bool,
 }
@@ -72,7 +72,7 @@ impl Done {
     };
 }
 
-pub struct LogFollower {
+pub(crate) struct LogFollower {
     pub process_id: Uuid,
     pub attempt_id: Uuid,
     pub channel: Channel,

@@ -20,7 +20,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Change {
+pub(crate) enum Change {
     /// The whole set was replaced (first frame, or VK re-snapshotting a lagging client).
     Snapshot,
     Upsert(Uuid),
@@ -28,7 +28,7 @@ pub enum Change {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum MaterializeError {
+pub(crate) enum MaterializeError {
     #[error("patch does not apply: {0}")]
     Patch(String),
     #[error("frame before the first snapshot")]
@@ -38,7 +38,7 @@ pub enum MaterializeError {
 /// A stream's objects by id, each as its compact JSON text.
 type Document = BTreeMap<Uuid, Box<str>>;
 
-pub struct Materializer {
+pub(crate) struct Materializer {
     root: &'static str,
     doc: Option<Document>,
 }
@@ -52,16 +52,16 @@ enum Undo {
 }
 
 impl Materializer {
-    pub fn new(root: &'static str) -> Self {
+    pub(crate) fn new(root: &'static str) -> Self {
         Materializer { root, doc: None }
     }
 
-    pub fn has_snapshot(&self) -> bool {
+    pub(crate) fn has_snapshot(&self) -> bool {
         self.doc.is_some()
     }
 
     /// Every object, parsed.
-    pub fn objects(&self) -> impl Iterator<Item = Value> + '_ {
+    pub(crate) fn objects(&self) -> impl Iterator<Item = Value> + '_ {
         self.doc
             .iter()
             .flat_map(|d| d.values())
@@ -69,18 +69,21 @@ impl Materializer {
     }
 
     /// Every object's id (its key in the stream's document).
-    pub fn ids(&self) -> impl Iterator<Item = Uuid> + '_ {
+    pub(crate) fn ids(&self) -> impl Iterator<Item = Uuid> + '_ {
         self.doc.iter().flat_map(|d| d.keys().copied())
     }
 
     /// One object, parsed.
-    pub fn get(&self, id: &Uuid) -> Option<Value> {
+    pub(crate) fn get(&self, id: &Uuid) -> Option<Value> {
         parse_text(self.doc.as_ref()?.get(id)?).ok()
     }
 
     /// Apply one frame's operations. On error the document is unchanged and the caller should
     /// resync the stream (reconnect for a fresh snapshot).
-    pub fn apply(&mut self, ops: &[PatchOperation]) -> Result<Vec<Change>, MaterializeError> {
+    pub(crate) fn apply(
+        &mut self,
+        ops: &[PatchOperation],
+    ) -> Result<Vec<Change>, MaterializeError> {
         let mut undo = Vec::new();
         let mut changes = Vec::new();
         for op in ops {

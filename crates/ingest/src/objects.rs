@@ -27,7 +27,7 @@ use vk_observer_upstream::ws;
 use vk_observer_vk::ProcessFacts;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ObjectStream {
+pub(crate) enum ObjectStream {
     Projects,
     Tasks { project_id: Uuid },
     Processes { attempt_id: Uuid },
@@ -70,7 +70,7 @@ impl ObjectStream {
 }
 
 /// The follower's states; backoff and cancellation belong to the driver (`driver.rs`).
-pub enum State {
+pub(crate) enum State {
     /// About to open the socket (every open starts from VK's snapshot).
     Connecting,
     /// Connected: materialising frames into `doc`; `pulse` is beaten by every message.
@@ -82,9 +82,9 @@ pub enum State {
 }
 
 /// How an object follower ends: VK closed with 4404 (the workspace is gone).
-pub struct Gone;
+pub(crate) struct Gone;
 
-pub struct ObjectFollower {
+pub(crate) struct ObjectFollower {
     pub stream: ObjectStream,
     pub ctx: Context,
 }

@@ -32,16 +32,16 @@ struct ProcessStream {
 }
 
 #[derive(Default)]
-pub struct ProcessStreams {
+pub(crate) struct ProcessStreams {
     streams: HashMap<Uuid, ProcessStream>,
 }
 
 impl ProcessStreams {
-    pub fn contains(&self, attempt: Uuid) -> bool {
+    pub(crate) fn contains(&self, attempt: Uuid) -> bool {
         self.streams.contains_key(&attempt)
     }
 
-    pub fn insert(&mut self, attempt: Uuid, cancel: CancellationToken) {
+    pub(crate) fn insert(&mut self, attempt: Uuid, cancel: CancellationToken) {
         self.streams.insert(
             attempt,
             ProcessStream {
@@ -56,31 +56,33 @@ impl ProcessStreams {
     }
 
     /// The stream ended on its own (VK says the workspace is gone).
-    pub fn forget(&mut self, attempt: Uuid) {
+    pub(crate) fn forget(&mut self, attempt: Uuid) {
         self.streams.remove(&attempt);
     }
 
     /// Close every stream (a resync reopens what is still needed).
-    pub fn cancel_all(&mut self) {
+    pub(crate) fn cancel_all(&mut self) {
         for (_, s) in self.streams.drain() {
             s.cancel.cancel();
         }
     }
 
-    pub fn all_snapshots_seen(&self) -> bool {
+    pub(crate) fn all_snapshots_seen(&self) -> bool {
         self.streams.values().all(|s| s.snapshot_seen)
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.streams.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.streams.is_empty()
     }
 
     /// When the next quiet stream is due to be looked at (None: none is quiet).
-    pub fn next_wake(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn next_wake(&self, now: Instant) -> Option<Instant> {
         self.streams
             .values()
             .filter(|s| s.snapshot_seen && s.running.is_empty())
@@ -89,7 +91,7 @@ impl ProcessStreams {
     }
 
     /// A frame of the attempt's stream: which of its processes run now.
-    pub fn on_processes(
+    pub(crate) fn on_processes(
         &mut self,
         attempt: Uuid,
         snapshot: bool,
@@ -127,7 +129,7 @@ impl ProcessStreams {
     /// showed history, after `linger` for the others. A quiet stream is looked at when it turns
     /// quiet, when its linger ends, and every `ACTIVE_RECHECK` while `active` says its attempt
     /// still is; not on every tick. Returns how many were closed.
-    pub fn close_quiet(
+    pub(crate) fn close_quiet(
         &mut self,
         now: Instant,
         linger: Duration,

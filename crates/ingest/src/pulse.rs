@@ -24,11 +24,11 @@ use vk_observer_telemetry::health::Health;
 
 /// The read timed out: the connection said nothing at all for the stall window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stalled;
+pub(crate) struct Stalled;
 
 /// When one connection last heard from VK. Cheap to clone; clones share the clock.
 #[derive(Clone)]
-pub struct Pulse {
+pub(crate) struct Pulse {
     started: Instant,
     /// Milliseconds after `started` of the last beat.
     last_ms: Arc<AtomicU64>,
@@ -37,7 +37,7 @@ pub struct Pulse {
 
 impl Pulse {
     /// A pulse for a connection that has just been opened (opening counts as a beat).
-    pub fn new(health: Arc<Health>) -> Self {
+    pub(crate) fn new(health: Arc<Health>) -> Self {
         Pulse {
             started: Instant::now(),
             last_ms: Arc::new(AtomicU64::new(0)),
@@ -46,14 +46,14 @@ impl Pulse {
     }
 
     /// VK sent something on this connection.
-    pub fn beat(&self) {
+    pub(crate) fn beat(&self) {
         let ms = self.started.elapsed().as_millis() as u64;
         self.last_ms.fetch_max(ms, Ordering::Relaxed);
         self.health.touch();
     }
 
     /// A `'static` beat for a byte tap (the SSE body stream).
-    pub fn beater(&self) -> impl Fn() + Send + Sync + 'static {
+    pub(crate) fn beater(&self) -> impl Fn() + Send + Sync + 'static {
         let p = self.clone();
         move || p.beat()
     }
@@ -65,7 +65,7 @@ impl Pulse {
     /// Await `read` unless the connection goes silent for `stall_after`. Beats that arrive while
     /// `read` is pending (keep-alives, pings) push the deadline on, so a read may wait far longer
     /// than `stall_after` on a connection that is alive but quiet.
-    pub async fn or_stall<F: Future>(
+    pub(crate) async fn or_stall<F: Future>(
         &self,
         stall_after: Duration,
         read: F,

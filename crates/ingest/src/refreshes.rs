@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 #[derive(Default)]
-pub struct Refreshes {
+pub(crate) struct Refreshes {
     /// Task → the rerun owed after the running refresh (`Some(deep)`), if any.
     in_flight: HashMap<Uuid, Option<bool>>,
 }
@@ -18,7 +18,7 @@ pub struct Refreshes {
 impl Refreshes {
     /// Ask for a refresh of `task`: true when it should start now, false when it is folded
     /// into the rerun after the one running.
-    pub fn ask(&mut self, task: Uuid, deep: bool) -> bool {
+    pub(crate) fn ask(&mut self, task: Uuid, deep: bool) -> bool {
         match self.in_flight.get_mut(&task) {
             Some(rerun) => {
                 *rerun = Some(rerun.unwrap_or(false) || deep);
@@ -33,12 +33,12 @@ impl Refreshes {
 
     /// The running refresh of `task` ended: `Some(deep)` when a rerun is owed (the caller
     /// starts it with `ask`).
-    pub fn ended(&mut self, task: Uuid) -> Option<bool> {
+    pub(crate) fn ended(&mut self, task: Uuid) -> Option<bool> {
         self.in_flight.remove(&task).flatten()
     }
 
     /// No refresh runs.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.in_flight.is_empty()
     }
 }

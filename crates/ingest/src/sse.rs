@@ -31,7 +31,7 @@ use vk_observer_upstream::sse::SseEvents;
 use vk_observer_upstream::wire::{InvalidateAll, InvalidateHints};
 
 /// The follower's states; backoff and cancellation belong to the driver (`driver.rs`).
-pub enum State {
+pub(crate) enum State {
     /// About to ask VK's incarnation and open the stream; `first` until one connect succeeded
     /// (the first connect of a daemon run resyncs even when it can resume).
     Connecting { first: bool },
@@ -43,7 +43,7 @@ pub enum State {
     },
 }
 
-pub struct SseFollower {
+pub(crate) struct SseFollower {
     pub ctx: Context,
 }
 

@@ -44,7 +44,7 @@ pub struct Caller {
 
 impl Caller {
     /// No token in use anywhere: today's behaviour, every scope.
-    pub fn loopback() -> Caller {
+    pub(crate) fn loopback() -> Caller {
         Caller {
             name: LOOPBACK_CALLER.into(),
             scopes: Scopes::all(),
@@ -81,7 +81,7 @@ impl Caller {
 /// Why a request was not let in. Deliberately one answer for every failure: the 401 says
 /// nothing of which part of a token was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unauthorized;
+pub(crate) struct Unauthorized;
 
 /// The configured token and the tokens file, re-read when the file changes (its size, time or
 /// inode: `token create|revoke` replaces it by rename).
@@ -103,7 +103,7 @@ fn stamp(path: &std::path::Path) -> Option<Stamp> {
 }
 
 impl TokenBook {
-    pub fn new(config_token: Option<String>, path: Option<PathBuf>) -> TokenBook {
+    pub(crate) fn new(config_token: Option<String>, path: Option<PathBuf>) -> TokenBook {
         TokenBook {
             config_token: config_token.filter(|t| !t.trim().is_empty()),
             path,
@@ -131,7 +131,7 @@ impl TokenBook {
     /// The caller a request's `Authorization` header makes, or `Unauthorized`. With no token
     /// in use at all every request is the loopback caller, header or not, as before tokens had
     /// scopes (a non-loopback listen address needs `[mcp] token`: `McpSettings::check_exposure`).
-    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, Unauthorized> {
+    pub(crate) fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, Unauthorized> {
         let file = self.tokens();
         if self.config_token.is_none() && file.tokens.is_empty() {
             return Ok(Caller::loopback());
@@ -172,7 +172,7 @@ pub struct Grant {
 impl Grant {
     /// `caller` (None: a server not behind the guard, e.g. in-process tests: every scope)
     /// running in the workspace of `own_attempt`, if any.
-    pub fn new(caller: Option<&Caller>, own_attempt: Option<Uuid>) -> Grant {
+    pub(crate) fn new(caller: Option<&Caller>, own_attempt: Option<Uuid>) -> Grant {
         let caller = caller.cloned().unwrap_or_else(Caller::loopback);
         match (caller.presented_token, own_attempt) {
             (false, Some(attempt)) => Grant {
@@ -192,7 +192,7 @@ impl Grant {
     }
 
     /// Whether `tool` is listed to this grant (unknown tools are the router's to refuse).
-    pub fn lists(&self, tool: &str) -> bool {
+    pub(crate) fn lists(&self, tool: &str) -> bool {
         tools::scope_of(tool).is_none_or(|s| self.scopes.contains(s))
     }
 
@@ -226,7 +226,7 @@ impl Grant {
 
     /// `forbidden` unless every id the read `tool` names lies within this grant's limit; the
     /// refusal names each id that does not (a batch is refused whole, never silently cut).
-    pub fn check_read(
+    pub(crate) fn check_read(
         &self,
         tool: &str,
         args: Option<&Map<String, Value>>,
@@ -299,7 +299,7 @@ impl Grant {
     }
 
     /// A scope this grant lacks: the hint names it, and who can grant it.
-    pub fn missing_scope(&self, tool: &str, scope: Scope) -> ToolError {
+    pub(crate) fn missing_scope(&self, tool: &str, scope: Scope) -> ToolError {
         let why = match self.limit {
             Limit::OwnAttempt(_) => {
                 "a client inside an attempt workspace without a token gets read and write on its own attempt only; approvals and delivery are for the orchestrator or a person"
@@ -348,7 +348,7 @@ tokio::task_local! {
 }
 
 /// Runs a read's handler with `grant` as the grant of the call it serves.
-pub async fn reading<F: std::future::Future>(grant: Grant, call: F) -> F::Output {
+pub(crate) async fn reading<F: std::future::Future>(grant: Grant, call: F) -> F::Output {
     READING.scope(grant, call).await
 }
 
@@ -360,7 +360,7 @@ fn current_limit() -> Limit {
 }
 
 /// The projects the caller of the read being served may see; None for every project.
-pub fn visible_projects(query: &Query) -> Result<Option<Vec<Uuid>>, ToolError> {
+pub(crate) fn visible_projects(query: &Query) -> Result<Option<Vec<Uuid>>, ToolError> {
     Ok(match current_limit() {
         Limit::Everything => None,
         Limit::Projects(p) => Some(p),
@@ -376,7 +376,7 @@ pub fn visible_projects(query: &Query) -> Result<Option<Vec<Uuid>>, ToolError> {
 
 /// The one task a listing of the caller may show (its own, inside a workspace); None for all.
 /// A caller whose own attempt the cache cannot place sees no task (the nil id matches none).
-pub fn only_task(query: &Query) -> Result<Option<Uuid>, ToolError> {
+pub(crate) fn only_task(query: &Query) -> Result<Option<Uuid>, ToolError> {
     Ok(match current_limit() {
         Limit::OwnAttempt(a) => Some(
             query
@@ -401,7 +401,7 @@ const AUDITED_IDS: [&str; 7] = [
 
 /// The audit context of a mutation (`proxy::audit`): who, and the ids it names, with the
 /// project and attempt they belong to where the cache knows them.
-pub fn audit_context(
+pub(crate) fn audit_context(
     grant: &Grant,
     args: Option<&Map<String, Value>>,
     query: &Query,

@@ -18,7 +18,7 @@ use vk_observer_tool_error::{ErrorCode, InvalidReason, ToolError};
 
 /// The argument naming the host a call should run on: every mutating tool takes it, needed
 /// when its target lives on several hosts.
-pub const HOST_ARG: &str = "host";
+pub(crate) const HOST_ARG: &str = "host";
 
 /// Sends a mutating call to its host and answers once this node's cache shows the change.
 pub trait Forward: Send + Sync + 'static {
@@ -46,7 +46,7 @@ pub enum FleetRole {
 
 /// A fleet node's answer to a mutating call (the grant was checked): routed, forwarded, and
 /// made this node's own.
-pub async fn forwarded(
+pub(crate) async fn forwarded(
     forward: &dyn Forward,
     query: &Query,
     tool: &str,
@@ -161,7 +161,7 @@ fn own_answer(result: CallToolResult, host: &str, query: &Query) -> CallToolResu
 }
 
 /// On a daemon that is not a fleet node, `host` may only name this daemon's own host.
-pub fn check_host_arg(role: &FleetRole, named: Option<&str>) -> Result<(), ToolError> {
+pub(crate) fn check_host_arg(role: &FleetRole, named: Option<&str>) -> Result<(), ToolError> {
     let Some(named) = named else {
         return Ok(());
     };

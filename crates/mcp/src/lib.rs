@@ -3,9 +3,9 @@
 //! `/mcp` by the daemon and over stdio by the `vk-observer mcp` bridge (`transport`).
 
 pub mod access;
-pub mod forward;
-pub mod server;
-pub mod tasks;
+pub(crate) mod forward;
+pub(crate) mod server;
+pub(crate) mod tasks;
 pub mod tools;
 pub mod transport;
 

@@ -92,7 +92,7 @@ impl VkTools {
     }
 
     /// A handler whose session can subscribe to resources (`subscriptions`).
-    pub fn with_subscriptions(mut self, shared: subscriptions::Subscribing) -> Self {
+    pub(crate) fn with_subscriptions(mut self, shared: subscriptions::Subscribing) -> Self {
         self.subscriptions = Some(Arc::new(subscriptions::SessionSubscriptions::new(shared)));
         self
     }
@@ -117,7 +117,7 @@ impl VkTools {
     }
 
     /// The workspace directory this request comes from: the client's header, else the daemon's.
-    pub fn workspace_of(&self, ctx: &RequestContext<RoleServer>) -> Option<PathBuf> {
+    pub(crate) fn workspace_of(&self, ctx: &RequestContext<RoleServer>) -> Option<PathBuf> {
         ctx.extensions
             .get::<axum::http::request::Parts>()
             .and_then(|p| p.headers.get(WORKSPACE_HEADER))
@@ -136,7 +136,7 @@ impl VkTools {
 
     /// What this request may do: the guard's caller (`access`), narrowed when it presented no
     /// token and runs inside an attempt workspace.
-    pub fn grant_of(&self, ctx: &RequestContext<RoleServer>) -> Grant {
+    pub(crate) fn grant_of(&self, ctx: &RequestContext<RoleServer>) -> Grant {
         let caller = Self::caller_of(ctx);
         let own = match caller {
             Some(c) if c.presented_token => None,
@@ -187,7 +187,7 @@ impl VkTools {
     }
 
     /// The upstream client of the mutating tools, or `not_configured` without one.
-    pub(crate) fn proxy(&self) -> Result<&vk_observer_proxy::Proxy, ToolError> {
+    pub fn proxy(&self) -> Result<&vk_observer_proxy::Proxy, ToolError> {
         self.proxy.as_ref().ok_or_else(|| {
             ToolError::new(
                 vk_observer_tool_error::ErrorCode::NotConfigured,

@@ -19,13 +19,13 @@ use vk_observer_tool_error::ToolError;
 
 /// Bytes a file read returns unless `max_bytes` says otherwise (seed 003 §12: small by default).
 pub const FILE_DEFAULT_BYTES: u64 = 20_000;
-pub const FILE_MAX_BYTES: u64 = 512 * 1024;
+pub(crate) const FILE_MAX_BYTES: u64 = 512 * 1024;
 /// Bytes of patch text returned unless `max_bytes` says otherwise (seed 003 §12).
 pub const PATCH_DEFAULT_BYTES: u64 = 20_000;
-pub const PATCH_MAX_BYTES: u64 = 2 * 1024 * 1024;
-pub const PATCH_MAX_PATHS: usize = 100;
+pub(crate) const PATCH_MAX_BYTES: u64 = 2 * 1024 * 1024;
+pub(crate) const PATCH_MAX_PATHS: usize = 100;
 /// Longest path accepted (Linux PATH_MAX); longer ones cannot name a file.
-pub const MAX_PATH_LEN: usize = 4096;
+pub(crate) const MAX_PATH_LEN: usize = 4096;
 
 /// Answer of `get_attempt_file`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -101,7 +101,7 @@ pub struct PatchText {
 }
 
 /// True for a path that is absolute, has a `..` component, or a Windows drive/root.
-pub fn escapes_workspace(path: &str) -> bool {
+pub(crate) fn escapes_workspace(path: &str) -> bool {
     let p = Path::new(path);
     path.starts_with('/')
         || path.starts_with('\\')

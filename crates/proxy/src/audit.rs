@@ -28,7 +28,7 @@ pub async fn audited<F: Future>(context: AuditContext, call: F) -> F::Output {
 }
 
 /// The audit context of the call being served, or `unknown`.
-pub fn current() -> AuditContext {
+pub(crate) fn current() -> AuditContext {
     CONTEXT
         .try_with(Clone::clone)
         .unwrap_or_else(|_| AuditContext {

@@ -39,7 +39,7 @@ pub enum PrefixOutcome {
 
 /// A prefix git accepts in front of `/<name>`: one or more ref components, none starting with
 /// `.`, without `..`, `@{`, spaces or `~^:?*[\` (the rules VK checks with git's).
-pub fn check_prefix(prefix: &str) -> Result<String, ToolError> {
+pub(crate) fn check_prefix(prefix: &str) -> Result<String, ToolError> {
     let p = prefix.trim();
     let valid = !p.is_empty()
         && !p.starts_with('-')

@@ -23,7 +23,7 @@ use super::{Proxy, upstream_error};
 use vk_observer_tool_error::ToolError;
 
 /// Bytes a line-range read may scan before the first requested line (16 VK reads).
-pub const LINE_SCAN_MAX_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const LINE_SCAN_MAX_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The lines asked for: `start`..=`end` (1-based; `end` None = as many as fit the cap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub struct LineRange {
 
 /// Why the lines could not be located.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineScanRefusal {
+pub(crate) enum LineScanRefusal {
     /// The first requested line lies beyond `LINE_SCAN_MAX_BYTES`.
     TooFar,
     /// The scanned text is not valid UTF-8.
@@ -43,7 +43,7 @@ pub enum LineScanRefusal {
 
 /// What a line-range read found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lines {
+pub(crate) struct Lines {
     /// The lines, verbatim.
     pub content: String,
     /// Byte offset of `content` in the file (the file size when no line was returned).
@@ -63,7 +63,7 @@ pub struct Lines {
 
 /// Collects the requested lines from consecutive pieces of valid text.
 #[derive(Debug)]
-pub struct Collector {
+pub(crate) struct Collector {
     want: LineRange,
     cap: usize,
     /// The line the cursor is in (1-based) and the cursor's byte offset.
@@ -83,7 +83,7 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn new(want: LineRange, cap: usize) -> Self {
+    pub(crate) fn new(want: LineRange, cap: usize) -> Self {
         Collector {
             want,
             cap: cap.max(1),
@@ -101,17 +101,17 @@ impl Collector {
     }
 
     /// Byte offset where the next piece starts.
-    pub fn pos(&self) -> u64 {
+    pub(crate) fn pos(&self) -> u64 {
         self.pos
     }
 
     /// All requested lines (or as many as fit) are collected.
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.done
     }
 
     /// The first requested line has not been reached yet.
-    pub fn before_range(&self) -> bool {
+    pub(crate) fn before_range(&self) -> bool {
         self.line < self.want.start
     }
 
@@ -120,7 +120,7 @@ impl Collector {
     }
 
     /// Take the next piece of text, which starts at `pos()`.
-    pub fn feed(&mut self, text: &str) {
+    pub(crate) fn feed(&mut self, text: &str) {
         for piece in text.split_inclusive('\n') {
             let complete = piece.ends_with('\n');
             if !self.done && self.wanted(self.line) {
@@ -166,7 +166,7 @@ impl Collector {
     }
 
     /// The answer, given the file size and whether the reads reached its end.
-    pub fn finish(mut self, total_bytes: u64, read_to_end: bool) -> Lines {
+    pub(crate) fn finish(mut self, total_bytes: u64, read_to_end: bool) -> Lines {
         // The file's last line, without a newline, was returned whole.
         if read_to_end && self.open_line && self.open_taken {
             self.last_complete = Some(self.line);
@@ -199,7 +199,7 @@ impl Collector {
 /// The valid text of one slice VK answered (`content`, `bytes`), read at the collector's
 /// position: a trailing U+FFFD of a character cut by the slice end is dropped (unless the slice
 /// ends the file); any other means the bytes are not UTF-8.
-pub fn valid_text(slice: &Value, ends_file: bool) -> Result<String, LineScanRefusal> {
+pub(crate) fn valid_text(slice: &Value, ends_file: bool) -> Result<String, LineScanRefusal> {
     let mut text = slice
         .get("content")
         .and_then(Value::as_str)

@@ -31,7 +31,7 @@ use vk_observer_tool_error::{ErrorCode, ToolError};
 use vk_observer_upstream::git::GitAnswer;
 /// The git actions VK offers, as the delivery tools name them (re-exported so the tools reach
 /// VK only through the proxy).
-pub use vk_observer_vk::GitAction;
+pub(crate) use vk_observer_vk::GitAction;
 use vk_observer_vk::{ProcessStatus, RunReason};
 
 /// How long a tool waits for ingest to read the branch status from VK.

@@ -14,7 +14,7 @@ use vk_observer_upstream::UpstreamError;
 use vk_observer_upstream::refusal::GitRefusal;
 
 /// A coding agent or script of the attempt is running (dev servers do not count).
-pub fn process_running(attempt: Uuid, action: &str) -> ToolError {
+pub(crate) fn process_running(attempt: Uuid, action: &str) -> ToolError {
     ToolError::new(
         ErrorCode::ProcessRunning,
         true,
@@ -24,7 +24,7 @@ pub fn process_running(attempt: Uuid, action: &str) -> ToolError {
 }
 
 /// The target branch has commits the attempt branch lacks.
-pub fn branch_behind(repo: &RepoBranchStatus) -> ToolError {
+pub(crate) fn branch_behind(repo: &RepoBranchStatus) -> ToolError {
     ToolError::new(
         ErrorCode::BranchBehind,
         false,
@@ -38,7 +38,7 @@ pub fn branch_behind(repo: &RepoBranchStatus) -> ToolError {
 }
 
 /// Conflicts or a stopped rebase hold the worktree.
-pub fn conflicts_present(repo: &RepoBranchStatus) -> ToolError {
+pub(crate) fn conflicts_present(repo: &RepoBranchStatus) -> ToolError {
     ToolError::new(
         ErrorCode::ConflictsPresent,
         false,
@@ -48,7 +48,7 @@ pub fn conflicts_present(repo: &RepoBranchStatus) -> ToolError {
 }
 
 /// A rebase is already stopped in the worktree.
-pub fn rebase_in_progress(repo_id: Uuid, files: &[String]) -> ToolError {
+pub(crate) fn rebase_in_progress(repo_id: Uuid, files: &[String]) -> ToolError {
     ToolError::new(
         ErrorCode::RebaseInProgress,
         false,
@@ -58,7 +58,7 @@ pub fn rebase_in_progress(repo_id: Uuid, files: &[String]) -> ToolError {
 }
 
 /// Tracked files with uncommitted changes (VK refuses rebase and push on a dirty worktree).
-pub fn uncommitted_changes(
+pub(crate) fn uncommitted_changes(
     repo_id: Uuid,
     count: Option<u64>,
     vk_message: Option<&str>,
@@ -72,7 +72,7 @@ pub fn uncommitted_changes(
 }
 
 /// The branch has nothing VK could squash onto the target.
-pub fn nothing_to_merge(repo: &RepoBranchStatus) -> ToolError {
+pub(crate) fn nothing_to_merge(repo: &RepoBranchStatus) -> ToolError {
     if repo.merged {
         return ToolError::new(
             ErrorCode::AlreadyMerged,
@@ -90,7 +90,7 @@ pub fn nothing_to_merge(repo: &RepoBranchStatus) -> ToolError {
 }
 
 /// VK's 409 `force_push_required`: never forced automatically.
-pub fn force_push_required(repo_id: Uuid, remote_branch: &str) -> ToolError {
+pub(crate) fn force_push_required(repo_id: Uuid, remote_branch: &str) -> ToolError {
     ToolError::new(
         ErrorCode::ForcePushRequired,
         false,
@@ -100,7 +100,7 @@ pub fn force_push_required(repo_id: Uuid, remote_branch: &str) -> ToolError {
 }
 
 /// `repo_id` names no repository of the attempt.
-pub fn unknown_repo(attempt: Uuid, repo_id: Uuid, known: &[Uuid]) -> ToolError {
+pub(crate) fn unknown_repo(attempt: Uuid, repo_id: Uuid, known: &[Uuid]) -> ToolError {
     ToolError::not_found(
         "repo",
         repo_id,
@@ -110,7 +110,7 @@ pub fn unknown_repo(attempt: Uuid, repo_id: Uuid, known: &[Uuid]) -> ToolError {
 }
 
 /// The attempt has several repositories and none was named.
-pub fn repo_id_required(attempt: Uuid, known: &[Uuid]) -> ToolError {
+pub(crate) fn repo_id_required(attempt: Uuid, known: &[Uuid]) -> ToolError {
     ToolError::new(
         ErrorCode::RepoIdRequired,
         false,
@@ -120,7 +120,7 @@ pub fn repo_id_required(attempt: Uuid, known: &[Uuid]) -> ToolError {
 }
 
 /// VK answered the branch status with no repository for the attempt.
-pub fn no_repos(attempt: Uuid) -> ToolError {
+pub(crate) fn no_repos(attempt: Uuid) -> ToolError {
     ToolError::new(
         ErrorCode::NoRepos,
         true,
@@ -132,7 +132,7 @@ pub fn no_repos(attempt: Uuid) -> ToolError {
 /// VK's own refusal of a git action, as the same codes as the pre-checks where VK's message
 /// says which (recognized by `upstream::refusal::GitRefusal`), else VK's answer as any upstream
 /// error.
-pub fn vk_refusal(e: UpstreamError, repo_id: Uuid) -> ToolError {
+pub(crate) fn vk_refusal(e: UpstreamError, repo_id: Uuid) -> ToolError {
     let (
         Some(refusal),
         UpstreamError::Status {

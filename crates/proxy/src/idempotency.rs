@@ -61,13 +61,13 @@ pub struct Idempotency {
 }
 
 /// What a call with a key came to.
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub result: Value,
     /// True when the result was stored by an earlier call with the same key.
     pub replayed: bool,
 }
 
-pub const MAX_REQUEST_ID_LEN: usize = 200;
+pub(crate) const MAX_REQUEST_ID_LEN: usize = 200;
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
@@ -115,7 +115,7 @@ impl Idempotency {
     }
 
     /// Run `call` at most once per (tool, request_id, payload). Without a request id it just runs.
-    pub async fn run<F, Fut>(
+    pub(crate) async fn run<F, Fut>(
         &self,
         tool: &str,
         request_id: Option<&str>,

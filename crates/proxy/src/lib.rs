@@ -8,15 +8,15 @@ pub mod approvals;
 pub mod artifacts;
 pub mod attempts;
 pub mod audit;
-pub mod branch_prefix;
+pub(crate) mod branch_prefix;
 pub mod file_lines;
 pub mod git;
-pub mod git_refusals;
+pub(crate) mod git_refusals;
 pub mod idempotency;
-pub mod patch_guard;
+pub(crate) mod patch_guard;
 pub mod repos;
 pub mod stop;
-pub mod task_handles;
+pub(crate) mod task_handles;
 pub mod tasks;
 
 use std::time::Duration;
@@ -50,7 +50,7 @@ pub struct Proxy {
 }
 
 /// Where the cache stood when the tool answered.
-pub struct Settled {
+pub(crate) struct Settled {
     pub token: String,
     pub pending_ingest: bool,
 }
@@ -58,7 +58,7 @@ pub struct Settled {
 impl Proxy {
     /// Ask ingest to refetch a task and/or an attempt now (instead of waiting for VK's SSE,
     /// which lags its writes by up to ~2 s).
-    pub fn nudge(&self, task_id: Option<Uuid>, attempt_id: Option<Uuid>) {
+    pub(crate) fn nudge(&self, task_id: Option<Uuid>, attempt_id: Option<Uuid>) {
         let _ = self.signals.send(Signal::Nudge {
             task_id,
             attempt_id,
@@ -67,7 +67,7 @@ impl Proxy {
 
     /// Wait until `visible` holds on the cache (the write came back through ingest) or the
     /// settle timeout passes. Wakes on every commit; costs no polling.
-    pub async fn settle(&self, visible: impl Fn(&StoreReader) -> bool) -> Settled {
+    pub(crate) async fn settle(&self, visible: impl Fn(&StoreReader) -> bool) -> Settled {
         let store = &self.query.store;
         let mut commits = store.hub().subscribe_global();
         let deadline = tokio::time::Instant::now() + self.settle_timeout;
@@ -94,7 +94,7 @@ impl Proxy {
 }
 
 /// VK's answer as an error envelope.
-pub fn upstream_error(e: UpstreamError) -> ToolError {
+pub(crate) fn upstream_error(e: UpstreamError) -> ToolError {
     match e {
         UpstreamError::Unreachable { url, reason } => ToolError::new(
             ErrorCode::UpstreamUnavailable,

@@ -40,7 +40,7 @@ pub struct PatchGuard {
 
 impl PatchGuard {
     /// A limit of 0 would withhold every patch: refused (`invalid_argument`, the field named).
-    pub fn validate(&self) -> Result<(), ToolError> {
+    pub(crate) fn validate(&self) -> Result<(), ToolError> {
         for (field, v) in [
             ("guard.max_files", self.max_files),
             ("guard.max_total_bytes", self.max_total_bytes),
@@ -58,7 +58,7 @@ impl PatchGuard {
     }
 
     /// `too_many_files` when more paths are asked for than `max_files` allows (VK not asked).
-    pub fn files_refusal(&self, paths: usize) -> Option<(&'static str, String)> {
+    pub(crate) fn files_refusal(&self, paths: usize) -> Option<(&'static str, String)> {
         let max = self.max_files?;
         (paths as u64 > max).then(|| {
             (
@@ -72,7 +72,7 @@ impl PatchGuard {
 
     /// Bytes to ask VK for: enough to tell whether the whole patch is over `max_total_bytes`
     /// (one byte more than it), and at least the `max_bytes` to return.
-    pub fn bytes_to_ask(&self, max_bytes: u64) -> u64 {
+    pub(crate) fn bytes_to_ask(&self, max_bytes: u64) -> u64 {
         let probe = self
             .max_total_bytes
             .map_or(0, |m| m.saturating_add(1).min(PATCH_MAX_BYTES));
@@ -81,7 +81,7 @@ impl PatchGuard {
 
     /// `threshold_exceeded` when the patch VK produced (`got` bytes of at most `asked`,
     /// `truncated` when more existed) is longer than `max_total_bytes`.
-    pub fn bytes_refusal(
+    pub(crate) fn bytes_refusal(
         &self,
         got: u64,
         truncated: bool,
@@ -100,7 +100,7 @@ impl PatchGuard {
 }
 
 /// `text` cut to at most `max` bytes at a character boundary, and whether it was cut.
-pub fn cut_at(mut text: String, max: u64) -> (String, bool) {
+pub(crate) fn cut_at(mut text: String, max: u64) -> (String, bool) {
     let max = usize::try_from(max).unwrap_or(usize::MAX);
     if text.len() <= max {
         return (text, false);

@@ -23,13 +23,13 @@ use vk_observer_tool_error::{ErrorCode, ToolError};
 use vk_observer_upstream::rest::VkClient;
 
 /// How long a branch read is reused before VK is asked again.
-pub const BRANCH_MAX_AGE: Duration = Duration::from_secs(5);
+pub(crate) const BRANCH_MAX_AGE: Duration = Duration::from_secs(5);
 /// The longest `list_repos` waits for VK's branch answers before answering without them.
 const BRANCH_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What VK said about one repository's branches.
 #[derive(Debug, Clone)]
-pub struct BranchRead {
+pub(crate) struct BranchRead {
     /// The branch marked `is_current`; None when HEAD is detached.
     pub current: Option<String>,
     /// When VK answered.
@@ -72,7 +72,7 @@ async fn read_branches(client: &VkClient, repo: Uuid) -> Result<BranchRead, Tool
 
 impl Proxy {
     /// The repository's branch read, from the last [`BRANCH_MAX_AGE`] or from VK now.
-    pub async fn repo_branch(&self, repo: Uuid) -> Result<BranchRead, ToolError> {
+    pub(crate) async fn repo_branch(&self, repo: Uuid) -> Result<BranchRead, ToolError> {
         if let Some(r) = self.branches.fresh(repo) {
             return Ok(r);
         }

@@ -219,13 +219,13 @@ fn check_edit(e: &TaskEdit) -> Result<(), ToolError> {
 }
 
 /// Most characters of a task title (seed 004's bound; VK's column has none of its own).
-pub const TITLE_MAX_CHARS: usize = 255;
+pub(crate) const TITLE_MAX_CHARS: usize = 255;
 
 /// Most characters of a task description. VK has no bound of its own (a TEXT column) except
 /// its JSON body limit, axum's default of 2 MiB; at most 6 bytes per character once
 /// JSON-escaped, 300,000 characters always fit with the rest of the body
 /// (docs/vk-contract.md §9.2).
-pub const DESCRIPTION_MAX_CHARS: usize = 300_000;
+pub(crate) const DESCRIPTION_MAX_CHARS: usize = 300_000;
 
 /// A title of 1–255 characters, not blank: refused before VK is called.
 fn check_title(title: &str) -> Result<(), ToolError> {

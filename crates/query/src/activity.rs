@@ -273,7 +273,7 @@ impl Query {
 
     /// The oldest-first page after `since` (`Since::None`: from the oldest item kept), for
     /// callers that judged the token already (`wait_for_attempt_change`'s `include_activity`).
-    pub fn activity_after(
+    pub(crate) fn activity_after(
         &self,
         scope: ActivityScope,
         since: Since,

@@ -103,7 +103,7 @@ fn running(processes: &[(Uuid, ProcessRow)]) -> BTreeSet<Uuid> {
 }
 
 /// The approvals the attempt's agent is blocked on (pending, process running), oldest first.
-pub fn waiting_approvals(
+pub(crate) fn waiting_approvals(
     reader: &StoreReader,
     attempt: Uuid,
     processes: &[(Uuid, ProcessRow)],

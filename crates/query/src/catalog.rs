@@ -199,10 +199,6 @@ impl ExecutorFilter {
 }
 
 impl Query {
-    pub fn list_projects(&self, args: &PageArgs) -> Result<ProjectList, ToolError> {
-        self.list_projects_within(args, None)
-    }
-
     /// `list_projects` of a caller limited to `within` (None: every project), filtered before
     /// paging so counts, totals and cursors are those of what it may see.
     pub fn list_projects_within(

@@ -100,7 +100,7 @@ pub struct ChangesPage {
     pub freshness: Freshness,
 }
 
-pub fn guard(preset: &str) -> Guard {
+pub(crate) fn guard(preset: &str) -> Guard {
     let (files, lines, mib) = match preset {
         "SAFE" => (Some(200), Some(10_000), Some(20)),
         "RELAXED" => (Some(1_000), Some(60_000), Some(150)),
@@ -121,7 +121,7 @@ pub fn guard(preset: &str) -> Guard {
 
 /// Files a forced list may hold at most, whatever the guard: beyond it the list is withheld
 /// with `too_many_files` (seed 003: force bypasses the thresholds, not an absolute ceiling).
-pub const FORCED_FILES_MAX: u64 = 5_000;
+pub(crate) const FORCED_FILES_MAX: u64 = 5_000;
 
 /// What each detail level shows of `get_attempt_changes`: totals, block and files at 0; the
 /// per-file counts, the guard's thresholds and the summary's token from 1.

@@ -27,13 +27,13 @@ use super::detail::{Detail, clip};
 use vk_observer_store::keys::Channel;
 
 /// Characters of `text` kept at detail 0.
-pub const TEXT_CLIP: usize = 500;
+pub(crate) const TEXT_CLIP: usize = 500;
 /// Characters of `text` kept at detail 1.
-pub const TEXT_CLIP_STANDARD: usize = 4000;
+pub(crate) const TEXT_CLIP_STANDARD: usize = 4000;
 /// Characters kept of a tool's target (command, path, arguments) at detail 0.
-pub const TARGET_CLIP: usize = 300;
+pub(crate) const TARGET_CLIP: usize = 300;
 /// Characters kept of a command's output (detail 1 only).
-pub const OUTPUT_CLIP: usize = 500;
+pub(crate) const OUTPUT_CLIP: usize = 500;
 
 /// A log entry below detail 2.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
@@ -120,7 +120,7 @@ pub struct ToolCall {
 /// store's `replaced_since` says so): at detail 0 just the entry's kind and `tool` {name,
 /// status, exit code / success, approval, denial}, without the action, command / path / target
 /// and text the client has at that index. Other entries are returned whole.
-pub fn outcome_only(mut e: CompactEntry) -> CompactEntry {
+pub(crate) fn outcome_only(mut e: CompactEntry) -> CompactEntry {
     if let Some(t) = &mut e.tool {
         t.action.clear();
         (t.command, t.path, t.target) = (None, None, None);
@@ -131,7 +131,7 @@ pub fn outcome_only(mut e: CompactEntry) -> CompactEntry {
 
 /// `raw` (VK's entry bytes) as `detail` shows it: `Err(raw)` at detail 2 (verbatim), else the
 /// compact entry.
-pub fn compact(
+pub(crate) fn compact(
     raw: Box<RawValue>,
     channel: Channel,
     detail: Detail,
@@ -165,7 +165,7 @@ fn bare(kind: String) -> CompactEntry {
 }
 
 /// An entry of `kind` that is only text (e.g. a turn's prompt), clipped at `limit`.
-pub fn text_entry(kind: &str, text: &str, limit: usize) -> CompactEntry {
+pub(crate) fn text_entry(kind: &str, text: &str, limit: usize) -> CompactEntry {
     with_text(bare(kind.to_string()), text, limit)
 }
 

@@ -85,7 +85,7 @@ fn role_of(kind: &str) -> &'static str {
 
 /// One page of messages: up to `limit` below `cursor` (all when None), oldest first, and
 /// whether older ones exist.
-pub fn page(
+pub(crate) fn page(
     reader: &StoreReader,
     agent_runs: &[&Stored],
     cursor: Option<u64>,

@@ -35,17 +35,13 @@ pub enum Detail {
 }
 
 impl Detail {
-    pub fn from_level(level: u64) -> Option<Detail> {
+    pub(crate) fn from_level(level: u64) -> Option<Detail> {
         match level {
             0 => Some(Detail::Compact),
             1 => Some(Detail::Standard),
             2 => Some(Detail::Verbatim),
             _ => None,
         }
-    }
-
-    pub fn level(self) -> u8 {
-        self as u8
     }
 }
 
@@ -86,10 +82,11 @@ pub struct Rules {
 }
 
 /// A value-dependent last step of [`Rules`]: edits one object at a level below 2.
-pub type Finish = fn(&mut Map<String, Value>, Detail);
+pub(crate) type Finish = fn(&mut Map<String, Value>, Detail);
 
 impl Rules {
-    pub const NONE: Rules = Rules {
+    #[cfg(test)]
+    pub(crate) const NONE: Rules = Rules {
         finish: None,
         standard: &[],
         verbatim: &[],
@@ -112,7 +109,7 @@ pub fn shape(mut answer: Value, rules: &Rules, detail: Detail) -> Value {
 }
 
 /// Apply `rules` to one object at a level below 2.
-pub fn shape_object(m: &mut Map<String, Value>, rules: &Rules, detail: Detail) {
+pub(crate) fn shape_object(m: &mut Map<String, Value>, rules: &Rules, detail: Detail) {
     for k in rules.verbatim {
         m.remove(*k);
     }
@@ -152,7 +149,7 @@ fn is_empty(v: &Value, detail: Detail) -> bool {
 
 /// Level 0's freshness: left out while all is well (connected and bootstrapped: absent means
 /// the cache is current), in full when it is not.
-pub fn compact_freshness(answer: &mut Map<String, Value>) {
+pub(crate) fn compact_freshness(answer: &mut Map<String, Value>) {
     let Some(Value::Object(f)) = answer.get("freshness") else {
         return;
     };
@@ -164,7 +161,7 @@ pub fn compact_freshness(answer: &mut Map<String, Value>) {
 }
 
 /// Clip `text` to at most `max` characters (on a char boundary); the bool says whether it was.
-pub fn clip(text: &str, max: usize) -> (String, bool) {
+pub(crate) fn clip(text: &str, max: usize) -> (String, bool) {
     match text.char_indices().nth(max) {
         Some((at, _)) => (text[..at].to_string(), true),
         None => (text.to_string(), false),

@@ -74,7 +74,8 @@ pub enum LastErrorCode {
 
 impl LastErrorCode {
     /// Every code, in the order of the module's table.
-    pub const ALL: [LastErrorCode; 9] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [LastErrorCode; 9] = [
         LastErrorCode::Stopped,
         LastErrorCode::SetupScriptFailed,
         LastErrorCode::CleanupScriptFailed,
@@ -87,7 +88,8 @@ impl LastErrorCode {
     ];
 
     /// The serialized string (stable: pinned by a table test).
-    pub fn as_str(self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             LastErrorCode::AgentExitNonzero => "agent_exit_nonzero",
             LastErrorCode::AgentKilledBySignal => "agent_killed_by_signal",
@@ -104,7 +106,7 @@ impl LastErrorCode {
 
 /// What the ended process's logs say about its end.
 #[derive(Debug, Default, PartialEq)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     /// The last `error_message` entry's text, else the last non-empty stderr line.
     pub last_error: Option<String>,
     /// The most telling `setup_required` entry seen (not installed before the others).
@@ -114,7 +116,7 @@ pub struct Evidence {
 }
 
 /// The code of an ended process; None unless it failed or was killed.
-pub fn classify(p: &ProcessRow, ev: &Evidence) -> Option<LastErrorCode> {
+pub(crate) fn classify(p: &ProcessRow, ev: &Evidence) -> Option<LastErrorCode> {
     use LastErrorCode as C;
     match ProcessStatus::parse(p.status()) {
         ProcessStatus::Killed => return Some(C::Stopped),
@@ -138,7 +140,7 @@ pub fn classify(p: &ProcessRow, ev: &Evidence) -> Option<LastErrorCode> {
 /// Reads the evidence from the tail of the process's logs: the normalized log always, the raw
 /// log when the normalized one has no error text or when VK recorded no exit code (a start
 /// failure is told by its raw line).
-pub fn evidence(
+pub(crate) fn evidence(
     reader: &StoreReader,
     pid: Uuid,
     exit_code: Option<i64>,

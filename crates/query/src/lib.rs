@@ -8,20 +8,20 @@ pub mod approvals;
 pub mod branch;
 pub mod catalog;
 pub mod changes;
-pub mod compact_log;
+pub(crate) mod compact_log;
 pub mod context;
 pub mod conversation;
 pub mod detail;
-pub mod hosts;
-pub mod last_error;
+pub(crate) mod hosts;
+pub(crate) mod last_error;
 pub mod logs;
 pub mod owner;
 pub mod paging;
 pub mod rows;
 pub mod status;
-pub mod status_memo;
+pub(crate) mod status_memo;
 pub mod target;
-pub mod task_digests;
+pub(crate) mod task_digests;
 #[cfg(test)]
 mod task_digests_tests;
 pub mod task_handles;
@@ -33,9 +33,9 @@ pub mod tasks;
 mod tasks_tests;
 pub mod transcript;
 pub mod until;
-pub mod verdict;
+pub(crate) mod verdict;
 pub mod wait;
-pub mod workspaces;
+pub(crate) mod workspaces;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -107,7 +107,7 @@ pub struct HostFreshness {
 /// that lands after it is reported again on the next call rather than missed), then the
 /// snapshot reader the answer is computed from, then how fresh the cache is. Every read tool
 /// starts from `Query::view()`.
-pub struct View {
+pub(crate) struct View {
     pub token: String,
     pub reader: StoreReader,
     pub freshness: Freshness,
@@ -125,15 +125,8 @@ pub enum Since {
 }
 
 impl Since {
-    pub fn token_reset(self) -> bool {
+    pub(crate) fn token_reset(self) -> bool {
         self == Since::Reset
-    }
-    /// Lower bound on tokens of interest (0 = everything).
-    pub fn floor(self) -> u64 {
-        match self {
-            Since::After(t) => t,
-            _ => 0,
-        }
     }
 }
 
@@ -159,7 +152,7 @@ impl Query {
     }
 
     /// Token, then reader, then freshness: the start of every read tool (see [`View`]).
-    pub fn view(&self) -> View {
+    pub(crate) fn view(&self) -> View {
         let token = self.token();
         let reader = self.read();
         View {

@@ -20,7 +20,7 @@ use vk_observer_tool_error::ToolError;
 use vk_observer_vk::{self as vk, relevant_oldest_first};
 
 pub const LOG_PAGE_DEFAULT: usize = 50;
-pub const LOG_PAGE_MAX: usize = 500;
+pub(crate) const LOG_PAGE_MAX: usize = 500;
 
 /// One log entry: at detail 2 VK's entry verbatim (`entry`), below it the compact form
 /// (`kind`, `text`, `tool`…; see `query::compact_log`).

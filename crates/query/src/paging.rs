@@ -29,24 +29,24 @@ pub const PAGE_MAX: usize = 200;
 /// order (variant first) never compares an `Int` with a `Text`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Part {
+pub(crate) enum Part {
     Int(i64),
     Text(String),
 }
 
 /// Position of an item in its list's order (ascending).
-pub type SortKey = Vec<Part>;
+pub(crate) type SortKey = Vec<Part>;
 
 /// Key of a newest-first list (`created_at` desc, unknown times last, id ascending on ties):
 /// the same order as `vk::newest_first`.
-pub fn newest_first_key(created_micros: Option<i64>, id: Uuid) -> SortKey {
+pub(crate) fn newest_first_key(created_micros: Option<i64>, id: Uuid) -> SortKey {
     let t = created_micros.map_or(i64::MAX, |m| m.saturating_neg());
     vec![Part::Int(t), Part::Text(id.to_string())]
 }
 
 /// Where a newest-first key stands in a store index (`store::list_index`): its (rank, id). A key
 /// of another shape is a cursor of no newest-first list: refused like a malformed one.
-pub fn newest_first_position(list: ListId, key: &SortKey) -> Result<(i64, Uuid), ToolError> {
+pub(crate) fn newest_first_position(list: ListId, key: &SortKey) -> Result<(i64, Uuid), ToolError> {
     match key.as_slice() {
         [Part::Int(rank), Part::Text(id)] => match id.parse() {
             Ok(id) => Ok((*rank, id)),
@@ -58,7 +58,7 @@ pub fn newest_first_position(list: ListId, key: &SortKey) -> Result<(i64, Uuid),
 
 /// Where a newest-first page given `cursor` starts in its store index: after the cursor's
 /// (rank, id), or from the top without one.
-pub fn newest_first_after(
+pub(crate) fn newest_first_after(
     list: ListId,
     cursor: Option<&str>,
 ) -> Result<Option<(i64, Uuid)>, ToolError> {
@@ -80,7 +80,7 @@ fn malformed(list: ListId) -> ToolError {
 }
 
 /// Key of a by-name list (name ascending, id ascending on ties).
-pub fn by_name_key(name: &str, id: Uuid) -> SortKey {
+pub(crate) fn by_name_key(name: &str, id: Uuid) -> SortKey {
     vec![Part::Text(name.to_string()), Part::Text(id.to_string())]
 }
 
@@ -102,7 +102,7 @@ impl Default for PageArgs {
 
 /// Which list a cursor belongs to: the tool (and, for get_task, its argument) and the scope.
 #[derive(Debug, Clone, Copy)]
-pub struct ListId {
+pub(crate) struct ListId {
     /// Tool name the cursor is for, e.g. `list_repos`.
     pub tool: &'static str,
     /// Name of the cursor argument, e.g. `cursor` or `attempts_cursor`.
@@ -112,7 +112,7 @@ pub struct ListId {
 }
 
 /// One page of a list.
-pub struct Paged<T> {
+pub(crate) struct Paged<T> {
     pub items: Vec<T>,
     pub next_cursor: Option<String>,
     pub has_more: bool,
@@ -131,7 +131,7 @@ struct CursorRecord {
 }
 
 /// Sort `items` by `key` and cut the page after `args.cursor`.
-pub fn page<T>(
+pub(crate) fn page<T>(
     list: ListId,
     items: Vec<T>,
     args: &PageArgs,
@@ -224,12 +224,12 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 /// Schema of a count in an answer: a plain non-negative integer (no `uint` format, which
 /// strict clients reject).
-pub fn count_schema(_: &mut SchemaGenerator) -> Schema {
+pub(crate) fn count_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({"type": "integer", "minimum": 0})
 }
 
 /// Schema of an optional count (null when the list was not asked for).
-pub fn opt_count_schema(_: &mut SchemaGenerator) -> Schema {
+pub(crate) fn opt_count_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({"type": ["integer", "null"], "minimum": 0})
 }
 

@@ -8,7 +8,6 @@ use uuid::Uuid;
 
 use super::approvals::{PendingApproval, WaitingFor, waiting_approvals};
 use super::detail::{self, Detail, Rules};
-pub use super::last_error::LastErrorCode;
 use super::status_memo::StatusItem;
 pub use super::verdict::{AttemptResult, NextAction, Outcome, RunState};
 use super::verdict::{VerdictInput, verdict};
@@ -166,7 +165,7 @@ pub const STATUS_RULES: Rules = Rules {
 /// `last_error`) at 0; from 1 the finer `state` (at 0 `outcome` and the status's own `state`
 /// say it) and the deprecated `reason` (= `summary`; shown from 1 only, as before, so level 0
 /// does not carry the sentence twice).
-pub const RESULT_RULES: Rules = Rules {
+pub(crate) const RESULT_RULES: Rules = Rules {
     finish: None,
     standard: &["reason", "state"],
     verbatim: &[],
@@ -182,13 +181,14 @@ pub struct StatusView {
 
 impl StatusView {
     /// The full answer (what the tool answered before detail levels).
-    pub const VERBATIM: StatusView = StatusView {
+    #[cfg(test)]
+    pub(crate) const VERBATIM: StatusView = StatusView {
         detail: Detail::Verbatim,
         include_result: true,
     };
 
     /// One memoized status as this view shows it (the memo's rendering unless `result` goes).
-    pub fn item(
+    pub(crate) fn item(
         self,
         item: &StatusItem,
     ) -> (
@@ -209,7 +209,10 @@ impl StatusView {
     }
 
     /// A page's own fields (everything but the statuses) as this view shows them.
-    pub fn tail<T: Serialize>(self, tail: &T) -> Result<(serde_json::Value, String), ToolError> {
+    pub(crate) fn tail<T: Serialize>(
+        self,
+        tail: &T,
+    ) -> Result<(serde_json::Value, String), ToolError> {
         if self.detail == Detail::Verbatim {
             let text = serde_json::to_string(tail).map_err(ToolError::internal)?;
             let value = serde_json::to_value(tail).map_err(ToolError::internal)?;
@@ -457,7 +460,7 @@ pub fn attempt_status(
 }
 
 /// Session summary used by task and attempt listings: (latest session id, its executor).
-pub fn latest_session_of(
+pub(crate) fn latest_session_of(
     reader: &StoreReader,
     attempt: Uuid,
 ) -> Result<(Option<Uuid>, Option<String>), ToolError> {
@@ -486,7 +489,10 @@ fn state_of(process: Option<&super::rows::ProcessRow>) -> (AttemptState, Option<
 }
 
 /// Just the state of an attempt: reads its processes only (listings need no full status).
-pub fn attempt_state(reader: &StoreReader, attempt: Uuid) -> Result<AttemptState, ToolError> {
+pub(crate) fn attempt_state(
+    reader: &StoreReader,
+    attempt: Uuid,
+) -> Result<AttemptState, ToolError> {
     let processes = reader.processes_of_attempt_as::<super::rows::ProcessRow>(attempt)?;
     Ok(state_of(vk::status_process(&processes).map(|(_, p)| p)).0)
 }

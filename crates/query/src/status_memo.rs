@@ -32,7 +32,7 @@ use vk_observer_tool_error::ToolError;
 
 /// Entries kept before the memo is emptied and refilled (bounds memory at a few MB whatever
 /// the number of attempts in VK).
-pub const STATUS_MEMO_CAPACITY: usize = 4096;
+pub(crate) const STATUS_MEMO_CAPACITY: usize = 4096;
 
 /// One attempt's status with its renderings, computed once per attempt token.
 #[derive(Debug)]
@@ -50,7 +50,7 @@ pub struct RenderedStatus {
 
 /// One rendering of a status: the value and its compact JSON text.
 #[derive(Debug)]
-pub struct Shown {
+pub(crate) struct Shown {
     pub value: Value,
     pub json: String,
 }
@@ -70,7 +70,7 @@ impl RenderedStatus {
     }
 
     /// The status as `level` shows it: (value, JSON text), shaped once per level.
-    pub fn shown(&self, level: Detail) -> (&Value, &str) {
+    pub(crate) fn shown(&self, level: Detail) -> (&Value, &str) {
         let slot = match level {
             Detail::Verbatim => return (&self.value, &self.json),
             Detail::Compact => &self.below[0],
@@ -118,7 +118,7 @@ impl StatusMemo {
     /// The status of `id` as of `attempt_token` (read from `reader` before calling), from the
     /// memo when it holds that exact token, else computed from `reader` and remembered.
     /// `None` when the attempt is unknown.
-    pub fn status(
+    pub(crate) fn status(
         &self,
         reader: &StoreReader,
         id: Uuid,
@@ -151,12 +151,9 @@ impl StatusMemo {
         Ok(Some(StatusItem(rendered)))
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 

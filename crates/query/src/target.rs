@@ -56,7 +56,7 @@ pub fn project(reader: &StoreReader, id: Uuid) -> Result<Stored, ToolError> {
 /// The process a log tool reads among an attempt's `processes`: the one named (it must be one
 /// of them, and not a dev server: their logs are not cached), else VK's log process of the
 /// attempt (`vk::log_process`); None when the attempt has none yet.
-pub fn log_process(
+pub(crate) fn log_process(
     processes: &[Stored],
     named: Option<Uuid>,
 ) -> Result<Option<&Stored>, ToolError> {

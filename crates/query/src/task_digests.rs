@@ -22,7 +22,7 @@ use vk_observer_vk::{self as vk, str_of, ts_of};
 type Digest = (Uuid, TaskDigest);
 
 /// The page of a project's tasks the filters select, as digests.
-pub fn page(
+pub(crate) fn page(
     reader: &StoreReader,
     project: Uuid,
     filter: &TaskFilter,

@@ -52,7 +52,11 @@ pub fn task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, Too
 }
 
 /// A task as the writer's digest row keeps it.
-pub fn kept_task_summary(reader: &StoreReader, t: &Stored) -> Result<TaskSummary, ToolError> {
+#[cfg(test)]
+pub(crate) fn kept_task_summary(
+    reader: &StoreReader,
+    t: &Stored,
+) -> Result<TaskSummary, ToolError> {
     match reader.task_digest(t.id)? {
         Some(d) => Ok(summary_of_digest((t.id, d))),
         None => task_summary(reader, t),

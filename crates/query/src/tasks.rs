@@ -455,7 +455,7 @@ fn attempt_page(
 
 /// A task below detail 2 in a listing: the description only at 2 (get_task has it at every
 /// level), creation time and the latest attempt's branch and executor from 1.
-pub const TASK_RULES: Rules = Rules {
+pub(crate) const TASK_RULES: Rules = Rules {
     finish: None,
     standard: &[
         "project_id",
@@ -477,7 +477,7 @@ pub const TASK_DETAIL_TASK_RULES: Rules = Rules {
 };
 
 /// An attempt in a listing: id, state and session at 0; branch, times and executor from 1.
-pub const ATTEMPT_RULES: Rules = Rules {
+pub(crate) const ATTEMPT_RULES: Rules = Rules {
     finish: None,
     standard: &[
         "workspace_branch",

@@ -37,7 +37,7 @@ pub enum UntilState {
 
 impl UntilState {
     /// Every word, in the order of the declaration.
-    pub const ALL: [UntilState; 6] = [
+    pub(crate) const ALL: [UntilState; 6] = [
         UntilState::Idle,
         UntilState::Running,
         UntilState::Completed,
@@ -46,7 +46,7 @@ impl UntilState {
         UntilState::NeedsInput,
     ];
 
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             UntilState::Idle => "idle",
             UntilState::Running => "running",
@@ -62,7 +62,7 @@ impl UntilState {
     }
 
     /// True when the status is in this state.
-    pub fn holds(self, s: &AttemptStatus) -> bool {
+    pub(crate) fn holds(self, s: &AttemptStatus) -> bool {
         match self {
             UntilState::Idle => s.state == AttemptState::Idle,
             UntilState::Running => s.state == AttemptState::Running,
@@ -139,18 +139,18 @@ impl Until {
     }
 
     /// True when the status is in one of the target states.
-    pub fn reached_by(&self, s: &AttemptStatus) -> bool {
+    pub(crate) fn reached_by(&self, s: &AttemptStatus) -> bool {
         self.0.iter().any(|t| t.holds(s))
     }
 }
 
 /// Characters of a final agent message a wait answers at most; the whole entry is read with
 /// `tail_attempt_logs` (`after_entry_index` = `entry_index` − 1, `limit` 1, `detail` 2).
-pub const FINAL_MESSAGE_MAX_CHARS: usize = 2_000;
+pub(crate) const FINAL_MESSAGE_MAX_CHARS: usize = 2_000;
 
 /// Final messages one wait answers at most (a project-wide wait may list many finished
 /// attempts; the rest are read with `tail_session_messages`).
-pub const FINAL_MESSAGES_MAX: usize = 10;
+pub(crate) const FINAL_MESSAGES_MAX: usize = 10;
 
 /// Log entries scanned back from the end for the last agent message.
 const FINAL_MESSAGE_SCAN: usize = 200;
@@ -172,13 +172,13 @@ pub struct FinalMessage {
 }
 
 /// True for the states an attempt ends a run in (a final message makes sense).
-pub fn finished(s: &AttemptStatus) -> bool {
+pub(crate) fn finished(s: &AttemptStatus) -> bool {
     matches!(s.state, AttemptState::Completed | AttemptState::Failed)
 }
 
 /// The final agent message of `attempt`: the last `assistant_message` entry of its latest
 /// coding-agent process (looking at most 200 entries back); None without one.
-pub fn final_message(
+pub(crate) fn final_message(
     reader: &StoreReader,
     attempt: Uuid,
 ) -> Result<Option<FinalMessage>, ToolError> {
@@ -204,7 +204,7 @@ pub fn final_message(
 
 /// The last `assistant_message` of a process's normalized log within the last 200 entries:
 /// its index and text.
-pub fn last_assistant_message(
+pub(crate) fn last_assistant_message(
     reader: &StoreReader,
     pid: Uuid,
 ) -> Result<Option<(u64, String)>, ToolError> {

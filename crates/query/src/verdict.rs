@@ -98,7 +98,7 @@ pub enum RunState {
 
 impl RunState {
     /// The seed's word for this state.
-    pub fn outcome(self) -> Outcome {
+    pub(crate) fn outcome(self) -> Outcome {
         match self {
             RunState::NotStarted | RunState::InProgress => Outcome::Unknown,
             RunState::Succeeded => Outcome::Success,
@@ -164,7 +164,7 @@ pub struct AttemptResult {
 }
 
 /// What the verdict is computed from (all under the attempt token).
-pub struct VerdictInput<'a> {
+pub(crate) struct VerdictInput<'a> {
     pub state: AttemptState,
     /// The latest relevant process and its id.
     pub process: Option<(Uuid, &'a ProcessRow)>,
@@ -177,7 +177,10 @@ pub struct VerdictInput<'a> {
 
 /// The verdict of an attempt; reads the failing process's logs for `last_error_code` and
 /// `last_error`.
-pub fn verdict(reader: &StoreReader, input: VerdictInput) -> Result<AttemptResult, ToolError> {
+pub(crate) fn verdict(
+    reader: &StoreReader,
+    input: VerdictInput,
+) -> Result<AttemptResult, ToolError> {
     let process = input.process.map(|(_, p)| p);
     let (last_error_code, last_error) = match (input.state, input.process) {
         (AttemptState::Failed, Some((pid, p))) => {

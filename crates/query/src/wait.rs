@@ -75,7 +75,7 @@ impl WaitScope {
 }
 
 /// Activity items a wait answers at most; more are read with `tail_project_activity`.
-pub const WAIT_ACTIVITY_LIMIT: usize = 50;
+pub(crate) const WAIT_ACTIVITY_LIMIT: usize = 50;
 
 /// Why a wait answered. `changed` keeps answering true for `reached`, `changed`,
 /// `token_reset` and `deleted`.

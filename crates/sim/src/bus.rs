@@ -22,7 +22,7 @@ pub(crate) struct Meta {
 
 impl Meta {
     /// VK's `can_resume_from`: only the lower bound is checked.
-    pub fn can_resume_from(&self, after: u64) -> bool {
+    pub(crate) fn can_resume_from(&self, after: u64) -> bool {
         match self.min_seq {
             Some(min) => after >= min.saturating_sub(1),
             None => after == 0,
@@ -43,7 +43,7 @@ pub(crate) struct Bus {
 pub(crate) type Subscription = (Vec<Arc<SeqMsg>>, broadcast::Receiver<Arc<SeqMsg>>, Meta);
 
 impl Bus {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             state: Mutex::new(State {
                 last_seq: 0,
@@ -65,7 +65,7 @@ impl Bus {
     }
 
     /// Assigns the next seq and publishes; under the lock so subscribers never miss or dup.
-    pub fn push(&self, patch: Value) -> u64 {
+    pub(crate) fn push(&self, patch: Value) -> u64 {
         let mut st = self.lock();
         st.last_seq += 1;
         let msg = Arc::new(SeqMsg {
@@ -78,7 +78,7 @@ impl Bus {
     }
 
     /// History after `after` (all when None), a live receiver, and the metadata, atomically.
-    pub fn subscribe_from(&self, after: Option<u64>) -> Subscription {
+    pub(crate) fn subscribe_from(&self, after: Option<u64>) -> Subscription {
         let st = self.lock();
         let rx = self.tx.subscribe();
         let history = st
@@ -90,12 +90,12 @@ impl Bus {
         (history, rx, Self::meta_of(&st))
     }
 
-    pub fn meta(&self) -> Meta {
+    pub(crate) fn meta(&self) -> Meta {
         Self::meta_of(&self.lock())
     }
 
     /// A VK restart: history gone, ids restart at 1.
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         let mut st = self.lock();
         st.last_seq = 0;
         st.history.clear();

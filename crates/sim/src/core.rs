@@ -46,7 +46,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Inner {
     /// Builds the state and spawns the outbox worker.
-    pub fn new(cfg: SimConfig) -> Arc<Self> {
+    pub(crate) fn new(cfg: SimConfig) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Self {
             cfg,
@@ -67,20 +67,20 @@ impl Inner {
         inner
     }
 
-    pub fn world(&self) -> MutexGuard<'_, World> {
+    pub(crate) fn world(&self) -> MutexGuard<'_, World> {
         lock(&self.world)
     }
 
-    pub fn faults(&self) -> Faults {
+    pub(crate) fn faults(&self) -> Faults {
         lock(&self.faults).clone()
     }
 
     /// The token every open SSE/WS connection watches; cancelled by `drop_connections`.
-    pub fn conn_token(&self) -> CancellationToken {
+    pub(crate) fn conn_token(&self) -> CancellationToken {
         lock(&self.conns).child_token()
     }
 
-    pub fn drop_connections(&self) {
+    pub(crate) fn drop_connections(&self) {
         let mut t = lock(&self.conns);
         t.cancel();
         *t = CancellationToken::new();
@@ -94,13 +94,13 @@ impl Inner {
     }
 
     /// Projects WS seq: max(last + 1, unix ms).
-    pub fn next_projects_seq(&self) -> u64 {
+    pub(crate) fn next_projects_seq(&self) -> u64 {
         let mut last = lock(&self.projects_seq);
         *last = (*last + 1).max(unix_ms());
         *last
     }
 
-    pub fn projects_snapshot(&self) -> Value {
+    pub(crate) fn projects_snapshot(&self) -> Value {
         let w = self.world();
         let map: serde_json::Map<String, Value> = w
             .projects
@@ -111,28 +111,28 @@ impl Inner {
     }
 
     /// Config reload: new `loaded_at_unix_ms`, projects streams re-snapshot.
-    pub fn reload_config(&self) {
+    pub(crate) fn reload_config(&self) {
         self.loaded_at.store(unix_ms(), Ordering::SeqCst);
         let _ = self.projects_tx.send(());
     }
 
-    pub fn add_project(&self, name: &str, repos: &[&str]) -> Uuid {
+    pub(crate) fn add_project(&self, name: &str, repos: &[&str]) -> Uuid {
         self.add_project_with_id(Uuid::new_v4(), name, repos)
     }
 
-    pub fn add_project_with_id(&self, id: Uuid, name: &str, repos: &[&str]) -> Uuid {
+    pub(crate) fn add_project_with_id(&self, id: Uuid, name: &str, repos: &[&str]) -> Uuid {
         let id = self.world().add_project_with_id(id, name, repos);
         self.reload_config();
         id
     }
 
-    pub fn add_task(&self, project_id: Uuid, title: &str, desc: Option<&str>) -> Uuid {
+    pub(crate) fn add_task(&self, project_id: Uuid, title: &str, desc: Option<&str>) -> Uuid {
         let id = self.world().add_task(project_id, title, desc);
         self.enqueue([Change::TaskCreated(id)]);
         id
     }
 
-    pub fn add_task_with_id(
+    pub(crate) fn add_task_with_id(
         &self,
         id: Uuid,
         project: Uuid,
@@ -144,7 +144,7 @@ impl Inner {
         id
     }
 
-    pub fn update_task(
+    pub(crate) fn update_task(
         &self,
         id: Uuid,
         title: Option<&str>,
@@ -171,7 +171,7 @@ impl Inner {
         true
     }
 
-    pub fn delete_task(&self, id: Uuid) -> bool {
+    pub(crate) fn delete_task(&self, id: Uuid) -> bool {
         let ok = self.world().delete_task(id);
         if ok {
             self.enqueue([Change::TaskDeleted(id)]);
@@ -181,7 +181,7 @@ impl Inner {
 
     /// Workspace (+ task inprogress + container) and its first session, as VK's start does:
     /// three task hints, no event for the session.
-    pub fn create_attempt(
+    pub(crate) fn create_attempt(
         &self,
         task_id: Uuid,
         executor: &str,
@@ -204,7 +204,7 @@ impl Inner {
 
     /// Workspace `id` with no session yet (the moment between VK creating it and its first
     /// session).
-    pub fn create_bare_attempt(&self, id: Uuid, task_id: Uuid) -> Option<Uuid> {
+    pub(crate) fn create_bare_attempt(&self, id: Uuid, task_id: Uuid) -> Option<Uuid> {
         let (ws, changes) = {
             let mut w = self.world();
             let ws = w.create_workspace(id, task_id, Vec::new())?;
@@ -216,12 +216,12 @@ impl Inner {
         Some(ws)
     }
 
-    pub fn add_session(&self, ws: Uuid, executor: &str) -> Option<Uuid> {
+    pub(crate) fn add_session(&self, ws: Uuid, executor: &str) -> Option<Uuid> {
         self.world().add_session(ws, executor)
     }
 
     /// Inserts a running process with the given executor action.
-    pub fn start_process_with(
+    pub(crate) fn start_process_with(
         &self,
         session: Uuid,
         reason: RunReason,
@@ -237,7 +237,7 @@ impl Inner {
     }
 
     /// The default executor action for a process started through the world-building API.
-    pub fn default_action(&self, session: Uuid, reason: RunReason) -> Value {
+    pub(crate) fn default_action(&self, session: Uuid, reason: RunReason) -> Value {
         let w = self.world();
         let ws = w.sessions.get(&session).map(|s| s.workspace_id);
         let dir = ws.and_then(|ws| w.first_repo_name(ws));
@@ -278,7 +278,12 @@ impl Inner {
     }
 
     /// Finishes a process; the task goes to `inreview` when its chain ends (VK's finalize).
-    pub fn finish_process(&self, pid: Uuid, status: ProcessStatus, exit: Option<i64>) -> bool {
+    pub(crate) fn finish_process(
+        &self,
+        pid: Uuid,
+        status: ProcessStatus,
+        exit: Option<i64>,
+    ) -> bool {
         let mut changes = Vec::new();
         {
             let mut w = self.world();
@@ -314,22 +319,22 @@ impl Inner {
         true
     }
 
-    pub fn append_log(&self, pid: Uuid, ch: Channel, entry: Value) -> Option<u64> {
+    pub(crate) fn append_log(&self, pid: Uuid, ch: Channel, entry: Value) -> Option<u64> {
         self.world().append_log(pid, ch, entry)
     }
 
-    pub fn replace_log(&self, pid: Uuid, ch: Channel, idx: u64, entry: Value) -> bool {
+    pub(crate) fn replace_log(&self, pid: Uuid, ch: Channel, idx: u64, entry: Value) -> bool {
         self.world().replace_log(pid, ch, idx, entry)
     }
 
-    pub fn set_changes(&self, attempt: Uuid, files: Vec<SimFile>) {
+    pub(crate) fn set_changes(&self, attempt: Uuid, files: Vec<SimFile>) {
         self.world().changes.insert(attempt, files);
         let _ = self.diff_tx.send(attempt);
     }
 
     /// The agent wrote one file: it joins (or replaces, by path) the attempt's changes, and the
     /// diff stream re-sends, as VK's worktree watcher would.
-    pub fn edit_file(&self, attempt: Uuid, file: SimFile) {
+    pub(crate) fn edit_file(&self, attempt: Uuid, file: SimFile) {
         {
             let mut w = self.world();
             let files = w.changes.entry(attempt).or_default();
@@ -346,7 +351,7 @@ impl Inner {
 
     /// Like a VK restart: connections dropped, history gone, ids restart, config reloaded,
     /// running processes marked failed (no exit code) and their tasks put in review.
-    pub fn restart(&self) {
+    pub(crate) fn restart(&self) {
         self.drop_connections();
         self.bus.reset();
         self.loaded_at.store(unix_ms(), Ordering::SeqCst);
@@ -384,7 +389,7 @@ impl Inner {
         }
     }
 
-    pub fn count(&self, f: impl FnOnce(&mut SimCounters)) {
+    pub(crate) fn count(&self, f: impl FnOnce(&mut SimCounters)) {
         f(&mut lock(&self.counters));
     }
 

@@ -90,7 +90,7 @@ impl Git {
     }
 
     /// The attempt branch, created on the current tip of `target` on first use.
-    pub fn branch(&mut self, ws: Uuid, repo: Uuid, target: &str) -> &mut Branch {
+    pub(crate) fn branch(&mut self, ws: Uuid, repo: Uuid, target: &str) -> &mut Branch {
         let len = self.base_len(repo, target);
         self.branches.entry((ws, repo)).or_insert_with(|| Branch {
             base_len: len,
@@ -100,7 +100,7 @@ impl Git {
 
     /// A scripted commit on a base branch (created from `main` when new); `conflict` names a
     /// file the attempt branches also changed, so rebasing onto it conflicts.
-    pub fn move_base(&mut self, repo: Uuid, name: &str, conflict: Option<&str>) {
+    pub(crate) fn move_base(&mut self, repo: Uuid, name: &str, conflict: Option<&str>) {
         self.ensure_base(repo, name);
         if let Some(b) = self.base(repo, name) {
             b.push(BaseCommit {
@@ -111,7 +111,7 @@ impl Git {
     }
 
     /// Base branch `name` of the repo, created from `main`'s commits when new.
-    pub fn ensure_base(&mut self, repo: Uuid, name: &str) {
+    pub(crate) fn ensure_base(&mut self, repo: Uuid, name: &str) {
         if self.base(repo, name).is_none() {
             let from: Vec<BaseCommit> = self
                 .base(repo, "main")
@@ -129,12 +129,12 @@ impl Git {
     }
 
     /// The agent (or VK's auto-commit after it) commits on the attempt branch.
-    pub fn commit(&mut self, ws: Uuid, repo: Uuid, target: &str) {
+    pub(crate) fn commit(&mut self, ws: Uuid, repo: Uuid, target: &str) {
         self.branch(ws, repo, target).commits.push(new_oid());
     }
 
     /// VK's `RepoBranchStatus` fields (without repo id and name).
-    pub fn status_json(&mut self, ws: Uuid, repo: Uuid, target: &str) -> Value {
+    pub(crate) fn status_json(&mut self, ws: Uuid, repo: Uuid, target: &str) -> Value {
         let tip = self.tip(repo, target);
         let base_total = self.base_len(repo, target);
         let head_base = self.base_oid(ws, repo, target);
@@ -177,7 +177,7 @@ impl Git {
     }
 
     /// The repo's base branches (`main` always), for `GET /api/repos/{id}/branches`.
-    pub fn base_names(&mut self, repo: Uuid) -> Vec<String> {
+    pub(crate) fn base_names(&mut self, repo: Uuid) -> Vec<String> {
         self.base(repo, "main");
         let mut names: Vec<String> = self
             .bases
@@ -189,12 +189,12 @@ impl Git {
         names
     }
 
-    pub fn branch_exists(&mut self, repo: Uuid, name: &str) -> bool {
+    pub(crate) fn branch_exists(&mut self, repo: Uuid, name: &str) -> bool {
         self.base(repo, name).is_some()
     }
 
     /// `POST /rebase` after VK's branch check: the clean-worktree guard, then the rebase.
-    pub fn rebase(
+    pub(crate) fn rebase(
         &mut self,
         ws: Uuid,
         repo: Uuid,
@@ -245,7 +245,7 @@ impl Git {
     }
 
     /// `POST /conflicts/abort`: back to the head before the rebase, clean; a no-op otherwise.
-    pub fn abort(&mut self, ws: Uuid, repo: Uuid, target: &str) {
+    pub(crate) fn abort(&mut self, ws: Uuid, repo: Uuid, target: &str) {
         let b = self.branch(ws, repo, target);
         if b.rebase.take().is_some() {
             b.uncommitted.clear();
@@ -254,7 +254,7 @@ impl Git {
 
     /// `POST /merge`: a squash commit on the target, the attempt branch moved onto it.
     /// Returns the merge commit.
-    pub fn merge(
+    pub(crate) fn merge(
         &mut self,
         ws: Uuid,
         repo: Uuid,
@@ -293,7 +293,7 @@ impl Git {
     }
 
     /// `POST /push` (`force` = `/push/force`).
-    pub fn push(
+    pub(crate) fn push(
         &mut self,
         ws: Uuid,
         repo: Uuid,

@@ -57,7 +57,7 @@ impl Sim {
         Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), cfg).await
     }
 
-    pub async fn start_on(addr: SocketAddr, cfg: SimConfig) -> anyhow::Result<Sim> {
+    pub(crate) async fn start_on(addr: SocketAddr, cfg: SimConfig) -> anyhow::Result<Sim> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let inner = Inner::new(cfg);

@@ -42,7 +42,7 @@ impl ProcLogs {
         }
     }
 
-    pub fn entries(&self, ch: Channel) -> &Vec<LogEntry> {
+    pub(crate) fn entries(&self, ch: Channel) -> &Vec<LogEntry> {
         match ch {
             Channel::Normalized => &self.normalized,
             Channel::Raw => &self.raw,
@@ -57,14 +57,14 @@ impl ProcLogs {
     }
 
     /// Events of `ch` from now on (the channel is made at its first subscription).
-    pub fn subscribe(&self, ch: Channel) -> broadcast::Receiver<LogEvent> {
+    pub(crate) fn subscribe(&self, ch: Channel) -> broadcast::Receiver<LogEvent> {
         self.sender(ch)
             .get_or_init(|| broadcast::channel(LOG_EVENT_BUFFER).0)
             .subscribe()
     }
 
     /// Sends `event` to the subscribers of `ch`, if the channel was ever subscribed to.
-    pub fn publish(&self, ch: Channel, event: LogEvent) {
+    pub(crate) fn publish(&self, ch: Channel, event: LogEvent) {
         if let Some(tx) = self.sender(ch).get() {
             let _ = tx.send(event);
         }
@@ -72,7 +72,7 @@ impl ProcLogs {
 
     /// Whether `ch` holds an event buffer (someone subscribed once).
     #[cfg(test)]
-    pub fn has_channel(&self, ch: Channel) -> bool {
+    pub(crate) fn has_channel(&self, ch: Channel) -> bool {
         self.sender(ch).get().is_some()
     }
 }

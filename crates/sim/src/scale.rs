@@ -12,7 +12,9 @@ use uuid::Uuid;
 
 use super::core::agent_action;
 use super::render;
-use super::types::{Channel, ProcessStatus, RunReason};
+#[cfg(test)]
+use super::types::Channel;
+use super::types::{ProcessStatus, RunReason};
 use super::util::{WORKTREES, attempt_dir};
 use super::world::{LogEntry, ProcLogs, Process, Session, Task, Workspace, World};
 
@@ -45,7 +47,8 @@ impl Default for ScaleSpec {
 }
 
 /// The five VK task statuses, assigned round robin (so each holds a fifth of a project).
-pub const SCALE_STATUSES: [&str; 5] = ["todo", "inprogress", "inreview", "done", "cancelled"];
+pub(crate) const SCALE_STATUSES: [&str; 5] =
+    ["todo", "inprogress", "inreview", "done", "cancelled"];
 
 /// The board as VK's JSON rows, grouped the way VK's streams deliver them.
 #[derive(Debug, Default)]
@@ -314,7 +317,8 @@ fn task_json(w: &World, task: Uuid) -> Value {
 }
 
 /// Channel of every scale-board log (only normalized entries are generated).
-pub const SCALE_CHANNEL: Channel = Channel::Normalized;
+#[cfg(test)]
+pub(crate) const SCALE_CHANNEL: Channel = Channel::Normalized;
 
 #[cfg(test)]
 mod tests {

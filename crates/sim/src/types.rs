@@ -59,7 +59,7 @@ pub enum RunReason {
 }
 
 impl RunReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunReason::SetupScript => "setupscript",
             RunReason::CodingAgent => "codingagent",
@@ -86,7 +86,7 @@ pub enum ProcessStatus {
 }
 
 impl ProcessStatus {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ProcessStatus::Running => "running",
             ProcessStatus::Completed => "completed",

@@ -124,12 +124,17 @@ impl World {
         self.ord
     }
 
-    pub fn add_project(&mut self, name: &str, repo_names: &[&str]) -> Uuid {
+    pub(crate) fn add_project(&mut self, name: &str, repo_names: &[&str]) -> Uuid {
         self.add_project_with_id(Uuid::new_v4(), name, repo_names)
     }
 
     /// A project with a given id (the same project on several machines: a fleet's test).
-    pub fn add_project_with_id(&mut self, id: Uuid, name: &str, repo_names: &[&str]) -> Uuid {
+    pub(crate) fn add_project_with_id(
+        &mut self,
+        id: Uuid,
+        name: &str,
+        repo_names: &[&str],
+    ) -> Uuid {
         let ts = now_ts();
         let repos = repo_names
             .iter()
@@ -149,22 +154,22 @@ impl World {
         id
     }
 
-    pub fn repo_mut(&mut self, id: Uuid) -> Option<&mut Repo> {
+    pub(crate) fn repo_mut(&mut self, id: Uuid) -> Option<&mut Repo> {
         self.projects
             .iter_mut()
             .flat_map(|p| p.repos.iter_mut())
             .find(|r| r.id == id)
     }
 
-    pub fn project(&self, id: Uuid) -> Option<&Project> {
+    pub(crate) fn project(&self, id: Uuid) -> Option<&Project> {
         self.projects.iter().find(|p| p.id == id)
     }
 
-    pub fn add_task(&mut self, project_id: Uuid, title: &str, desc: Option<&str>) -> Uuid {
+    pub(crate) fn add_task(&mut self, project_id: Uuid, title: &str, desc: Option<&str>) -> Uuid {
         self.add_task_with_id(Uuid::new_v4(), project_id, title, desc)
     }
 
-    pub fn add_task_with_id(
+    pub(crate) fn add_task_with_id(
         &mut self,
         id: Uuid,
         project_id: Uuid,
@@ -189,7 +194,7 @@ impl World {
         id
     }
 
-    pub fn set_task_status(&mut self, task_id: Uuid, status: &str) -> Option<Change> {
+    pub(crate) fn set_task_status(&mut self, task_id: Uuid, status: &str) -> Option<Change> {
         let task = self.tasks.get_mut(&task_id)?;
         task.status = status.to_string();
         task.updated_at = now_ts();
@@ -197,7 +202,7 @@ impl World {
     }
 
     /// Removes a task with its attempts, sessions, processes and logs (VK's cascade).
-    pub fn delete_task(&mut self, task_id: Uuid) -> bool {
+    pub(crate) fn delete_task(&mut self, task_id: Uuid) -> bool {
         if self.tasks.remove(&task_id).is_none() {
             return false;
         }
@@ -231,7 +236,7 @@ impl World {
     }
 
     /// Creates workspace `id` with its repos (all of the project's when `repos` is empty).
-    pub fn create_workspace(
+    pub(crate) fn create_workspace(
         &mut self,
         id: Uuid,
         task_id: Uuid,
@@ -265,7 +270,7 @@ impl World {
     }
 
     /// Sets the worktree folder once the container exists.
-    pub fn set_container(&mut self, ws_id: Uuid) -> Option<Change> {
+    pub(crate) fn set_container(&mut self, ws_id: Uuid) -> Option<Change> {
         let title = {
             let ws = self.workspaces.get(&ws_id)?;
             self.tasks.get(&ws.task_id)?.title.clone()
@@ -276,7 +281,7 @@ impl World {
         Some(Change::Workspace(ws.task_id))
     }
 
-    pub fn add_session(&mut self, ws_id: Uuid, executor: &str) -> Option<Uuid> {
+    pub(crate) fn add_session(&mut self, ws_id: Uuid, executor: &str) -> Option<Uuid> {
         if !self.workspaces.contains_key(&ws_id) {
             return None;
         }
@@ -298,7 +303,7 @@ impl World {
         Some(id)
     }
 
-    pub fn sessions_of(&self, ws_id: Uuid) -> Vec<Uuid> {
+    pub(crate) fn sessions_of(&self, ws_id: Uuid) -> Vec<Uuid> {
         let mut s: Vec<&Session> = self
             .sessions
             .values()
@@ -308,13 +313,13 @@ impl World {
         s.into_iter().map(|s| s.id).collect()
     }
 
-    pub fn task_of_session(&self, session_id: Uuid) -> Option<Uuid> {
+    pub(crate) fn task_of_session(&self, session_id: Uuid) -> Option<Uuid> {
         let s = self.sessions.get(&session_id)?;
         Some(self.workspaces.get(&s.workspace_id)?.task_id)
     }
 
     /// Processes of a workspace, oldest first.
-    pub fn processes_of_workspace(&self, ws_id: Uuid) -> Vec<&Process> {
+    pub(crate) fn processes_of_workspace(&self, ws_id: Uuid) -> Vec<&Process> {
         let mut v: Vec<&Process> = self
             .processes
             .values()
@@ -329,7 +334,7 @@ impl World {
     }
 
     /// Processes of all workspaces of a task, oldest first.
-    pub fn processes_of_task(&self, task_id: Uuid) -> Vec<&Process> {
+    pub(crate) fn processes_of_task(&self, task_id: Uuid) -> Vec<&Process> {
         let mut v: Vec<&Process> = self
             .processes
             .values()
@@ -339,7 +344,12 @@ impl World {
         v
     }
 
-    pub fn insert_process(&mut self, session_id: Uuid, reason: RunReason, action: Value) -> Uuid {
+    pub(crate) fn insert_process(
+        &mut self,
+        session_id: Uuid,
+        reason: RunReason,
+        action: Value,
+    ) -> Uuid {
         let id = Uuid::new_v4();
         let ts = now_ts();
         let ord = self.next_ord();
@@ -378,7 +388,7 @@ impl World {
     }
 
     /// Marks a process finished; returns false when unknown or already finished.
-    pub fn complete_process(
+    pub(crate) fn complete_process(
         &mut self,
         pid: Uuid,
         status: ProcessStatus,
@@ -413,7 +423,7 @@ impl World {
     }
 
     /// Appends a log entry; returns its index, or None for an unknown or finished process.
-    pub fn append_log(&mut self, pid: Uuid, ch: Channel, entry: Value) -> Option<u64> {
+    pub(crate) fn append_log(&mut self, pid: Uuid, ch: Channel, entry: Value) -> Option<u64> {
         let logs = self.logs.get_mut(&pid)?;
         if logs.finished {
             return None;
@@ -433,7 +443,7 @@ impl World {
     /// Like appends, rewrites stop when the process ends: VK drops the process's in-memory log
     /// store when it ends (pushing `finished`) and its DB persister stops at `finished`, so a log
     /// is frozen from then on. A scripted rewrite that loses the race against a restart is lost.
-    pub fn replace_log(&mut self, pid: Uuid, ch: Channel, idx: u64, entry: Value) -> bool {
+    pub(crate) fn replace_log(&mut self, pid: Uuid, ch: Channel, idx: u64, entry: Value) -> bool {
         let Some(logs) = self.logs.get_mut(&pid) else {
             return false;
         };
@@ -454,14 +464,14 @@ impl World {
     }
 
     /// Is some setup/agent/cleanup process of this task still running?
-    pub fn task_has_running(&self, task_id: Uuid) -> bool {
+    pub(crate) fn task_has_running(&self, task_id: Uuid) -> bool {
         self.processes_of_task(task_id)
             .iter()
             .any(|p| p.run_reason != RunReason::DevServer && p.status == ProcessStatus::Running)
     }
 
     /// Repos of a workspace with their target branch.
-    pub fn workspace_repos(&self, ws_id: Uuid) -> Vec<(&Repo, String)> {
+    pub(crate) fn workspace_repos(&self, ws_id: Uuid) -> Vec<(&Repo, String)> {
         let Some(ws) = self.workspaces.get(&ws_id) else {
             return Vec::new();
         };
@@ -485,7 +495,7 @@ impl World {
     }
 
     /// A completed coding agent commits on every repo of its attempt (VK's auto-commit).
-    pub fn agent_committed(&mut self, ws_id: Uuid) {
+    pub(crate) fn agent_committed(&mut self, ws_id: Uuid) {
         let repos = self
             .workspaces
             .get(&ws_id)
@@ -497,14 +507,14 @@ impl World {
     }
 
     /// The repo name scripts run in (VK: the first repo).
-    pub fn first_repo_name(&self, ws_id: Uuid) -> Option<String> {
+    pub(crate) fn first_repo_name(&self, ws_id: Uuid) -> Option<String> {
         self.workspace_repos(ws_id)
             .first()
             .map(|(r, _)| r.name.clone())
     }
 
     /// A `ScriptRequest` executor action (script redacted, as VK serves it).
-    pub fn script_action(context: &str, working_dir: Option<&str>, next: Value) -> Value {
+    pub(crate) fn script_action(context: &str, working_dir: Option<&str>, next: Value) -> Value {
         json!({
             "typ": {"type": "ScriptRequest", "script": "<redacted>", "language": "Bash",
                     "context": context, "working_dir": working_dir},

@@ -22,12 +22,12 @@ mod fleet_tasks;
 mod logs;
 mod tasks;
 
-pub use logs::ChunkCache;
+pub(crate) use logs::ChunkCache;
 
 /// Highest stored entry index per (process, channel); `None` = no entry. A cache the writer owns.
-pub type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
+pub(crate) type MaxIndexCache = HashMap<(Uuid, Channel), Option<u64>>;
 
-pub struct Pending<'t, 'c> {
+pub(crate) struct Pending<'t, 'c> {
     pub ov: Overlay<'t>,
     pub next: u64,
     pub changed: bool,
@@ -49,7 +49,7 @@ pub struct Pending<'t, 'c> {
 type R<T = ()> = Result<T, StoreError>;
 
 impl<'t, 'c> Pending<'t, 'c> {
-    pub fn apply(&mut self, ev: DomainEvent) -> R {
+    pub(crate) fn apply(&mut self, ev: DomainEvent) -> R {
         match ev {
             DomainEvent::ProjectsSnapshot { projects } => self.projects_snapshot(projects),
             DomainEvent::ReposSnapshot { project_id, repos } => {

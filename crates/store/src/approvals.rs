@@ -72,10 +72,10 @@ pub struct ApprovalRecord {
 }
 
 /// Longest summary of a tool input, in characters.
-pub const SUMMARY_CHARS: usize = 160;
+pub(crate) const SUMMARY_CHARS: usize = 160;
 
 /// `APPROVALS ‖ attempt ‖ process ‖ entry_index`.
-pub fn record_key(attempt: Uuid, process: Uuid, index: u64) -> [u8; 41] {
+pub(crate) fn record_key(attempt: Uuid, process: Uuid, index: u64) -> [u8; 41] {
     let mut k = [0u8; 41];
     k[0] = table::APPROVALS;
     k[1..17].copy_from_slice(attempt.as_bytes());
@@ -85,7 +85,7 @@ pub fn record_key(attempt: Uuid, process: Uuid, index: u64) -> [u8; 41] {
 }
 
 /// `APPROVAL_IDS ‖ approval id` → the record key.
-pub fn id_key(approval: Uuid) -> [u8; 17] {
+pub(crate) fn id_key(approval: Uuid) -> [u8; 17] {
     super::keys::id_key(table::APPROVAL_IDS, approval)
 }
 
@@ -101,7 +101,7 @@ fn clip(s: &str) -> String {
 
 /// What the tool would do, in a line: the command, path, query or url of its action, else the
 /// entry's own text.
-pub fn summarize(content: &Value) -> String {
+pub(crate) fn summarize(content: &Value) -> String {
     let action = content.pointer("/entry_type/action_type");
     let field = ["command", "path", "query", "url", "description"]
         .iter()

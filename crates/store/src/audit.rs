@@ -55,11 +55,11 @@ pub struct AuditEntry {
 }
 
 impl AuditEntry {
-    pub fn encode(&self) -> Result<Vec<u8>, StoreError> {
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
         serde_json::to_vec(self).map_err(StoreError::Encode)
     }
 
-    pub fn decode(bytes: &[u8]) -> Option<AuditEntry> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<AuditEntry> {
         serde_json::from_slice(bytes).ok()
     }
 
@@ -90,7 +90,7 @@ pub struct AuditFilter {
 }
 
 impl AuditFilter {
-    pub fn matches(&self, e: &AuditEntry) -> bool {
+    pub(crate) fn matches(&self, e: &AuditEntry) -> bool {
         let id = |field: &str, want: Option<Uuid>| {
             want.is_none_or(|w| e.target(field) == Some(w.to_string().as_str()))
         };
@@ -131,7 +131,7 @@ impl Store {
     }
 
     /// Drops the entries that started before `cutoff_ms`; how many.
-    pub fn prune_audit(&self, cutoff_ms: i64) -> Result<usize, StoreError> {
+    pub(crate) fn prune_audit(&self, cutoff_ms: i64) -> Result<usize, StoreError> {
         let end = audit_key(cutoff_ms, &[]);
         let mut removed = 0;
         for item in self.inner.audit.range(..end) {

@@ -26,16 +26,16 @@ use super::codec::{EntryPacker, unpack};
 
 /// Entries per chunk, the writer's rule (`index - index % CHUNK` is its chunk's start). Part of
 /// the disk format: a data dir's writer must keep it for life (a reader never assumes it).
-pub const CHUNK: u64 = 32;
+pub(crate) const CHUNK: u64 = 32;
 
 /// Format byte of a chunk whose body is the plain JSONs.
-pub const PLAIN_V1: u8 = 0x10;
+pub(crate) const PLAIN_V1: u8 = 0x10;
 /// Format byte of a chunk whose body is one zstd frame primed with `codec::VOCABULARY_V1`.
-pub const ZSTD_VOCABULARY_V1: u8 = 0x11;
+pub(crate) const ZSTD_VOCABULARY_V1: u8 = 0x11;
 
 /// Where one entry sits in a chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
+pub(crate) struct Slot {
     /// `index - chunk_start`.
     pub offset: u8,
     /// The token of the batch that last wrote the entry.
@@ -46,14 +46,14 @@ pub struct Slot {
 }
 
 impl Slot {
-    pub fn range(&self) -> std::ops::Range<usize> {
+    pub(crate) fn range(&self) -> std::ops::Range<usize> {
         self.at as usize..(self.at + self.len) as usize
     }
 }
 
 /// A chunk's header, read without touching its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
+pub(crate) struct Head {
     pub slots: Vec<Slot>,
     packed: bool,
     /// Where the body starts in the value.
@@ -64,7 +64,7 @@ pub struct Head {
 
 impl Head {
     /// Parse a stored chunk's header; `None` for a value that is not a chunk of a known format.
-    pub fn parse(value: &[u8]) -> Option<Head> {
+    pub(crate) fn parse(value: &[u8]) -> Option<Head> {
         let (&format, rest) = value.split_first()?;
         let packed = match format {
             PLAIN_V1 => false,
@@ -104,7 +104,7 @@ impl Head {
     }
 
     /// How many entries a stored chunk holds, from its second byte alone.
-    pub fn count(value: &[u8]) -> Option<usize> {
+    pub(crate) fn count(value: &[u8]) -> Option<usize> {
         match value {
             [PLAIN_V1 | ZSTD_VOCABULARY_V1, count, ..] => Some(*count as usize),
             _ => None,
@@ -112,7 +112,7 @@ impl Head {
     }
 
     /// The slot at `offset`, if the chunk holds that entry.
-    pub fn slot(&self, offset: u8) -> Option<&Slot> {
+    pub(crate) fn slot(&self, offset: u8) -> Option<&Slot> {
         self.slots
             .binary_search_by_key(&offset, |s| s.offset)
             .ok()
@@ -120,7 +120,7 @@ impl Head {
     }
 
     /// The body's bytes (decompressed when packed); `None` when a packed body does not decode.
-    pub fn body<'v>(&self, value: &'v [u8]) -> Option<Cow<'v, [u8]>> {
+    pub(crate) fn body<'v>(&self, value: &'v [u8]) -> Option<Cow<'v, [u8]>> {
         let raw = value.get(self.body_at..)?;
         if !self.packed {
             return Some(Cow::Borrowed(raw));
@@ -132,14 +132,14 @@ impl Head {
 
 /// A chunk decoded for the writer: its entries' JSONs in one buffer, slots in offset order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     slots: Vec<Slot>,
     body: Vec<u8>,
 }
 
 impl Chunk {
     /// Decode a stored chunk (header and body); `None` when it does not decode.
-    pub fn decode(value: &[u8]) -> Option<Chunk> {
+    pub(crate) fn decode(value: &[u8]) -> Option<Chunk> {
         let head = Head::parse(value)?;
         let body = head.body(value)?.into_owned();
         Some(Chunk {
@@ -148,16 +148,12 @@ impl Chunk {
         })
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.slots.len()
-    }
-
     /// The stored JSON at `offset`.
-    pub fn get(&self, offset: u8) -> Option<&[u8]> {
+    pub(crate) fn get(&self, offset: u8) -> Option<&[u8]> {
         let i = self
             .slots
             .binary_search_by_key(&offset, |s| s.offset)
@@ -166,14 +162,15 @@ impl Chunk {
     }
 
     /// Entries in offset order: `(offset, token, json)`.
-    pub fn entries(&self) -> impl Iterator<Item = (u8, u64, &[u8])> {
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u8, u64, &[u8])> {
         self.slots
             .iter()
             .map(|s| (s.offset, s.token, &self.body[s.range()]))
     }
 
     /// Store `json` at `offset` with `token` (replacing what was there).
-    pub fn put(&mut self, offset: u8, token: u64, json: &[u8]) {
+    pub(crate) fn put(&mut self, offset: u8, token: u64, json: &[u8]) {
         let at = self.body.len() as u32;
         self.body.extend_from_slice(json);
         let slot = Slot {
@@ -189,14 +186,14 @@ impl Chunk {
     }
 
     /// Drop every entry with an offset below `offset`; true if any was dropped.
-    pub fn drop_below(&mut self, offset: u8) -> bool {
+    pub(crate) fn drop_below(&mut self, offset: u8) -> bool {
         let keep = self.slots.partition_point(|s| s.offset < offset);
         self.slots.drain(..keep).count() > 0
     }
 
     /// The stored value: the header, then the body, compressed as one frame with `packer` when
     /// given and when that makes it shorter.
-    pub fn encode(&self, packer: Option<&mut EntryPacker>) -> Vec<u8> {
+    pub(crate) fn encode(&self, packer: Option<&mut EntryPacker>) -> Vec<u8> {
         let body = self.compact_body();
         let frame = packer.and_then(|p| p.compress(&body));
         let mut v = Vec::with_capacity(2 + 12 * self.slots.len() + body.len());

@@ -23,7 +23,7 @@ use super::keys::{self, ChannelKeys as _};
 pub(super) const CHUNKED_SCHEMA: u32 = 5;
 
 /// Old entries moved per sled batch (rounded up to whole chunks): a few MB in memory.
-pub const BATCH_ENTRIES: usize = 8192;
+pub(crate) const BATCH_ENTRIES: usize = 8192;
 
 type R<T> = Result<T, StoreError>;
 

@@ -29,17 +29,17 @@ use zstd::zstd_safe;
 
 /// The body marker of a value compressed with [`VOCABULARY_V1`]. Never reuse it for another
 /// dictionary.
-pub const ZSTD_VOCABULARY_V1: u8 = 0x01;
+pub(crate) const ZSTD_VOCABULARY_V1: u8 = 0x01;
 
 /// zstd's raw-content dictionary for marker `0x01`: VK's normalized and raw log entries as
 /// `serde_json` writes them (keys in VK's field order, tags in snake case), the most common last.
-pub const VOCABULARY_V1: &[u8] = include_bytes!("codec_vocabulary_v1.txt");
+pub(crate) const VOCABULARY_V1: &[u8] = include_bytes!("codec_vocabulary_v1.txt");
 
 /// zstd level of [`EntryPacker`] (a level is not part of the format: any level decodes). On the
 /// recorded real entries, each compressed alone with the dictionary, level 3 came out 0.6 %
 /// smaller than level 1 (docs/performance.md, "Issue 27: log entries compressed by the store"),
 /// not worth its writer time.
-pub const PACK_LEVEL: i32 = 1;
+pub(crate) const PACK_LEVEL: i32 = 1;
 
 /// JSON shorter than this is stored plain: a zstd frame's header and the marker take ~7 bytes.
 const MIN_PACKED: usize = 24;
@@ -47,7 +47,7 @@ const MIN_PACKED: usize = 24;
 /// A value longer than this does not decode (a corrupt frame header, not an entry of ours).
 const MAX_UNPACKED: u64 = 256 << 20;
 
-pub fn encode(token: u64, json: &[u8]) -> Vec<u8> {
+pub(crate) fn encode(token: u64, json: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(8 + json.len());
     v.extend_from_slice(&token.to_be_bytes());
     v.extend_from_slice(json);
@@ -56,7 +56,7 @@ pub fn encode(token: u64, json: &[u8]) -> Vec<u8> {
 
 /// Split a stored value into its token and JSON bytes, decompressing a packed body. `None` for a
 /// value too short to be ours or a packed body that does not decode.
-pub fn decode(bytes: &[u8]) -> Option<(u64, Cow<'_, [u8]>)> {
+pub(crate) fn decode(bytes: &[u8]) -> Option<(u64, Cow<'_, [u8]>)> {
     let head: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
     let token = u64::from_be_bytes(head);
     let body = &bytes[8..];
@@ -67,7 +67,8 @@ pub fn decode(bytes: &[u8]) -> Option<(u64, Cow<'_, [u8]>)> {
 }
 
 /// Is this stored value's body compressed (tests and the benches' disk report)?
-pub fn is_packed(bytes: &[u8]) -> bool {
+#[cfg(test)]
+pub(crate) fn is_packed(bytes: &[u8]) -> bool {
     bytes.get(8) == Some(&ZSTD_VOCABULARY_V1)
 }
 
@@ -149,7 +150,7 @@ impl EntryPacker {
 
     /// `bytes` as one zstd frame primed with [`VOCABULARY_V1`] (a log chunk's body, `chunk`),
     /// or `None` when that is not shorter.
-    pub fn compress(&mut self, bytes: &[u8]) -> Option<&[u8]> {
+    pub(crate) fn compress(&mut self, bytes: &[u8]) -> Option<&[u8]> {
         if bytes.len() < MIN_PACKED {
             return None;
         }
@@ -167,7 +168,7 @@ impl EntryPacker {
 
 /// Does stored JSON mean the same as `new`? Bytes first (the common, cheap case), then
 /// structurally, so a different key order or spacing is not a change.
-pub fn same_json(stored: &[u8], new: &[u8]) -> bool {
+pub(crate) fn same_json(stored: &[u8], new: &[u8]) -> bool {
     if stored == new {
         return true;
     }

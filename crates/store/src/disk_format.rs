@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use vk_observer_config::StoreSettings;
 
 /// The record's file name, beside sled's files in the data dir.
-pub const RECORD_FILE: &str = "disk-format.json";
+pub(crate) const RECORD_FILE: &str = "disk-format.json";
 
 /// sled's own configuration file: present once sled has created its files in a directory.
 const SLED_CONF_FILE: &str = "conf";
@@ -34,7 +34,7 @@ const SLED_CONF_FILE: &str = "conf";
 /// What a data dir's sled files and values were created with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DiskFormat {
+pub(crate) struct DiskFormat {
     /// sled's `use_compression` (zstd on pages; `[store] page_compression`).
     #[serde(alias = "compression")]
     pub page_compression: bool,
@@ -46,13 +46,13 @@ pub struct DiskFormat {
 
 impl DiskFormat {
     /// Every build before the record existed: nothing compressed.
-    pub const PLAIN: DiskFormat = DiskFormat {
+    pub(crate) const PLAIN: DiskFormat = DiskFormat {
         page_compression: false,
         entry_compression: false,
     };
 
     /// What a new data dir is created with under `settings`.
-    pub fn configured(settings: &StoreSettings) -> DiskFormat {
+    pub(crate) fn configured(settings: &StoreSettings) -> DiskFormat {
         DiskFormat {
             page_compression: settings.page_compression,
             entry_compression: settings.compression,
@@ -62,7 +62,7 @@ impl DiskFormat {
 
 /// Where the kept format came from (for the log line and the tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     /// A new data dir: the configured setting, now recorded.
     New,
     /// The data dir's record.
@@ -73,7 +73,7 @@ pub enum Origin {
 
 /// The format to open `dir` with, given the configured settings; records it when the data dir
 /// has no record yet. Logs when the configured setting differs from the kept one.
-pub fn resolve(dir: &Path, wanted: &StoreSettings) -> std::io::Result<(DiskFormat, Origin)> {
+pub(crate) fn resolve(dir: &Path, wanted: &StoreSettings) -> std::io::Result<(DiskFormat, Origin)> {
     let record = dir.join(RECORD_FILE);
     let has_sled_files = dir.join(SLED_CONF_FILE).exists();
     let (format, origin) = match (has_sled_files, read_record(&record)?) {

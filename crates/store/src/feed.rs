@@ -123,7 +123,7 @@ pub struct FeedItem {
 
 impl FeedItem {
     /// An item of `kind` about `task` with no other facts yet.
-    pub fn new(kind: ActivityKind, task: Uuid, project: Option<Uuid>) -> Self {
+    pub(crate) fn new(kind: ActivityKind, task: Uuid, project: Option<Uuid>) -> Self {
         FeedItem {
             kind,
             at: 0,
@@ -178,11 +178,11 @@ impl FeedScope {
         }
     }
     /// `table ‖ scope`: every key of this feed starts with it.
-    pub fn prefix(self) -> [u8; 17] {
+    pub(crate) fn prefix(self) -> [u8; 17] {
         keys::id_key(self.table(), self.id())
     }
     /// The key of item `seq` committed at `token` in this feed.
-    pub fn key(self, token: u64, seq: u32) -> [u8; 29] {
+    pub(crate) fn key(self, token: u64, seq: u32) -> [u8; 29] {
         let mut k = [0u8; 29];
         k[..17].copy_from_slice(&self.prefix());
         k[17..25].copy_from_slice(&token.to_be_bytes());
@@ -192,7 +192,7 @@ impl FeedScope {
 }
 
 /// `(token, seq)` of a feed key.
-pub fn position_of(key: &[u8]) -> Option<(u64, u32)> {
+pub(crate) fn position_of(key: &[u8]) -> Option<(u64, u32)> {
     let token = u64::from_be_bytes(key.get(17..25)?.try_into().ok()?);
     let seq = u32::from_be_bytes(key.get(25..29)?.try_into().ok()?);
     Some((token, seq))

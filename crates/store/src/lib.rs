@@ -11,19 +11,19 @@
 //! holds [`Store`], a cheap cloneable read handle: snapshot reads, token, epoch, notify hub, last
 //! commit. Nothing outside `store/` can write a projection.
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod approvals;
 #[cfg(test)]
 mod approvals_tests;
 pub mod audit;
-pub mod chunk;
-pub mod chunk_migrate;
+pub(crate) mod chunk;
+pub(crate) mod chunk_migrate;
 #[cfg(test)]
 mod chunk_migrate_tests;
 pub mod codec;
 #[cfg(test)]
 mod codec_store_tests;
-pub mod disk_format;
+pub(crate) mod disk_format;
 #[cfg(test)]
 mod disk_format_tests;
 pub mod events;
@@ -38,11 +38,11 @@ mod list_index_tests;
 #[cfg(test)]
 mod log_model_tests;
 mod log_read;
-pub mod notify;
+pub(crate) mod notify;
 pub mod outbox;
 #[cfg(test)]
 mod outbox_tests;
-pub mod overlay;
+pub(crate) mod overlay;
 pub mod reader;
 pub mod records;
 pub mod rows;
@@ -71,7 +71,7 @@ use token::{Epoch, Token};
 /// 4: the per-task digests (`task_digest`); 5: log entries in chunks (`chunk`). A version-1, -2
 /// or -3 store is migrated on open to 4 (`list_index::migrate_to_current`), and a version-4 one
 /// to 5 (`chunk_migrate`).
-pub const SCHEMA_VERSION: u32 = chunk_migrate::CHUNKED_SCHEMA;
+pub(crate) const SCHEMA_VERSION: u32 = chunk_migrate::CHUNKED_SCHEMA;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -101,7 +101,7 @@ pub enum StoreError {
 }
 
 /// How long `StoreOwner::open` waits for a data dir's lock to be released.
-pub const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Retention settings: the `[retention]` section, declared with the other settings.
 pub use vk_observer_config::{DEFAULT_ACTIVITY_HORIZON, Retention};
@@ -120,6 +120,7 @@ pub struct StoreOwner {
     store: Store,
     writer: Option<writer::Writer>,
     /// What the sled files are written with (a temporary store: the defaults).
+    #[allow(dead_code, reason = "named by Debug output")]
     format: disk_format::DiskFormat,
 }
 
@@ -137,6 +138,7 @@ struct Inner {
     hub: NotifyHub,
     retention: Retention,
     last_commit_ms: AtomicI64,
+    #[allow(dead_code, reason = "named by Debug output")]
     dir: Option<PathBuf>,
 }
 
@@ -239,7 +241,8 @@ impl StoreOwner {
     }
 
     /// What this store's sled files are written with (kept from the data dir's creation).
-    pub fn disk_format(&self) -> disk_format::DiskFormat {
+    #[cfg(test)]
+    pub(crate) fn disk_format(&self) -> disk_format::DiskFormat {
         self.format
     }
 
@@ -406,10 +409,6 @@ impl Store {
 
     pub(crate) fn tree(&self) -> &sled::Tree {
         &self.inner.tree
-    }
-
-    pub fn dir(&self) -> Option<&Path> {
-        self.inner.dir.as_deref()
     }
 
     /// When the last batch that changed something was committed (unix ms; 0 = never since start).

@@ -27,20 +27,20 @@ use super::reader::{StoreReader, Stored};
 use vk_observer_vk::{str_of, ts_of, uuid_of};
 
 /// `project ‖ newest_first(created) ‖ task`.
-pub const TASKS_BY_CREATED: u8 = 0x40;
+pub(crate) const TASKS_BY_CREATED: u8 = 0x40;
 /// `project ‖ status code ‖ newest_first(created) ‖ task`.
-pub const TASKS_BY_STATUS: u8 = 0x41;
+pub(crate) const TASKS_BY_STATUS: u8 = 0x41;
 /// `project ‖ ascending(updated_at) ‖ task`; tasks without `updated_at` are not in it.
-pub const TASKS_BY_UPDATED: u8 = 0x42;
+pub(crate) const TASKS_BY_UPDATED: u8 = 0x42;
 /// `task ‖ newest_first(created) ‖ attempt`.
-pub const ATTEMPTS_BY_CREATED: u8 = 0x43;
+pub(crate) const ATTEMPTS_BY_CREATED: u8 = 0x43;
 
 /// `INDEX_COUNTS ‖ index prefix` (a [`TASKS_BY_CREATED`] project, a [`TASKS_BY_STATUS`] project
 /// and status, an [`ATTEMPTS_BY_CREATED`] task) → its number of entries (u64 BE); absent at 0.
-pub const INDEX_COUNTS: u8 = 0x44;
+pub(crate) const INDEX_COUNTS: u8 = 0x44;
 
 /// Every table of this module.
-pub const TABLES: [u8; 5] = [
+pub(crate) const TABLES: [u8; 5] = [
     TASKS_BY_CREATED,
     TASKS_BY_STATUS,
     TASKS_BY_UPDATED,
@@ -49,13 +49,13 @@ pub const TABLES: [u8; 5] = [
 ];
 
 /// VK's task statuses, in the order of their index codes; anything else is [`OTHER_STATUS`].
-pub const STATUSES: [&str; 5] = ["todo", "inprogress", "inreview", "done", "cancelled"];
-pub const OTHER_STATUS: u8 = 0xFF;
+pub(crate) const STATUSES: [&str; 5] = ["todo", "inprogress", "inreview", "done", "cancelled"];
+pub(crate) const OTHER_STATUS: u8 = 0xFF;
 
 type R<T = ()> = Result<T, StoreError>;
 
 /// The index code of a task status.
-pub fn status_code(status: Option<&str>) -> u8 {
+pub(crate) fn status_code(status: Option<&str>) -> u8 {
     status
         .and_then(|s| STATUSES.iter().position(|k| *k == s))
         .map_or(OTHER_STATUS, |i| i as u8)
@@ -63,19 +63,13 @@ pub fn status_code(status: Option<&str>) -> u8 {
 
 /// The newest-first position of a creation time (microseconds; unknown last), the same order as
 /// `vk::newest_first` and the query layer's cursors (`query::paging::newest_first_key`).
-pub fn newest_first_rank(created_micros: Option<i64>) -> i64 {
+pub(crate) fn newest_first_rank(created_micros: Option<i64>) -> i64 {
     created_micros.map_or(i64::MAX, i64::saturating_neg)
 }
 
 /// An `i64` as 8 bytes whose byte order is the numbers' order.
-pub fn ordered(n: i64) -> [u8; 8] {
+pub(crate) fn ordered(n: i64) -> [u8; 8] {
     ((n as u64) ^ (1 << 63)).to_be_bytes()
-}
-
-/// The `i64` of [`ordered`] bytes.
-pub fn unordered(b: &[u8]) -> Option<i64> {
-    let a: [u8; 8] = b.try_into().ok()?;
-    Some((u64::from_be_bytes(a) ^ (1 << 63)) as i64)
 }
 
 fn key(table: u8, parts: &[&[u8]]) -> Vec<u8> {
@@ -92,7 +86,7 @@ fn micros(v: &Value, field: &str) -> Option<i64> {
 }
 
 /// The index keys of a stored task row (none without a `project_id`).
-pub fn task_keys(id: Uuid, task: &Value) -> Vec<Vec<u8>> {
+pub(crate) fn task_keys(id: Uuid, task: &Value) -> Vec<Vec<u8>> {
     let Some(project) = uuid_of(task, "project_id") else {
         return Vec::new();
     };
@@ -110,7 +104,7 @@ pub fn task_keys(id: Uuid, task: &Value) -> Vec<Vec<u8>> {
 }
 
 /// The index key of a stored attempt row (none without a `task_id`).
-pub fn attempt_keys(id: Uuid, attempt: &Value) -> Vec<Vec<u8>> {
+pub(crate) fn attempt_keys(id: Uuid, attempt: &Value) -> Vec<Vec<u8>> {
     let Some(task) = uuid_of(attempt, "task_id") else {
         return Vec::new();
     };
@@ -186,7 +180,7 @@ impl CountDeltas {
 }
 
 /// Brings the indexes in line with the batch's task and attempt writes (see the module doc).
-pub fn restate(ov: &mut Overlay<'_>) -> R {
+pub(crate) fn restate(ov: &mut Overlay<'_>) -> R {
     let mut counts = CountDeltas::default();
     for table_byte in [table::TASKS, table::ATTEMPTS] {
         for (row_key, new) in ov.pending_with_prefix(&[table_byte]) {
@@ -212,7 +206,7 @@ pub fn restate(ov: &mut Overlay<'_>) -> R {
 /// Every index entry and count, rebuilt from the stored rows: drops what this module's tables
 /// hold and writes one entry per row (the migration of a store written before the indexes or the
 /// counts existed).
-pub fn build_all(tree: &sled::Tree) -> R<sled::Batch> {
+pub(crate) fn build_all(tree: &sled::Tree) -> R<sled::Batch> {
     let mut batch = sled::Batch::default();
     for t in TABLES {
         for item in tree.scan_prefix([t]) {
@@ -354,14 +348,14 @@ fn id_at_end(k: &[u8]) -> Option<Uuid> {
 
 /// The schema [`migrate_to_current`] leaves (the list indexes, their counts, the task digests);
 /// the log chunks of schema 5 follow (`chunk_migrate`).
-pub const INDEXED_SCHEMA: u32 = 4;
+pub(crate) const INDEXED_SCHEMA: u32 = 4;
 
 /// Migrates a schema-1 store (no list indexes), a schema-2 store (indexes without their
 /// counts) or a schema-3 store (no task digests) to schema 4 in one atomic batch: the
 /// indexes, counts and task digests (`task_digest`) built from its rows, and schema 4 with
 /// them (the store's open goes on to 5: `chunk_migrate`).
 
-pub fn migrate_to_current(tree: &sled::Tree) -> R {
+pub(crate) fn migrate_to_current(tree: &sled::Tree) -> R {
     let mut batch = build_all(tree)?;
     super::task_digest::build_all(tree, &mut batch)?;
     batch.insert(

@@ -21,7 +21,7 @@ pub struct NotifyHub {
 }
 
 impl NotifyHub {
-    pub fn new(token: u64) -> Self {
+    pub(crate) fn new(token: u64) -> Self {
         NotifyHub {
             global: watch::channel(token).0,
             applying: AtomicU64::new(token),
@@ -31,7 +31,7 @@ impl NotifyHub {
     }
 
     /// The latest committed token.
-    pub fn current(&self) -> u64 {
+    pub(crate) fn current(&self) -> u64 {
         *self.global.borrow()
     }
 
@@ -58,7 +58,7 @@ impl NotifyHub {
     }
 
     /// Called by the writer just before the batch of `token` becomes visible to readers.
-    pub fn applying(&self, token: u64) {
+    pub(crate) fn applying(&self, token: u64) {
         self.applying.fetch_max(token, Ordering::SeqCst);
     }
 
@@ -73,7 +73,7 @@ impl NotifyHub {
     }
 
     /// Called by the writer after a commit.
-    pub fn publish(&self, token: u64, attempts: &[Uuid], projects: &[Uuid]) {
+    pub(crate) fn publish(&self, token: u64, attempts: &[Uuid], projects: &[Uuid]) {
         // The global token first: a waiter woken below reads a token that already covers the
         // change it was woken for, so its answer's token is not older than what it reports.
         self.global.send_replace(token);
@@ -102,7 +102,7 @@ impl NotifyHub {
     }
 
     /// Drop channels nobody listens to any more.
-    pub fn collect_garbage(&self) {
+    pub(crate) fn collect_garbage(&self) {
         self.attempts.retain(|_, s| s.receiver_count() > 0);
         self.projects.retain(|_, s| s.receiver_count() > 0);
     }

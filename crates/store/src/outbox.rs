@@ -27,7 +27,7 @@ pub struct OutboxConfig {
 
 /// Each event's JSON, `None` for the local meta that is never replicated; encoded before the
 /// batch is applied (applying consumes the events).
-pub fn encode_events(events: &[DomainEvent]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+pub(crate) fn encode_events(events: &[DomainEvent]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
     events
         .iter()
         .map(|e| {
@@ -39,7 +39,10 @@ pub fn encode_events(events: &[DomainEvent]) -> Result<Vec<Option<Vec<u8>>>, Sto
 }
 
 /// The JSON array of the events kept by `keep` (by index) among `encoded`, or `None` when none.
-pub fn join_events(encoded: &[Option<Vec<u8>>], keep: impl Fn(usize) -> bool) -> Option<Vec<u8>> {
+pub(crate) fn join_events(
+    encoded: &[Option<Vec<u8>>],
+    keep: impl Fn(usize) -> bool,
+) -> Option<Vec<u8>> {
     let mut out = vec![b'['];
     for (i, json) in encoded.iter().enumerate() {
         let Some(json) = json.as_ref().filter(|_| keep(i)) else {
@@ -56,17 +59,12 @@ pub fn join_events(encoded: &[Option<Vec<u8>>], keep: impl Fn(usize) -> bool) ->
     })
 }
 
-/// The JSON of a batch's replicable events, or `None` when it has none.
-pub fn encode_batch(events: &[DomainEvent]) -> Result<Option<Vec<u8>>, StoreError> {
-    Ok(join_events(&encode_events(events)?, |_| true))
-}
-
 /// A place in the outbox: a token, and 0 for its committed batch or the number of a
 /// meta-only batch after it.
 pub type OutboxAt = (u64, u32);
 
 /// The key of the outbox entry at `at`.
-pub fn entry_key((token, meta): OutboxAt) -> Vec<u8> {
+pub(crate) fn entry_key((token, meta): OutboxAt) -> Vec<u8> {
     let mut k = keys::u64_key(table::OUTBOX, token).to_vec();
     if meta > 0 {
         k.extend_from_slice(&meta.to_be_bytes());
@@ -221,7 +219,7 @@ impl StoreReader {
     }
 
     /// The last meta-only outbox entry written (`(0, 0)`: none).
-    pub fn outbox_last_meta(&self) -> OutboxAt {
+    pub(crate) fn outbox_last_meta(&self) -> OutboxAt {
         let v = self
             .tree()
             .get(keys::meta_key(meta::OUTBOX_META))

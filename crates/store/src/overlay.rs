@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-pub struct Overlay<'t> {
+pub(crate) struct Overlay<'t> {
     tree: &'t sled::Tree,
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Inserts and removals so far (the writer asks which events wrote anything).
@@ -12,7 +12,7 @@ pub struct Overlay<'t> {
 }
 
 impl<'t> Overlay<'t> {
-    pub fn new(tree: &'t sled::Tree) -> Self {
+    pub(crate) fn new(tree: &'t sled::Tree) -> Self {
         Overlay {
             tree,
             pending: BTreeMap::new(),
@@ -20,37 +20,37 @@ impl<'t> Overlay<'t> {
         }
     }
 
-    pub fn get(&self, key: &[u8]) -> sled::Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, key: &[u8]) -> sled::Result<Option<Vec<u8>>> {
         if let Some(v) = self.pending.get(key) {
             return Ok(v.clone());
         }
         Ok(self.tree.get(key)?.map(|v| v.to_vec()))
     }
 
-    pub fn contains(&self, key: &[u8]) -> sled::Result<bool> {
+    pub(crate) fn contains(&self, key: &[u8]) -> sled::Result<bool> {
         if let Some(v) = self.pending.get(key) {
             return Ok(v.is_some());
         }
         self.tree.contains_key(key)
     }
 
-    pub fn insert(&mut self, key: &[u8], value: Vec<u8>) {
+    pub(crate) fn insert(&mut self, key: &[u8], value: Vec<u8>) {
         self.writes += 1;
         self.pending.insert(key.to_vec(), Some(value));
     }
 
-    pub fn remove(&mut self, key: &[u8]) {
+    pub(crate) fn remove(&mut self, key: &[u8]) {
         self.writes += 1;
         self.pending.insert(key.to_vec(), None);
     }
 
     /// How many inserts and removals the batch made so far.
-    pub fn writes(&self) -> usize {
+    pub(crate) fn writes(&self) -> usize {
         self.writes
     }
 
     /// Keys present under `prefix`, the batch's own inserts and removals applied.
-    pub fn keys_with_prefix(&self, prefix: &[u8]) -> sled::Result<BTreeSet<Vec<u8>>> {
+    pub(crate) fn keys_with_prefix(&self, prefix: &[u8]) -> sled::Result<BTreeSet<Vec<u8>>> {
         let mut keys = BTreeSet::new();
         for item in self.tree.scan_prefix(prefix) {
             let (k, _) = item?;
@@ -71,7 +71,11 @@ impl<'t> Overlay<'t> {
     }
 
     /// Keys in `[start, end)`, the batch's own writes applied.
-    pub fn keys_in_range(&self, start: &[u8], end: &[u8]) -> sled::Result<BTreeSet<Vec<u8>>> {
+    pub(crate) fn keys_in_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+    ) -> sled::Result<BTreeSet<Vec<u8>>> {
         let mut keys = BTreeSet::new();
         for item in self.tree.range(start..end) {
             let (k, _) = item?;
@@ -88,7 +92,7 @@ impl<'t> Overlay<'t> {
     }
 
     /// The greatest key under `prefix`, the batch's own writes applied, without a full scan.
-    pub fn last_key_with_prefix(&self, prefix: &[u8]) -> sled::Result<Option<Vec<u8>>> {
+    pub(crate) fn last_key_with_prefix(&self, prefix: &[u8]) -> sled::Result<Option<Vec<u8>>> {
         let mut from_tree = None;
         for item in self.tree.scan_prefix(prefix).rev() {
             let (k, _) = item?;
@@ -108,7 +112,7 @@ impl<'t> Overlay<'t> {
     }
 
     /// The batch's own writes under `prefix` (None: a removal), in key order.
-    pub fn pending_with_prefix(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    pub(crate) fn pending_with_prefix(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         self.pending
             .range(prefix.to_vec()..)
             .take_while(|(k, _)| k.starts_with(prefix))
@@ -117,15 +121,15 @@ impl<'t> Overlay<'t> {
     }
 
     /// The committed value of `key`, ignoring the batch's own writes.
-    pub fn committed(&self, key: &[u8]) -> sled::Result<Option<Vec<u8>>> {
+    pub(crate) fn committed(&self, key: &[u8]) -> sled::Result<Option<Vec<u8>>> {
         Ok(self.tree.get(key)?.map(|v| v.to_vec()))
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }
 
-    pub fn into_batch(self) -> sled::Batch {
+    pub(crate) fn into_batch(self) -> sled::Batch {
         let mut b = sled::Batch::default();
         for (k, v) in self.pending {
             match v {

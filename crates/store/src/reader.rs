@@ -123,14 +123,6 @@ impl StoreReader {
         self.typed_children(table::IDX_ATTEMPT_PROCESSES, attempt, table::PROCESSES)
     }
 
-    /// The task's attempts decoded into `T`.
-    pub fn attempts_of_task_as<T: serde::de::DeserializeOwned>(
-        &self,
-        task: Uuid,
-    ) -> R<Vec<(Uuid, T)>> {
-        self.typed_children(table::IDX_TASK_ATTEMPTS, task, table::ATTEMPTS)
-    }
-
     /// The attempt's sessions decoded into `T`.
     pub fn sessions_of_attempt_as<T: serde::de::DeserializeOwned>(
         &self,
@@ -360,7 +352,10 @@ impl StoreReader {
 
     /// Attempts eligible for retention: no running process and nothing newer than `cutoff`.
     /// Returns (task, attempt) pairs.
-    pub fn expired_attempts(&self, cutoff: chrono::DateTime<chrono::Utc>) -> R<Vec<(Uuid, Uuid)>> {
+    pub(crate) fn expired_attempts(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+    ) -> R<Vec<(Uuid, Uuid)>> {
         let mut out = Vec::new();
         for a in self.attempts()? {
             let Some(task) = uuid_of(&a.value, "task_id") else {

@@ -45,12 +45,12 @@ pub struct IdempotencyRecord {
 
 impl IdempotencyRecord {
     /// The stored bytes.
-    pub fn encode(&self) -> Result<Vec<u8>, StoreError> {
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
         serde_json::to_vec(self).map_err(StoreError::Encode)
     }
 
     /// A stored record, or `None` for bytes that do not parse (treated as absent).
-    pub fn decode(bytes: &[u8]) -> Option<IdempotencyRecord> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<IdempotencyRecord> {
         serde_json::from_slice(bytes).ok()
     }
 }
@@ -127,11 +127,6 @@ impl IdempotencyRecords {
             .tree
             .get(key)?
             .and_then(|raw| IdempotencyRecord::decode(&raw)))
-    }
-
-    pub fn put(&self, key: &[u8], record: &IdempotencyRecord) -> Result<(), StoreError> {
-        self.tree.insert(key, record.encode()?)?;
-        Ok(())
     }
 
     pub fn remove(&self, key: &[u8]) -> Result<(), StoreError> {

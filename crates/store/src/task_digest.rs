@@ -40,7 +40,7 @@ use vk_observer_vk::{
 };
 
 /// `TASK_DIGESTS ‖ task` → the task's [`TaskDigest`] as JSON.
-pub const TASK_DIGESTS: u8 = 0x45;
+pub(crate) const TASK_DIGESTS: u8 = 0x45;
 
 type R<T = ()> = Result<T, StoreError>;
 
@@ -175,7 +175,7 @@ impl NewestProcess {
 }
 
 /// The newest session of an attempt: its id and executor.
-pub fn latest_session(rows: &impl Rows, attempt: Uuid) -> R<(Option<Uuid>, Option<String>)> {
+pub(crate) fn latest_session(rows: &impl Rows, attempt: Uuid) -> R<(Option<Uuid>, Option<String>)> {
     let sessions =
         children_as::<SessionRow>(rows, table::IDX_ATTEMPT_SESSIONS, attempt, table::SESSIONS)?;
     Ok(match vk::latest(&sessions) {
@@ -218,7 +218,7 @@ pub fn attempt_facts(rows: &impl Rows, task: Uuid) -> R<AttemptFacts> {
 }
 
 /// The digest of a task from `rows`: `None` when the task row is absent or not JSON.
-pub fn digest_of(rows: &impl Rows, task: Uuid) -> R<Option<TaskDigest>> {
+pub(crate) fn digest_of(rows: &impl Rows, task: Uuid) -> R<Option<TaskDigest>> {
     let Some(value) = typed::<Value>(rows.row(&keys::id_key(table::TASKS, task))?.as_deref())
     else {
         return Ok(None);
@@ -226,7 +226,7 @@ pub fn digest_of(rows: &impl Rows, task: Uuid) -> R<Option<TaskDigest>> {
     Ok(Some(TaskDigest::of(&value, attempt_facts(rows, task)?)))
 }
 
-pub fn digest_key(task: Uuid) -> [u8; 17] {
+pub(crate) fn digest_key(task: Uuid) -> [u8; 17] {
     keys::id_key(TASK_DIGESTS, task)
 }
 
@@ -289,7 +289,7 @@ fn task_of_attempt(ov: &Overlay<'_>, attempt: Uuid) -> R<Option<Uuid>> {
 }
 
 /// Brings the digests in line with the batch's writes (see the module doc).
-pub fn restate(ov: &mut Overlay<'_>) -> R {
+pub(crate) fn restate(ov: &mut Overlay<'_>) -> R {
     let mut facts_moved = touched_parents(
         ov,
         table::IDX_TASK_ATTEMPTS,
@@ -344,7 +344,7 @@ pub fn restate(ov: &mut Overlay<'_>) -> R {
 
 /// Every digest rebuilt from the stored rows, into `batch` (the migration of a store written
 /// before the digests existed): drops what the table holds and writes one row per task.
-pub fn build_all(tree: &sled::Tree, batch: &mut sled::Batch) -> R {
+pub(crate) fn build_all(tree: &sled::Tree, batch: &mut sled::Batch) -> R {
     for k in tree.scan_prefix([TASK_DIGESTS]).keys() {
         batch.remove(k?);
     }

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::StoreError;
 
 /// Name of the sled tree (on disk: never rename).
-pub const TREE: &str = "task_handles";
+pub(crate) const TREE: &str = "task_handles";
 
 /// What one task follows. Key: the task id's 16 bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,7 +54,8 @@ impl TaskHandles {
     }
 
     /// Handles in a throwaway database (unit tests).
-    pub fn temporary() -> Result<Self, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn temporary() -> Result<Self, StoreError> {
         let db = sled::Config::new().temporary(true).open()?;
         Ok(TaskHandles::new(db.open_tree(TREE)?))
     }
@@ -98,14 +99,6 @@ impl TaskHandles {
             }
         }
         Ok(first.map(|(_, id)| id))
-    }
-
-    pub fn len(&self) -> usize {
-        self.tree.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tree.is_empty()
     }
 }
 

@@ -110,7 +110,7 @@ impl Writer {
     /// (no token with activity is published before its flush) at one fsync per group instead of
     /// one per batch: a daemon catching up a big board writes tens of thousands of such batches
     /// (issue 27). A failed flush fails the whole group and publishes none of it.
-    pub fn apply_group(
+    pub(crate) fn apply_group(
         &mut self,
         batches: Vec<Vec<DomainEvent>>,
     ) -> Vec<Result<Applied, StoreError>> {
@@ -120,7 +120,7 @@ impl Writer {
     /// [`Writer::apply_group`] with each batch's [`Chain`]: a batch whose chain broke (an
     /// earlier batch of it failed, in this group or before) is refused unapplied, and a batch
     /// that fails breaks its chain.
-    pub fn apply_group_chained(
+    pub(crate) fn apply_group_chained(
         &mut self,
         batches: Vec<(Vec<DomainEvent>, Option<Chain>)>,
     ) -> Vec<Result<Applied, StoreError>> {
@@ -266,7 +266,10 @@ impl Writer {
     /// Retention pass: drop finished attempts not touched for `finished_attempt_days` and event
     /// records beyond `events_kept`. Runs as an ordinary batch, so it moves tokens like any other
     /// removal.
-    pub fn prune(&mut self, now: chrono::DateTime<chrono::Utc>) -> Result<Applied, StoreError> {
+    pub(crate) fn prune(
+        &mut self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Applied, StoreError> {
         let mut removals = Vec::new();
         if self.retention.finished_attempt_days > 0 {
             let cutoff = now - chrono::Duration::days(self.retention.finished_attempt_days as i64);
@@ -424,7 +427,7 @@ fn read_committed(tree: &sled::Tree, key: &[u8]) -> Option<serde_json::Value> {
 }
 
 /// A request to the writer task.
-pub struct WriteRequest {
+pub(crate) struct WriteRequest {
     pub events: Vec<DomainEvent>,
     pub done: Option<oneshot::Sender<Result<Applied, StoreError>>>,
     /// The chain the batch belongs to, if any (`WriterHandle::queue_chained`).
@@ -439,7 +442,7 @@ pub struct Chain(Arc<std::sync::atomic::AtomicBool>);
 
 impl Chain {
     /// Whether a batch of the chain failed.
-    pub fn broken(&self) -> bool {
+    pub(crate) fn broken(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::Acquire)
     }
 

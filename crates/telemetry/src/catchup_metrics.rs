@@ -32,7 +32,7 @@ pub enum FetchKind {
 }
 
 impl FetchKind {
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             FetchKind::History => "history",
             FetchKind::Rest => "rest",
@@ -52,7 +52,7 @@ pub fn upstream_request(kind: FetchKind, fetch: std::time::Duration, decode: std
 }
 
 /// Describe the catch-up counters and export them at zero (called by `telemetry::register`).
-pub fn register_catchup() {
+pub(crate) fn register_catchup() {
     let per_kind = [
         (
             UPSTREAM_REQUESTS,

@@ -91,7 +91,7 @@ pub enum UpstreamStream {
 impl UpstreamStream {
     /// The `stream` label on [`UPSTREAM_RECONNECTS`]. An object stream is spelled as its resync
     /// scope.
-    pub const fn reconnect_label(self) -> &'static str {
+    pub(crate) const fn reconnect_label(self) -> &'static str {
         match self {
             UpstreamStream::Sse => "sse",
             UpstreamStream::Projects => ResyncScope::Projects.as_str(),
@@ -105,7 +105,7 @@ impl UpstreamStream {
     /// except that the log follower has always reported its garbage as `log_ws` (one letter from
     /// `logs_ws`). Both spellings are exported today, each for its own metric, so both are kept
     /// rather than renaming a series under existing dashboards.
-    pub const fn garbage_label(self) -> &'static str {
+    pub(crate) const fn garbage_label(self) -> &'static str {
         match self {
             UpstreamStream::Logs => "log_ws",
             other => other.reconnect_label(),
@@ -123,7 +123,7 @@ pub enum ResyncScope {
 }
 
 impl ResyncScope {
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             ResyncScope::All => "all",
             ResyncScope::Projects => "projects_ws",
@@ -163,7 +163,7 @@ pub enum ResyncCause {
 }
 
 impl ResyncCause {
-    pub const ALL: [ResyncCause; 11] = [
+    pub(crate) const ALL: [ResyncCause; 11] = [
         ResyncCause::Startup,
         ResyncCause::Bootstrap,
         ResyncCause::Resume,
@@ -297,7 +297,8 @@ pub const RESYNC_CAUSES: &[&str] = &[
     ResyncCause::Other.as_str(),
 ];
 /// How a tool call ended.
-pub const TOOL_OUTCOMES: &[&str] = &[
+#[cfg(test)]
+pub(crate) const TOOL_OUTCOMES: &[&str] = &[
     ToolOutcome::Ok.as_str(),
     ToolOutcome::ToolError.as_str(),
     ToolOutcome::ProtocolError.as_str(),

@@ -83,7 +83,8 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the declaration.
-    pub const ALL: [ErrorCode; 33] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [ErrorCode; 33] = [
         ErrorCode::AlreadyMerged,
         ErrorCode::ApprovalAlreadyAnswered,
         ErrorCode::ApprovalRejected,
@@ -189,7 +190,8 @@ pub enum InvalidReason {
 
 impl InvalidReason {
     /// Every reason, in the order of the declaration.
-    pub const ALL: [InvalidReason; 9] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [InvalidReason; 9] = [
         InvalidReason::AmbiguousTarget,
         InvalidReason::MixedPagination,
         InvalidReason::TitleLength,
@@ -202,7 +204,7 @@ impl InvalidReason {
     ];
 
     /// The reason as clients see it in `details.reason`.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             InvalidReason::AmbiguousTarget => "ambiguous_target",
             InvalidReason::MixedPagination => "mixed_pagination",

@@ -2,10 +2,10 @@
 //! of VK's frames, and the recognition of VK's refusal texts (`refusal`). What VK says is known
 //! here, once; nothing here decides anything: ingest drives it, proxy maps its answers.
 
-pub mod approvals;
+pub(crate) mod approvals;
 pub mod discovery;
 pub mod git;
-pub mod mutations;
+pub(crate) mod mutations;
 pub mod refusal;
 pub mod rest;
 pub mod routes;

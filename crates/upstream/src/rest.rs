@@ -66,20 +66,12 @@ impl VkClient {
         })
     }
 
-    pub fn base(&self) -> &str {
-        &self.base
-    }
-
-    pub fn token(&self) -> Option<&str> {
+    pub(crate) fn token(&self) -> Option<&str> {
         self.token.as_deref()
     }
 
-    pub fn http(&self) -> &reqwest::Client {
-        &self.http
-    }
-
     /// `ws://…` URL for a path (http → ws, https → wss).
-    pub fn ws_url(&self, path_and_query: &str) -> String {
+    pub(crate) fn ws_url(&self, path_and_query: &str) -> String {
         let base = if let Some(rest) = self.base.strip_prefix("https://") {
             format!("wss://{rest}")
         } else if let Some(rest) = self.base.strip_prefix("http://") {
@@ -90,11 +82,11 @@ impl VkClient {
         format!("{base}{path_and_query}")
     }
 
-    pub fn url(&self, path_and_query: &str) -> String {
+    pub(crate) fn url(&self, path_and_query: &str) -> String {
         format!("{}{}", self.base, path_and_query)
     }
 
-    pub fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
         let mut rb = self.http.request(method, self.url(path));
         if let Some(t) = &self.token {
             rb = rb.bearer_auth(t);
@@ -103,7 +95,7 @@ impl VkClient {
     }
 
     /// Send a request and unwrap VK's envelope into `data`.
-    pub async fn send<T: DeserializeOwned>(
+    pub(crate) async fn send<T: DeserializeOwned>(
         &self,
         rb: reqwest::RequestBuilder,
         path: &str,
@@ -117,7 +109,7 @@ impl VkClient {
     }
 
     /// Like [`send`](Self::send) for routes whose success carries `data: null` (stop, delete).
-    pub async fn send_opt<T: DeserializeOwned>(
+    pub(crate) async fn send_opt<T: DeserializeOwned>(
         &self,
         rb: reqwest::RequestBuilder,
         path: &str,
@@ -172,12 +164,8 @@ impl VkClient {
         }
     }
 
-    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, UpstreamError> {
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, UpstreamError> {
         self.send(self.request(Method::GET, path), path).await
-    }
-
-    pub async fn projects(&self) -> Result<Vec<Value>, UpstreamError> {
-        self.get(routes::PROJECTS).await
     }
 
     pub async fn project_repos(&self, project: Uuid) -> Result<Vec<Value>, UpstreamError> {
@@ -188,14 +176,6 @@ impl VkClient {
     /// `last_commit_date`); read live, VK's event streams do not carry it.
     pub async fn repo_branches(&self, repo: Uuid) -> Result<Vec<Value>, UpstreamError> {
         self.get(&routes::repo_branches(repo)).await
-    }
-
-    pub async fn tasks_of_project(&self, project: Uuid) -> Result<Vec<Value>, UpstreamError> {
-        self.get(&routes::tasks_of_project(project)).await
-    }
-
-    pub async fn task(&self, task: Uuid) -> Result<Value, UpstreamError> {
-        self.get(&routes::task(task)).await
     }
 
     pub async fn attempts_of_task(&self, task: Uuid) -> Result<Vec<Value>, UpstreamError> {
@@ -209,10 +189,6 @@ impl VkClient {
     /// The attempt's repositories, each with its `target_branch`.
     pub async fn attempt_repos(&self, attempt: Uuid) -> Result<Vec<Value>, UpstreamError> {
         self.get(&routes::attempt_repos(attempt)).await
-    }
-
-    pub async fn process(&self, pid: Uuid) -> Result<Value, UpstreamError> {
-        self.get(&routes::process(pid)).await
     }
 
     /// VK's change summary with the guard bypassed, so the file list is cached for `force` reads.

@@ -10,64 +10,59 @@ use vk_observer_vk::GitAction;
 
 // ---- reads (snapshots, refetches, facts) ----
 
-/// `GET`: every project.
-pub const PROJECTS: &str = "/api/projects";
 /// `GET`: VK's run identity (`loaded_at_unix_ms`).
-pub const CONFIG_STATUS: &str = "/api/config/status";
+pub(crate) const CONFIG_STATUS: &str = "/api/config/status";
 /// `GET`: executors, capabilities and VK's config.
-pub const INFO: &str = "/api/info";
+pub(crate) const INFO: &str = "/api/info";
 /// `POST`: create a task.
-pub const TASKS: &str = "/api/tasks";
+pub(crate) const TASKS: &str = "/api/tasks";
 /// `POST`: start an attempt.
-pub const TASK_ATTEMPTS: &str = "/api/task-attempts";
+pub(crate) const TASK_ATTEMPTS: &str = "/api/task-attempts";
 
-pub fn project_repositories(project: Uuid) -> String {
+pub(crate) fn project_repositories(project: Uuid) -> String {
     format!("/api/projects/{project}/repositories")
 }
 
 /// `GET`: a repository's branches (`is_current` marks the one checked out in its checkout).
-pub fn repo_branches(repo: Uuid) -> String {
+pub(crate) fn repo_branches(repo: Uuid) -> String {
     format!("/api/repos/{repo}/branches")
 }
 
-pub fn tasks_of_project(project: Uuid) -> String {
-    format!("/api/tasks?project_id={project}")
-}
-
 /// `GET`, `PUT` and `DELETE` of one task.
-pub fn task(task: Uuid) -> String {
+pub(crate) fn task(task: Uuid) -> String {
     format!("/api/tasks/{task}")
 }
 
-pub fn attempts_of_task(task: Uuid) -> String {
+pub(crate) fn attempts_of_task(task: Uuid) -> String {
     format!("/api/task-attempts?task_id={task}")
 }
 
-pub fn sessions_of_attempt(attempt: Uuid) -> String {
+pub(crate) fn sessions_of_attempt(attempt: Uuid) -> String {
     format!("/api/sessions?workspace_id={attempt}")
 }
 
 /// `POST`: rename the attempt's branch in every repo (`{new_branch_name}` → `{branch}`).
-pub fn rename_branch(attempt: Uuid) -> String {
+pub(crate) fn rename_branch(attempt: Uuid) -> String {
     format!("/api/task-attempts/{attempt}/rename-branch")
 }
 
 /// The attempt's repositories, each with its `target_branch`.
-pub fn attempt_repos(attempt: Uuid) -> String {
+pub(crate) fn attempt_repos(attempt: Uuid) -> String {
     format!("/api/task-attempts/{attempt}/repos")
 }
 
-pub fn process(process: Uuid) -> String {
-    format!("/api/execution-processes/{process}")
-}
-
 /// The change summary with VK's diff guard bypassed.
-pub fn changes(attempt: Uuid) -> String {
+pub(crate) fn changes(attempt: Uuid) -> String {
     format!("/api/task-attempts/{attempt}/changes?force=true")
 }
 
 /// One page of log history v2: the latest `limit` entries below `cursor` (exclusive).
-pub fn log_history(process: Uuid, channel: Channel, limit: u32, cursor: Option<u64>) -> String {
+pub(crate) fn log_history(
+    process: Uuid,
+    channel: Channel,
+    limit: u32,
+    cursor: Option<u64>,
+) -> String {
     let segment = log_segment(channel);
     let mut path = format!("/api/execution-processes/{process}/{segment}/v2?limit={limit}");
     if let Some(c) = cursor {
@@ -77,7 +72,7 @@ pub fn log_history(process: Uuid, channel: Channel, limit: u32, cursor: Option<u
 }
 
 /// The SSE hint stream, resuming after `after_seq` when given.
-pub fn events(after_seq: Option<u64>) -> String {
+pub(crate) fn events(after_seq: Option<u64>) -> String {
     match after_seq {
         Some(n) => format!("/api/events?after_seq={n}"),
         None => "/api/events".to_string(),
@@ -116,46 +111,46 @@ fn log_segment(channel: Channel) -> &'static str {
 // ---- mutations and artifacts ----
 
 /// `POST`: stop every process of the attempt (`force` kills).
-pub fn stop_attempt(attempt: Uuid, force: bool) -> String {
+pub(crate) fn stop_attempt(attempt: Uuid, force: bool) -> String {
     format!("/api/task-attempts/{attempt}/stop?force={force}")
 }
 
 /// `POST`: stop one process.
-pub fn stop_process(process: Uuid) -> String {
+pub(crate) fn stop_process(process: Uuid) -> String {
     format!("/api/execution-processes/{process}/stop")
 }
 
-pub fn follow_up(session: Uuid) -> String {
+pub(crate) fn follow_up(session: Uuid) -> String {
     format!("/api/sessions/{session}/follow-up")
 }
 
 /// `POST` queues a message, `DELETE` cancels the queued one.
-pub fn queue(session: Uuid) -> String {
+pub(crate) fn queue(session: Uuid) -> String {
     format!("/api/sessions/{session}/queue")
 }
 
 /// `GET`, with `path`, `start` and `max_bytes` as query parameters.
-pub fn attempt_file(attempt: Uuid) -> String {
+pub(crate) fn attempt_file(attempt: Uuid) -> String {
     format!("/api/task-attempts/{attempt}/file")
 }
 
-pub fn attempt_patch(attempt: Uuid) -> String {
+pub(crate) fn attempt_patch(attempt: Uuid) -> String {
     format!("/api/task-attempts/{attempt}/patch")
 }
 
 /// `POST`: answer an approval.
-pub fn approval_respond(approval_id: &str) -> String {
+pub(crate) fn approval_respond(approval_id: &str) -> String {
     format!("/api/approvals/{approval_id}/respond")
 }
 
 // ---- git ----
 
-pub fn branch_status(attempt: Uuid) -> String {
+pub(crate) fn branch_status(attempt: Uuid) -> String {
     format!("/api/task-attempts/{attempt}/branch-status")
 }
 
 /// `POST`: one git action on a repo of the attempt (the repo goes in the body).
-pub fn git_action(attempt: Uuid, action: &GitAction) -> String {
+pub(crate) fn git_action(attempt: Uuid, action: &GitAction) -> String {
     let segment = match action {
         GitAction::Rebase { .. } => "rebase",
         GitAction::AbortConflicts => "conflicts/abort",

@@ -17,10 +17,10 @@ pub type SseEvents = BoxStream<'static, Result<Sse, sse_stream::Error>>;
 
 /// Longest SSE line accepted. A stream that sends more without a newline (a broken or hostile
 /// upstream) is cut, so the parser's buffer stays bounded; ingest reconnects.
-pub const MAX_LINE_BYTES: usize = 8 << 20;
+pub(crate) const MAX_LINE_BYTES: usize = 8 << 20;
 
 /// Pass bytes through while no line grows past `max` bytes; then yield an error and stop.
-pub fn bound_lines<S, E>(
+pub(crate) fn bound_lines<S, E>(
     bytes: S,
     max: usize,
 ) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>>

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 /// VK's REST envelope: all four keys are always present.
 #[derive(Debug, Deserialize)]
-pub struct Envelope<T> {
+pub(crate) struct Envelope<T> {
     pub success: bool,
     pub data: Option<T>,
     #[serde(default)]
@@ -58,7 +58,7 @@ pub struct PatchFrame {
 /// `{"type":"append"|"replace","entry_index":N,"entry":{…}}` or `{"type":"finished"}`.
 /// A plain struct (not a tagged enum) so the entry stays VK's raw bytes.
 #[derive(Debug, Deserialize)]
-pub struct RawLogFrame {
+pub(crate) struct RawLogFrame {
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]

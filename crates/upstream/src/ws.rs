@@ -19,7 +19,7 @@ pub enum WsEnd {
 }
 
 /// VK's close code for a process or workspace that does not exist or is finished.
-pub const CLOSE_GONE: u16 = 4404;
+pub(crate) const CLOSE_GONE: u16 = 4404;
 
 impl WsEnd {
     /// VK closed the socket because what it streams is gone or finished ([`CLOSE_GONE`]).

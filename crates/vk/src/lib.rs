@@ -12,13 +12,13 @@
 //! - [`end`]: what VK's logs say about why a process ended (start failures, setup required).
 //! - [`git`]: the git actions VK offers on an attempt repo.
 
-pub mod channel;
+pub(crate) mod channel;
 pub mod end;
 pub mod entry;
 pub mod fields;
-pub mod git;
-pub mod process;
-pub mod select;
+pub(crate) mod git;
+pub(crate) mod process;
+pub(crate) mod select;
 
 pub use channel::Channel;
 pub use fields::{

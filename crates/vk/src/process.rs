@@ -39,7 +39,7 @@ impl RunReason {
     }
 
     /// VK's spelling.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             RunReason::CodingAgent => "codingagent",
             RunReason::SetupScript => "setupscript",
@@ -95,7 +95,7 @@ impl ProcessStatus {
     }
 
     /// VK's spelling.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             ProcessStatus::Running => "running",
             ProcessStatus::Completed => "completed",

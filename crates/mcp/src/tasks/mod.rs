@@ -16,7 +16,7 @@
 //!
 //! A client that does not declare the extension gets exactly the tool's answer, as before.
 
-pub mod state;
+pub(crate) mod state;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CreateTaskResult, GetTaskResult,
@@ -35,7 +35,7 @@ use vk_observer_query::task_handles::TaskHandle;
 use vk_observer_tool_error::{ErrorCode, ToolError};
 
 /// The `_meta` key under which a task handle carries the tool's own answer.
-pub const ANSWER_META: &str = "vk-observer/answer";
+pub(crate) const ANSWER_META: &str = "vk-observer/answer";
 
 /// The tool `tasks/get` is checked as (scope `read`, the caller's read limits).
 const GET_AS: &str = "get_attempt_status";
@@ -44,7 +44,7 @@ const UPDATE_AS: &str = "respond_approval";
 
 /// Whether this call is run as a task: the client declared the extension (per request, or at
 /// `initialize` for a session) and the call starts a run of the agent.
-pub fn wanted(request: &CallToolRequestParams, ctx: &RequestContext<RoleServer>) -> bool {
+pub(crate) fn wanted(request: &CallToolRequestParams, ctx: &RequestContext<RoleServer>) -> bool {
     let declared = ctx
         .client_capabilities()
         .is_some_and(|caps| caps.supports_tasks());

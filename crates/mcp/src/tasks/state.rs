@@ -35,16 +35,16 @@ use vk_observer_tool_error::ToolError;
 use vk_observer_vk::{ProcessStatus, RunReason};
 
 /// What a client that polls is told to wait between `tasks/get` calls.
-pub const POLL_INTERVAL_MS: u64 = 2000;
+pub(crate) const POLL_INTERVAL_MS: u64 = 2000;
 
 /// The input-request key of an approval (`tasks/update` answers under it).
-pub const APPROVAL_KEY_PREFIX: &str = "approval:";
+pub(crate) const APPROVAL_KEY_PREFIX: &str = "approval:";
 
 /// JSON-RPC code of a failed task's `error` (the run failed; `data` is the status answer).
 const RUN_FAILED_CODE: i64 = -32603;
 
 /// The task `task_id` as the cache shows it now.
-pub fn detailed(
+pub(crate) fn detailed(
     query: &Query,
     task_id: Uuid,
     handle: &TaskHandle,

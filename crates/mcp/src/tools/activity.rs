@@ -16,10 +16,10 @@ use super::{Family, Scope, VkTools};
 use vk_observer_query::activity::{ActivityPage, ActivityRequest, ActivityScope};
 use vk_observer_query::detail::Detail;
 
-pub const TAIL_PROJECT_ACTIVITY: &str = "tail_project_activity";
-pub const TAIL_TASK_ACTIVITY: &str = "tail_task_activity";
+pub(crate) const TAIL_PROJECT_ACTIVITY: &str = "tail_project_activity";
+pub(crate) const TAIL_TASK_ACTIVITY: &str = "tail_task_activity";
 
-pub const FAMILY: Family = Family {
+pub(crate) const FAMILY: Family = Family {
     name: "activity",
     tools: &[
         (TAIL_PROJECT_ACTIVITY, Scope::Read),
@@ -61,7 +61,7 @@ impl VkTools {
     "if" = {"required": ["cursor"]},
     "then" = {"not": {"required": ["since_token"]}}
 ))]
-pub struct ProjectActivityArgs {
+pub(crate) struct ProjectActivityArgs {
     /// Project id (UUID string) from list_projects.
     pub project_id: Uuid,
     /// Opaque token (`next_since_token` of the previous page, or any answer's `token`): return
@@ -90,7 +90,7 @@ pub struct ProjectActivityArgs {
     "if" = {"required": ["cursor"]},
     "then" = {"not": {"required": ["since_token"]}}
 ))]
-pub struct TaskActivityArgs {
+pub(crate) struct TaskActivityArgs {
     /// Task id (UUID string) from list_tasks; a deleted task's activity stays readable.
     pub task_id: Uuid,
     /// Opaque token (`next_since_token` of the previous page, or any answer's `token`): return
@@ -116,14 +116,14 @@ pub struct TaskActivityArgs {
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const TAIL_PROJECT_ACTIVITY: &str = "What happened in a project, in commit order: tasks created/updated/deleted, attempts, processes started/ended, follow-ups, change summaries; each with its commit token.
+    pub(crate) const TAIL_PROJECT_ACTIVITY: &str = "What happened in a project, in commit order: tasks created/updated/deleted, attempts, processes started/ended, follow-ups, change summaries; each with its commit token.
 Use when: catching up on or following a project.
 Required: project_id.
 Optional: since_token (after it, oldest first) OR cursor (older, newest first; neither = newest), limit (1-200), detail (0|1|2, default 0).
 Next: again with since_token = next_since_token (exact, across restarts); wait_for_attempt_change(project_id, include_activity).
 Avoid: since_token with cursor; de-duplicating by hand; ignoring token_reset.";
 
-    pub const TAIL_TASK_ACTIVITY: &str = "What happened to one task (attempts, processes, follow-ups, change summaries), in commit order, each item with its commit token.
+    pub(crate) const TAIL_TASK_ACTIVITY: &str = "What happened to one task (attempts, processes, follow-ups, change summaries), in commit order, each item with its commit token.
 Use when: following one task closely, or reviewing its history.
 Required: task_id.
 Optional: since_token (after it, oldest first) OR cursor (older, newest first; neither = newest), limit (1-200), detail (0|1|2, default 0).

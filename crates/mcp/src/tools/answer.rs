@@ -24,14 +24,14 @@ use vk_observer_query::detail::{self, Detail, Rules};
 use vk_observer_tool_error::ToolError;
 
 /// The envelope of a failed call, counted by code (`vk_observer_tool_errors_total`).
-pub fn error_result(e: &ToolError) -> CallToolResult {
+pub(crate) fn error_result(e: &ToolError) -> CallToolResult {
     metrics::counter!(vk_observer_telemetry::TOOL_ERRORS, vk_observer_telemetry::label::CODE => e.code.as_str())
         .increment(1);
     CallToolResult::error(vec![ContentBlock::text(e.to_json_string())])
 }
 
 /// Success as the answer itself, or the error envelope.
-pub fn plain<T: Serialize>(r: Result<T, ToolError>) -> CallToolResult {
+pub(crate) fn plain<T: Serialize>(r: Result<T, ToolError>) -> CallToolResult {
     match r.and_then(|a| serde_json::to_value(&a).map_err(ToolError::internal)) {
         Ok(v) => success(v),
         Err(e) => error_result(&e),
@@ -39,7 +39,7 @@ pub fn plain<T: Serialize>(r: Result<T, ToolError>) -> CallToolResult {
 }
 
 /// Success as `answer` shaped for `level`, or the error envelope.
-pub fn shaped<T: Serialize>(
+pub(crate) fn shaped<T: Serialize>(
     r: Result<T, ToolError>,
     rules: &Rules,
     level: Detail,
@@ -48,7 +48,7 @@ pub fn shaped<T: Serialize>(
 }
 
 /// Like [`shaped`], then `edit` on the shaped value (a tool's own switches, e.g. `include_*`).
-pub fn shaped_with<T: Serialize>(
+pub(crate) fn shaped_with<T: Serialize>(
     r: Result<T, ToolError>,
     rules: &Rules,
     level: Detail,
@@ -69,7 +69,7 @@ pub fn shaped_with<T: Serialize>(
 
 /// A success built from pre-rendered parts (value for `structuredContent`, the same document
 /// as text), for answers whose pieces are memoized.
-pub fn rendered(r: Result<(Value, String), ToolError>) -> CallToolResult {
+pub(crate) fn rendered(r: Result<(Value, String), ToolError>) -> CallToolResult {
     match r {
         Ok((value, text)) => with_text(value, text),
         Err(e) => error_result(&e),
@@ -77,7 +77,7 @@ pub fn rendered(r: Result<(Value, String), ToolError>) -> CallToolResult {
 }
 
 /// Success as `v` (structured content and the same document as text).
-pub fn success(v: Value) -> CallToolResult {
+pub(crate) fn success(v: Value) -> CallToolResult {
     let text = v.to_string();
     with_text(v, text)
 }
@@ -89,12 +89,15 @@ fn with_text(value: Value, text: String) -> CallToolResult {
 }
 
 /// The detail level a call asked for (0 when absent or when the arguments did not parse).
-pub fn level_of<T>(args: &Result<T, ToolError>, field: impl Fn(&T) -> Option<Detail>) -> Detail {
+pub(crate) fn level_of<T>(
+    args: &Result<T, ToolError>,
+    field: impl Fn(&T) -> Option<Detail>,
+) -> Detail {
     args.as_ref().ok().and_then(field).unwrap_or_default()
 }
 
 /// Remove `fields` from every object of the list `list` (a tool's `include_*: false`).
-pub fn drop_in_items(m: &mut serde_json::Map<String, Value>, list: &str, fields: &[&str]) {
+pub(crate) fn drop_in_items(m: &mut serde_json::Map<String, Value>, list: &str, fields: &[&str]) {
     if let Some(Value::Array(items)) = m.get_mut(list) {
         for item in items.iter_mut().filter_map(Value::as_object_mut) {
             for f in fields {
@@ -105,12 +108,12 @@ pub fn drop_in_items(m: &mut serde_json::Map<String, Value>, list: &str, fields:
 }
 
 /// The output schema of a tool answering plainly: `T`'s, as rmcp derives it.
-pub fn plain_output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
+pub(crate) fn plain_output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
     rmcp::handler::server::tool::schema_for_output::<T>()
 }
 
 /// The output schema of a tool answering at detail levels: `T`'s, with no `required` lists.
-pub fn detail_output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
+pub(crate) fn detail_output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
     let full = rmcp::handler::server::tool::schema_for_output::<T>();
     let mut v = Value::Object(full.as_ref().clone());
     drop_required(&mut v);

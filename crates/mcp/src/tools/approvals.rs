@@ -19,10 +19,10 @@ use vk_observer_query::approvals::{ApprovalList, ApprovalScope};
 use vk_observer_query::detail::Detail;
 use vk_observer_tool_error::ToolError;
 
-pub const LIST_APPROVALS: &str = "list_approvals";
-pub const RESPOND_APPROVAL: &str = "respond_approval";
+pub(crate) const LIST_APPROVALS: &str = "list_approvals";
+pub(crate) const RESPOND_APPROVAL: &str = "respond_approval";
 
-pub const FAMILY: Family = Family {
+pub(crate) const FAMILY: Family = Family {
     name: "approvals",
     tools: &[
         (LIST_APPROVALS, Scope::Read),
@@ -63,10 +63,7 @@ impl VkTools {
     #[tool(description = describe::RESPOND_APPROVAL, input_schema = input_schema::<RespondApprovalArgs>(),
            output_schema = plain_output_schema::<ApprovalAnswered>(),
            annotations(title = "Respond to approval", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
-    pub(crate) async fn respond_approval(
-        &self,
-        Args(a): Args<RespondApprovalArgs>,
-    ) -> CallToolResult {
+    pub async fn respond_approval(&self, Args(a): Args<RespondApprovalArgs>) -> CallToolResult {
         let r = async {
             let a = a.map_err(decision_hint)?;
             crate::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
@@ -112,7 +109,7 @@ fn decision_hint(mut e: ToolError) -> ToolError {
     "then" = {"not": {"required": ["project_id"]}},
     "else" = {"required": ["project_id"]}
 ))]
-pub struct ListApprovalsArgs {
+pub(crate) struct ListApprovalsArgs {
     /// Attempts whose approvals to list (1–100 UUID strings). Give exactly one of
     /// `attempt_ids` or `project_id`.
     #[serde(default)]
@@ -137,6 +134,10 @@ pub struct ListApprovalsArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
 }
 
@@ -144,7 +145,7 @@ pub struct ListApprovalsArgs {
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 #[schemars(inline)]
-pub enum DecisionArg {
+pub(crate) enum DecisionArg {
     // Let the tool run; the agent goes on with it.
     Approve,
     // Refuse the tool; the agent reads `reason` and goes on without it.
@@ -153,7 +154,7 @@ pub enum DecisionArg {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RespondApprovalArgs {
+pub(crate) struct RespondApprovalArgs {
     /// Approval id (UUID string) from get_attempt_status `pending_approvals` or list_approvals.
     pub approval_id: String,
     /// `approve` (the tool runs and the agent goes on) or `deny` (the agent is told `reason`
@@ -171,6 +172,10 @@ pub struct RespondApprovalArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
     /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
     /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
@@ -182,14 +187,14 @@ pub struct RespondApprovalArgs {
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const LIST_APPROVALS: &str = "List tool approvals a coding agent asked VK for, oldest first, in pages.
+    pub(crate) const LIST_APPROVALS: &str = "List tool approvals a coding agent asked VK for, oldest first, in pages.
 Use when: finding what blocks an agent (status waiting_for: approval) or reviewing decisions.
 Required: exactly one of attempt_ids (1-100) or project_id.
 Optional: status (pending default | approved | denied | timed_out | answered | all), cursor (next_cursor of the same call), limit (1-200, default 50).
 Next: respond_approval with the approval_id of items with agent_waiting true.
 Avoid: both attempt_ids and project_id; answering items whose agent_waiting is false (nothing waits).";
 
-    pub const RESPOND_APPROVAL: &str = "Approve or deny a tool call an agent is blocked on; VK unblocks it and the answer is cached on return.
+    pub(crate) const RESPOND_APPROVAL: &str = "Approve or deny a tool call an agent is blocked on; VK unblocks it and the answer is cached on return.
 Use when: get_attempt_status says waiting_for: approval, or list_approvals shows agent_waiting.
 Required: approval_id (from pending_approvals or list_approvals), decision (approve | deny).
 Optional: reason (deny only: told to the agent), request_id (a retry replays the first answer), host (fleet node).

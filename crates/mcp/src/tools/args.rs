@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use vk_observer_tool_error::ToolError;
 
 /// Deserialized arguments, or the envelope to answer with.
-pub struct Args<T>(pub Result<T, ToolError>);
+pub(crate) struct Args<T>(pub Result<T, ToolError>);
 
 impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Args<T> {
     fn from_context_part(ctx: &mut ToolCallContext<S>) -> Result<Self, rmcp::ErrorData> {
@@ -28,7 +28,7 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Args<T>
 
 impl<T: DeserializeOwned> Args<T> {
     /// A call's arguments as `T`, or the envelope naming what does not match.
-    pub fn parse(args: JsonObject) -> Self {
+    pub(crate) fn parse(args: JsonObject) -> Self {
         Args(serde_json::from_value(Value::Object(args)).map_err(|e| {
             let msg = vk_observer_tool_error::clip(&e.to_string(), 300);
             ToolError::invalid_argument(format!(
@@ -41,7 +41,7 @@ impl<T: DeserializeOwned> Args<T> {
 
 /// The portable input schema of `T` (panics at tool-list build time if `T` is not an object:
 /// a programming error caught by the schema test).
-pub fn input_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
+pub(crate) fn input_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
     let raw = rmcp::handler::server::common::schema_for_input::<T>()
         .unwrap_or_else(|e| panic!("input schema of {}: {e}", std::any::type_name::<T>()));
     let mut v = Value::Object(raw.as_ref().clone());
@@ -54,7 +54,7 @@ pub fn input_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
 
 /// The `format` values JSON Schema 2020-12 defines (validation vocabulary, §7.3); any other is
 /// dropped from every schema.
-pub const STANDARD_FORMATS: [&str; 19] = [
+pub(crate) const STANDARD_FORMATS: [&str; 19] = [
     "date-time",
     "date",
     "time",
@@ -78,7 +78,7 @@ pub const STANDARD_FORMATS: [&str; 19] = [
 
 /// An output schema with only standard formats. Nullable unions stay: outputs do carry nulls,
 /// and clients validate `structuredContent` against this schema.
-pub fn output_schema(schema: &JsonObject) -> Arc<JsonObject> {
+pub(crate) fn output_schema(schema: &JsonObject) -> Arc<JsonObject> {
     let mut v = Value::Object(schema.clone());
     strip_formats(&mut v);
     match v {

@@ -22,10 +22,10 @@ use vk_observer_proxy::file_lines::LineRange;
 use vk_observer_query::detail::Detail;
 use vk_observer_tool_error::ToolError;
 
-pub const GET_ATTEMPT_FILE: &str = "get_attempt_file";
-pub const GET_ATTEMPT_PATCH: &str = "get_attempt_patch";
+pub(crate) const GET_ATTEMPT_FILE: &str = "get_attempt_file";
+pub(crate) const GET_ATTEMPT_PATCH: &str = "get_attempt_patch";
 
-pub const FAMILY: Family = Family {
+pub(crate) const FAMILY: Family = Family {
     name: "artifacts",
     tools: &[
         (GET_ATTEMPT_FILE, Scope::Read),
@@ -83,7 +83,7 @@ impl VkTools {
 }
 
 /// The line range asked for, None in byte mode; mixing `start` with lines is an error.
-pub fn line_range(a: &FileArgs) -> Result<Option<LineRange>, ToolError> {
+pub(crate) fn line_range(a: &FileArgs) -> Result<Option<LineRange>, ToolError> {
     if a.start_line.is_none() && a.end_line.is_none() {
         return Ok(None);
     }
@@ -119,7 +119,7 @@ pub fn line_range(a: &FileArgs) -> Result<Option<LineRange>, ToolError> {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct FileArgs {
+pub(crate) struct FileArgs {
     /// Attempt id (UUID string).
     pub attempt_id: Uuid,
     /// File path inside the workspace, `<repo>/<path>` as get_attempt_changes lists it. No
@@ -151,12 +151,16 @@ pub struct FileArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PatchArgs {
+pub(crate) struct PatchArgs {
     /// Attempt id (UUID string).
     pub attempt_id: Uuid,
     /// 1–100 paths, `<repo>/<path>` as get_attempt_changes lists them.
@@ -178,20 +182,24 @@ pub struct PatchArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
 }
 
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const GET_ATTEMPT_FILE: &str = "Read part of one file in an attempt's workspace (bounded), by bytes or lines.
+    pub(crate) const GET_ATTEMPT_FILE: &str = "Read part of one file in an attempt's workspace (bounded), by bytes or lines.
 Use when: you need a file the agent changed, or lines around a line number.
 Required: attempt_id, path (`<repo>/<path>` from get_attempt_changes).
 Optional: start (bytes) or start_line/end_line (1-based, inclusive); max_bytes (default 20000, max 524288); encoding (utf8 | base64; see `lossy`).
 Next: while truncated: start = start + bytes, or start_line = next_line; get_attempt_patch for diffs.
 Avoid: absolute paths or `..` (path_outside_workspace); start with start_line/end_line; whole large files.";
 
-    pub const GET_ATTEMPT_PATCH: &str = "Get the unified diff of selected changed files of an attempt (bounded).
+    pub(crate) const GET_ATTEMPT_PATCH: &str = "Get the unified diff of selected changed files of an attempt (bounded).
 Use when: reviewing exactly what changed in some files.
 Required: attempt_id, paths (1-100, `<repo>/<path>` from get_attempt_changes).
 Optional: force (bypass VK's diff guard), max_bytes (default 20000, max 2097152), guard {max_files, max_total_bytes} (blocked when over).

@@ -19,11 +19,11 @@ use vk_observer_query::detail::{Detail, Rules};
 use vk_observer_query::status::STATUS_RULES;
 use vk_observer_tool_error::ToolError;
 
-pub const START_TASK_ATTEMPT: &str = "start_task_attempt";
-pub const FOLLOW_UP: &str = "follow_up";
-pub const STOP_ATTEMPT: &str = "stop_attempt";
+pub(crate) const START_TASK_ATTEMPT: &str = "start_task_attempt";
+pub(crate) const FOLLOW_UP: &str = "follow_up";
+pub(crate) const STOP_ATTEMPT: &str = "stop_attempt";
 
-pub const FAMILY: Family = Family {
+pub(crate) const FAMILY: Family = Family {
     name: "attempts",
     tools: &[
         (START_TASK_ATTEMPT, Scope::Write),
@@ -85,7 +85,7 @@ impl VkTools {
     #[tool(description = describe::FOLLOW_UP, input_schema = input_schema::<FollowUpArgs>(),
            output_schema = plain_output_schema::<FollowUpDone>(),
            annotations(title = "Follow up", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    pub(crate) async fn follow_up(&self, Args(a): Args<FollowUpArgs>) -> CallToolResult {
+    pub async fn follow_up(&self, Args(a): Args<FollowUpArgs>) -> CallToolResult {
         let r = async {
             let a = a.map_err(stop_verb_hint)?;
             crate::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
@@ -147,7 +147,7 @@ fn stop_verb_hint(mut e: ToolError) -> ToolError {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RepoTarget {
+pub(crate) struct RepoTarget {
     /// Repository id (UUID string) from list_repos.
     pub repo_id: Uuid,
     /// Branch the attempt's work is based on and targets (e.g. `main`). Omit it to use the
@@ -159,7 +159,7 @@ pub struct RepoTarget {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct StartAttemptArgs {
+pub(crate) struct StartAttemptArgs {
     /// Task id (UUID string).
     pub task_id: Uuid,
     /// Executor identifier exactly as list_executors returns it (e.g. `CLAUDE_CODE`).
@@ -200,7 +200,7 @@ pub struct StartAttemptArgs {
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 #[schemars(inline)]
-pub enum FollowUpActionArg {
+pub(crate) enum FollowUpActionArg {
     // Start a new agent run in the session with `prompt` now.
     Send,
     // Queue `prompt` to run when the current run finishes (replaces a queued one).
@@ -225,7 +225,7 @@ pub enum FollowUpActionArg {
         "else": {"required": ["session_id"]}
     }
 ))]
-pub struct FollowUpArgs {
+pub(crate) struct FollowUpArgs {
     /// `send` (run `prompt` now), `queue` (run `prompt` after the current run) or `cancel`
     /// (drop the queued message). `prompt` is required for send and queue.
     pub action: FollowUpActionArg,
@@ -251,6 +251,10 @@ pub struct FollowUpArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
     /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
     /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
@@ -275,7 +279,7 @@ pub struct FollowUpArgs {
         }
     }
 ))]
-pub struct StopArgs {
+pub(crate) struct StopArgs {
     /// Attempt id (UUID string): stops its running agent and scripts, never its dev servers.
     /// Give exactly one of `attempt_id` or `execution_process_id`.
     #[serde(default)]
@@ -309,21 +313,21 @@ pub struct StopArgs {
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const START_TASK_ATTEMPT: &str = "Start an attempt on a task: a branch and worktree per repo, then the coding agent runs the task description.
+    pub(crate) const START_TASK_ATTEMPT: &str = "Start an attempt on a task: a branch and worktree per repo, then the coding agent runs the task description.
 Use when: a task should be worked on by an agent.
 Required: task_id, executor (from list_executors), repos [{repo_id (from list_repos)}].
 Optional: repos[].target_branch (default: the repo's current_branch), branch_prefix, variant, reuse_running_attempt, request_id (idempotency key).
 Next: wait_for_attempt_change with the returned attempt_id and token, then get_attempt_status.
 Avoid: starting a second attempt while one runs (pass reuse_running_attempt: true); inventing executor names.";
 
-    pub const FOLLOW_UP: &str = "Send the attempt's agent a new message now (send), queue one for after the current run (queue), or drop the queued one (cancel).
+    pub(crate) const FOLLOW_UP: &str = "Send the attempt's agent a new message now (send), queue one for after the current run (queue), or drop the queued one (cancel).
 Use when: the agent needs more instructions or fixes.
 Required: action and exactly one of attempt_id or session_id; prompt for send and queue.
 Optional: variant, request_id (idempotency key for send, queue and cancel: same key and arguments replay the first answer).
 Next: wait_for_attempt_change, then tail_attempt_logs.
 Avoid: calling before the attempt has a session (no_session_yet: check get_attempt_status); using cancel to stop a running agent (use stop_attempt).";
 
-    pub const STOP_ATTEMPT: &str = "Stop an attempt's agent/scripts (not dev servers) or one process (dev servers too). Returns once VK stopped them (interrupt, ~5 s, kill): what was stopped, final status, vk_ms.
+    pub(crate) const STOP_ATTEMPT: &str = "Stop an attempt's agent/scripts (not dev servers) or one process (dev servers too). Returns once VK stopped them (interrupt, ~5 s, kill): what was stopped, final status, vk_ms.
 Use when: an agent is stuck or unwanted; a dev server must go.
 Required: exactly one of attempt_id or execution_process_id.
 Optional: force (attempt only: also marks processes VK lost track of as killed; VK's process stop has none), request_id, detail (0|1|2).

@@ -15,9 +15,9 @@ use vk_observer_query::context::{CONTEXT_RULES, WorkspaceContext};
 use vk_observer_query::detail::Detail;
 use vk_observer_tool_error::ToolError;
 
-pub const GET_CONTEXT: &str = "get_context";
+pub(crate) const GET_CONTEXT: &str = "get_context";
 
-pub const FAMILY: Family = Family {
+pub(crate) const FAMILY: Family = Family {
     name: "context",
     tools: &[(GET_CONTEXT, Scope::Read)],
     router: VkTools::context_router,
@@ -52,7 +52,7 @@ impl VkTools {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ContextArgs {
+pub(crate) struct ContextArgs {
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
     /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
@@ -63,7 +63,7 @@ pub struct ContextArgs {
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const GET_CONTEXT: &str = "Get the project, task and attempt of the workspace this client runs in, with its repositories and target branches.
+    pub(crate) const GET_CONTEXT: &str = "Get the project, task and attempt of the workspace this client runs in, with its repositories and target branches.
 Use when: you are an agent working inside a VK attempt workspace and need your own ids.
 Required: nothing.
 Optional: detail (0|1|2, default 0).

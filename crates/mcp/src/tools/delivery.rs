@@ -17,13 +17,13 @@ use vk_observer_query::detail::Detail;
 use vk_observer_tool_error::ToolError;
 use vk_observer_vk::GitAction;
 
-pub const GET_ATTEMPT_BRANCH_STATUS: &str = "get_attempt_branch_status";
-pub const REBASE_ATTEMPT: &str = "rebase_attempt";
-pub const ABORT_ATTEMPT_CONFLICTS: &str = "abort_attempt_conflicts";
-pub const MERGE_ATTEMPT: &str = "merge_attempt";
-pub const PUSH_ATTEMPT: &str = "push_attempt";
+pub(crate) const GET_ATTEMPT_BRANCH_STATUS: &str = "get_attempt_branch_status";
+pub(crate) const REBASE_ATTEMPT: &str = "rebase_attempt";
+pub(crate) const ABORT_ATTEMPT_CONFLICTS: &str = "abort_attempt_conflicts";
+pub(crate) const MERGE_ATTEMPT: &str = "merge_attempt";
+pub(crate) const PUSH_ATTEMPT: &str = "push_attempt";
 
-pub const FAMILY: Family = Family {
+pub(crate) const FAMILY: Family = Family {
     name: "delivery",
     tools: &[
         (GET_ATTEMPT_BRANCH_STATUS, Scope::Read),
@@ -125,7 +125,7 @@ impl VkTools {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BranchStatusArgs {
+pub(crate) struct BranchStatusArgs {
     /// Attempt id (UUID string).
     pub attempt_id: Uuid,
     /// Read the branch status from VK now instead of answering from the cache (which is
@@ -136,12 +136,16 @@ pub struct BranchStatusArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RebaseArgs {
+pub(crate) struct RebaseArgs {
     /// Attempt id (UUID string).
     pub attempt_id: Uuid,
     /// Repository id (UUID string) from get_attempt_branch_status `repos[].repo_id`. May be
@@ -163,6 +167,10 @@ pub struct RebaseArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
     /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
     /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
@@ -173,7 +181,7 @@ pub struct RebaseArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RepoActionArgs {
+pub(crate) struct RepoActionArgs {
     /// Attempt id (UUID string).
     pub attempt_id: Uuid,
     /// Repository id (UUID string) from get_attempt_branch_status `repos[].repo_id`. May be
@@ -187,6 +195,10 @@ pub struct RepoActionArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
     /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
     /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
@@ -197,7 +209,7 @@ pub struct RepoActionArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PushArgs {
+pub(crate) struct PushArgs {
     /// Attempt id (UUID string).
     pub attempt_id: Uuid,
     /// Repository id (UUID string) from get_attempt_branch_status `repos[].repo_id`. May be
@@ -215,6 +227,10 @@ pub struct PushArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
     /// Fleet node: the host to run it on, needed when several hosts report its attempt (a copied
     /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
@@ -227,35 +243,35 @@ pub struct PushArgs {
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
 
-    pub const GET_ATTEMPT_BRANCH_STATUS: &str = "Git state of an attempt per repo: target branch, ahead/behind, uncommitted, merged, conflicts, ready_to_merge, as_of (when VK was read).
+    pub(crate) const GET_ATTEMPT_BRANCH_STATUS: &str = "Git state of an attempt per repo: target branch, ahead/behind, uncommitted, merged, conflicts, ready_to_merge, as_of (when VK was read).
 Use when: deciding whether to rebase, merge or push.
 Required: attempt_id.
 Optional: refresh (read VK now; the cache is re-read when a process ends and after every git action here).
 Next: rebase_attempt if commits_behind > 0; merge_attempt if ready_to_merge; abort_attempt_conflicts if conflicted_files.
 Avoid: refresh=true in a loop; wait_for_attempt_change instead.";
 
-    pub const REBASE_ATTEMPT: &str = "Rebase an attempt branch onto its target (or new_base_branch). outcome `ok`, or `conflicts` with conflicted_files and op (left mid-rebase).
+    pub(crate) const REBASE_ATTEMPT: &str = "Rebase an attempt branch onto its target (or new_base_branch). outcome `ok`, or `conflicts` with conflicted_files and op (left mid-rebase).
 Use when: commits_behind > 0, or to move onto another base.
 Required: attempt_id; repo_id if the attempt has several repos.
 Optional: new_base_branch (becomes the target), old_base_branch, request_id, host (fleet node: an attempt several hosts report).
 Next: merge_attempt after ok; after conflicts follow_up (agent resolves) or abort_attempt_conflicts.
 Avoid: rebasing while a process runs (process_running) or mid-rebase (rebase_in_progress).";
 
-    pub const ABORT_ATTEMPT_CONFLICTS: &str = "Abort a rebase stopped on conflicts: the branch back where it was, worktree clean (had_conflicts false: nothing to abort).
+    pub(crate) const ABORT_ATTEMPT_CONFLICTS: &str = "Abort a rebase stopped on conflicts: the branch back where it was, worktree clean (had_conflicts false: nothing to abort).
 Use when: rebase_attempt answered `conflicts` and the agent should not resolve them.
 Required: attempt_id; repo_id if the attempt has several repos.
 Optional: request_id, host (fleet node: an attempt several hosts report).
 Next: get_attempt_branch_status; follow_up to adapt the change, then rebase_attempt.
 Avoid: aborting while the agent resolves the conflicts.";
 
-    pub const MERGE_ATTEMPT: &str = "Squash-merge an attempt branch into its target branch; answers merge_commit. VK sets the task done and stops the attempt's dev servers.
+    pub(crate) const MERGE_ATTEMPT: &str = "Squash-merge an attempt branch into its target branch; answers merge_commit. VK sets the task done and stops the attempt's dev servers.
 Use when: ready_to_merge and the changes were reviewed.
 Required: attempt_id; repo_id if the attempt has several repos.
 Optional: request_id, host (fleet node: an attempt several hosts report).
 Next: push_attempt (force=true if pushed before the merge).
 Avoid: merging while a process runs (process_running), when behind (branch_behind: rebase first) or with conflicts (conflicts_present).";
 
-    pub const PUSH_ATTEMPT: &str =
+    pub(crate) const PUSH_ATTEMPT: &str =
     "Push an attempt branch to its repo's remote (same name); answers remote_branch and head_oid.
 Use when: publishing the branch, before or after merge_attempt.
 Required: attempt_id; repo_id if the attempt has several repos.

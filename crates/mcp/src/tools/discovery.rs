@@ -19,10 +19,10 @@ use vk_observer_query::catalog::{
 use vk_observer_query::detail::Detail;
 
 pub const LIST_PROJECTS: &str = "list_projects";
-pub const LIST_REPOS: &str = "list_repos";
-pub const LIST_EXECUTORS: &str = "list_executors";
+pub(crate) const LIST_REPOS: &str = "list_repos";
+pub(crate) const LIST_EXECUTORS: &str = "list_executors";
 
-pub const FAMILY: Family = Family {
+pub(crate) const FAMILY: Family = Family {
     name: "discovery",
     tools: &[
         (LIST_PROJECTS, Scope::Read),
@@ -93,7 +93,7 @@ impl VkTools {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListProjectsArgs {
+pub(crate) struct ListProjectsArgs {
     /// Opaque `next_cursor` from the previous list_projects page; omit for the first page.
     #[serde(default)]
     pub cursor: Option<String>,
@@ -110,7 +110,7 @@ pub struct ListProjectsArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListReposArgs {
+pub(crate) struct ListReposArgs {
     /// Project id (UUID string) from list_projects.
     pub project_id: Uuid,
     /// Opaque `next_cursor` from the previous list_repos page of the same project; omit for
@@ -130,7 +130,7 @@ pub struct ListReposArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExecutorsArgs {
+pub(crate) struct ExecutorsArgs {
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
     /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
@@ -148,21 +148,21 @@ pub struct ExecutorsArgs {
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const LIST_PROJECTS: &str = "List Vibe Kanban projects (from the daemon's cache), by name, in pages.
+    pub(crate) const LIST_PROJECTS: &str = "List Vibe Kanban projects (from the daemon's cache), by name, in pages.
 Use when: you need a project_id to list or create tasks.
 Required: nothing.
 Optional: cursor (next_cursor of the previous page), limit (1-200, default 50), detail (0|1|2, default 0).
 Next: list_tasks with a project_id, or list_repos to see its repositories; while has_more, call again with cursor = next_cursor.
 Avoid: guessing project ids or names; always take project_id from this list.";
 
-    pub const LIST_REPOS: &str = "List a project's repositories with each one's current branch (read live from VK; VK has no default branch).
+    pub(crate) const LIST_REPOS: &str = "List a project's repositories with each one's current branch (read live from VK; VK has no default branch).
 Use when: you need repo ids, names or the branch to target (start_task_attempt repos).
 Required: project_id.
 Optional: cursor (next_cursor of the previous page), limit (1-200, default 50), detail (0|1|2, default 0).
 Next: start_task_attempt with repos[].repo_id (target_branch defaults to current_branch); while has_more, call again with cursor = next_cursor.
 Avoid: passing a task_id or attempt_id as project_id; reusing a cursor of another list or project.";
 
-    pub const LIST_EXECUTORS: &str =
+    pub(crate) const LIST_EXECUTORS: &str =
     "List the coding-agent executors VK can run, with variants and capability flags.
 Use when: choosing `executor` (and `variant`) for start_task_attempt.
 Required: nothing.

@@ -10,15 +10,15 @@
 //! bounds).
 
 pub mod activity;
-pub mod answer;
+pub(crate) mod answer;
 pub mod approvals;
-pub mod args;
+pub(crate) mod args;
 pub mod artifacts;
 pub mod attempts;
 pub mod context;
-pub mod delivery;
+pub(crate) mod delivery;
 pub mod discovery;
-pub mod mutations;
+pub(crate) mod mutations;
 pub mod observe;
 pub mod paging;
 pub mod tasks;
@@ -35,14 +35,15 @@ pub use vk_observer_config::access::Scope;
 /// What a family registers: its name (the README's), its tools' names each with the scope a
 /// caller needs for it (`mcp::access`: this is the one table of them), and its router (the
 /// handlers and their schemas, made by rmcp's `#[tool_router]`).
-pub struct Family {
+pub(crate) struct Family {
+    #[allow(dead_code, reason = "kept for Debug output")]
     pub name: &'static str,
     pub tools: &'static [(&'static str, Scope)],
     pub router: fn() -> ToolRouter<VkTools>,
 }
 
 /// Every family, in the README's order.
-pub const FAMILIES: [Family; 9] = [
+pub(crate) const FAMILIES: [Family; 9] = [
     discovery::FAMILY,
     tasks::FAMILY,
     attempts::FAMILY,

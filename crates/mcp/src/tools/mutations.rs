@@ -11,7 +11,7 @@ use vk_observer_tool_error::ToolError;
 
 /// Whether `args` parse as `tool`'s arguments (the same parse its handler makes); None for a
 /// name that is not a mutating tool.
-pub fn check_args(tool: &str, args: &JsonObject) -> Option<Result<(), ToolError>> {
+pub(crate) fn check_args(tool: &str, args: &JsonObject) -> Option<Result<(), ToolError>> {
     fn parses<T: DeserializeOwned>(args: &JsonObject) -> Result<(), ToolError> {
         Args::<T>::parse(args.clone()).0.map(|_| ())
     }
@@ -33,7 +33,7 @@ pub fn check_args(tool: &str, args: &JsonObject) -> Option<Result<(), ToolError>
 }
 
 /// Run the mutating `tool` with `args` through its handler; None for a name that is not one.
-pub async fn run(tools: &VkTools, tool: &str, args: JsonObject) -> Option<CallToolResult> {
+pub(crate) async fn run(tools: &VkTools, tool: &str, args: JsonObject) -> Option<CallToolResult> {
     Some(match tool {
         tasks::CREATE_TASK => tools.create_task(Args::parse(args)).await,
         tasks::UPDATE_TASK => tools.update_task(Args::parse(args)).await,

@@ -5,10 +5,10 @@ use vk_observer_query::paging::{PAGE_DEFAULT, PAGE_MAX, PageArgs};
 use vk_observer_tool_error::ToolError;
 
 /// Most attempts one batched call names (get_attempt_status, wait_for_attempt_change).
-pub const MAX_BATCH: usize = 100;
+pub(crate) const MAX_BATCH: usize = 100;
 
 /// Cursor and page size of a paged list (`query::paging`): the size within `1..=PAGE_MAX`.
-pub fn page_args(
+pub(crate) fn page_args(
     cursor: Option<String>,
     limit: Option<u32>,
     field: &str,
@@ -20,7 +20,7 @@ pub fn page_args(
 }
 
 /// A page size within `1..=max` (default when absent); 0 is an error, above `max` is capped.
-pub fn page_size(
+pub(crate) fn page_size(
     v: Option<u32>,
     default: usize,
     max: usize,

@@ -26,11 +26,11 @@ use vk_observer_tool_error::ToolError;
 pub const LIST_TASKS: &str = "list_tasks";
 pub const GET_TASK: &str = "get_task";
 pub const LIST_TASK_ATTEMPTS: &str = "list_task_attempts";
-pub const CREATE_TASK: &str = "create_task";
-pub const UPDATE_TASK: &str = "update_task";
-pub const DELETE_TASK: &str = "delete_task";
+pub(crate) const CREATE_TASK: &str = "create_task";
+pub(crate) const UPDATE_TASK: &str = "update_task";
+pub(crate) const DELETE_TASK: &str = "delete_task";
 
-pub const FAMILY: Family = Family {
+pub(crate) const FAMILY: Family = Family {
     name: "tasks",
     tools: &[
         (LIST_TASKS, Scope::Read),
@@ -117,7 +117,7 @@ impl VkTools {
     #[tool(description = describe::CREATE_TASK, input_schema = input_schema::<CreateTaskArgs>(),
            output_schema = detail_output_schema::<TaskChange>(),
            annotations(title = "Create task", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    pub(crate) async fn create_task(&self, Args(a): Args<CreateTaskArgs>) -> CallToolResult {
+    pub async fn create_task(&self, Args(a): Args<CreateTaskArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
@@ -136,7 +136,7 @@ impl VkTools {
     #[tool(description = describe::UPDATE_TASK, input_schema = input_schema::<UpdateTaskArgs>(),
            output_schema = detail_output_schema::<TaskChange>(),
            annotations(title = "Update task", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
-    pub(crate) async fn update_task(&self, Args(a): Args<UpdateTaskArgs>) -> CallToolResult {
+    pub async fn update_task(&self, Args(a): Args<UpdateTaskArgs>) -> CallToolResult {
         let level = level_of(&a, |a| a.detail);
         let r = async {
             let a = a?;
@@ -155,7 +155,7 @@ impl VkTools {
     #[tool(description = describe::DELETE_TASK, input_schema = input_schema::<DeleteTaskArgs>(),
            output_schema = plain_output_schema::<TaskDeleted>(),
            annotations(title = "Delete task", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false))]
-    pub(crate) async fn delete_task(&self, Args(a): Args<DeleteTaskArgs>) -> CallToolResult {
+    pub async fn delete_task(&self, Args(a): Args<DeleteTaskArgs>) -> CallToolResult {
         let r = async {
             let a = a?;
             crate::forward::check_host_arg(&self.fleet, a.host.as_deref())?;
@@ -186,7 +186,7 @@ fn updated_since(s: Option<&str>) -> Result<Option<chrono::DateTime<chrono::Utc>
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListTasksArgs {
+pub(crate) struct ListTasksArgs {
     /// Project id (UUID string) from list_projects.
     pub project_id: Uuid,
     /// Only tasks in this status: `todo`, `inprogress`, `inreview`, `done` or `cancelled`.
@@ -220,7 +220,7 @@ pub struct ListTasksArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GetTaskArgs {
+pub(crate) struct GetTaskArgs {
     /// Task id (UUID string) from list_tasks.
     pub task_id: Uuid,
     /// Also return a page of the task's attempts, newest first (default false).
@@ -244,7 +244,7 @@ pub struct GetTaskArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListAttemptsArgs {
+pub(crate) struct ListAttemptsArgs {
     /// Task id (UUID string) from list_tasks.
     pub task_id: Uuid,
     /// Opaque `next_cursor` from the previous list_task_attempts page of the same task; omit
@@ -264,7 +264,7 @@ pub struct ListAttemptsArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateTaskArgs {
+pub(crate) struct CreateTaskArgs {
     /// Project id (UUID string) from list_projects.
     pub project_id: Uuid,
     /// Task title, 1–255 characters, not blank.
@@ -293,7 +293,7 @@ pub struct CreateTaskArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct UpdateTaskArgs {
+pub(crate) struct UpdateTaskArgs {
     /// Task id (UUID string).
     pub task_id: Uuid,
     /// New title, 1–255 characters, not blank.
@@ -325,7 +325,7 @@ pub struct UpdateTaskArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DeleteTaskArgs {
+pub(crate) struct DeleteTaskArgs {
     /// Task id (UUID string). Its attempts and worktrees are deleted too.
     pub task_id: Uuid,
     /// Idempotency key (e.g. a fresh UUID per logical request): a retry with the same key and
@@ -336,6 +336,10 @@ pub struct DeleteTaskArgs {
     /// Detail level: 0 (default), 1 or 2, as every tool takes it. Accepted for uniformity;
     /// this answer is the same at every level (it has nothing to leave out).
     #[serde(default)]
+    #[allow(
+        dead_code,
+        reason = "in the schema: every tool takes `detail`; this answer has one shape"
+    )]
     pub detail: Option<Detail>,
     /// Fleet node: the host to run it on, needed when several hosts report this task (a copied
     /// VK database; the refusal's `details.hosts` names them). A host daemon accepts only its
@@ -347,14 +351,14 @@ pub struct DeleteTaskArgs {
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const LIST_TASKS: &str = "List a project's tasks, newest first, each with its latest attempt summary (latest attempt and session ids, running/failed flags).
+    pub(crate) const LIST_TASKS: &str = "List a project's tasks, newest first, each with its latest attempt summary (latest attempt and session ids, running/failed flags).
 Use when: finding a task, or checking which tasks have running or failed attempts.
 Required: project_id.
 Optional: status, q (text search), updated_since (RFC 3339), cursor (previous next_cursor), limit (1-200, default 50), include_attempt_summary, detail (0|1|2).
 Next: get_task or list_task_attempts with a task_id; get_attempt_status with latest_attempt_id.
 Avoid: paging by re-sending the same call; pass next_cursor as cursor (same filters) while has_more.";
 
-    pub const GET_TASK: &str =
+    pub(crate) const GET_TASK: &str =
     "Get one task with its attempt summary, optionally with a page of its attempts.
 Use when: you have a task_id and need its status, description or attempts.
 Required: task_id.
@@ -362,28 +366,28 @@ Optional: include_attempts (default false); with it attempts_cursor (attempts_ne
 Next: get_attempt_status or tail_attempt_logs with an attempt_id.
 Avoid: using an attempt_id here; attempts have their own tools.";
 
-    pub const LIST_TASK_ATTEMPTS: &str = "List a task's attempts (VK workspaces), newest first, with each attempt's latest session and state, plus top-level latest_attempt_id and latest_session_id.
+    pub(crate) const LIST_TASK_ATTEMPTS: &str = "List a task's attempts (VK workspaces), newest first, with each attempt's latest session and state, plus top-level latest_attempt_id and latest_session_id.
 Use when: you need an attempt_id or session_id for a task.
 Required: task_id.
 Optional: cursor (next_cursor of the previous page of this task), limit (1-200, default 50), detail (0|1|2, default 0).
 Next: get_attempt_status, tail_attempt_logs or follow_up with the attempt_id; while has_more, call again with cursor = next_cursor.
 Avoid: calling this in a polling loop; use wait_for_attempt_change or get_attempt_status with since_token.";
 
-    pub const CREATE_TASK: &str = "Create a task in a project (it does not start an agent; use start_task_attempt for that).
+    pub(crate) const CREATE_TASK: &str = "Create a task in a project (it does not start an agent; use start_task_attempt for that).
 Use when: you need a new unit of work on the board.
 Required: project_id, title.
 Optional: description (the agent's prompt), status, request_id (idempotency key: retries return the same task), host (fleet node: required when the project lives on several hosts), detail (0|1|2, default 0).
 Next: start_task_attempt with the returned task_id.
 Avoid: retrying a timed-out call without request_id (it may create a duplicate).";
 
-    pub const UPDATE_TASK: &str = "Change a task's title, description or status.
+    pub(crate) const UPDATE_TASK: &str = "Change a task's title, description or status.
 Use when: editing a task or moving it on the board (e.g. to done).
 Required: task_id and at least one of title, description, status.
 Optional: title, description (empty string clears it), status, request_id (idempotency key: same key and arguments replay the first answer, no second write), host (fleet node: a task several hosts report), detail (0|1|2, default 0).
 Next: get_task to confirm, or list_tasks.
 Avoid: using it to stop work (use stop_attempt) or to send instructions to the agent (use follow_up).";
 
-    pub const DELETE_TASK: &str = "Delete a task with its attempts and worktrees. Irreversible.
+    pub(crate) const DELETE_TASK: &str = "Delete a task with its attempts and worktrees. Irreversible.
 Use when: a task was created by mistake or is obsolete.
 Required: task_id.
 Optional: request_id (idempotency key: a retry answers the same deleted_task_id though the task is gone), host (fleet node: a task several hosts report).

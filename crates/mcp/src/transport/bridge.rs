@@ -33,7 +33,7 @@ use super::bridge_followers::Followers;
 use super::cache_hints;
 use crate::WORKSPACE_HEADER;
 
-pub struct Bridge {
+pub(crate) struct Bridge {
     daemon: RunningService<RoleClient, Relay>,
     url: String,
     /// Serializes following changes with their daemon calls, so a subscribe and an unsubscribe

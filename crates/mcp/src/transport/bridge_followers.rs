@@ -39,19 +39,19 @@ impl Followers {
 
     /// `resources/subscribe` of `uri` by `peer`: None when already subscribed (subscribing
     /// twice is one subscription), else whether the daemon leg must subscribe.
-    pub fn subscribe(&mut self, uri: &str, peer: Peer<RoleServer>) -> Option<bool> {
+    pub(crate) fn subscribe(&mut self, uri: &str, peer: Peer<RoleServer>) -> Option<bool> {
         self.peer = Some(peer);
         let first = !self.followed(uri);
         self.subscribed.insert(uri.to_string()).then_some(first)
     }
 
     /// `resources/unsubscribe` of `uri`: whether the daemon leg must unsubscribe.
-    pub fn unsubscribe(&mut self, uri: &str) -> bool {
+    pub(crate) fn unsubscribe(&mut self, uri: &str) -> bool {
         self.subscribed.remove(uri) && !self.followed(uri)
     }
 
     /// A new listen on `uris`: its id, its updates, and the URIs the daemon leg must subscribe.
-    pub fn listen(
+    pub(crate) fn listen(
         &mut self,
         uris: HashSet<String>,
     ) -> (u64, mpsc::UnboundedReceiver<String>, Vec<String>) {
@@ -65,7 +65,7 @@ impl Followers {
 
     /// Stop following `uri` in listen `id` (its daemon subscription failed): whether the daemon
     /// leg must unsubscribe.
-    pub fn drop_from_listen(&mut self, id: u64, uri: &str) -> bool {
+    pub(crate) fn drop_from_listen(&mut self, id: u64, uri: &str) -> bool {
         let removed = self
             .listens
             .get_mut(&id)
@@ -74,7 +74,7 @@ impl Followers {
     }
 
     /// The end of listen `id`: the URIs the daemon leg must unsubscribe.
-    pub fn end_listen(&mut self, id: u64) -> Vec<String> {
+    pub(crate) fn end_listen(&mut self, id: u64) -> Vec<String> {
         let Some(l) = self.listens.remove(&id) else {
             return Vec::new();
         };
@@ -82,7 +82,7 @@ impl Followers {
     }
 
     /// Who gets an update of `uri`.
-    pub fn targets(&self, uri: &str) -> Targets {
+    pub(crate) fn targets(&self, uri: &str) -> Targets {
         Targets {
             peer: self
                 .subscribed

@@ -28,7 +28,7 @@ fn speaks_cache_hints(ctx: &RequestContext<RoleServer>) -> bool {
 }
 
 /// `tools/list`: per caller, reusable for `LISTING_TTL_MS`.
-pub fn on_tools(ctx: &RequestContext<RoleServer>, result: &mut ListToolsResult) {
+pub(crate) fn on_tools(ctx: &RequestContext<RoleServer>, result: &mut ListToolsResult) {
     if speaks_cache_hints(ctx) {
         result.ttl_ms = Some(LISTING_TTL_MS);
         result.cache_scope = Some(CacheScope::Private);
@@ -36,7 +36,10 @@ pub fn on_tools(ctx: &RequestContext<RoleServer>, result: &mut ListToolsResult) 
 }
 
 /// `resources/templates/list`: the same for everyone, reusable for `LISTING_TTL_MS`.
-pub fn on_templates(ctx: &RequestContext<RoleServer>, result: &mut ListResourceTemplatesResult) {
+pub(crate) fn on_templates(
+    ctx: &RequestContext<RoleServer>,
+    result: &mut ListResourceTemplatesResult,
+) {
     if speaks_cache_hints(ctx) {
         result.ttl_ms = Some(LISTING_TTL_MS);
         result.cache_scope = Some(CacheScope::Public);
@@ -44,7 +47,7 @@ pub fn on_templates(ctx: &RequestContext<RoleServer>, result: &mut ListResourceT
 }
 
 /// `resources/read`: live data, not reusable.
-pub fn on_read(ctx: &RequestContext<RoleServer>, result: &mut ReadResourceResult) {
+pub(crate) fn on_read(ctx: &RequestContext<RoleServer>, result: &mut ReadResourceResult) {
     if speaks_cache_hints(ctx) {
         result.ttl_ms = Some(0);
         result.cache_scope = Some(CacheScope::Private);

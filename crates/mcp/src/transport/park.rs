@@ -112,7 +112,7 @@ pub struct Parking {
 
 /// Called by `guard::guard` once a request may reach `/mcp` (one middleware layer instead of
 /// two: each layer boxes its future, and a parked wait holds every box on its way).
-pub async fn park_waits(p: &Parking, req: Request, next: Next) -> Response {
+pub(crate) async fn park_waits(p: &Parking, req: Request, next: Next) -> Response {
     if !parkable(&req) {
         return next.run(req).await;
     }

@@ -39,7 +39,7 @@ use crate::tools::observe::Parked;
 const MAX_PLAIN_ANSWER: usize = 64 * 1024;
 
 /// What identifies a parked call that streams progress.
-pub struct ProgressCall {
+pub(crate) struct ProgressCall {
     /// The client's token, echoed verbatim (a string or a number).
     pub token: Box<RawValue>,
     /// The JSON-RPC request id, for a cancel notification to name it.
@@ -95,7 +95,7 @@ impl Cancels {
 
     /// If `body` is a `notifications/cancelled` naming a parked call of `session`, end that
     /// call. Cheap when nothing is registered (every small POST passes here).
-    pub fn cancel_from(&self, session: Option<&HeaderValue>, body: &[u8]) {
+    pub(crate) fn cancel_from(&self, session: Option<&HeaderValue>, body: &[u8]) {
         if self.lock().is_empty() {
             return;
         }
@@ -144,7 +144,7 @@ enum Phase {
 
 /// Answer a parked wait with an SSE stream: progress events while `hold` runs, then rmcp's
 /// answer to the request handed on with what `hold` returned.
-pub fn stream(
+pub(crate) fn stream(
     hold: Boxed<Option<Parked>>,
     (parts, body): (Parts, Bytes),
     next: Next,

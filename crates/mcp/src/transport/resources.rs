@@ -27,7 +27,7 @@ const MIME_JSON: &str = "application/json";
 
 /// The notify hub channel that fires when a resource may have changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Wake {
+pub(crate) enum Wake {
     /// Any commit touching the attempt (its row, sessions, processes, log entries).
     Attempt(Uuid),
     /// Any commit touching the project (its tasks and their attempts).
@@ -39,7 +39,7 @@ pub enum Wake {
 impl Wake {
     /// The hub channel this wake listens on: a task's is its attempt's (None for a task id no
     /// call handed out).
-    pub fn resolved(self, query: &Query) -> Option<Wake> {
+    pub(crate) fn resolved(self, query: &Query) -> Option<Wake> {
         match self {
             Wake::Task(id) => query
                 .task_handle(id)
@@ -52,7 +52,7 @@ impl Wake {
 }
 
 /// One family of resources: `<prefix>{id}<suffix>`.
-pub struct ResourceKind {
+pub(crate) struct ResourceKind {
     /// The template's programmatic name.
     pub name: &'static str,
     pub title: &'static str,
@@ -68,7 +68,7 @@ pub struct ResourceKind {
 }
 
 impl ResourceKind {
-    pub fn template(&self) -> String {
+    pub(crate) fn template(&self) -> String {
         format!("{}{{id}}{}", self.prefix, self.suffix)
     }
 
@@ -84,7 +84,7 @@ impl ResourceKind {
 }
 
 /// The resource families the daemon serves.
-pub const KINDS: &[ResourceKind] = &[
+pub(crate) const KINDS: &[ResourceKind] = &[
     ResourceKind {
         name: "attempt_status",
         title: "Attempt status",
@@ -135,7 +135,7 @@ pub const KINDS: &[ResourceKind] = &[
 
 /// A URI resolved to its family and id.
 #[derive(Clone)]
-pub struct Resource {
+pub(crate) struct Resource {
     pub kind: &'static ResourceKind,
     pub id: Uuid,
     pub uri: String,
@@ -143,7 +143,7 @@ pub struct Resource {
 
 impl Resource {
     /// The resource `uri` names; a URI no template matches is an invalid-params error.
-    pub fn parse(uri: &str) -> Result<Resource, ErrorData> {
+    pub(crate) fn parse(uri: &str) -> Result<Resource, ErrorData> {
         KINDS
             .iter()
             .find_map(|kind| {
@@ -167,12 +167,12 @@ impl Resource {
             })
     }
 
-    pub fn wake(&self) -> Wake {
+    pub(crate) fn wake(&self) -> Wake {
         (self.kind.wake)(self.id)
     }
 
     /// The resource's current contents, from the cache.
-    pub fn read(&self, query: &Query) -> Result<ReadResourceResult, ErrorData> {
+    pub(crate) fn read(&self, query: &Query) -> Result<ReadResourceResult, ErrorData> {
         let text = (self.kind.read)(query, self.id)
             .map_err(|e| with_uri(to_protocol_error(&e), &self.uri))?;
         Ok(ReadResourceResult::new(vec![
@@ -182,7 +182,7 @@ impl Resource {
 }
 
 /// The templates of every family, for `resources/templates/list`.
-pub fn templates() -> Vec<ResourceTemplate> {
+pub(crate) fn templates() -> Vec<ResourceTemplate> {
     KINDS
         .iter()
         .map(|k| {
@@ -208,7 +208,7 @@ fn with_uri(mut error: ErrorData, uri: &str) -> ErrorData {
 }
 
 /// A tool error as the JSON-RPC error of a resource request, the envelope in `data`.
-pub fn to_protocol_error(e: &ToolError) -> ErrorData {
+pub(crate) fn to_protocol_error(e: &ToolError) -> ErrorData {
     let data = Some(envelope(e));
     match e.code {
         vk_observer_tool_error::ErrorCode::NotFound => {

@@ -43,7 +43,7 @@ use vk_observer_tool_error::ToolError;
 
 /// What every session's subscriptions share.
 #[derive(Clone)]
-pub struct Subscribing {
+pub(crate) struct Subscribing {
     pub query: Query,
     /// `[mcp] max_subscriptions_per_session`.
     pub cap: usize,
@@ -53,14 +53,14 @@ pub struct Subscribing {
 
 /// The hub receivers of a set of subscribed URIs, counted in
 /// `health.resource_subscriptions` while held and released from the hub when dropped.
-pub struct Watches {
+pub(crate) struct Watches {
     query: Query,
     streams: StreamMap<String, WatchStream<u64>>,
     wakes: HashMap<String, Wake>,
 }
 
 impl Watches {
-    pub fn new(query: Query) -> Self {
+    pub(crate) fn new(query: Query) -> Self {
         Watches {
             query,
             streams: StreamMap::new(),
@@ -141,7 +141,7 @@ enum Command {
 
 /// One session's `resources/subscribe` set. Dropped with the session's handler, which ends the
 /// session's watcher task (its command channel closes).
-pub struct SessionSubscriptions {
+pub(crate) struct SessionSubscriptions {
     shared: Subscribing,
     state: Mutex<SessionState>,
 }
@@ -156,7 +156,7 @@ struct SessionState {
 impl SessionSubscriptions {
     /// Cheap: rmcp builds a handler for every session and some lookups; the task starts with
     /// the first subscribe.
-    pub fn new(shared: Subscribing) -> Self {
+    pub(crate) fn new(shared: Subscribing) -> Self {
         SessionSubscriptions {
             shared,
             state: Mutex::default(),
@@ -170,7 +170,7 @@ impl SessionSubscriptions {
 
     /// Subscribe the session to `uri`: the resource must exist (it is read once), and the
     /// session must be under its cap. Subscribing twice is one subscription.
-    pub fn subscribe(&self, uri: &str, peer: &Peer<RoleServer>) -> Result<(), ErrorData> {
+    pub(crate) fn subscribe(&self, uri: &str, peer: &Peer<RoleServer>) -> Result<(), ErrorData> {
         let res = Resource::parse(uri)?;
         res.read(&self.shared.query)?;
         let mut state = self.lock();
@@ -198,7 +198,7 @@ impl SessionSubscriptions {
     }
 
     /// End the session's subscription to `uri` (none held is not an error).
-    pub fn unsubscribe(&self, uri: &str) -> Result<(), ErrorData> {
+    pub(crate) fn unsubscribe(&self, uri: &str) -> Result<(), ErrorData> {
         let res = Resource::parse(uri)?;
         let mut state = self.lock();
         if state.uris.remove(&res.uri)
@@ -262,12 +262,12 @@ async fn watch_session(
 impl SessionSubscriptions {
     /// The URIs of `requested` a `subscriptions/listen` gets: those naming a cached resource,
     /// at most the cap (the acknowledgment tells the client which).
-    pub fn listen_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
+    pub(crate) fn listen_filter(&self, requested: &SubscriptionFilter) -> SubscriptionFilter {
         listen_filter(&self.shared.query, self.shared.cap, requested)
     }
 
     /// Run one `subscriptions/listen` until the client cancels it or the daemon stops.
-    pub async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
+    pub(crate) async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
         listen(ctx, &self.shared).await
     }
 }
@@ -314,7 +314,7 @@ async fn listen(ctx: SubscriptionContext, shared: &Subscribing) -> Result<(), Er
 }
 
 /// The refusal of `resources/subscribe` where no session can carry a notification.
-pub fn stateless_refusal() -> ErrorData {
+pub(crate) fn stateless_refusal() -> ErrorData {
     let e = ToolError::new(
         vk_observer_tool_error::ErrorCode::SubscriptionsUnavailable,
         false,

@@ -32,11 +32,11 @@ struct ChunkAt {
 }
 
 /// Chunks a batch changed, decoded, by key; encoded into the overlay by [`Pending::flush_chunks`].
-pub type ChunkCache = BTreeMap<[u8; 25], Chunk>;
+pub(crate) type ChunkCache = BTreeMap<[u8; 25], Chunk>;
 
 impl Pending<'_, '_> {
     /// Encode the chunks this batch changed into the overlay.
-    pub fn flush_chunks(&mut self) {
+    pub(crate) fn flush_chunks(&mut self) {
         for (key, chunk) in std::mem::take(&mut self.chunks) {
             if chunk.is_empty() {
                 self.ov.remove(&key);

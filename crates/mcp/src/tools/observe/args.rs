@@ -17,7 +17,7 @@ use vk_observer_query::until::UntilState;
     "then" = {"not": {"required": ["attempt_ids"]}},
     "else" = {"required": ["attempt_ids"]}
 ))]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// One attempt id (UUID string). Give exactly one of `attempt_id` or `attempt_ids`.
     #[serde(default)]
     pub attempt_id: Option<Uuid>,
@@ -44,7 +44,7 @@ pub struct StatusArgs {
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 #[schemars(inline)]
-pub enum LogChannel {
+pub(crate) enum LogChannel {
     // The executor's structured entries (messages, tool calls); best for agents.
     #[default]
     Normalized,
@@ -58,7 +58,7 @@ pub enum LogChannel {
     "if" = {"required": ["cursor"]},
     "then" = {"not": {"required": ["after_entry_index"]}}
 ))]
-pub struct TailLogsArgs {
+pub(crate) struct TailLogsArgs {
     /// Attempt id (UUID string).
     pub attempt_id: Uuid,
     /// `normalized` (default) or `raw`.
@@ -93,7 +93,7 @@ pub struct TailLogsArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ChangesArgs {
+pub(crate) struct ChangesArgs {
     /// Attempt id (UUID string).
     pub attempt_id: Uuid,
     /// Return the file list even when the diff guard's thresholds are exceeded (default false).
@@ -117,7 +117,7 @@ pub struct ChangesArgs {
     "then" = {"not": {"required": ["attempt_id"]}},
     "else" = {"required": ["attempt_id"]}
 ))]
-pub struct MessagesArgs {
+pub(crate) struct MessagesArgs {
     /// Session id (UUID string). Give exactly one of `session_id` or `attempt_id`.
     #[serde(default)]
     pub session_id: Option<Uuid>,
@@ -147,7 +147,7 @@ pub struct MessagesArgs {
 /// How tail_session_messages splits the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum MessagesBy {
+pub(crate) enum MessagesBy {
     /// One item per coding-agent run: the prompt and the agent's last message.
     Turn,
     /// One item per message: prompts, agent messages, tool uses, errors, feedback.
@@ -161,7 +161,7 @@ pub enum MessagesBy {
     "then" = {"not": {"required": ["project_id"]}},
     "else" = {"required": ["project_id"]}
 ))]
-pub struct WaitArgs {
+pub(crate) struct WaitArgs {
     /// Attempts to watch (1–100 UUID strings). Give exactly one of `attempt_ids` or `project_id`.
     #[serde(default)]
     #[schemars(length(min = 1, max = 100))]

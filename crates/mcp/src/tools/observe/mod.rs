@@ -9,10 +9,10 @@ use rmcp::handler::server::tool::ToolRouter;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 
-pub use self::args::{
+pub(crate) use self::args::{
     ChangesArgs, LogChannel, MessagesArgs, MessagesBy, StatusArgs, TailLogsArgs, WaitArgs,
 };
-pub use self::wait::{Parked, WaitPlan, plan};
+pub(crate) use self::wait::{Parked, WaitPlan, plan};
 use super::answer::{detail_output_schema, level_of, rendered, shaped, shaped_with};
 use super::args::{Args, input_schema};
 use super::paging::{MAX_BATCH, page_size};
@@ -31,10 +31,10 @@ use vk_observer_vk::Channel;
 pub const GET_ATTEMPT_STATUS: &str = "get_attempt_status";
 pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "wait_for_attempt_change";
 pub const TAIL_ATTEMPT_LOGS: &str = "tail_attempt_logs";
-pub const GET_ATTEMPT_CHANGES: &str = "get_attempt_changes";
-pub const TAIL_SESSION_MESSAGES: &str = "tail_session_messages";
+pub(crate) const GET_ATTEMPT_CHANGES: &str = "get_attempt_changes";
+pub(crate) const TAIL_SESSION_MESSAGES: &str = "tail_session_messages";
 
-pub const FAMILY: Family = Family {
+pub(crate) const FAMILY: Family = Family {
     name: "observe",
     tools: &[
         (GET_ATTEMPT_STATUS, Scope::Read),
@@ -167,35 +167,35 @@ impl VkTools {
 /// Descriptions in the seed template (`Use when:` / `Required:` / `Optional:` / `Next:` /
 /// `Avoid:`), kept short: agents pattern-match on them.
 mod describe {
-    pub const GET_ATTEMPT_STATUS: &str = "State of attempts (idle | running | completed | failed; dev servers excluded), latest session/process, failure summary and a result to route on (outcome, last_error_code, next_tool). attempt_id: fields at the top level; attempt_ids: `attempts`.
+    pub(crate) const GET_ATTEMPT_STATUS: &str = "State of attempts (idle | running | completed | failed; dev servers excluded), latest session/process, failure summary and a result to route on (outcome, last_error_code, next_tool). attempt_id: fields at the top level; attempt_ids: `attempts`.
 Use when: checking if an agent run is going, done or failed.
 Required: exactly one of attempt_id or attempt_ids (max 100).
 Optional: since_token (changed since only), include_result, detail (0|1|2).
 Next: result.next_tool (none at detail 0: wait).
 Avoid: passing both ids; polling one attempt at a time (batch, or wait_for_attempt_change).";
 
-    pub const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log (latest coding agent, else its setup/cleanup script) in oldest-first pages.
+    pub(crate) const TAIL_ATTEMPT_LOGS: &str = "Read an attempt's log (latest coding agent, else its setup/cleanup script) in oldest-first pages.
 Use when: seeing what the agent did or why it failed, or following new output.
 Required: attempt_id.
 Optional: channel (normalized|raw), limit (1-500), cursor (older page) OR after_entry_index (newer only), since_token (also returns entries replaced in place), execution_process_id, detail (0: compact entries; 2: VK's verbatim).
 Next: call again with after_entry_index = last entry_index seen.
 Avoid: re-reading the last N entries and de-duplicating; sending cursor and after_entry_index together.";
 
-    pub const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed files (repo-prefixed paths).
+    pub(crate) const GET_ATTEMPT_CHANGES: &str = "Get what an attempt changed: totals (file_count, added, deleted, total_bytes) and the changed files (repo-prefixed paths).
 Use when: reviewing a completed run, or what a running agent changed so far (live: true).
 Required: attempt_id.
 Optional: force (list files past the diff guard; never past 5000), include_files (false: summary only), detail (0|1|2; 1 adds per-file counts).
 Next: get_attempt_patch or get_attempt_file for contents of selected paths; follow_up to ask for fixes.
 Avoid: retrying with force after blocked_reason=summary_failed (force does not help); expecting file contents here.";
 
-    pub const TAIL_SESSION_MESSAGES: &str = "A session's conversation as turns (prompt, final answer) or, by=message, message by message; newest page, oldest first.
+    pub(crate) const TAIL_SESSION_MESSAGES: &str = "A session's conversation as turns (prompt, final answer) or, by=message, message by message; newest page, oldest first.
 Use when: restoring context about what was asked and answered in an attempt.
 Required: exactly one of session_id or attempt_id (the attempt's latest session).
 Optional: by (turn|message), cursor (next_cursor: older items), limit (turns 1-50, messages 1-100), detail (0|1|2).
 Next: follow_up with the same attempt_id, or tail_attempt_logs for the full detail of a turn.
 Avoid: both session_id and attempt_id; following live output (use tail_attempt_logs).";
 
-    pub const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes or, with until, reaches a target state; answers outcome (reached|changed|timeout|token_reset|deleted), statuses, final agent messages, a new token.
+    pub(crate) const WAIT_FOR_ATTEMPT_CHANGE: &str = "Block until a watched attempt changes or, with until, reaches a target state; answers outcome (reached|changed|timeout|token_reset|deleted), statuses, final agent messages, a new token.
 Use when: you would otherwise poll get_attempt_status or logs.
 Required: one of attempt_ids (1-100) or project_id.
 Optional: until (e.g. [\"completed\",\"failed\",\"needs_input\"]), since_token, timeout_ms (default 25000, max 50000; 600000 with a progressToken), include_activity (project_id).

@@ -78,7 +78,7 @@ impl VkTools {
 }
 
 /// What a validated wait call asks for (shared with `transport::park`).
-pub struct WaitPlan {
+pub(crate) struct WaitPlan {
     pub scope: WaitScope,
     /// The target states (`until`), if any.
     pub until: Option<Until>,
@@ -88,7 +88,7 @@ pub struct WaitPlan {
 
 /// Validate a wait call; `with_progress`: progress notifications keep the client alive, so the
 /// longer timeout cap applies.
-pub fn plan(
+pub(crate) fn plan(
     query: &vk_observer_query::Query,
     a: WaitArgs,
     with_progress: bool,
@@ -146,7 +146,7 @@ fn timeout_of(timeout_ms: Option<u64>, with_progress: bool) -> Result<Duration, 
 /// clock (so the timeout is not served twice) and the token it compared against (the baseline
 /// of a wait without `since_token` or `until`), and the attempts it watched when it began.
 #[derive(Debug, Clone)]
-pub struct Parked {
+pub(crate) struct Parked {
     pub clock: WaitClock,
     pub since: u64,
     pub watched: std::sync::Arc<[uuid::Uuid]>,
