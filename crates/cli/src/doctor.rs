@@ -16,7 +16,7 @@ use super::settings_toml::{round_trip, to_toml};
 use vk_observer_config::{ConfigFile, NatsCredentials, Settings, SettingsArgs};
 
 /// How long one network check may take.
-const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct DoctorOptions {
     /// The daemon's settings, as `serve` takes them; `mcp_token` is also the bearer token the
@@ -33,7 +33,7 @@ enum Level {
 }
 
 #[derive(Default)]
-struct Report {
+pub(crate) struct Report {
     failed: usize,
     warned: usize,
 }
@@ -54,13 +54,13 @@ impl Report {
         outln!("{tag:<4}  {what}: {}", detail.as_ref());
     }
 
-    fn ok(&mut self, what: &str, detail: impl AsRef<str>) {
+    pub(crate) fn ok(&mut self, what: &str, detail: impl AsRef<str>) {
         self.line(Level::Ok, what, detail);
     }
-    fn warn(&mut self, what: &str, detail: impl AsRef<str>) {
+    pub(crate) fn warn(&mut self, what: &str, detail: impl AsRef<str>) {
         self.line(Level::Warn, what, detail);
     }
-    fn fail(&mut self, what: &str, detail: impl AsRef<str>) {
+    pub(crate) fn fail(&mut self, what: &str, detail: impl AsRef<str>) {
         self.line(Level::Fail, what, detail);
     }
 }
@@ -85,7 +85,11 @@ pub async fn run(opts: DoctorOptions) -> anyhow::Result<i32> {
     check_fleet(&mut r, &s, env_free.as_ref());
     match Some(&s.upstream).filter(|u| !u.is_empty()) {
         _ if s.fleet.node => r.ok("vk", "a fleet node has no VK of its own"),
-        Some(u) => check_vk(&mut r, u, s.upstream_token.clone()).await,
+        Some(u) => {
+            check_vk(&mut r, u, s.upstream_token.clone()).await;
+            super::doctor_dialect::check(&mut r, u, s.upstream_token.clone(), s.upstream_dialect)
+                .await;
+        }
         None => r.fail(
             "vk",
             "no upstream to check: pass --upstream URL or set VK_OBSERVER_UPSTREAM",

@@ -20,7 +20,7 @@ use std::time::Duration;
 use config::builder::DefaultState;
 use config::{ConfigBuilder, Environment, FileFormat, Source, ValueKind};
 
-use super::{Settings, ValidSettings};
+use super::{DialectSetting, Settings, ValidSettings};
 
 /// The prefix of every setting's environment variable.
 pub(crate) const ENV_PREFIX: &str = "VK_OBSERVER_";
@@ -63,6 +63,9 @@ pub struct SettingsArgs {
         hide_env_values = true
     )]
     pub upstream_token: Option<String>,
+    /// Which dialect of VK's API to speak: auto (ask VK), fork or workspaces.
+    #[arg(long, global = true, env = "VK_OBSERVER_UPSTREAM_DIALECT", value_enum)]
+    pub upstream_dialect: Option<DialectSetting>,
     /// Address to serve /mcp, /healthz, /readyz and /metrics on.
     #[arg(long, global = true, env = "VK_OBSERVER_LISTEN")]
     pub listen: Option<SocketAddr>,
@@ -210,6 +213,7 @@ impl SettingsArgs {
         if self.upstream_token.is_some() {
             s.upstream_token.clone_from(&self.upstream_token);
         }
+        s.upstream_dialect = self.upstream_dialect.unwrap_or(s.upstream_dialect);
         s.listen = self.listen.unwrap_or(s.listen);
         if let Some(dir) = &self.data_dir {
             s.data_dir.clone_from(dir);

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 pub use credentials::NatsCredentials;
 pub use fleet::{DEFAULT_MAX_BACKLOG_BATCHES, FleetSettings, is_subject_token};
 pub use layers::{ConfigFile, IdempotencyArgs, SECRET_FLAG_REFUSED, SettingsArgs};
+pub use sections::DialectSetting;
 pub use sections::{
     DEFAULT_ACTIVITY_HORIZON, DEFAULT_AUDIT_HORIZON, DEFAULT_HTTP2_MAX_STREAMS,
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SUBSCRIPTIONS_PER_SESSION,
@@ -40,6 +41,8 @@ pub struct Settings {
     /// VK's base URL (empty: none found, which `validate` refuses).
     pub upstream: String,
     pub upstream_token: Option<String>,
+    /// Which dialect of VK's API to speak: told from VK's answers (`auto`), or fixed.
+    pub upstream_dialect: DialectSetting,
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
     /// Stream tuning; only `raw_logs` is a setting (the top-level key), tests shorten the rest.
@@ -61,6 +64,7 @@ impl Default for Settings {
         Settings {
             upstream: String::new(),
             upstream_token: None,
+            upstream_dialect: DialectSetting::Auto,
             listen: DEFAULT_LISTEN.parse().expect("valid default"),
             data_dir: default_data_dir(),
             ingest: IngestConfig::default(),

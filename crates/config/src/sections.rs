@@ -8,6 +8,19 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// `upstream_dialect`: which dialect of VK's API the daemon speaks (`upstream::dialect`). `auto`
+/// asks VK (its answers to `/api/info` and `/api/tasks`); the others skip the asking.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DialectSetting {
+    #[default]
+    Auto,
+    /// The fork's dialect (StrayDragon/vibe-kanban).
+    Fork,
+    /// The workspace-first dialect of VK 0.1.x (BloopAI 0.1.15 to 0.1.44 and its forks).
+    Workspaces,
+}
+
 /// `[retention]`: what the store's retention pass drops, and how often it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -94,6 +94,7 @@ async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
     axum::Json(serde_json::json!({
         "status": "ok",
         "upstream": s.health.state(),
+        "dialect": s.health.dialect(),
         "token": s.store.token().to_string(),
     }))
 }

@@ -149,6 +149,7 @@ impl Daemon {
             writer,
             health.clone(),
             s.ingest,
+            s.upstream_dialect,
             cancel.child_token(),
         );
         let listener = tokio::net::TcpListener::bind(s.listen)

@@ -4,6 +4,7 @@
 
 pub(crate) mod backoff;
 pub(crate) mod coordinator;
+pub(crate) mod dialect_probe;
 pub(crate) mod driver;
 pub mod error;
 pub(crate) mod file_stats;
@@ -16,15 +17,17 @@ pub(crate) mod objects;
 pub(crate) mod process_streams;
 pub(crate) mod pulse;
 pub(crate) mod refreshes;
+mod renumber;
 pub mod signal;
 pub mod sse;
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 
 pub use signal::Signal;
+use vk_observer_config::DialectSetting;
 use vk_observer_store::Store;
 use vk_observer_store::writer::WriterHandle;
 use vk_observer_telemetry::health::Health;
@@ -56,12 +59,15 @@ pub struct Ingest {
 }
 
 impl Ingest {
+    /// Starts following VK once its dialect is settled (`dialect_probe`): on the fork's, the
+    /// SSE follower and the coordinator; on another, nothing (named in `/healthz` and the log).
     pub fn start(
         client: VkClient,
         store: Store,
         writer: WriterHandle,
         health: Arc<Health>,
         cfg: IngestConfig,
+        dialect: DialectSetting,
         cancel: CancellationToken,
     ) -> Ingest {
         let (tx, rx) = unbounded_channel();
@@ -74,18 +80,62 @@ impl Ingest {
             backfills: Arc::new(tokio::sync::Semaphore::new(cfg.log_backfills.max(1))),
             cfg,
         };
-        tokio::spawn(coordinator::Coordinator::new(ctx.clone(), cancel.clone()).run(rx));
-        // Start loading VK's state at once: an idle VK sends the SSE response headers only with
-        // its first keep-alive (up to 15 s), and the object streams and REST do not need them.
-        // The SSE connect then resyncs again (only real differences move tokens).
-        let _ = tx.send(signal::Signal::ResyncAll {
-            reason: vk_observer_telemetry::ResyncCause::Startup.as_str().into(),
-            watermark: None,
-        });
-        tokio::spawn(driver::drive(sse::SseFollower { ctx }, cancel.clone()));
+        tokio::spawn(settle_then_follow(ctx, rx, dialect, cancel.clone()));
         Ingest {
             signals: tx,
             cancel,
         }
     }
+}
+
+/// Settles VK's dialect, then follows VK if it speaks the fork's (see `dialect_probe`).
+async fn settle_then_follow(
+    ctx: Context,
+    rx: UnboundedReceiver<Signal>,
+    dialect: DialectSetting,
+    cancel: CancellationToken,
+) {
+    let (client, health) = (ctx.client.clone(), ctx.health.clone());
+    let (followers, unread) = match dialect_probe::first(&client, dialect, &health).await {
+        dialect_probe::Verdict::FollowFork => {
+            follow_fork(ctx, rx, cancel);
+            return;
+        }
+        dialect_probe::Verdict::NotYet => {
+            let running = follow_fork(ctx.clone(), rx, cancel.child_token());
+            (Some(running), None)
+        }
+        dialect_probe::Verdict::Stay => (None, Some(rx)),
+    };
+    if dialect_probe::keep_asking(client, health, followers, cancel.clone()).await {
+        match unread {
+            Some(rx) => {
+                follow_fork(ctx, rx, cancel);
+            }
+            None => tracing::warn!(
+                "VK speaks the fork's dialect again after another one was found at its address: \
+                 restart the daemon to follow it"
+            ),
+        }
+    }
+}
+
+/// The fork's followers: the coordinator, a first resync, the SSE follower. Returns the token
+/// that stops them.
+fn follow_fork(
+    ctx: Context,
+    rx: UnboundedReceiver<Signal>,
+    cancel: CancellationToken,
+) -> CancellationToken {
+    let tx = ctx.signals.clone();
+    tokio::spawn(coordinator::Coordinator::new(ctx.clone(), cancel.clone()).run(rx));
+    // Start loading VK's state at once: an idle VK sends the SSE response headers only with
+    // its first keep-alive (up to 15 s), and the object streams and REST do not need them.
+    // The SSE connect then resyncs again (only real differences move tokens).
+    let _ = tx.send(signal::Signal::ResyncAll {
+        reason: vk_observer_telemetry::ResyncCause::Startup.as_str().into(),
+        watermark: None,
+    });
+    tokio::spawn(driver::drive(sse::SseFollower { ctx }, cancel.clone()));
+    cancel
 }

@@ -36,6 +36,24 @@ pub struct Health {
     fleet_hosts: std::sync::Mutex<std::collections::BTreeMap<String, FleetHostFacts>>,
     /// A fleet node's `[fleet]` heartbeat silence after which a host is stale, in ms.
     fleet_stale_after_ms: AtomicU64,
+    /// Which dialect VK speaks, as far as ingest found (`/healthz`, `doctor`).
+    dialect: std::sync::Mutex<DialectFacts>,
+}
+
+/// What ingest found VK to speak (`upstream::dialect`), as `/healthz` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DialectFacts {
+    /// `fork`, `workspaces`, `neither`; `unknown` until VK answered.
+    pub dialect: String,
+    /// The version VK names (VK 0.1.x only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `detected` (asked VK) or `configured` (`upstream_dialect`).
+    pub by: String,
+    /// Whether this build follows VK's streams in that dialect.
+    pub followed: bool,
+    /// What told, in words (or why nothing is followed).
+    pub detail: String,
 }
 
 /// What a fleet node knows of one host's stream.
@@ -78,6 +96,28 @@ impl Health {
         };
         self.state.store(v, Ordering::Relaxed);
         metrics::gauge!(telemetry::UPSTREAM_STATE).set(v as f64);
+    }
+
+    pub fn set_dialect(&self, facts: DialectFacts) {
+        *self.dialect.lock().unwrap_or_else(|e| e.into_inner()) = facts;
+    }
+
+    /// Which dialect VK speaks; `unknown` before ingest asked.
+    pub fn dialect(&self) -> DialectFacts {
+        let facts = self
+            .dialect
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if facts.dialect.is_empty() {
+            return DialectFacts {
+                dialect: "unknown".into(),
+                by: "detected".into(),
+                detail: "VK not asked yet".into(),
+                ..facts
+            };
+        }
+        facts
     }
 
     pub fn state(&self) -> UpstreamState {

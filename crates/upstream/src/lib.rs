@@ -3,6 +3,7 @@
 //! here, once; nothing here decides anything: ingest drives it, proxy maps its answers.
 
 pub(crate) mod approvals;
+pub mod dialect;
 pub mod discovery;
 pub mod git;
 pub(crate) mod mutations;

@@ -82,6 +82,13 @@ impl VkClient {
         format!("{base}{path_and_query}")
     }
 
+    /// The port of the base URL (explicit, or the scheme's default).
+    pub(crate) fn base_port(&self) -> Option<u16> {
+        reqwest::Url::parse(&self.base)
+            .ok()?
+            .port_or_known_default()
+    }
+
     pub(crate) fn url(&self, path_and_query: &str) -> String {
         format!("{}{}", self.base, path_and_query)
     }
