@@ -20,6 +20,7 @@ pub(crate) mod refreshes;
 mod renumber;
 pub mod signal;
 pub mod sse;
+mod workspace_model;
 
 use std::sync::Arc;
 
