@@ -4,7 +4,7 @@
 //! - [`SUCCESS`]: setup → agent (edits one file) → cleanup, `result.outcome: success` (~5 s).
 //! - [`FAILURE`]: the agent exits 1, `outcome: failure`, `last_error_code: agent_exit_nonzero` (~3 s).
 //! - [`APPROVAL`]: the agent asks before a Bash call and waits [`APPROVAL_TIMEOUT`] (VK: 1 h):
-//!   answer it with respond_to_approval meanwhile; unanswered it times out as VK does (the entry
+//!   answer it with respond_approval meanwhile; unanswered it times out as VK does (the entry
 //!   turns `timed_out`, the agent goes on and completes).
 //! - [`REBASE_CONFLICT`]: targets base branch [`REBASE_BASE`]; once the agent committed, someone
 //!   commits a conflicting change on that base (the branch is one behind), and [`REBASE_AFTER`]

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 pub enum ErrorCode {
     /// `merge_attempt` on a repo that is already merged with no commits since.
     AlreadyMerged,
-    /// `respond_to_approval` on an approval VK already answered (it keeps the first answer).
+    /// `respond_approval` on an approval VK already answered (it keeps the first answer).
     ApprovalAlreadyAnswered,
     /// VK refused an approval answer: it holds no such approval for the execution process.
     ApprovalRejected,
-    /// `respond_to_approval` after VK stopped waiting (timeout passed, the tool was denied).
+    /// `respond_approval` after VK stopped waiting (timeout passed, the tool was denied).
     ApprovalTimedOut,
     /// The target branch has commits the attempt branch lacks (pre-check or VK's "diverged").
     BranchBehind,
