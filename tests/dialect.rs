@@ -204,6 +204,14 @@ async fn doctor_names_the_dialect_and_a_setting_that_contradicts_it() {
         line.contains("the workspace-first dialect of VK 0.1.x (VK 0.1.44)"),
         "{line}"
     );
+    let vk_line = out
+        .lines()
+        .find(|l| l.contains("  vk: "))
+        .unwrap_or_default();
+    assert!(
+        vk_line.contains("(VK 0.1.44"),
+        "the vk line names the version: {vk_line}"
+    );
     let (_, out) = doctor(&bloop, &["--upstream-dialect", "fork"]).await;
     let line = dialect_line(&out);
     assert!(

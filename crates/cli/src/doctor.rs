@@ -434,8 +434,10 @@ async fn check_vk(r: &mut Report, upstream: &str, token: Option<String>) {
             return r.fail("vk", format!("{upstream}: {e}{cause}{hint}"));
         }
         Ok(Ok(info)) => {
-            let version = info["config"]["last_app_version"]
+            // VK 0.1.x names its version in `/api/info`; the fork only its config's last one.
+            let version = info["version"]
                 .as_str()
+                .or_else(|| info["config"]["last_app_version"].as_str())
                 .map(|v| format!("VK {v}"))
                 .unwrap_or_else(|| "VK version unknown".into());
             let projects = info["config"]["projects"].as_array().map(Vec::len);
