@@ -162,6 +162,78 @@ async fn a_workspace_first_vk_that_comes_up_late_stops_the_forks_followers() {
     daemon.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_replaced_by_a_workspace_first_vk_on_its_port_is_named_and_the_cache_kept() {
+    let sim = support::sim().await;
+    let project = sim.add_project("Fork", &["repo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = daemon_on(&sim.base_url(), dir.path()).await;
+    support::converge(
+        &daemon.store,
+        &sim,
+        Duration::from_secs(30),
+        "fork followed",
+    )
+    .await;
+    assert_eq!(settled_dialect(&daemon).await["dialect"], "fork");
+
+    // VK stops; a VK 0.1.44 starts on the same port (the port file's port, say).
+    let addr: SocketAddr = sim
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    sim.shutdown().await;
+    let start = Instant::now();
+    let listener = loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => break l,
+            Err(e) => {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "port never freed: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let (_, asked) = recorded_0_1_44_on(listener);
+    let url = format!("http://{}/healthz", daemon.addr);
+    let d = loop {
+        let h: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        if h["dialect"]["dialect"] == "workspaces" {
+            break h["dialect"].clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the new VK was never named: {h}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (d["version"].as_str(), d["followed"].as_bool()),
+        (Some("0.1.44"), Some(false)),
+        "{d}"
+    );
+    // The fork's followers stopped (nothing more is asked), and the cache still holds the
+    // fork's project: nothing of the other VK was written over it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let settled = asked.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let paths = asked.lock().unwrap().clone();
+    assert_eq!(
+        paths.len(),
+        settled,
+        "asked after the dialect was settled: {:?}",
+        &paths[settled..]
+    );
+    assert!(
+        daemon.store.read().project(project).unwrap().is_some(),
+        "the cache was kept"
+    );
+    daemon.shutdown().await;
+}
+
 /// `vk-observer doctor` with a clean environment: (exit code, stdout).
 async fn doctor(upstream: &str, extra: &[&str]) -> (i32, String) {
     let data_home = tempfile::tempdir().unwrap();

@@ -1,25 +1,15 @@
-//! Which dialect VK speaks (`upstream::dialect`), settled before the fork's followers start:
-//! they start only on a VK of the fork's dialect. A VK of the workspace-first dialect (VK 0.1.x)
+//! Which dialect VK speaks (`upstream::dialect`), recorded in `/healthz` and the log: the fork's
+//! followers run only on a VK of the fork's dialect (`follow`). A VK of the workspace-first dialect (VK 0.1.x)
 //! or of neither is named in the log and in `/healthz` and left alone, so nothing of it reaches
 //! the cache until a follower of its dialect exists (issue 38).
 //!
-//! `upstream_dialect = "auto"` asks VK. While VK does not answer, the fork's followers start as
-//! they always did (their own reconnects report VK down) and the asking goes on beside them: an
-//! answer naming another dialect stops them. A fixed setting is obeyed without asking.
+//! `upstream_dialect = "auto"` asks VK (when and how often: `follow`). A fixed setting is
+//! obeyed without asking.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use tokio_util::sync::CancellationToken;
 use vk_observer_config::DialectSetting;
 use vk_observer_telemetry::health::{DialectFacts, Health};
 use vk_observer_upstream::VkClient;
 use vk_observer_upstream::dialect::{self, Detection, Dialect};
-
-use super::backoff::Reconnect;
-
-/// How often a VK that speaks no followed dialect is asked again (it may be replaced).
-const ASK_AGAIN: Duration = Duration::from_secs(60);
 
 /// What ingest does next.
 pub(crate) enum Verdict {
@@ -54,44 +44,8 @@ pub(crate) async fn first(client: &VkClient, setting: DialectSetting, health: &H
     }
 }
 
-/// Asks VK until it answers, beside the fork's followers if they run (`followers`): cancels
-/// them when VK speaks another dialect. Then, while nothing is followed, asks again every
-/// minute. True when the fork's followers are to start now (VK turned out, or became, a fork).
-pub(crate) async fn keep_asking(
-    client: VkClient,
-    health: Arc<Health>,
-    mut followers: Option<CancellationToken>,
-    cancel: CancellationToken,
-) -> bool {
-    let mut delays = Reconnect::new(Duration::from_millis(500), Duration::from_secs(30));
-    // The first asking just happened (`first`): unanswered, or answered with a dialect not followed.
-    let mut wait = if followers.is_some() {
-        delays.next_delay()
-    } else {
-        ASK_AGAIN
-    };
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return false,
-            _ = tokio::time::sleep(wait) => {}
-        }
-        wait = match dialect::detect(&client).await {
-            Err(_) => delays.next_delay(),
-            Ok(d) => match record(&health, &d) {
-                Verdict::FollowFork => return followers.is_none(),
-                _ => {
-                    if let Some(f) = followers.take() {
-                        f.cancel();
-                    }
-                    ASK_AGAIN
-                }
-            },
-        };
-    }
-}
-
-/// Writes what VK said into `health`, says it in the log, and what follows from it.
-fn record(health: &Health, d: &Detection) -> Verdict {
+/// Writes what VK said into `health`, says it in the log when it changed, and what follows.
+pub(crate) fn record(health: &Health, d: &Detection) -> Verdict {
     let followed = d.dialect == Some(Dialect::Fork);
     let detail = match d.dialect {
         Some(Dialect::Fork) => d.evidence.clone(),
@@ -112,9 +66,10 @@ fn record(health: &Health, d: &Detection) -> Verdict {
         followed,
         detail,
     };
-    if followed {
+    let changed = health.dialect().dialect != facts.dialect;
+    if changed && followed {
         tracing::info!(detail = %facts.detail, "VK speaks the fork's dialect");
-    } else {
+    } else if changed {
         tracing::error!(dialect = %facts.dialect, detail = %facts.detail, "VK is not followed");
     }
     health.set_dialect(facts);

@@ -8,6 +8,7 @@ pub(crate) mod dialect_probe;
 pub(crate) mod driver;
 pub mod error;
 pub(crate) mod file_stats;
+pub(crate) mod follow;
 pub(crate) mod fresh_changes;
 pub(crate) mod histories;
 pub(crate) mod jobs;
@@ -60,8 +61,8 @@ pub struct Ingest {
 }
 
 impl Ingest {
-    /// Starts following VK once its dialect is settled (`dialect_probe`): on the fork's, the
-    /// SSE follower and the coordinator; on another, nothing (named in `/healthz` and the log).
+    /// Starts following VK while it speaks the fork's dialect (`follow`): the SSE follower and
+    /// the coordinator; on another, nothing (named in `/healthz` and the log).
     pub fn start(
         client: VkClient,
         store: Store,
@@ -81,7 +82,7 @@ impl Ingest {
             backfills: Arc::new(tokio::sync::Semaphore::new(cfg.log_backfills.max(1))),
             cfg,
         };
-        tokio::spawn(settle_then_follow(ctx, rx, dialect, cancel.clone()));
+        tokio::spawn(follow::supervise(ctx, rx, dialect, cancel.clone()));
         Ingest {
             signals: tx,
             cancel,
@@ -89,45 +90,8 @@ impl Ingest {
     }
 }
 
-/// Settles VK's dialect, then follows VK if it speaks the fork's (see `dialect_probe`).
-async fn settle_then_follow(
-    ctx: Context,
-    rx: UnboundedReceiver<Signal>,
-    dialect: DialectSetting,
-    cancel: CancellationToken,
-) {
-    let (client, health) = (ctx.client.clone(), ctx.health.clone());
-    let (followers, unread) = match dialect_probe::first(&client, dialect, &health).await {
-        dialect_probe::Verdict::FollowFork => {
-            follow_fork(ctx, rx, cancel);
-            return;
-        }
-        dialect_probe::Verdict::NotYet => {
-            let running = follow_fork(ctx.clone(), rx, cancel.child_token());
-            (Some(running), None)
-        }
-        dialect_probe::Verdict::Stay => (None, Some(rx)),
-    };
-    if dialect_probe::keep_asking(client, health, followers, cancel.clone()).await {
-        match unread {
-            Some(rx) => {
-                follow_fork(ctx, rx, cancel);
-            }
-            None => tracing::warn!(
-                "VK speaks the fork's dialect again after another one was found at its address: \
-                 restart the daemon to follow it"
-            ),
-        }
-    }
-}
-
-/// The fork's followers: the coordinator, a first resync, the SSE follower. Returns the token
-/// that stops them.
-fn follow_fork(
-    ctx: Context,
-    rx: UnboundedReceiver<Signal>,
-    cancel: CancellationToken,
-) -> CancellationToken {
+/// The fork's followers: the coordinator, a first resync, the SSE follower, until `cancel`.
+fn follow_fork(ctx: Context, rx: UnboundedReceiver<Signal>, cancel: CancellationToken) {
     let tx = ctx.signals.clone();
     tokio::spawn(coordinator::Coordinator::new(ctx.clone(), cancel.clone()).run(rx));
     // Start loading VK's state at once: an idle VK sends the SSE response headers only with
@@ -137,6 +101,5 @@ fn follow_fork(
         reason: vk_observer_telemetry::ResyncCause::Startup.as_str().into(),
         watermark: None,
     });
-    tokio::spawn(driver::drive(sse::SseFollower { ctx }, cancel.clone()));
-    cancel
+    tokio::spawn(driver::drive(sse::SseFollower { ctx }, cancel));
 }
