@@ -1,18 +1,19 @@
 //! Which of VK's streams run, and when: the fork's followers (the coordinator and the SSE
-//! follower, `follow_fork`) run while VK speaks the fork's dialect, and only then.
+//! follower, `follow_fork`) while VK speaks the fork's dialect, the workspace-first ones
+//! (`workspaces`) while it speaks VK 0.1.x's, never both.
 //!
 //! With `upstream_dialect = "auto"` VK is asked (`dialect_probe`):
 //! - at start; while it does not answer, the fork's followers start as they always did (their
 //!   own reconnects report VK down) and the asking goes on beside them, with backoff;
-//! - while they run, only after a stream to VK was lost and the upstream is not connected: VK
-//!   may have come back as another server, e.g. a VK 0.1.x on the same port; a connected VK is
-//!   never asked;
-//! - while nothing runs, once a minute (the server may be replaced by a fork's VK).
+//! - while followers run, only after a stream to VK was lost and the upstream is not
+//!   connected: VK may have come back as another server, e.g. a VK 0.1.x on the fork's port; a
+//!   connected VK is never asked;
+//! - while nothing runs, once a minute (the server may be replaced by a VK the daemon knows).
 //!
-//! An answer naming another dialect stops the fork's followers; the cache keeps what it holds
-//! (nothing of the other dialect is written). An answer naming the fork's starts them again.
-//! Signals for the coordinator (from the proxy and the followers) go through one route to the
-//! coordinator running now; while none runs they are dropped, as nothing is followed.
+//! An answer naming another dialect stops the running followers and starts that dialect's; an
+//! answer naming neither stops them, and the cache keeps what it holds. Signals for the fork's
+//! coordinator (from the proxy and the followers) go through one route to the coordinator
+//! running now; while none runs they are dropped (the workspace-first board takes none).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 use vk_observer_config::DialectSetting;
 use vk_observer_telemetry::health::UpstreamState;
-use vk_observer_upstream::dialect;
+use vk_observer_upstream::dialect::{self, Dialect};
 
 use super::backoff::Reconnect;
 use super::dialect_probe::{self, Verdict};
@@ -53,13 +54,13 @@ pub(crate) async fn supervise(
     };
     let (client, health) = (run.ctx.client.clone(), run.ctx.health.clone());
     let answered = match dialect_probe::first(&client, setting, &health).await {
-        Verdict::FollowFork => {
-            run.start();
+        Verdict::Follow(d) => {
+            run.start(d);
             true
         }
         Verdict::Stay => true,
         Verdict::NotYet => {
-            run.start();
+            run.start(Dialect::Fork);
             false
         }
     };
@@ -68,34 +69,43 @@ pub(crate) async fn supervise(
     }
 }
 
-/// The fork's followers running now, and what starts and stops them.
+/// The followers running now (of one dialect), and what starts and stops them.
 struct Run {
     ctx: Context,
     route: Route,
     cancel: CancellationToken,
-    current: Option<CancellationToken>,
+    current: Option<(Dialect, CancellationToken)>,
 }
 
 impl Run {
-    fn start(&mut self) {
-        if self.current.is_some() {
-            return;
+    fn start(&mut self, dialect: Dialect) {
+        match &self.current {
+            Some((running, _)) if *running == dialect => return,
+            Some(_) => self.stop(),
+            None => {}
         }
-        let (tx, rx) = unbounded_channel();
-        *self.route.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
         let token = self.cancel.child_token();
-        super::follow_fork(self.ctx.clone(), rx, token.clone());
-        self.current = Some(token);
+        self.ctx.client.set_dialect(Some(dialect));
+        match dialect {
+            Dialect::Fork => {
+                let (tx, rx) = unbounded_channel();
+                *self.route.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+                super::follow_fork(self.ctx.clone(), rx, token.clone());
+            }
+            Dialect::Workspaces => super::workspaces::follow(self.ctx.clone(), token.clone()),
+        }
+        self.current = Some((dialect, token));
     }
 
     fn stop(&mut self) {
-        if let Some(token) = self.current.take() {
+        self.ctx.client.set_dialect(None);
+        if let Some((_, token)) = self.current.take() {
             token.cancel();
             *self.route.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
     }
 
-    /// Asks VK whenever the module doc says, and starts or stops the fork's followers.
+    /// Asks VK whenever the module doc says, and starts or stops followers.
     async fn watch(mut self, mut answered: bool) {
         let mut delays = Reconnect::new(Duration::from_millis(500), Duration::from_secs(30));
         loop {
@@ -118,7 +128,7 @@ impl Run {
                     answered = true;
                     delays.reset();
                     match dialect_probe::record(&self.ctx.health, &d) {
-                        Verdict::FollowFork => self.start(),
+                        Verdict::Follow(d) => self.start(d),
                         _ => self.stop(),
                     }
                 }

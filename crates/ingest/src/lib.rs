@@ -22,6 +22,7 @@ mod renumber;
 pub mod signal;
 pub mod sse;
 mod workspace_model;
+mod workspaces;
 
 use std::sync::Arc;
 

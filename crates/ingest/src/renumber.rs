@@ -13,9 +13,6 @@
 //! each it answers what the daemon writes in its own numbering: a [`Write::Append`] at the next
 //! index, a [`Write::Replace`] of a served index, or nothing. Pure: no I/O, no clock.
 
-// The workspace-first ingest (issue 38) calls it; until it lands only the tests do.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
@@ -228,11 +225,6 @@ impl Renumberer {
                 .or_default()
                 .insert(d);
         }
-    }
-
-    /// The number of entries served (the next `Append`'s index).
-    pub(crate) fn len(&self) -> u64 {
-        self.served.len() as u64
     }
 
     /// One VK op of the current connection → what the daemon writes, if anything.

@@ -40,15 +40,12 @@
 //! Pure: no I/O, no clock. The caller (the workspace-first ingest) reads the workspaces stream,
 //! each workspace's repos and its sessions' processes, and chooses its [`Board`] once.
 
-// The workspace-first ingest (issue 38) calls it; until it lands only the tests do.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use vk_observer_vk::{self as vk, ProcessStatus, is_relevant, string_of, ts_of, uuid_of};
+use vk_observer_vk::{self as vk, ProcessStatus, is_relevant, string_of, ts_of};
 
 /// The name of the project of workspaces without repos.
 pub(crate) const NO_REPOSITORY: &str = "(no repository)";
@@ -412,15 +409,6 @@ fn executor_action(action: &Value) -> Value {
         out.insert("next_action".into(), executor_action(next));
     }
     Value::Object(out)
-}
-
-/// The repo ids of a workspace's repos (for the caller's bookkeeping: a repo set that changes
-/// moves the workspace's own task to another project).
-pub(crate) fn repo_ids(repos: &[Value]) -> Vec<Uuid> {
-    let mut ids: Vec<Uuid> = repos.iter().filter_map(|r| uuid_of(r, "id")).collect();
-    ids.sort();
-    ids.dedup();
-    ids
 }
 
 /// The listed fields of `v` that it has (absent ones stay absent).

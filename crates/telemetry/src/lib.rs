@@ -86,6 +86,10 @@ pub enum UpstreamStream {
     Processes,
     /// A process's log WebSocket (normalized or raw).
     Logs,
+    /// VK 0.1.x's workspaces object WebSocket.
+    Workspaces,
+    /// VK 0.1.x's approvals WebSocket.
+    Approvals,
 }
 
 impl UpstreamStream {
@@ -98,6 +102,8 @@ impl UpstreamStream {
             UpstreamStream::Tasks => ResyncScope::Tasks.as_str(),
             UpstreamStream::Processes => ResyncScope::Processes.as_str(),
             UpstreamStream::Logs => "logs_ws",
+            UpstreamStream::Workspaces => "workspaces_ws",
+            UpstreamStream::Approvals => "approvals_ws",
         }
     }
 

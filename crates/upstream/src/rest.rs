@@ -46,6 +46,9 @@ pub struct VkClient {
     base: String,
     http: reqwest::Client,
     token: Option<String>,
+    /// The dialect the server speaks, as ingest last found it (shared by every clone: the
+    /// proxy picks its routes by it). 0 = not known, 1 = the fork's, 2 = VK 0.1.x's.
+    dialect: std::sync::Arc<std::sync::atomic::AtomicU8>,
 }
 
 impl VkClient {
@@ -63,7 +66,29 @@ impl VkClient {
             base: base.trim_end_matches('/').to_string(),
             http,
             token,
+            dialect: Default::default(),
         })
+    }
+
+    /// The dialect ingest follows this server in (`None`: not known yet, or neither).
+    pub fn dialect(&self) -> Option<super::dialect::Dialect> {
+        use super::dialect::Dialect;
+        match self.dialect.load(std::sync::atomic::Ordering::Acquire) {
+            1 => Some(Dialect::Fork),
+            2 => Some(Dialect::Workspaces),
+            _ => None,
+        }
+    }
+
+    /// Records the dialect ingest follows (every clone of this client sees it).
+    pub fn set_dialect(&self, dialect: Option<super::dialect::Dialect>) {
+        use super::dialect::Dialect;
+        let code = match dialect {
+            None => 0,
+            Some(Dialect::Fork) => 1,
+            Some(Dialect::Workspaces) => 2,
+        };
+        self.dialect.store(code, std::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn token(&self) -> Option<&str> {

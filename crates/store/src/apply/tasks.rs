@@ -37,7 +37,16 @@ impl Pending<'_, '_> {
         task: &Value,
     ) -> R<Option<Uuid>> {
         let key = keys::id_key(table::TASKS, id);
+        let moved_from = stored_json(old)
+            .and_then(|stored| uuid_of(&stored, "project_id"))
+            .filter(|was| *was != project);
         if self.upsert(&key, task)? {
+            if let Some(was) = moved_from {
+                // A task moved to another project (VK 0.1.x: a workspace whose repo set
+                // changed): it leaves the old project's list.
+                self.ov
+                    .remove(&keys::pair_key(table::IDX_PROJECT_TASKS, was, id));
+            }
             self.set_index(table::IDX_PROJECT_TASKS, project, id);
             self.note(format!("task:{id}"));
             self.feed_task_upserted(id, project, old, task)?;

@@ -1,0 +1,102 @@
+//! The board's REST reads of VK 0.1.x, each run as its own task that hands its answer back as
+//! a message (the board never waits on VK): a workspace's details, the registered repos, one
+//! process as the database holds it. A read that fails for a reason other than "unknown" is
+//! tried again with backoff while the ingest runs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::super::Context;
+use super::super::backoff::Reconnect;
+use super::board::Msg;
+use super::space::Details;
+use vk_observer_upstream::UpstreamError;
+
+/// Reads run at once (a board of thousands of workspaces is read a few at a time).
+pub(crate) const READS_AT_ONCE: usize = 8;
+
+/// What the reads share.
+#[derive(Clone)]
+pub(crate) struct Reader {
+    pub ctx: Context,
+    pub board: UnboundedSender<Msg>,
+    pub cancel: CancellationToken,
+    pub permits: Arc<Semaphore>,
+}
+
+impl Reader {
+    /// A workspace's repos and sessions → `Msg::Details` (`Msg::WorkspaceGone` when VK no
+    /// longer knows it).
+    pub(crate) fn details(&self, workspace: Uuid) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let read = me.retrying(|| async {
+                let client = &me.ctx.client;
+                let repos = client.workspace_repos(workspace).await?;
+                let sessions = client.sessions_of_workspace(workspace).await?;
+                Ok(Details { repos, sessions })
+            });
+            let msg = match read.await {
+                Some(Ok(details)) => Msg::Details { workspace, details },
+                Some(Err(())) => Msg::WorkspaceGone(workspace),
+                None => return,
+            };
+            let _ = me.board.send(msg);
+        });
+    }
+
+    /// The registered repos → `Msg::Registered`.
+    pub(crate) fn registered(&self) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let read = me.retrying(|| me.ctx.client.registered_repos());
+            if let Some(Ok(repos)) = read.await {
+                let _ = me.board.send(Msg::Registered(repos));
+            }
+        });
+    }
+
+    /// One process as the database holds it → `Msg::ProcessRead` (a stale delta corrected).
+    pub(crate) fn process(&self, workspace: Uuid, process: Uuid) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let read = me.retrying(|| me.ctx.client.process_v01(process));
+            if let Some(Ok(process)) = read.await {
+                let _ = me.board.send(Msg::ProcessRead { workspace, process });
+            }
+        });
+    }
+
+    /// Runs `read` until it answers: `Some(Ok)`, `Some(Err(()))` when VK says the object is
+    /// unknown, `None` when cancelled.
+    async fn retrying<T, F, Fut>(&self, read: F) -> Option<Result<T, ()>>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, UpstreamError>>,
+    {
+        let mut delays = Reconnect::new(Duration::from_millis(200), Duration::from_secs(10));
+        loop {
+            let answer = {
+                let _permit = tokio::select! {
+                    _ = self.cancel.cancelled() => return None,
+                    p = self.permits.acquire() => p.ok()?,
+                };
+                read().await
+            };
+            match answer {
+                Ok(v) => return Some(Ok(v)),
+                Err(UpstreamError::NotFound { .. }) => return Some(Err(())),
+                Err(e) => tracing::debug!(error = %e, "VK 0.1.x read failed; trying again"),
+            }
+            tokio::select! {
+                _ = self.cancel.cancelled() => return None,
+                _ = tokio::time::sleep(delays.next_delay()) => {}
+            }
+        }
+    }
+}
