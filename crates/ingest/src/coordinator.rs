@@ -197,6 +197,8 @@ impl Coordinator {
                     self.ensure_process_stream(a);
                 }
             }
+            // VK 0.1.x's board takes these; the fork keeps its tasks itself.
+            Signal::DraftTask { .. } | Signal::DraftRemoved { .. } | Signal::Linked { .. } => {}
         }
     }
 

@@ -11,9 +11,9 @@
 //! - while nothing runs, once a minute (the server may be replaced by a VK the daemon knows).
 //!
 //! An answer naming another dialect stops the running followers and starts that dialect's; an
-//! answer naming neither stops them, and the cache keeps what it holds. Signals for the fork's
-//! coordinator (from the proxy and the followers) go through one route to the coordinator
-//! running now; while none runs they are dropped (the workspace-first board takes none).
+//! answer naming neither stops them, and the cache keeps what it holds. Signals (from the proxy
+//! and the followers) go through one route to the followers running now (the fork's
+//! coordinator, or the workspace-first board); while none runs they are dropped.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -34,7 +34,7 @@ const ASK_AGAIN: Duration = Duration::from_secs(60);
 /// How often the upstream state is looked at while the fork's followers run (an atomic read).
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
-/// The coordinator that takes signals now, if any.
+/// The followers that take signals now, if any.
 type Route = Arc<Mutex<Option<UnboundedSender<Signal>>>>;
 
 /// Runs ingest for the whole life of the daemon: see the module doc.
@@ -86,13 +86,11 @@ impl Run {
         }
         let token = self.cancel.child_token();
         self.ctx.client.set_dialect(Some(dialect));
+        let (tx, rx) = unbounded_channel();
+        *self.route.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
         match dialect {
-            Dialect::Fork => {
-                let (tx, rx) = unbounded_channel();
-                *self.route.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
-                super::follow_fork(self.ctx.clone(), rx, token.clone());
-            }
-            Dialect::Workspaces => super::workspaces::follow(self.ctx.clone(), token.clone()),
+            Dialect::Fork => super::follow_fork(self.ctx.clone(), rx, token.clone()),
+            Dialect::Workspaces => super::workspaces::follow(self.ctx.clone(), rx, token.clone()),
         }
         self.current = Some((dialect, token));
     }

@@ -227,6 +227,12 @@ impl Renumberer {
         }
     }
 
+    /// The number of entries served (the next `Append`'s index).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> u64 {
+        self.served.len() as u64
+    }
+
     /// One VK op of the current connection → what the daemon writes, if anything.
     pub(crate) fn apply(&mut self, op: VkOp) -> Option<Write> {
         match op {

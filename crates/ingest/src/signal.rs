@@ -2,6 +2,7 @@
 //! the store themselves (through the writer handle); signals only carry what the coordinator
 //! needs to decide what to fetch, open or close next.
 
+use serde_json::Value;
 use uuid::Uuid;
 
 use vk_observer_vk::{Channel, ProcessFacts};
@@ -62,4 +63,12 @@ pub enum Signal {
         task_id: Option<Uuid>,
         attempt_id: Option<Uuid>,
     },
+    /// VK 0.1.x: a task kept by the daemon (VK 0.1.x has none of its own) was created or
+    /// edited: `create_task` / `update_task` (docs/agent-guide.md "Which VK").
+    DraftTask { task: Value },
+    /// VK 0.1.x: a daemon-kept task was deleted.
+    DraftRemoved { task_id: Uuid },
+    /// VK 0.1.x: `start_task_attempt` started this workspace for this task (a daemon-kept task,
+    /// or a workspace's own): the workspace stands as an attempt of that task.
+    Linked { task_id: Uuid, workspace_id: Uuid },
 }

@@ -13,8 +13,8 @@
 //!   0.1.x has it (0.1.44 keeps it on the session; the daemon does not read it). The flags
 //!   `is_running`/`is_errored` (workspaces stream only; REST lacks them) and `archived` feed the
 //!   task's status instead of the attempt row, so their flips move no attempt token.
-//! - **Task**, where the VK has no board ([`OnePerWorkspace`]): one per workspace, id = the
-//!   workspace id. `title` = the workspace's `name` (else its first prompt cut as VK names
+//! - **Task**, where no [`Board`] links the workspace to another task: one per workspace, id =
+//!   the workspace id. `title` = the workspace's `name` (else its first prompt cut as VK names
 //!   workspaces, else its branch); `description` = its first prompt (the oldest coding agent's
 //!   `executor_action.typ.prompt`, what `GET /api/workspaces/{id}/messages/first` answers);
 //!   `status` by [`task_status`]; `created_at` = the workspace's; `updated_at` = the newest of
@@ -83,26 +83,23 @@ impl TaskStatus {
     }
 }
 
-/// Where projects and tasks come from, chosen once by the ingest. [`OnePerWorkspace`] for a VK
-/// without a board (BloopAI's own 0.1.x); a fork's board (vibe-kanban-indie's `/api/projects`
-/// + `/api/issues`) implements it later, supplying its own projects and tasks and answering
-/// here which of its tasks a workspace belongs to.
+/// Which task a workspace stands under: the seam where a board supplies tasks. The daemon's
+/// own (`workspaces::tasks`: a task `start_task_attempt` made the workspace for) answers it
+/// today; a fork's board (vibe-kanban-indie's `/api/projects` + `/api/issues`) can answer it
+/// later from its issues' links, without touching the tools.
 pub(crate) trait Board {
-    /// The board's name, for `doctor` and the log.
-    fn name(&self) -> &'static str;
-    /// The board's task this workspace belongs to; `None`: the workspace stands as its own task
-    /// (in the project of its repos), as on a VK without a board.
+    /// The task this workspace belongs to; `None`: the workspace stands as its own task (in
+    /// the project of its repos), as on a VK without a board.
     fn linked_task(&self, workspace: Uuid) -> Option<Uuid>;
 }
 
 /// No board: every workspace is its own task.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct OnePerWorkspace;
 
+#[cfg(test)]
 impl Board for OnePerWorkspace {
-    fn name(&self) -> &'static str {
-        "one_per_workspace"
-    }
     fn linked_task(&self, _workspace: Uuid) -> Option<Uuid> {
         None
     }

@@ -9,7 +9,8 @@
 //!   registered repos, one process as the database holds it);
 //! - `logs`: one process log (v1 sockets, renumbered into the daemon's own numbering);
 //! - `board`: the one task that holds what was learned and decides; `sync` what it writes,
-//!   `plans` which followers run; `space` one workspace's state and events.
+//!   `plans` which followers run; `space` one workspace's state and rows; `tasks` the tasks
+//!   shown (a workspace's own, or one the daemon keeps, and which workspaces are its attempts).
 
 mod board;
 mod logs;
@@ -18,12 +19,14 @@ mod reads;
 mod space;
 mod streams;
 mod sync;
+mod tasks;
 
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
-use super::Context;
+use super::{Context, Signal};
 
-/// Follows a VK 0.1.x until `cancel`.
-pub(crate) fn follow(ctx: Context, cancel: CancellationToken) {
-    tokio::spawn(board::run(ctx, cancel));
+/// Follows a VK 0.1.x until `cancel`; `signals` are the proxy's (`Signal::DraftTask`, …).
+pub(crate) fn follow(ctx: Context, signals: UnboundedReceiver<Signal>, cancel: CancellationToken) {
+    tokio::spawn(board::run(ctx, signals, cancel));
 }

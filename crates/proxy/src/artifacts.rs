@@ -3,6 +3,12 @@
 //! requests over the limits are blocked here, before VK is asked, so they are never read.
 //! Both answer at most 20,000 bytes unless asked for more (seed 003 §12); the caller's patch
 //! `guard` and the file `encoding` are applied here (`patch_guard`).
+//!
+//! A VK 0.1.x (workspace-first dialect) has neither route: its only view of a workspace's
+//! changes is the diff WebSocket `/api/workspaces/{id}/git/diff/ws`, which streams whole files
+//! of every changed path and which the daemon does not follow. On it both tools (the line mode
+//! too) answer `not_configured` with `details.reason: "unsupported_by_upstream"` and the
+//! workspace's directory on VK's host, before VK is asked.
 
 use std::path::{Component, Path};
 
@@ -15,7 +21,8 @@ use super::patch_guard::cut_at;
 pub use super::patch_guard::{Encoding, PatchGuard};
 use super::{Proxy, upstream_error};
 use vk_observer_query::Freshness;
-use vk_observer_tool_error::ToolError;
+use vk_observer_tool_error::{ErrorCode, ToolError};
+use vk_observer_upstream::dialect::Dialect;
 
 /// Bytes a file read returns unless `max_bytes` says otherwise (seed 003 §12: small by default).
 pub const FILE_DEFAULT_BYTES: u64 = 20_000;
@@ -169,6 +176,27 @@ impl Proxy {
         Ok(())
     }
 
+    /// Refuses on a VK 0.1.x, which has no file or patch route (module doc), naming the
+    /// workspace's worktree (`container_ref`: one directory per repository) when VK made one.
+    fn served_by_upstream(&self, attempt: Uuid) -> Result<(), ToolError> {
+        if self.client.dialect() != Some(Dialect::Workspaces) {
+            return Ok(());
+        }
+        let stored = vk_observer_query::target::attempt(&self.query.read(), attempt)?;
+        let worktree = stored.value.get("container_ref").and_then(Value::as_str);
+        Err(ToolError::new(
+            ErrorCode::NotConfigured,
+            false,
+            "VK 0.1.x has no file/patch route (only a diff WebSocket the daemon does not follow); read the workspace's worktree instead: details.worktree (when known) holds one directory per repository, so `<repo>/<path>` is `<worktree>/<repo>/<path>`, and `git diff` there gives the patch.",
+        )
+        .with_details(json!({
+            "reason": "unsupported_by_upstream",
+            "dialect": Dialect::Workspaces.as_str(),
+            "attempt_id": attempt,
+            "worktree": worktree,
+        })))
+    }
+
     /// The checks every file read passes before VK is asked: a known attempt and a sane path
     /// (else an error), a path inside the workspace and `max_bytes` within the hard maximum
     /// (else the blocked answer to give).
@@ -180,6 +208,7 @@ impl Proxy {
         max_bytes: u64,
     ) -> Result<Option<FileSlice>, ToolError> {
         self.known_attempt(attempt)?;
+        self.served_by_upstream(attempt)?;
         if path.trim().is_empty() || path.len() > MAX_PATH_LEN {
             return Err(ToolError::invalid_field(
                 "path",
@@ -287,6 +316,7 @@ impl Proxy {
     ) -> Result<PatchText, ToolError> {
         guard.validate()?;
         self.known_attempt(attempt)?;
+        self.served_by_upstream(attempt)?;
         let refusal = match patch_refusal(&paths, max_bytes)? {
             Some((reason, hint)) => Some((reason, hint.to_string())),
             None => guard.files_refusal(paths.len()),

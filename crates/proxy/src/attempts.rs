@@ -121,7 +121,7 @@ pub struct FollowUp {
 /// The repos of a new attempt: at least one, each a repository of the task's project (when the
 /// cache knows the project), each with a target branch; checked here so VK's generic 400 never
 /// reaches the agent.
-fn check_repos(
+pub(crate) fn check_repos(
     reader: &StoreReader,
     task: &Stored,
     repos: &[(Uuid, Option<String>)],
@@ -183,7 +183,7 @@ impl Proxy {
         attempt_status(&reader, attempt, t, self.query.store.epoch())
     }
 
-    fn check_executor(&self, executor: &str, variant: Option<&str>) -> Result<(), ToolError> {
+    pub(crate) fn check_executor(&self, executor: &str, variant: Option<&str>) -> Result<(), ToolError> {
         let Some(info) = self.query.read().server_info()? else {
             return Ok(()); // not loaded yet: VK validates
         };
@@ -215,7 +215,7 @@ impl Proxy {
     }
 
     /// `reuse_running_attempt`: an attempt of the task already running, answered as started.
-    fn running_attempt(
+    pub(crate) fn running_attempt(
         &self,
         reader: &StoreReader,
         task_id: Uuid,
@@ -247,6 +247,9 @@ impl Proxy {
         s: StartAttempt,
         request_id: Option<&str>,
     ) -> Result<AttemptStarted, ToolError> {
+        if self.on_vk_01() {
+            return self.start_attempt_v01(s, request_id).await;
+        }
         let reader = self.query.read();
         let task = target::task(&reader, s.task_id)?;
         if s.reuse_running_attempt
@@ -320,7 +323,7 @@ impl Proxy {
     /// Wait until the cache shows the new attempt with its session and first process (VK
     /// starts that process, setup script or agent, before it answers: so the answer's status
     /// is `running`, never an `idle` that routes to follow_up) and, after a rename, its branch.
-    async fn settle_started(&self, attempt_id: Uuid, branch: Option<&str>) -> Settled {
+    pub(crate) async fn settle_started(&self, attempt_id: Uuid, branch: Option<&str>) -> Settled {
         self.settle(|r| {
             let Some(attempt) = r.attempt(attempt_id).ok().flatten() else {
                 return false;
@@ -341,7 +344,7 @@ impl Proxy {
 
     /// Each repo's target branch: the one given, else the repo's current branch at VK (VK
     /// itself requires one and has no default, docs/vk-contract.md §11.3).
-    async fn target_branches(
+    pub(crate) async fn target_branches(
         &self,
         repos: &[(Uuid, Option<String>)],
     ) -> Result<Vec<StartedRepo>, ToolError> {

@@ -14,6 +14,9 @@
 //! slice starts on a character boundary and offsets are the lengths of valid text. Any other
 //! U+FFFD means bytes that are not UTF-8 (or a literal U+FFFD): line offsets could drift, so
 //! the answer is blocked `not_utf8` and byte ranges remain the way to read such a file.
+//!
+//! On a VK 0.1.x, which has no file route, the read is refused before the first slice is asked
+//! for, as every `get_attempt_file` is (`artifacts`, `file_precheck`).
 
 use serde_json::Value;
 use uuid::Uuid;

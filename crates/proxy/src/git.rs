@@ -10,6 +10,12 @@
 //! the first call's outcome instead of acting twice. VK's git routes take no `Idempotency-Key`,
 //! so a retry after a daemon crash between VK's answer and the record re-runs the action; VK
 //! then refuses a second merge (`nothing_to_merge`) and a repeated push is a no-op.
+//!
+//! **VK 0.1.x** (`dialect()` = `Workspaces`; attempt id = workspace id): the client calls its
+//! workspace routes (`upstream::git_v01`) with the same bodies, and its ingest stores the
+//! branch status as on the fork (its entries hold every field of the fork's; the extra
+//! `is_target_remote` has no place in the answer). Its refusals, worded otherwise, get the
+//! fork's codes (`git_refusals::vk_refusal_v01`).
 
 use std::time::Duration;
 
@@ -28,6 +34,7 @@ use vk_observer_query::branch::{self, CachedBranchStatus, RepoBranchStatus};
 use vk_observer_query::rows::ProcessRow;
 use vk_observer_query::target;
 use vk_observer_tool_error::{ErrorCode, ToolError};
+use vk_observer_upstream::UpstreamError;
 use vk_observer_upstream::git::GitAnswer;
 /// The git actions VK offers, as the delivery tools name them (re-exported so the tools reach
 /// VK only through the proxy).
@@ -165,16 +172,10 @@ impl Proxy {
             return Err(ingest_stopped());
         }
         match tokio::time::timeout(BRANCH_READ_TIMEOUT, reply).await {
-            Err(_) => Err(ToolError::new(
-                ErrorCode::UpstreamTimeout,
-                true,
-                "VK did not answer the branch status within 30 s; retry shortly (with the same request_id for an action).",
-            )),
+            Err(_) => Err(branch_read_timeout()),
             Ok(Err(_)) => Err(ingest_stopped()),
             Ok(Ok(Err(IngestError::Upstream(e)))) => Err(match e {
-                vk_observer_upstream::UpstreamError::NotFound { .. } => {
-                    ToolError::unknown_attempt(attempt_id)
-                }
+                UpstreamError::NotFound { .. } => ToolError::unknown_attempt(attempt_id),
                 e => upstream_error(e),
             }),
             Ok(Ok(Err(e))) => Err(ToolError::internal(e)),
@@ -209,7 +210,10 @@ impl Proxy {
                     .client
                     .git_action(attempt_id, repo.repo_id, &action)
                     .await
-                    .map_err(|e| refuse::vk_refusal(e, repo.repo_id))?;
+                    .map_err(|e| match self.on_vk_01() {
+                        true => refuse::vk_refusal_v01(e, repo.repo_id),
+                        false => refuse::vk_refusal(e, repo.repo_id),
+                    })?;
                 let after = self.reread_branch_status(attempt_id).await?;
                 let done = outcome_of(
                     &action,
@@ -234,7 +238,7 @@ impl Proxy {
             self.nudge(None, Some(attempt_id));
         }
         let token = self.query.token();
-        let cached = branch::cached(&self.query.read(), attempt_id)?;
+        let (branch, as_of) = self.status_after(attempt_id, acted_on)?;
         let pushed = matches!(action, GitAction::Push { .. });
         Ok(GitActionDone {
             attempt_id,
@@ -248,12 +252,25 @@ impl Proxy {
             merge_commit: done.merge_commit,
             remote_branch: remote_branch.filter(|_| pushed),
             head_oid: done.head_oid,
-            branch: cached.as_ref().and_then(|c| c.repo(acted_on).cloned()),
-            as_of: cached.as_ref().map(CachedBranchStatus::as_of_text),
+            branch,
+            as_of,
             replayed: outcome.replayed,
             token,
             freshness: self.query.freshness(),
         })
+    }
+
+    /// The acted-on repo's status to answer with, and when it was read (the cached one).
+    fn status_after(
+        &self,
+        attempt_id: Uuid,
+        repo_id: Uuid,
+    ) -> Result<(Option<RepoBranchStatus>, Option<String>), ToolError> {
+        let cached = branch::cached(&self.query.read(), attempt_id)?;
+        Ok((
+            cached.as_ref().and_then(|c| c.repo(repo_id).cloned()),
+            cached.as_ref().map(CachedBranchStatus::as_of_text),
+        ))
     }
 
     /// Refusals before VK is called, from the status just read and the cached processes.
@@ -416,6 +433,14 @@ fn outcome_of(
         }
     }
     Ok(done)
+}
+
+fn branch_read_timeout() -> ToolError {
+    ToolError::new(
+        ErrorCode::UpstreamTimeout,
+        true,
+        "VK did not answer the branch status within 30 s; retry shortly (with the same request_id for an action).",
+    )
 }
 
 fn ingest_stopped() -> ToolError {

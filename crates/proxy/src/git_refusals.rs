@@ -3,6 +3,8 @@
 //! the same codes, each with a hint naming the next call. VK's git refusals carry no error kind
 //! (500/400 with a message); `upstream::refusal::GitRefusal` recognizes their texts (recorded in
 //! docs/vk-contract.md §9.8) and `vk_refusal` maps what it recognized to codes and hints.
+//! A VK 0.1.x words its refusals otherwise (`upstream::git_v01::refusal_of` recognizes them);
+//! `vk_refusal_v01` maps them to the same codes, so a client sees one vocabulary on both.
 
 use serde_json::json;
 use uuid::Uuid;
@@ -11,6 +13,7 @@ use super::upstream_error;
 use vk_observer_query::branch::RepoBranchStatus;
 use vk_observer_tool_error::{ErrorCode, ToolError, clip};
 use vk_observer_upstream::UpstreamError;
+use vk_observer_upstream::git_v01;
 use vk_observer_upstream::refusal::GitRefusal;
 
 /// A coding agent or script of the attempt is running (dev servers do not count).
@@ -133,12 +136,42 @@ pub(crate) fn no_repos(attempt: Uuid) -> ToolError {
 /// says which (recognized by `upstream::refusal::GitRefusal`), else VK's answer as any upstream
 /// error.
 pub(crate) fn vk_refusal(e: UpstreamError, repo_id: Uuid) -> ToolError {
-    let (
-        Some(refusal),
+    match GitRefusal::of(&e) {
+        Some(refusal) => refused(refusal, e, repo_id),
+        None => upstream_error(e),
+    }
+}
+
+/// VK 0.1.x's refusal of a git action (its typed ones, HTTP 200 `success:false`, reach the
+/// answer instead: `GitAnswer`), as the codes of the fork's. A 409 VK does not name is
+/// `conflict`: 0.1.x's git routes take no idempotency key, so it is never a key conflict.
+pub(crate) fn vk_refusal_v01(e: UpstreamError, repo_id: Uuid) -> ToolError {
+    if let Some(refusal) = git_v01::refusal_of(&e) {
+        return refused(refusal, e, repo_id);
+    }
+    match e {
         UpstreamError::Status {
-            status, message, ..
-        },
-    ) = (GitRefusal::of(&e), &e)
+            status: 409,
+            path,
+            message,
+        } => {
+            let message = clip(&message, 300);
+            ToolError::new(
+                ErrorCode::Conflict,
+                false,
+                format!("VK refused in the current state: {message}. Check get_attempt_branch_status with refresh=true."),
+            )
+            .with_details(json!({ "repo_id": repo_id, "status": 409, "path": path, "vk_message": message }))
+        }
+        e => upstream_error(e),
+    }
+}
+
+/// A refusal VK's message named, as its code and hint.
+fn refused(refusal: GitRefusal, e: UpstreamError, repo_id: Uuid) -> ToolError {
+    let UpstreamError::Status {
+        status, message, ..
+    } = &e
     else {
         return upstream_error(e);
     };
@@ -237,5 +270,48 @@ mod tests {
             reason: "refused".into(),
         };
         assert_eq!(vk_refusal(down, repo).code, "upstream_unavailable");
+    }
+
+    /// VK 0.1.x's texts (recorded on v0.1.44, or its `ApiError` mapping) get the fork's codes.
+    #[test]
+    fn v01_refusals_map_to_the_same_codes() {
+        let repo = Uuid::nil();
+        let cases = [
+            (
+                409,
+                "Cannot merge: base branch 'main' is 1 commits ahead of task branch 'vk/969d-ws-a-single'. The base branch has moved forward since the task was created. Rebase onto the target branch first, then retry the merge.",
+                "branch_behind",
+            ),
+            (
+                409,
+                "Branch 'vk/969d-x' has uncommitted changes (a.txt). Commit or revert them before retrying.",
+                "uncommitted_changes",
+            ),
+            (
+                200,
+                "Branch 'nope' does not exist in the repository",
+                "unknown_branch",
+            ),
+            (404, "Repository not found.", "not_found"),
+            (
+                409,
+                "Merge failed due to conflicts. Please resolve conflicts manually.",
+                "conflict",
+            ),
+            (409, "Request in progress", "conflict"),
+            (
+                500,
+                "Git operation failed: Invalid repository: x",
+                "upstream_error",
+            ),
+        ];
+        for (code, message, want) in cases {
+            let e = vk_refusal_v01(status(code, message), repo);
+            assert_eq!(e.code, want, "{message}");
+        }
+        let gone = UpstreamError::NotFound {
+            path: "/api/workspaces/x/git/merge".into(),
+        };
+        assert_eq!(vk_refusal_v01(gone, repo).code, "not_found");
     }
 }

@@ -69,6 +69,12 @@ pub(crate) struct Outcome {
 
 pub(crate) const MAX_REQUEST_ID_LEN: usize = 200;
 
+/// A failure after which VK may still have done the call: unreachable mid-call, a 5xx, an
+/// unreadable reply (the upstream errors the proxy maps as retryable).
+fn may_have_happened(e: &ToolError) -> bool {
+    e.retryable && matches!(e.code, ErrorCode::UpstreamUnavailable | ErrorCode::UpstreamError)
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -126,6 +132,48 @@ impl Idempotency {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Value, ToolError>>,
     {
+        let no_finder: Option<fn(i64) -> std::future::Ready<Option<Value>>> = None;
+        self.run_inner(tool, request_id, payload, no_finder, call)
+            .await
+    }
+
+    /// [`run`](Self::run) for a VK that takes no idempotency key (VK 0.1.x): a call that may
+    /// have reached VK without an answer (VK unreachable or failing, an unreadable reply)
+    /// keeps its record `in_progress`, and the next call with the same key first asks `find`
+    /// (given the first call's start, unix ms) for what that call made; only if it finds
+    /// nothing is VK asked again.
+    pub(crate) async fn run_recovering<F, Fut, G, Gut>(
+        &self,
+        tool: &str,
+        request_id: Option<&str>,
+        payload: &Value,
+        find: G,
+        call: F,
+    ) -> Result<Outcome, ToolError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>>,
+        G: FnOnce(i64) -> Gut,
+        Gut: Future<Output = Option<Value>>,
+    {
+        self.run_inner(tool, request_id, payload, Some(find), call)
+            .await
+    }
+
+    async fn run_inner<F, Fut, G, Gut>(
+        &self,
+        tool: &str,
+        request_id: Option<&str>,
+        payload: &Value,
+        find: Option<G>,
+        call: F,
+    ) -> Result<Outcome, ToolError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>>,
+        G: FnOnce(i64) -> Gut,
+        Gut: Future<Output = Option<Value>>,
+    {
         let Some(rid) = request_id else {
             let now = now_ms();
             let mut audit = Audit::start(tool, None, now, uuid::Uuid::new_v4().as_bytes());
@@ -154,7 +202,8 @@ impl Idempotency {
         let lock = self.inflight.entry(key.clone()).or_default().clone();
         let outcome = {
             let _serialized = lock.lock().await;
-            self.run_locked(tool, &key, rid, &payload_text, call).await
+            self.run_locked(tool, &key, rid, &payload_text, find, call)
+                .await
         };
         drop(lock);
         self.inflight
@@ -162,17 +211,20 @@ impl Idempotency {
         outcome
     }
 
-    async fn run_locked<F, Fut>(
+    async fn run_locked<F, Fut, G, Gut>(
         &self,
         tool: &str,
         key: &[u8],
         rid: &str,
         payload_text: &str,
+        find: Option<G>,
         call: F,
     ) -> Result<Outcome, ToolError>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<Value, ToolError>>,
+        G: FnOnce(i64) -> Gut,
+        Gut: Future<Output = Option<Value>>,
     {
         let now = now_ms();
         let existing = self.load(key)?.filter(|r| !self.stale(r, now));
@@ -209,7 +261,15 @@ impl Idempotency {
         self.commit(RecordChange::Put(key, &rec), &audit)?;
         // Durable before VK is asked: a crash after VK accepted still finds the key.
         self.flush().await?;
-        let result = call().await;
+        let recovering = find.is_some();
+        let found = match (find, &existing) {
+            (Some(find), Some(_)) => find(created_ms).await,
+            _ => None,
+        };
+        let result = match found {
+            Some(found) => Ok(found),
+            None => call().await,
+        };
         audit.finish(&result);
         match result {
             Ok(result) => {
@@ -222,6 +282,11 @@ impl Idempotency {
                     result,
                     replayed: false,
                 })
+            }
+            Err(e) if recovering && may_have_happened(&e) => {
+                // Kept `in_progress`: the retry looks for what this call may have made.
+                let _ = self.commit(RecordChange::Put(key, &rec), &audit);
+                Err(e)
             }
             Err(e) => {
                 let _ = self.commit(RecordChange::Remove(key), &audit);

@@ -14,10 +14,12 @@ pub mod git;
 pub(crate) mod git_refusals;
 pub mod idempotency;
 pub(crate) mod patch_guard;
+pub(crate) mod start_v01;
 pub mod repos;
 pub mod stop;
 pub(crate) mod task_handles;
 pub mod tasks;
+pub(crate) mod tasks_v01;
 
 use std::time::Duration;
 
@@ -56,6 +58,12 @@ pub(crate) struct Settled {
 }
 
 impl Proxy {
+    /// The VK is a 0.1.x (the workspace-first dialect), as ingest found it: some tools take
+    /// other routes there (`tasks_v01`, `start_v01`, …).
+    pub(crate) fn on_vk_01(&self) -> bool {
+        self.client.dialect() == Some(vk_observer_upstream::dialect::Dialect::Workspaces)
+    }
+
     /// Ask ingest to refetch a task and/or an attempt now (instead of waiting for VK's SSE,
     /// which lags its writes by up to ~2 s).
     pub(crate) fn nudge(&self, task_id: Option<Uuid>, attempt_id: Option<Uuid>) {

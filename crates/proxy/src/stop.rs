@@ -10,6 +10,15 @@
 //! processes VK has no live handle for (e.g. after a VK restart) as killed; it is not a harder
 //! kill. VK's process stop has no force variant, so `force` with `execution_process_id` is
 //! refused rather than silently ignored.
+//!
+//! On a VK 0.1.x (`dialect()` = `Workspaces`; attempt id = workspace id) an attempt stop is
+//! `POST /api/workspaces/{id}/execution/stop` (every running process but dev servers, as here)
+//! and a process stop the fork's path. Both write `killed` at once and return once the process
+//! group is gone (about 9 s for an agent, 4 s for a script). 0.1.x has no force variant, and
+//! needs none: at its start it marks the processes it holds no handle for `failed` itself. So
+//! there `force` on an attempt stop is the plain stop (sent even when the cache shows nothing
+//! running, as on the fork). An id VK does not know (its 404 without a body) is named as the
+//! attempt or process the call gave.
 
 use std::time::Instant;
 
@@ -24,6 +33,8 @@ use vk_observer_query::rows::{AttemptRow, ProcessRow};
 use vk_observer_query::status::AttemptStatus;
 use vk_observer_store::StoreReader;
 use vk_observer_tool_error::ToolError;
+use vk_observer_upstream::UpstreamError;
+use vk_observer_upstream::dialect::Dialect;
 use vk_observer_vk::{ProcessStatus, RunReason};
 
 /// What `stop_attempt` stops.
@@ -119,11 +130,7 @@ impl Proxy {
                 let mut vk_ms = None;
                 if call_vk {
                     let started = Instant::now();
-                    match target {
-                        StopTarget::Attempt(a) => self.client.stop_attempt(a, force).await,
-                        StopTarget::Process(p) => self.client.stop_process(p).await,
-                    }
-                    .map_err(upstream_error)?;
+                    self.call_stop(target, force).await?;
                     vk_ms = Some(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
                     self.nudge(plan.task_id, Some(plan.attempt_id));
                 }
@@ -148,6 +155,28 @@ impl Proxy {
             token: settled.token,
             pending_ingest: settled.pending_ingest,
             freshness: self.query.freshness(),
+        })
+    }
+
+    /// VK's stop of `target`, on the dialect the client follows (see the module doc).
+    async fn call_stop(&self, target: StopTarget, force: bool) -> Result<(), ToolError> {
+        if self.client.dialect() != Some(Dialect::Workspaces) {
+            return match target {
+                StopTarget::Attempt(a) => self.client.stop_attempt(a, force).await,
+                StopTarget::Process(p) => self.client.stop_process(p).await,
+            }
+            .map_err(upstream_error);
+        }
+        let stopped = match target {
+            StopTarget::Attempt(a) => self.client.stop_workspace(a).await,
+            StopTarget::Process(p) => self.client.stop_process_v01(p).await,
+        };
+        stopped.map_err(|e| match (e, target) {
+            (UpstreamError::NotFound { .. }, StopTarget::Attempt(a)) => {
+                ToolError::unknown_attempt(a)
+            }
+            (UpstreamError::NotFound { .. }, StopTarget::Process(p)) => unknown_process(p),
+            (e, _) => upstream_error(e),
         })
     }
 

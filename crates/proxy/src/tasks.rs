@@ -76,6 +76,9 @@ impl Proxy {
     ) -> Result<TaskChange, ToolError> {
         check_title(&t.title)?;
         check_description(t.description.as_deref())?;
+        if self.on_vk_01() {
+            return self.create_task_v01(t, request_id).await;
+        }
         target::project(&self.query.read(), t.project_id)?;
         let body = json!({
             "project_id": t.project_id,
@@ -110,6 +113,9 @@ impl Proxy {
         request_id: Option<&str>,
     ) -> Result<TaskChange, ToolError> {
         check_edit(&e)?;
+        if self.on_vk_01() {
+            return self.update_task_v01(e, request_id).await;
+        }
         // The key covers what the caller asked, not the body derived from the cache, so a
         // retry after the first update landed still matches its record.
         let key_payload = json!({
@@ -154,6 +160,9 @@ impl Proxy {
         task_id: Uuid,
         request_id: Option<&str>,
     ) -> Result<TaskDeleted, ToolError> {
+        if self.on_vk_01() {
+            return self.delete_task_v01(task_id, request_id).await;
+        }
         let key_payload = json!({ "task_id": task_id });
         let outcome = self
             .idem
@@ -183,7 +192,7 @@ impl Proxy {
         })
     }
 
-    fn task_change(
+    pub(crate) fn task_change(
         &self,
         task_id: Uuid,
         replayed: bool,

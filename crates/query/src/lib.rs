@@ -78,6 +78,11 @@ pub struct Freshness {
     pub upstream_age_ms: Option<u64>,
     /// True once the daemon has loaded VK's full state at least once since it started.
     pub bootstrapped: bool,
+    /// Which dialect of VK's API the daemon follows: `fork` (local projects and tasks) or
+    /// `workspaces` (VK 0.1.x; docs/agent-guide.md "Which VK"); `neither` when VK speaks
+    /// neither and nothing is followed. Absent before VK answered, and on a fleet node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<String>,
     /// Fleet node only: each host's stream by host name (absent on a single host).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hosts: Option<BTreeMap<String, HostFreshness>>,
@@ -172,6 +177,8 @@ impl Query {
             last_event_age_ms: age(last),
             upstream_age_ms: age(byte),
             bootstrapped: self.health.bootstrapped(),
+            dialect: Some(self.health.dialect().dialect)
+                .filter(|d| !d.is_empty() && d != "unknown"),
             hosts: self.host_freshness(now),
         }
     }

@@ -15,7 +15,7 @@ use super::codec::{EntryPacker, decode, encode, same_json};
 use super::events::{Channel, DomainEvent};
 use super::keys::{self, table};
 use super::overlay::Overlay;
-use vk_observer_vk::object_id;
+use vk_observer_vk::{object_id, uuid_of};
 
 mod fleet;
 mod fleet_tasks;
@@ -351,8 +351,19 @@ impl<'t, 'c> Pending<'t, 'c> {
             return Ok(None);
         };
         let key = keys::id_key(table::ATTEMPTS, id);
-        let existed = self.ov.contains(&key)?;
+        let old = self.stored_value(&key)?;
+        let existed = old.is_some();
         if self.upsert(&key, a)? {
+            if let Some(was) = old
+                .as_ref()
+                .and_then(|o| uuid_of(o, "task_id"))
+                .filter(|was| *was != task)
+            {
+                // An attempt moved to another task (VK 0.1.x: a workspace linked to the task
+                // it was started for): it leaves the old task's list, its rows stay.
+                self.ov
+                    .remove(&keys::pair_key(table::IDX_TASK_ATTEMPTS, was, id));
+            }
             self.set_index(table::IDX_TASK_ATTEMPTS, task, id);
             self.attempts.insert(id);
             self.note(format!("attempt:{id}"));

@@ -42,6 +42,8 @@ pub(crate) mod notify;
 pub mod outbox;
 #[cfg(test)]
 mod outbox_tests;
+#[cfg(test)]
+mod moves_tests;
 pub(crate) mod overlay;
 pub mod reader;
 pub mod records;

@@ -3,19 +3,23 @@
 //! `success:false` envelopes carrying `error_data` (a rebase that stopped on conflicts answers
 //! 200; a rejected push 409 `force_push_required`), so these calls read the envelope themselves
 //! and hand back which of VK's answers it was. Nothing is decided here.
+//!
+//! On a VK 0.1.x (`dialect()` = `Workspaces`) the branch status and the git actions go to its
+//! workspace routes instead (`git_v01`), with the same bodies and answers.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::dialect::Dialect;
 use super::rest::{UpstreamError, VkClient};
 use super::routes;
 use super::wire::Envelope;
 
 use vk_observer_vk::GitAction;
 
-/// The request body of `action` on one repo of an attempt.
-fn action_body(action: &GitAction, repo_id: Uuid) -> Value {
+/// The request body of `action` on one repo of an attempt (the same on both dialects).
+pub(crate) fn action_body(action: &GitAction, repo_id: Uuid) -> Value {
     match action {
         GitAction::Rebase {
             old_base_branch,
@@ -43,19 +47,27 @@ pub enum GitAnswer {
 }
 
 impl VkClient {
-    /// `GET /api/task-attempts/{id}/branch-status`: one entry per repo of the attempt.
+    /// `GET /api/task-attempts/{id}/branch-status`: one entry per repo of the attempt. On a
+    /// VK 0.1.x, `GET /api/workspaces/{id}/git/status`, whose entries are the fork's.
     pub async fn branch_status(&self, attempt: Uuid) -> Result<Vec<Value>, UpstreamError> {
+        if self.dialect() == Some(Dialect::Workspaces) {
+            return self.git_status_v01(attempt).await;
+        }
         self.get(&routes::branch_status(attempt)).await
     }
 
     /// Run a git action on one repo of an attempt. VK's other refusals (400 unknown branch,
-    /// 404 repo, 500 diverged / dirty worktree / nothing to merge) are `UpstreamError::Status`.
+    /// 404 repo, 500 diverged / dirty worktree / nothing to merge) are `UpstreamError::Status`
+    /// (on a VK 0.1.x, `git_v01::refusal_of` names its texts).
     pub async fn git_action(
         &self,
         attempt: Uuid,
         repo_id: Uuid,
         action: &GitAction,
     ) -> Result<GitAnswer, UpstreamError> {
+        if self.dialect() == Some(Dialect::Workspaces) {
+            return self.git_action_v01(attempt, repo_id, action).await;
+        }
         let path = routes::git_action(attempt, action);
         let rb = self
             .request(Method::POST, &path)

@@ -9,6 +9,9 @@ use vk_observer_vk::Channel;
 /// `GET`: every registered repository (0.1.x `Repo`s).
 pub(crate) const REPOS: &str = "/api/repos";
 
+/// `GET`: every workspace (no `is_running`/`is_errored`).
+pub(crate) const WORKSPACES: &str = "/api/workspaces";
+
 /// `GET`: one workspace (no `is_running`/`is_errored`: only the stream has them).
 pub(crate) fn workspace(workspace: Uuid) -> String {
     format!("/api/workspaces/{workspace}")
@@ -28,6 +31,10 @@ pub(crate) fn sessions_of_workspace(workspace: Uuid) -> String {
 pub(crate) fn process(process: Uuid) -> String {
     format!("/api/execution-processes/{process}")
 }
+
+/// `POST`: create a workspace and start its agent in one call (no `Idempotency-Key`: a
+/// retry makes a second workspace).
+pub(crate) const WORKSPACES_START: &str = "/api/workspaces/start";
 
 // ---- WebSockets ----
 
@@ -52,6 +59,37 @@ pub fn log_ws(process: Uuid, channel: Channel) -> String {
     format!("/api/execution-processes/{process}/{segment}/ws")
 }
 
+
+// ---- delivery: git and stop (`git_v01`) ----
+
+/// `GET`: the workspace's git state, one `RepoBranchStatus` per repository.
+pub(crate) fn git_status(workspace: Uuid) -> String {
+    format!("/api/workspaces/{workspace}/git/status")
+}
+
+/// `POST`: one git action on a repository of the workspace (the repo goes in the body).
+pub(crate) fn git_action(workspace: Uuid, action: &vk_observer_vk::GitAction) -> String {
+    use vk_observer_vk::GitAction;
+    let segment = match action {
+        GitAction::Rebase { .. } => "rebase",
+        GitAction::AbortConflicts => "conflicts/abort",
+        GitAction::Merge => "merge",
+        GitAction::Push { force: false } => "push",
+        GitAction::Push { force: true } => "push/force",
+    };
+    format!("/api/workspaces/{workspace}/git/{segment}")
+}
+
+/// `POST`: stop every running process of the workspace except dev servers.
+pub(crate) fn execution_stop(workspace: Uuid) -> String {
+    format!("/api/workspaces/{workspace}/execution/stop")
+}
+
+/// `POST`: stop one execution process (dev servers included).
+pub(crate) fn process_stop(process: Uuid) -> String {
+    format!("/api/execution-processes/{process}/stop")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +106,9 @@ mod tests {
             format!("/api/execution-processes/stream/session/ws?session_id={id}")
         );
         assert_eq!(workspace_repos(id), format!("/api/workspaces/{id}/repos"));
-        assert_eq!(sessions_of_workspace(id), format!("/api/sessions?workspace_id={id}"));
+        assert_eq!(
+            sessions_of_workspace(id),
+            format!("/api/sessions?workspace_id={id}")
+        );
     }
 }

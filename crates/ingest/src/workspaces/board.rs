@@ -18,11 +18,12 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::super::Context;
+use super::super::{Context, Signal};
 use super::super::driver;
-use super::super::workspace_model::{Board as _, OnePerWorkspace, Project};
+use super::super::workspace_model::Project;
 use super::reads::{READS_AT_ONCE, Reader};
 use super::space::{Details, Space};
+use super::tasks::Links;
 use super::streams::{Feed, Mode, StreamFollower};
 use vk_observer_store::events::Channel;
 use vk_observer_telemetry::health::UpstreamState;
@@ -107,15 +108,19 @@ pub(crate) struct Board {
     pub synced: bool,
     /// Workspaces whose events are to be written.
     pub dirty: BTreeSet<Uuid>,
-    /// Workspaces removed since the last write (their tasks go).
-    pub removed: BTreeSet<Uuid>,
+    /// Daemon-kept tasks whose rows are to be written.
+    pub dirty_tasks: BTreeSet<Uuid>,
+    /// The tasks as last written (one that is no more is removed).
+    pub written: BTreeSet<Uuid>,
     /// The projects as last written.
     pub projects: Vec<Project>,
-    pub board: OnePerWorkspace,
+    /// Daemon-kept tasks and the links of workspaces to tasks.
+    pub links: Links,
 }
 
-/// Follows a VK 0.1.x until `cancel`: the workspaces stream and the board.
-pub(crate) async fn run(ctx: Context, cancel: CancellationToken) {
+/// Follows a VK 0.1.x until `cancel`: the workspaces stream and the board, which also takes
+/// the proxy's signals.
+pub(crate) async fn run(ctx: Context, signals: UnboundedReceiver<Signal>, cancel: CancellationToken) {
     let (tx, rx) = unbounded_channel();
     let stream = StreamFollower {
         ctx: ctx.clone(),
@@ -124,8 +129,9 @@ pub(crate) async fn run(ctx: Context, cancel: CancellationToken) {
         board: tx.clone(),
     };
     tokio::spawn(driver::drive(stream, cancel.clone()));
-    tracing::info!(board = OnePerWorkspace.name(), "following a VK 0.1.x");
+    tracing::info!("following a VK 0.1.x");
     tokio::spawn(super::sync::write_server_info(ctx.clone(), cancel.clone()));
+    let links = Links::load(&ctx.store.read());
     let reader = Reader {
         ctx: ctx.clone(),
         board: tx.clone(),
@@ -146,15 +152,16 @@ pub(crate) async fn run(ctx: Context, cancel: CancellationToken) {
         logs_given_up: HashSet::new(),
         synced: false,
         dirty: BTreeSet::new(),
-        removed: BTreeSet::new(),
+        dirty_tasks: BTreeSet::new(),
+        written: BTreeSet::new(),
         projects: Vec::new(),
-        board: OnePerWorkspace,
+        links,
     };
-    board.run(rx).await;
+    board.run(rx, signals).await;
 }
 
 impl Board {
-    async fn run(mut self, mut rx: UnboundedReceiver<Msg>) {
+    async fn run(mut self, mut rx: UnboundedReceiver<Msg>, mut signals: UnboundedReceiver<Signal>) {
         let mut tick = tokio::time::interval(TICK);
         let mut repos_read_at = Instant::now();
         loop {
@@ -166,6 +173,10 @@ impl Board {
                     while let Ok(more) = rx.try_recv() {
                         self.on(more);
                     }
+                }
+                signal = signals.recv() => {
+                    let Some(signal) = signal else { break };
+                    self.on_signal(signal);
                 }
                 _ = tick.tick() => {
                     self.close_quiet_streams();
@@ -301,8 +312,46 @@ impl Board {
         if reread {
             self.reader.details(id);
         }
-        self.removed.remove(&id);
         self.dirty.insert(id);
+    }
+
+    /// What the proxy says: daemon-kept tasks and links (`tasks.rs`), and nudges after a
+    /// mutation (the workspace's sessions are read again: a follow-up may have made one).
+    fn on_signal(&mut self, signal: Signal) {
+        match signal {
+            Signal::DraftTask { mut task } => {
+                let Some(id) = vk::object_id(&task) else { return };
+                if let (Some(old), Some(o)) = (self.links.kept.get(&id), task.as_object_mut()) {
+                    for keep in ["linked_workspaces", "created_at"] {
+                        if let Some(v) = old.get(keep) {
+                            o.insert(keep.into(), v.clone());
+                        }
+                    }
+                }
+                self.links.kept.insert(id, task);
+                self.dirty_tasks.insert(id);
+            }
+            Signal::DraftRemoved { task_id } => {
+                self.links.kept.remove(&task_id);
+                self.dirty_tasks.insert(task_id);
+            }
+            Signal::Linked {
+                task_id,
+                workspace_id,
+            } => {
+                self.links.link(task_id, workspace_id);
+                self.dirty_tasks.insert(task_id);
+                self.dirty.insert(workspace_id);
+            }
+            Signal::Nudge {
+                attempt_id: Some(a),
+                ..
+            } if self.spaces.contains_key(&a) => self.reader.details(a),
+            Signal::RefreshBranchStatus { attempt_id, done } => {
+                self.reader.branch_status(attempt_id, done)
+            }
+            _ => {}
+        }
     }
 
     fn on_removed(&mut self, id: Uuid) {
@@ -321,7 +370,6 @@ impl Board {
                     }
                 }
             }
-            self.removed.insert(id);
         }
         self.dirty.remove(&id);
     }

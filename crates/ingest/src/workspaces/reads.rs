@@ -13,8 +13,10 @@ use uuid::Uuid;
 
 use super::super::Context;
 use super::super::backoff::Reconnect;
+use super::super::error::IngestResult;
 use super::board::Msg;
 use super::space::Details;
+use vk_observer_store::events::DomainEvent;
 use vk_observer_upstream::UpstreamError;
 
 /// Reads run at once (a board of thousands of workspaces is read a few at a time).
@@ -68,6 +70,37 @@ impl Reader {
             let read = me.retrying(|| me.ctx.client.process_v01(process));
             if let Some(Ok(process)) = read.await {
                 let _ = me.board.send(Msg::ProcessRead { workspace, process });
+            }
+        });
+    }
+
+    /// VK's branch status of a workspace (`GET /api/workspaces/{id}/git/status`, read by
+    /// `VkClient::branch_status` in this dialect), stored as on the fork; `done` hears the
+    /// outcome. Read once: the tool that asked answers its caller either way.
+    pub(crate) fn branch_status(
+        &self,
+        workspace: Uuid,
+        done: Option<tokio::sync::oneshot::Sender<IngestResult<()>>>,
+    ) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let outcome = async {
+                let repos = me.ctx.client.branch_status(workspace).await?;
+                let read_at_ms = chrono::Utc::now().timestamp_millis();
+                let read = DomainEvent::BranchStatusRead {
+                    attempt_id: workspace,
+                    repos,
+                    read_at_ms,
+                };
+                me.ctx.writer.write(vec![read]).await?;
+                Ok(())
+            }
+            .await;
+            if let Err(e) = &outcome {
+                tracing::warn!(%workspace, error = %e, "VK 0.1.x branch status read failed");
+            }
+            if let Some(done) = done {
+                let _ = done.send(outcome);
             }
         });
     }

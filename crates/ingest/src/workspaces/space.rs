@@ -107,50 +107,9 @@ impl Space {
         self.details.as_ref().map_or(&[], |d| d.repos.as_slice())
     }
 
-    /// The events that store this workspace as a task with its attempt, sessions, repos and
-    /// (when every session reported) processes; nothing before its details are read.
-    pub(crate) fn events(&self, board: &dyn Board) -> Vec<DomainEvent> {
-        let (Some(id), Some(details)) = (self.id(), self.details.as_ref()) else {
-            return Vec::new();
-        };
-        let processes = self.all_processes();
-        let ws = Workspace {
-            json: &self.json,
-            repos: &details.repos,
-            processes: &processes,
-        };
-        let Some(mapped) = model::map_workspace(board, ws) else {
-            return Vec::new();
-        };
-        let task_id = vk::uuid_of(&mapped.attempt, "task_id").unwrap_or(id);
-        let mut events = Vec::new();
-        if let Some(own) = mapped.own {
-            events.push(DomainEvent::TaskUpserted { task: own.task });
-        }
-        events.push(DomainEvent::AttemptsSnapshot {
-            task_id,
-            attempts: vec![mapped.attempt],
-        });
-        events.push(DomainEvent::AttemptReposSnapshot {
-            attempt_id: id,
-            repos: mapped.attempt_repos,
-        });
-        events.push(DomainEvent::SessionsSnapshot {
-            attempt_id: id,
-            sessions: details.sessions.iter().map(model::session).collect(),
-        });
-        if self.processes_known() {
-            events.push(DomainEvent::ProcessesSnapshot {
-                attempt_id: id,
-                processes: processes.iter().map(model::process).collect(),
-            });
-        }
-        events
-    }
-
-    /// The task this workspace stands as, for a project's task list (`None` before its
-    /// details are read, or when a board's task links it).
-    pub(crate) fn own_task(&self, board: &dyn Board) -> Option<(Uuid, Value)> {
+    /// The workspace in the fork's shapes, as an attempt of `task_id` when a task links it
+    /// (its own task otherwise); `None` before its details are read.
+    pub(crate) fn mapped(&self, linked: Option<Uuid>) -> Option<model::Mapped> {
         let details = self.details.as_ref()?;
         let processes = self.all_processes();
         let ws = Workspace {
@@ -158,15 +117,52 @@ impl Space {
             repos: &details.repos,
             processes: &processes,
         };
-        let own = model::map_workspace(board, ws)?.own?;
-        Some((own.project.id, own.task))
+        model::map_workspace(&Linked(linked), ws)
+    }
+
+    /// The rows below the attempt: its repos, its sessions and (when every session reported)
+    /// its processes; nothing before its details are read.
+    pub(crate) fn attempt_events(&self) -> Vec<DomainEvent> {
+        let (Some(id), Some(details)) = (self.id(), self.details.as_ref()) else {
+            return Vec::new();
+        };
+        let mut events = vec![
+            DomainEvent::AttemptReposSnapshot {
+                attempt_id: id,
+                repos: details.repos.iter().map(model::repo).collect(),
+            },
+            DomainEvent::SessionsSnapshot {
+                attempt_id: id,
+                sessions: details.sessions.iter().map(model::session).collect(),
+            },
+        ];
+        if self.processes_known() {
+            events.push(DomainEvent::ProcessesSnapshot {
+                attempt_id: id,
+                processes: self.all_processes().iter().map(model::process).collect(),
+            });
+        }
+        events
+    }
+
+    /// The status its task would have from this workspace alone (`workspace_model`'s rule).
+    pub(crate) fn task_status(&self) -> model::TaskStatus {
+        model::task_status(&self.json, &self.all_processes())
+    }
+}
+
+/// A board of one link: the task a workspace stands under, decided by the board's links.
+struct Linked(Option<Uuid>);
+
+impl Board for Linked {
+    fn linked_task(&self, _workspace: Uuid) -> Option<Uuid> {
+        self.0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workspace_model::OnePerWorkspace;
     use serde_json::json;
 
     fn space() -> Space {
@@ -185,7 +181,7 @@ mod tests {
     fn processes_are_held_back_until_every_session_reported() {
         let mut s = space();
         let kinds = |s: &Space| {
-            s.events(&OnePerWorkspace)
+            s.attempt_events()
                 .iter()
                 .filter(|e| matches!(e, DomainEvent::ProcessesSnapshot { .. }))
                 .count()
@@ -212,7 +208,7 @@ mod tests {
     #[test]
     fn nothing_is_said_before_the_details_are_read() {
         let s = Space::new(json!({"id": Uuid::from_u128(1)}));
-        assert!(s.events(&OnePerWorkspace).is_empty());
-        assert!(s.own_task(&OnePerWorkspace).is_none());
+        assert!(s.attempt_events().is_empty());
+        assert!(s.mapped(None).is_none());
     }
 }

@@ -1,7 +1,8 @@
 //! What the board writes: the whole board once its snapshot is known, then what each change
-//! touched, in one batch per round, in an order the store can take (a task before its
-//! attempts, tasks before the project list that may remove their old project; design-notes
-//! §26). After the write the board opens and closes followers (`plans.rs`).
+//! touched, in one batch per round, in an order the store can take: a task before its
+//! attempts; upserts before removals (a workspace moved to another task, a task moved to
+//! another project, leaves the old one's index first, so a removal takes nothing along);
+//! the project list last. After the write the board opens and closes followers (`plans.rs`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,6 +15,8 @@ use super::super::Context;
 use super::super::backoff::Reconnect;
 use super::super::workspace_model::{self as model, Project};
 use super::board::Board;
+use super::space::Space;
+use super::tasks::{TaskView, task_views};
 use vk_observer_store::events::DomainEvent;
 
 impl Board {
@@ -29,13 +32,13 @@ impl Board {
             return;
         };
         let touched: Vec<Uuid> = std::mem::take(&mut self.dirty).into_iter().collect();
-        self.removed.clear();
         if !events.is_empty()
             && let Err(e) = self.ctx.writer.write(events).await
         {
             tracing::error!(error = %e, "cannot store VK 0.1.x's board: writing it whole again");
             self.synced = false;
             self.projects.clear();
+            self.dirty.extend(touched);
             return;
         }
         if !self.ctx.health.bootstrapped() {
@@ -52,47 +55,77 @@ impl Board {
         self.registered.is_some() && self.spaces.values().all(|s| s.details.is_some())
     }
 
-    /// Each project's whole task list, each workspace's rows, then the project list (which
-    /// removes what vanished, with its tasks).
+    /// Each project's whole task list, each task's rows, then the project list (which removes
+    /// what vanished, with its tasks).
     fn whole_board_events(&mut self) -> Vec<DomainEvent> {
         let projects = self.derived_projects();
-        let mut tasks: BTreeMap<Uuid, Vec<Value>> =
+        let views = task_views(&self.spaces, &self.links);
+        let mut lists: BTreeMap<Uuid, Vec<Value>> =
             projects.iter().map(|p| (p.id, Vec::new())).collect();
-        for space in self.spaces.values() {
-            if let Some((project, task)) = space.own_task(&self.board) {
-                tasks.entry(project).or_default().push(task);
-            }
+        for view in views.values() {
+            lists.entry(view.project).or_default().push(view.json.clone());
         }
-        let mut events: Vec<DomainEvent> = tasks
+        let mut events: Vec<DomainEvent> = lists
             .into_iter()
             .map(|(project_id, tasks)| DomainEvent::TasksSnapshot { project_id, tasks })
             .collect();
-        for space in self.spaces.values() {
-            events.extend(space.events(&self.board));
+        for (id, view) in &views {
+            events.extend(self.task_events(*id, view));
         }
         self.dirty.extend(self.spaces.keys().copied());
         events.extend(project_events(&projects));
         self.projects = projects;
+        self.written = views.into_keys().collect();
+        self.dirty_tasks.clear();
         events
     }
 
-    /// The touched workspaces' rows, the removed ones' tasks, and the project list if it
+    /// The touched tasks' rows, the tasks that are no more, and the project list if it
     /// changed.
     fn changed_events(&mut self) -> Vec<DomainEvent> {
-        let mut events: Vec<DomainEvent> = self
-            .removed
-            .iter()
-            .map(|id| DomainEvent::TaskRemoved { task_id: *id })
-            .collect();
-        for id in &self.dirty {
-            if let Some(space) = self.spaces.get(id) {
-                events.extend(space.events(&self.board));
+        let views = task_views(&self.spaces, &self.links);
+        let mut events = Vec::new();
+        for (id, view) in &views {
+            let touched = self.dirty_tasks.contains(id)
+                || !self.written.contains(id)
+                || view.attempts.iter().any(|a| self.dirty.contains(a));
+            if touched {
+                events.extend(self.task_events(*id, view));
             }
+        }
+        // After the upserts: a workspace moved to another task has left this one already.
+        for gone in self.written.iter().filter(|t| !views.contains_key(t)) {
+            events.push(DomainEvent::TaskRemoved { task_id: *gone });
         }
         let projects = self.derived_projects();
         if projects != self.projects {
             events.extend(project_events(&projects));
             self.projects = projects;
+        }
+        self.written = views.into_keys().collect();
+        self.dirty_tasks.clear();
+        events
+    }
+
+    /// A task, its attempts (all of them: the list replaces the stored one) and each
+    /// attempt's rows.
+    fn task_events(&self, id: Uuid, view: &TaskView) -> Vec<DomainEvent> {
+        let spaces: Vec<&Space> = view.attempts.iter().filter_map(|a| self.spaces.get(a)).collect();
+        let attempts = spaces
+            .iter()
+            .filter_map(|s| s.mapped(Some(id)).map(|m| m.attempt))
+            .collect();
+        let mut events = vec![
+            DomainEvent::TaskUpserted {
+                task: view.json.clone(),
+            },
+            DomainEvent::AttemptsSnapshot {
+                task_id: id,
+                attempts,
+            },
+        ];
+        for s in spaces {
+            events.extend(s.attempt_events());
         }
         events
     }
