@@ -158,15 +158,15 @@ pub(crate) fn check_repos(
 }
 
 /// What one follow-up action did at VK.
-struct ActionDone {
-    pid: Option<Uuid>,
-    queue_status: Option<String>,
-    replayed: bool,
-    settled: Settled,
+pub(crate) struct ActionDone {
+    pub(crate) pid: Option<Uuid>,
+    pub(crate) queue_status: Option<String>,
+    pub(crate) replayed: bool,
+    pub(crate) settled: Settled,
 }
 
 /// The prompt of `send` and `queue`: required and not blank (sent as given, untrimmed).
-fn required_prompt(f: &FollowUp) -> Result<String, ToolError> {
+pub(crate) fn required_prompt(f: &FollowUp) -> Result<String, ToolError> {
     match f.prompt.as_deref().map(str::trim) {
         Some(p) if !p.is_empty() => Ok(f.prompt.clone().unwrap_or_default()),
         _ => Err(ToolError::invalid_field(
@@ -436,6 +436,9 @@ impl Proxy {
         f: &FollowUp,
         request_id: Option<&str>,
     ) -> Result<ActionDone, ToolError> {
+        if self.on_vk_01() {
+            return self.send_prompt_v01(session_id, attempt_id, f, request_id).await;
+        }
         let body = json!({ "prompt": required_prompt(f)?, "variant": f.variant });
         let key_payload = json!({ "action": "send", "session_id": session_id, "body": body });
         let outcome = self
@@ -467,6 +470,9 @@ impl Proxy {
         f: &FollowUp,
         request_id: Option<&str>,
     ) -> Result<ActionDone, ToolError> {
+        if self.on_vk_01() {
+            return self.queue_prompt_v01(session_id, f, request_id).await;
+        }
         let body = json!({ "message": required_prompt(f)?, "variant": f.variant });
         let key_payload = json!({ "action": "queue", "session_id": session_id, "body": body });
         let outcome = self

@@ -14,6 +14,7 @@ pub mod git;
 pub(crate) mod git_refusals;
 pub mod idempotency;
 pub(crate) mod patch_guard;
+pub(crate) mod follow_up_v01;
 pub(crate) mod start_v01;
 pub mod repos;
 pub mod stop;
