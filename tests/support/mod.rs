@@ -17,6 +17,7 @@ pub mod nats;
 pub mod nats_deploy;
 pub mod nats_tls;
 pub mod sim_common;
+pub mod workspaces;
 pub mod world;
 
 use std::collections::BTreeMap;

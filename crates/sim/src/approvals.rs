@@ -50,8 +50,18 @@ pub enum SimApprovalStatus {
 /// VK's `ApprovalResponse` body.
 #[derive(Debug, Deserialize)]
 pub(crate) struct RespondBody {
-    execution_process_id: Uuid,
-    status: SimApprovalStatus,
+    pub execution_process_id: Uuid,
+    pub status: SimApprovalStatus,
+}
+
+/// What answering an approval did.
+pub(crate) enum Answer {
+    /// No such approval, or it belongs to another execution process.
+    Unknown,
+    /// Already answered (or the answer was `pending`): its recorded status, nothing changed.
+    Recorded(SimApprovalStatus),
+    /// Answered now with this status: the entry is patched and the agent unblocked.
+    Answered(SimApprovalStatus),
 }
 
 /// One approval row (VK's `approvals` table plus the in-memory waiter).
@@ -61,6 +71,9 @@ pub(crate) struct SimApproval {
     /// The tool_use entry as it was before the approval (status `created`).
     pub entry: Value,
     pub status: SimApprovalStatus,
+    /// When it was asked and when VK gives up waiting (RFC 3339, nanoseconds).
+    pub created_at: String,
+    pub timeout_at: String,
     waiter: Option<oneshot::Sender<SimApprovalStatus>>,
 }
 
@@ -134,6 +147,8 @@ pub(crate) async fn ask(
             entry_index: idx,
             entry: entry.clone(),
             status: SimApprovalStatus::Pending,
+            created_at: ts(now),
+            timeout_at: ts(timeout_at),
             waiter: Some(tx),
         },
     );
@@ -141,6 +156,7 @@ pub(crate) async fn ask(
     let pending = json!({"status": "pending_approval", "approval_id": id.to_string(),
                          "requested_at": ts(now), "timeout_at": ts(timeout_at)});
     inner.replace_log(pid, Channel::Normalized, idx, with_status(&entry, pending));
+    inner.approvals_changed();
     let deadline = tokio::time::Instant::now() + timeout;
     let tick = inner.cfg.step_delay.max(Duration::from_millis(5));
     loop {
@@ -183,6 +199,7 @@ fn time_out(inner: &Inner, id: Uuid) {
     let (pid, idx, entry) = replaced;
     inner.replace_log(pid, Channel::Normalized, idx, entry);
     set_task_status(inner, pid, "inreview", "inprogress");
+    inner.approvals_changed();
 }
 
 /// What the executor does with the decision: the raw `approval_response` line, then a
@@ -236,28 +253,21 @@ fn respond_failed() -> Response {
     )
 }
 
-/// `POST /api/approvals/{id}/respond`.
-pub(crate) async fn respond(
-    State(inner): State<AppState>,
-    Path(id): Path<String>,
-    Json(body): Json<RespondBody>,
-) -> Response {
-    let Ok(id) = Uuid::parse_str(&id) else {
-        return respond_failed();
-    };
+/// Answers approval `id` of process `pid` with `status` (both dialects' respond routes).
+pub(crate) fn answer(inner: &Inner, id: Uuid, pid: Uuid, status: SimApprovalStatus) -> Answer {
     let answered = {
         let mut w = inner.world();
         let Some(a) = w.approvals.get_mut(&id) else {
-            return respond_failed();
+            return Answer::Unknown;
         };
-        if a.execution_process_id != body.execution_process_id {
-            return respond_failed();
+        if a.execution_process_id != pid {
+            return Answer::Unknown;
         }
-        if a.status != SimApprovalStatus::Pending || body.status == SimApprovalStatus::Pending {
+        if a.status != SimApprovalStatus::Pending || status == SimApprovalStatus::Pending {
             // Idempotent: the recorded status, nothing changes.
-            return Json(a.status.clone()).into_response();
+            return Answer::Recorded(a.status.clone());
         }
-        a.status = body.status.clone();
+        a.status = status.clone();
         let waiter = a.waiter.take();
         let entry = with_status(&a.entry, tool_status_of(&a.status));
         (a.execution_process_id, a.entry_index, entry, waiter)
@@ -267,11 +277,27 @@ pub(crate) async fn respond(
     // land before the `created` patch (its race, in the README). The simulator patches first:
     // tests see VK's usual order, never the lost update.
     inner.replace_log(pid, Channel::Normalized, idx, entry);
-    set_task_status(&inner, pid, "inreview", "inprogress");
+    set_task_status(inner, pid, "inreview", "inprogress");
     if let Some(w) = waiter {
-        let _ = w.send(body.status.clone());
+        let _ = w.send(status.clone());
     }
-    Json(body.status).into_response()
+    inner.approvals_changed();
+    Answer::Answered(status)
+}
+
+/// `POST /api/approvals/{id}/respond`.
+pub(crate) async fn respond(
+    State(inner): State<AppState>,
+    Path(id): Path<String>,
+    Json(body): Json<RespondBody>,
+) -> Response {
+    let Ok(id) = Uuid::parse_str(&id) else {
+        return respond_failed();
+    };
+    match answer(&inner, id, body.execution_process_id, body.status) {
+        Answer::Unknown => respond_failed(),
+        Answer::Recorded(status) | Answer::Answered(status) => Json(status).into_response(),
+    }
 }
 
 /// Every approval of the simulator, for tests: (approval id, process, status).

@@ -14,7 +14,9 @@ use uuid::Uuid;
 
 use super::bus::Bus;
 use super::render;
-use super::types::{Channel, Faults, ProcessStatus, RunReason, SimConfig, SimCounters, SimFile};
+use super::types::{
+    Channel, Faults, ProcessStatus, RunReason, SimConfig, SimCounters, SimDialect, SimFile,
+};
 use super::util::unix_ms;
 use super::world::{Change, World};
 
@@ -38,6 +40,10 @@ pub(crate) struct Inner {
     projects_seq: Mutex<u64>,
     pub projects_tx: broadcast::Sender<()>,
     pub diff_tx: broadcast::Sender<Uuid>,
+    /// What the workspaces dialect has announced (`workspaces::events`); unused by the fork's.
+    pub wire: Mutex<super::workspaces::Wire>,
+    /// Rings when a tool approval is asked, answered, timed out or cancelled.
+    pub approvals_tx: broadcast::Sender<()>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -62,6 +68,8 @@ impl Inner {
             projects_seq: Mutex::new(0),
             projects_tx: broadcast::channel(64).0,
             diff_tx: broadcast::channel(256).0,
+            wire: Mutex::new(super::workspaces::Wire::default()),
+            approvals_tx: broadcast::channel(64).0,
         });
         tokio::spawn(outbox_worker(Arc::downgrade(&inner), rx));
         inner
@@ -352,6 +360,10 @@ impl Inner {
     /// Like a VK restart: connections dropped, history gone, ids restart, config reloaded,
     /// running processes marked failed (no exit code) and their tasks put in review.
     pub(crate) fn restart(&self) {
+        if self.cfg.dialect == SimDialect::Workspaces {
+            super::workspaces::restart(self);
+            return;
+        }
         self.drop_connections();
         self.bus.reset();
         self.loaded_at.store(unix_ms(), Ordering::SeqCst);
@@ -389,12 +401,21 @@ impl Inner {
         }
     }
 
+    /// Tells the approval streams that the set of pending approvals may have changed.
+    pub(crate) fn approvals_changed(&self) {
+        let _ = self.approvals_tx.send(());
+    }
+
     pub(crate) fn count(&self, f: impl FnOnce(&mut SimCounters)) {
         f(&mut lock(&self.counters));
     }
 
     /// Turns one outbox change into sequenced patches, reading the rows as they are now.
     fn dispatch(&self, change: Change) {
+        if self.cfg.dialect == SimDialect::Workspaces {
+            super::workspaces::dispatch(self, change);
+            return;
+        }
         let patches: Vec<Value> = {
             let w = self.world();
             let task_patch = |id: Uuid, op: &str| -> Option<Value> {

@@ -2,6 +2,8 @@
 //! JSON shapes, SSE/WS sequencing, resume and snapshot rules as recorded from a real VK),
 //! driven by world-building calls, scripted scenarios and fault switches, and keeping the
 //! ground truth tests compare the daemon's cache with. See `tests/fixtures/vk-wire/README.md`.
+//! It speaks one of two dialects over the same world (`SimConfig::dialect`): the fork's, or
+//! BloopAI VK 0.1.44's workspace-first one (`workspaces`, `tests/fixtures/vk-wire-bloop/`).
 
 mod approvals;
 mod bus;
@@ -27,6 +29,7 @@ mod sse;
 mod truth;
 mod types;
 mod util;
+mod workspaces;
 mod world;
 mod ws_objects;
 
@@ -39,7 +42,7 @@ use uuid::Uuid;
 pub use approvals::SimApprovalStatus;
 pub use types::{
     AgentOutcome, ApprovalScript, AttemptIds, AttemptScript, Channel, Faults, ProcessStatus,
-    RunReason, SimConfig, SimCounters, SimFile, Truth,
+    RunReason, SimConfig, SimCounters, SimDialect, SimFile, Truth,
 };
 
 use self::core::{Inner, lock, task_prompt};
@@ -52,7 +55,7 @@ pub struct Sim {
 }
 
 impl Sim {
-    /// Starts on 127.0.0.1 with an ephemeral port.
+    /// Starts on 127.0.0.1 with an ephemeral port, serving the routes of `cfg.dialect`.
     pub async fn start(cfg: SimConfig) -> anyhow::Result<Sim> {
         Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), cfg).await
     }
@@ -61,7 +64,10 @@ impl Sim {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let inner = Inner::new(cfg);
-        let app = router::build(inner.clone());
+        let app = match inner.cfg.dialect {
+            SimDialect::Fork => router::build(inner.clone()),
+            SimDialect::Workspaces => workspaces::router(inner.clone()),
+        };
         let stop = inner.shutdown.clone();
         tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
@@ -378,8 +384,15 @@ impl Sim {
         approvals::list(&self.inner)
     }
 
+    /// The ground truth in the fork's shapes (the world's rows). In the workspaces dialect the
+    /// log entries are as its log sockets send them (0.1.x's normalized entries always carry
+    /// `metadata`); the other rows keep the fork's shapes, task and attempt ids included.
     pub fn truth(&self) -> Truth {
-        truth::build(&self.inner.world())
+        let mut t = truth::build(&self.inner.world());
+        if self.inner.cfg.dialect == SimDialect::Workspaces {
+            workspaces::wire_logs(&mut t);
+        }
+        t
     }
 }
 

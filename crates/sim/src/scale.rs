@@ -199,6 +199,8 @@ fn add_attempt(w: &mut World, task: Uuid, k: usize) -> Uuid {
             created_at: ts(at),
             updated_at: ts(at),
             ord,
+            archived: false,
+            pinned: false,
         },
     );
     let ord = w.next_ord();

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::approvals;
 use super::core::{Inner, agent_action};
-use super::types::{AgentOutcome, AttemptScript, Channel, ProcessStatus, RunReason};
+use super::types::{AgentOutcome, AttemptScript, Channel, ProcessStatus, RunReason, SimDialect};
 use super::world::World;
 
 fn running(inner: &Inner, pid: Uuid) -> bool {
@@ -323,14 +323,24 @@ pub(crate) async fn drive_agent_chain(
         }
         let queued = inner.world().queue.remove(&session);
         let Some((msg, _)) = queued else { return };
+        // VK 0.1.x runs a queued message only after a successful run (it is discarded after a
+        // failed or killed one), and its repos have no cleanup script.
+        let workspaces = inner.cfg.dialect == SimDialect::Workspaces;
+        if workspaces && !ok {
+            return;
+        }
         let text = msg
             .pointer("/data/message")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let variant = msg.pointer("/data/variant").and_then(Value::as_str);
+        let variant = msg
+            .pointer("/data/variant")
+            .or_else(|| msg.pointer("/data/executor_config/variant"))
+            .and_then(Value::as_str);
         let next = AttemptScript {
             dev_server: false,
             files: Vec::new(),
+            cleanup: !workspaces,
             ..AttemptScript::default()
         };
         let Some((_, next_pid)) = start_follow_up(&inner, session, text, variant, &next) else {

@@ -26,6 +26,20 @@ pub struct SimConfig {
     pub auth_token: Option<String>,
     /// Pause between scripted steps.
     pub step_delay: Duration,
+    /// Which VK's wire the simulator speaks (the world and the world-building calls are the same
+    /// for both).
+    pub dialect: SimDialect,
+}
+
+/// The wire a simulator speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SimDialect {
+    /// The fork's: projects, tasks, task attempts, sequenced streams (`tests/fixtures/vk-wire`).
+    #[default]
+    Fork,
+    /// BloopAI VK 0.1.44's workspace-first wire: workspaces, sessions, processes, repos; no
+    /// projects or tasks (`tests/fixtures/vk-wire-bloop`, docs/vk-contract.md §12).
+    Workspaces,
 }
 
 impl Default for SimConfig {
@@ -38,6 +52,7 @@ impl Default for SimConfig {
             log_db: false,
             auth_token: None,
             step_delay: Duration::from_millis(20),
+            dialect: SimDialect::Fork,
         }
     }
 }

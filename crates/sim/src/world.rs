@@ -61,6 +61,9 @@ pub(crate) struct Workspace {
     pub created_at: String,
     pub updated_at: String,
     pub ord: u64,
+    /// VK 0.1.x's flags (the workspaces dialect): a merge archives, a new process un-archives.
+    pub archived: bool,
+    pub pinned: bool,
 }
 
 pub(crate) struct Session {
@@ -264,6 +267,8 @@ impl World {
                 created_at: ts.clone(),
                 updated_at: ts,
                 ord,
+                archived: false,
+                pinned: false,
             },
         );
         Some(id)
@@ -370,6 +375,11 @@ impl World {
             },
         );
         self.logs.insert(id, ProcLogs::new());
+        // VK 0.1.x: starting any process un-archives its workspace (the fork has no flag).
+        let ws = self.sessions.get(&session_id).map(|s| s.workspace_id);
+        if let Some(ws) = ws.and_then(|ws| self.workspaces.get_mut(&ws)) {
+            ws.archived = false;
+        }
         if reason == RunReason::CodingAgent {
             let prompt = action_prompt(&self.processes[&id].action);
             let row = i64::try_from(self.turns.len()).unwrap_or(i64::MAX - 1) + 1;

@@ -1,7 +1,8 @@
 //! VK's approval answer route, `POST /api/approvals/{id}/respond` (docs/vk-contract.md,
-//! "Approvals"). Unlike every other route it answers the bare `ApprovalStatus`
-//! (`{"status":"approved"}`, `{"status":"denied","reason":…}`), not VK's envelope; its errors
-//! are envelopes (500 "Failed to respond to approval") or 422 text for a malformed body.
+//! "Approvals"). Unlike every other route the fork answers the bare `ApprovalStatus`
+//! (`{"status":"approved"}`, `{"status":"denied","reason":…}`), not VK's envelope; VK 0.1.x
+//! wraps it in the envelope (both are read). Errors are envelopes (500 "Failed to respond to
+//! approval"), 422 text for a malformed body, or (0.1.x) a 500 with an empty body.
 
 use std::time::Duration;
 
@@ -38,9 +39,16 @@ impl VkClient {
             reason: e.to_string(),
         })?;
         if status.is_success() {
-            return serde_json::from_slice(&bytes).map_err(|e| UpstreamError::Decode {
-                path: path.clone(),
-                reason: e.to_string(),
+            let answer: Value =
+                serde_json::from_slice(&bytes).map_err(|e| UpstreamError::Decode {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
+            // VK 0.1.x wraps the status in its envelope (rec-0.1:
+            // rest-approval-respond-approve.json); the fork answers it bare.
+            return Ok(match answer.get("success") {
+                Some(_) => answer.get("data").cloned().unwrap_or(Value::Null),
+                None => answer,
             });
         }
         let message = serde_json::from_slice::<Envelope<Value>>(&bytes)
