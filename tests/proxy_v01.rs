@@ -37,8 +37,8 @@ use vk_observer_store::records::IdempotencyRecords;
 use vk_observer_store::writer::Writer;
 use vk_observer_telemetry::health::Health;
 use vk_observer_tool_error::ToolError;
-use vk_observer_upstream::dialect::Dialect;
 use vk_observer_upstream::VkClient;
+use vk_observer_upstream::dialect::Dialect;
 use vk_observer_vk::GitAction;
 
 /// Workspace A (one repo, alpha), workspace B (alpha and beta), their repos, and the agent
@@ -326,7 +326,10 @@ async fn branch_status_is_read_from_git_status_and_answered_as_the_forks() {
     let w = World::new(vec![recorded(conflict), recorded(merged)], vec![], vec![]).await;
 
     let a = w.proxy.branch_status(WS_A, false).await.unwrap();
-    assert!(a.refreshed, "nothing cached yet: read from VK through ingest");
+    assert!(
+        a.refreshed,
+        "nothing cached yet: read from VK through ingest"
+    );
     let repo = serde_json::to_value(&a.repos).unwrap();
     assert_eq!(repo[0]["repo_id"], json!(ALPHA));
     assert_eq!(repo[0]["target_branch"], "main");

@@ -49,7 +49,11 @@ pub fn diff(store: &Store, truth: &Truth) -> Vec<String> {
     let mut d = Vec::new();
     let tasks = r.tasks().unwrap();
     if tasks.len() != truth.attempts.len() {
-        d.push(format!("{} tasks cached, {} workspaces in VK", tasks.len(), truth.attempts.len()));
+        d.push(format!(
+            "{} tasks cached, {} workspaces in VK",
+            tasks.len(),
+            truth.attempts.len()
+        ));
     }
     for (id, attempt) in &truth.attempts {
         let Some(ours) = r.attempt(*id).unwrap() else {
@@ -64,7 +68,10 @@ pub fn diff(store: &Store, truth: &Truth) -> Vec<String> {
             .and_then(|t| str_of(t, "title"));
         let task = r.task(*id).unwrap();
         if task.as_ref().and_then(|t| str_of(&t.value, "title")) != title {
-            d.push(format!("task of workspace {id}: title {:?}, VK's name {title:?}", task.map(|t| t.value)));
+            d.push(format!(
+                "task of workspace {id}: title {:?}, VK's name {title:?}",
+                task.map(|t| t.value)
+            ));
         }
         d.extend(rows_diff(&r, *id, truth));
     }
@@ -80,11 +87,23 @@ fn rows_diff(r: &vk_observer_store::StoreReader, id: Uuid, truth: &Truth) -> Vec
         .filter(|(_, s)| uuid(s, "workspace_id") == Some(id))
         .map(|(sid, _)| *sid)
         .collect();
-    let ours: BTreeSet<Uuid> = r.sessions_of_attempt(id).unwrap().iter().map(|s| s.id).collect();
+    let ours: BTreeSet<Uuid> = r
+        .sessions_of_attempt(id)
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
     if ours != theirs {
-        d.push(format!("sessions of {id}: {ours:?} cached, {theirs:?} in VK"));
+        d.push(format!(
+            "sessions of {id}: {ours:?} cached, {theirs:?} in VK"
+        ));
     }
-    let status = |p: &Value| (str_of(p, "status").map(str::to_owned), str_of(p, "run_reason").map(str::to_owned));
+    let status = |p: &Value| {
+        (
+            str_of(p, "status").map(str::to_owned),
+            str_of(p, "run_reason").map(str::to_owned),
+        )
+    };
     let theirs: BTreeMap<Uuid, _> = truth
         .processes
         .iter()
@@ -99,13 +118,18 @@ fn rows_diff(r: &vk_observer_store::StoreReader, id: Uuid, truth: &Truth) -> Vec
         .map(|p| (p.id, status(&p.value)))
         .collect();
     if ours != theirs {
-        d.push(format!("processes of {id}: {ours:?} cached, {theirs:?} in VK"));
+        d.push(format!(
+            "processes of {id}: {ours:?} cached, {theirs:?} in VK"
+        ));
     }
     for (pid, (_, reason)) in &theirs {
         if reason.as_deref() == Some("devserver") {
             continue;
         }
-        for (logs, ch) in [(&truth.normalized_logs, Channel::Normalized), (&truth.raw_logs, Channel::Raw)] {
+        for (logs, ch) in [
+            (&truth.normalized_logs, Channel::Normalized),
+            (&truth.raw_logs, Channel::Raw),
+        ] {
             let mut want: Vec<String> = logs.get(pid).into_iter().flatten().map(as_sent).collect();
             let mut got: Vec<String> = r
                 .log_range(*pid, ch, 0, u64::MAX, usize::MAX)
@@ -117,7 +141,11 @@ fn rows_diff(r: &vk_observer_store::StoreReader, id: Uuid, truth: &Truth) -> Vec
             got.sort();
             if want != got {
                 let first = want.iter().zip(&got).find(|(w, g)| w != g);
-                d.push(format!("{ch:?} log of {pid}: {} cached, {} in VK; first difference {first:?}", got.len(), want.len()));
+                d.push(format!(
+                    "{ch:?} log of {pid}: {} cached, {} in VK; first difference {first:?}",
+                    got.len(),
+                    want.len()
+                ));
             }
         }
     }
@@ -145,7 +173,10 @@ pub async fn converge(store: &Store, sim: &Sim, timeout: Duration, context: &str
             return;
         }
         if start.elapsed() > timeout {
-            panic!("{context}: no convergence in {timeout:?}:\n{}", d.iter().take(12).cloned().collect::<Vec<_>>().join("\n"));
+            panic!(
+                "{context}: no convergence in {timeout:?}:\n{}",
+                d.iter().take(12).cloned().collect::<Vec<_>>().join("\n")
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

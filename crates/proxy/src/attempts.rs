@@ -183,7 +183,11 @@ impl Proxy {
         attempt_status(&reader, attempt, t, self.query.store.epoch())
     }
 
-    pub(crate) fn check_executor(&self, executor: &str, variant: Option<&str>) -> Result<(), ToolError> {
+    pub(crate) fn check_executor(
+        &self,
+        executor: &str,
+        variant: Option<&str>,
+    ) -> Result<(), ToolError> {
         let Some(info) = self.query.read().server_info()? else {
             return Ok(()); // not loaded yet: VK validates
         };
@@ -437,7 +441,9 @@ impl Proxy {
         request_id: Option<&str>,
     ) -> Result<ActionDone, ToolError> {
         if self.on_vk_01() {
-            return self.send_prompt_v01(session_id, attempt_id, f, request_id).await;
+            return self
+                .send_prompt_v01(session_id, attempt_id, f, request_id)
+                .await;
         }
         let body = json!({ "prompt": required_prompt(f)?, "variant": f.variant });
         let key_payload = json!({ "action": "send", "session_id": session_id, "body": body });

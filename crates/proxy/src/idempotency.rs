@@ -72,7 +72,11 @@ pub(crate) const MAX_REQUEST_ID_LEN: usize = 200;
 /// A failure after which VK may still have done the call: unreachable mid-call, a 5xx, an
 /// unreadable reply (the upstream errors the proxy maps as retryable).
 fn may_have_happened(e: &ToolError) -> bool {
-    e.retryable && matches!(e.code, ErrorCode::UpstreamUnavailable | ErrorCode::UpstreamError)
+    e.retryable
+        && matches!(
+            e.code,
+            ErrorCode::UpstreamUnavailable | ErrorCode::UpstreamError
+        )
 }
 
 fn now_ms() -> i64 {

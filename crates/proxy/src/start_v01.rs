@@ -91,8 +91,12 @@ impl Proxy {
             )
             .await?;
         let attempt_id = vk::object_id(&outcome.result).ok_or_else(|| {
-            ToolError::new(ErrorCode::UpstreamError, true, "VK's reply has no workspace id")
-                .with_details(outcome.result.clone())
+            ToolError::new(
+                ErrorCode::UpstreamError,
+                true,
+                "VK's reply has no workspace id",
+            )
+            .with_details(outcome.result.clone())
         })?;
         let _ = self.signals.send(Signal::Linked {
             task_id: s.task_id,

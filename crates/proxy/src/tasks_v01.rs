@@ -135,7 +135,11 @@ impl Proxy {
     async fn edit_own(&self, current: &Stored, e: &TaskEdit) -> Result<Value, ToolError> {
         if e.description.is_some() || e.status.is_some() {
             return Err(ToolError::invalid_field(
-                if e.description.is_some() { "description" } else { "status" },
+                if e.description.is_some() {
+                    "description"
+                } else {
+                    "status"
+                },
                 "On VK 0.1.x this task is a workspace: its description is the workspace's first prompt and its status follows its attempts; only its title (the workspace's name) can be changed.",
             ));
         }

@@ -38,12 +38,12 @@ mod list_index_tests;
 #[cfg(test)]
 mod log_model_tests;
 mod log_read;
+#[cfg(test)]
+mod moves_tests;
 pub(crate) mod notify;
 pub mod outbox;
 #[cfg(test)]
 mod outbox_tests;
-#[cfg(test)]
-mod moves_tests;
 pub(crate) mod overlay;
 pub mod reader;
 pub mod records;

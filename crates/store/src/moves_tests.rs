@@ -40,17 +40,26 @@ fn attempt_under(task: Uuid) -> DomainEvent {
 fn a_task_moved_to_another_project_survives_the_old_projects_removal() {
     let (store, mut w) = temporary();
     let projects = |ids: &[Uuid]| DomainEvent::ProjectsSnapshot {
-        projects: ids.iter().map(|id| json!({"id": id, "name": "p"})).collect(),
+        projects: ids
+            .iter()
+            .map(|id| json!({"id": id, "name": "p"}))
+            .collect(),
     };
-    w.apply(vec![projects(&[P1]), DomainEvent::TaskUpserted { task: task(T1, P1) }])
-        .unwrap();
+    w.apply(vec![
+        projects(&[P1]),
+        DomainEvent::TaskUpserted { task: task(T1, P1) },
+    ])
+    .unwrap();
     w.apply(vec![
         DomainEvent::TaskUpserted { task: task(T1, P2) },
         projects(&[P2]),
     ])
     .unwrap();
     let read = store.read();
-    assert_eq!(read.task(T1).unwrap().unwrap().value["project_id"], json!(P2));
+    assert_eq!(
+        read.task(T1).unwrap().unwrap().value["project_id"],
+        json!(P2)
+    );
     assert!(read.tasks_of_project(P1).unwrap().is_empty());
     assert_eq!(read.tasks_of_project(P2).unwrap().len(), 1);
 }
@@ -71,16 +80,26 @@ fn an_attempt_moved_to_another_task_keeps_its_processes_and_logs() {
             attempt_id: ATTEMPT,
             process_id: PROCESS,
             channel: Channel::Normalized,
-            entries: vec![(0, to_raw_value(&json!({"type": "NORMALIZED_ENTRY"})).unwrap())],
+            entries: vec![(
+                0,
+                to_raw_value(&json!({"type": "NORMALIZED_ENTRY"})).unwrap(),
+            )],
         },
     ])
     .unwrap();
     // Linked to T2, then T1 (the workspace's own task) goes.
-    w.apply(vec![attempt_under(T2), DomainEvent::TaskRemoved { task_id: T1 }])
-        .unwrap();
+    w.apply(vec![
+        attempt_under(T2),
+        DomainEvent::TaskRemoved { task_id: T1 },
+    ])
+    .unwrap();
     let read = store.read();
     let ids = |task| -> Vec<Uuid> {
-        read.attempts_of_task(task).unwrap().into_iter().map(|a| a.id).collect()
+        read.attempts_of_task(task)
+            .unwrap()
+            .into_iter()
+            .map(|a| a.id)
+            .collect()
     };
     assert_eq!(ids(T2), vec![ATTEMPT]);
     assert!(ids(T1).is_empty());

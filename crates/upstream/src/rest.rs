@@ -88,7 +88,8 @@ impl VkClient {
             Some(Dialect::Fork) => 1,
             Some(Dialect::Workspaces) => 2,
         };
-        self.dialect.store(code, std::sync::atomic::Ordering::Release);
+        self.dialect
+            .store(code, std::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn token(&self) -> Option<&str> {

@@ -59,7 +59,6 @@ pub fn log_ws(process: Uuid, channel: Channel) -> String {
     format!("/api/execution-processes/{process}/{segment}/ws")
 }
 
-
 // ---- delivery: git and stop (`git_v01`) ----
 
 /// `GET`: the workspace's git state, one `RepoBranchStatus` per repository.

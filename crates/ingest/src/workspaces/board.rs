@@ -18,13 +18,13 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::super::{Context, Signal};
 use super::super::driver;
 use super::super::workspace_model::Project;
+use super::super::{Context, Signal};
 use super::reads::{READS_AT_ONCE, Reader};
 use super::space::{Details, Space};
-use super::tasks::Links;
 use super::streams::{Feed, Mode, StreamFollower};
+use super::tasks::Links;
 use vk_observer_store::events::Channel;
 use vk_observer_telemetry::health::UpstreamState;
 use vk_observer_vk as vk;
@@ -120,7 +120,11 @@ pub(crate) struct Board {
 
 /// Follows a VK 0.1.x until `cancel`: the workspaces stream and the board, which also takes
 /// the proxy's signals.
-pub(crate) async fn run(ctx: Context, signals: UnboundedReceiver<Signal>, cancel: CancellationToken) {
+pub(crate) async fn run(
+    ctx: Context,
+    signals: UnboundedReceiver<Signal>,
+    cancel: CancellationToken,
+) {
     let (tx, rx) = unbounded_channel();
     let stream = StreamFollower {
         ctx: ctx.clone(),
@@ -284,9 +288,10 @@ impl Board {
     /// `updated_at`, or when it starts running (a follow-up may have made a session).
     fn on_workspace(&mut self, json: Value) {
         let Some(id) = vk::object_id(&json) else {
-            self.ctx
-                .health
-                .garbage(vk_observer_telemetry::UpstreamStream::Workspaces, &json.to_string());
+            self.ctx.health.garbage(
+                vk_observer_telemetry::UpstreamStream::Workspaces,
+                &json.to_string(),
+            );
             return;
         };
         let running = |v: &Value| v.get("is_running").and_then(Value::as_bool) == Some(true);
@@ -301,7 +306,10 @@ impl Board {
             .spaces
             .get(&id)
             .is_some_and(|old| running(&old.json) && !running(&json));
-        let space = self.spaces.entry(id).or_insert_with(|| Space::new(json.clone()));
+        let space = self
+            .spaces
+            .entry(id)
+            .or_insert_with(|| Space::new(json.clone()));
         space.json = json;
         if stopped {
             // Wire fact 1: the last process delta may be stale or lost.
@@ -320,7 +328,9 @@ impl Board {
     fn on_signal(&mut self, signal: Signal) {
         match signal {
             Signal::DraftTask { mut task } => {
-                let Some(id) = vk::object_id(&task) else { return };
+                let Some(id) = vk::object_id(&task) else {
+                    return;
+                };
                 if let (Some(old), Some(o)) = (self.links.kept.get(&id), task.as_object_mut()) {
                     for keep in ["linked_workspaces", "created_at"] {
                         if let Some(v) = old.get(keep) {

@@ -168,7 +168,8 @@ impl LogFollower {
     async fn stream(&self, ws: &mut ws::WsStream, reconnect: &mut Reconnect) -> Result<(), Stop> {
         let pulse = Pulse::new(self.ctx.health.clone());
         let beat = || pulse.beat();
-        let (stall_after, flush_every) = (self.ctx.cfg.ws_stall_after, self.ctx.cfg.log_flush_interval);
+        let (stall_after, flush_every) =
+            (self.ctx.cfg.ws_stall_after, self.ctx.cfg.log_flush_interval);
         let mut chunk: Vec<(u64, Box<RawValue>)> = Vec::new();
         let mut committing: Option<Queued> = None;
         let mut first = true;
@@ -202,7 +203,9 @@ impl LogFollower {
             let frame: Value = match serde_json::from_str(&text) {
                 Ok(v) => v,
                 Err(e) => {
-                    self.ctx.health.garbage(UpstreamStream::Logs, &format!("{e}: {text}"));
+                    self.ctx
+                        .health
+                        .garbage(UpstreamStream::Logs, &format!("{e}: {text}"));
                     continue;
                 }
             };
@@ -238,10 +241,10 @@ impl LogFollower {
         }
         settle(committing).await?;
         let entries = std::mem::take(chunk);
-        self.ctx.health.log_entries_received.fetch_add(
-            entries.len() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.ctx
+            .health
+            .log_entries_received
+            .fetch_add(entries.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let put = DomainEvent::LogEntriesPut {
             attempt_id: self.workspace,
             process_id: self.process,

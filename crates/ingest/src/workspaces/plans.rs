@@ -96,7 +96,10 @@ impl Board {
         for (session, workspace) in due {
             let still_active = self.spaces.get(&workspace).is_some_and(|s| s.is_active());
             let flag = self.spaces.get(&workspace).is_some_and(|s| {
-                s.json.get("is_running").and_then(serde_json::Value::as_bool) == Some(true)
+                s.json
+                    .get("is_running")
+                    .and_then(serde_json::Value::as_bool)
+                    == Some(true)
             });
             if still_active && !flag {
                 // Only a process says it runs: VK's own flag says not. Ask the database.
@@ -145,8 +148,13 @@ impl Board {
         }
         for (process, channel) in wanted {
             let token = self.cancel.child_token();
-            let follower =
-                LogFollower::new(self.ctx.clone(), workspace, process, channel, self.tx.clone());
+            let follower = LogFollower::new(
+                self.ctx.clone(),
+                workspace,
+                process,
+                channel,
+                self.tx.clone(),
+            );
             tokio::spawn(driver::drive(follower, token.clone()));
             self.logs.insert((process, channel), token);
         }

@@ -86,7 +86,8 @@ impl Space {
 
     /// Puts a process read from REST in its session's list (a stale delta corrected).
     pub(crate) fn correct_process(&mut self, process: &Value) -> bool {
-        let (Some(id), Some(session)) = (vk::object_id(process), vk::uuid_of(process, "session_id"))
+        let (Some(id), Some(session)) =
+            (vk::object_id(process), vk::uuid_of(process, "session_id"))
         else {
             return false;
         };
@@ -171,7 +172,9 @@ mod tests {
         let mut s = Space::new(json!({"id": id, "name": "w", "is_running": true,
             "created_at": "2026-11-28T10:00:00Z", "updated_at": "2026-11-28T10:00:00Z"}));
         s.details = Some(Details {
-            repos: vec![json!({"id": Uuid::from_u128(3), "name": "alpha", "target_branch": "main"})],
+            repos: vec![
+                json!({"id": Uuid::from_u128(3), "name": "alpha", "target_branch": "main"}),
+            ],
             sessions: vec![json!({"id": session, "workspace_id": id, "executor": "CLAUDE_CODE"})],
         });
         s
@@ -202,7 +205,10 @@ mod tests {
         done["status"] = json!("completed");
         assert!(s.correct_process(&done));
         assert!(s.running_processes().is_empty());
-        assert!(!s.correct_process(&done), "the same read twice changes nothing");
+        assert!(
+            !s.correct_process(&done),
+            "the same read twice changes nothing"
+        );
     }
 
     #[test]

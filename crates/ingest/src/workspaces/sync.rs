@@ -63,7 +63,10 @@ impl Board {
         let mut lists: BTreeMap<Uuid, Vec<Value>> =
             projects.iter().map(|p| (p.id, Vec::new())).collect();
         for view in views.values() {
-            lists.entry(view.project).or_default().push(view.json.clone());
+            lists
+                .entry(view.project)
+                .or_default()
+                .push(view.json.clone());
         }
         let mut events: Vec<DomainEvent> = lists
             .into_iter()
@@ -110,7 +113,11 @@ impl Board {
     /// A task, its attempts (all of them: the list replaces the stored one) and each
     /// attempt's rows.
     fn task_events(&self, id: Uuid, view: &TaskView) -> Vec<DomainEvent> {
-        let spaces: Vec<&Space> = view.attempts.iter().filter_map(|a| self.spaces.get(a)).collect();
+        let spaces: Vec<&Space> = view
+            .attempts
+            .iter()
+            .filter_map(|a| self.spaces.get(a))
+            .collect();
         let attempts = spaces
             .iter()
             .filter_map(|s| s.mapped(Some(id)).map(|m| m.attempt))
@@ -159,7 +166,10 @@ pub(crate) async fn write_server_info(ctx: Context, cancel: CancellationToken) {
     loop {
         match ctx.client.server_facts().await {
             Ok(info) => {
-                let _ = ctx.writer.write(vec![DomainEvent::ServerInfo { info }]).await;
+                let _ = ctx
+                    .writer
+                    .write(vec![DomainEvent::ServerInfo { info }])
+                    .await;
                 return;
             }
             Err(e) => tracing::debug!(error = %e, "VK 0.1.x's /api/info: not answered"),

@@ -47,7 +47,13 @@ impl Links {
             if t.value.get(DAEMON_KEPT).and_then(Value::as_bool) != Some(true) {
                 continue;
             }
-            for w in t.value.get(LINKED).and_then(Value::as_array).into_iter().flatten() {
+            for w in t
+                .value
+                .get(LINKED)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 if let Some(w) = w.as_str().and_then(|s| s.parse().ok()) {
                     me.links.insert(w, t.id);
                 }
@@ -69,9 +75,13 @@ impl Links {
     pub(crate) fn link(&mut self, task: Uuid, workspace: Uuid) {
         self.links.insert(workspace, task);
         if let Some(t) = self.kept.get_mut(&task) {
-            let list = t.as_object_mut().map(|o| o.entry(LINKED).or_insert(json!([])));
+            let list = t
+                .as_object_mut()
+                .map(|o| o.entry(LINKED).or_insert(json!([])));
             if let Some(Value::Array(list)) = list
-                && !list.iter().any(|w| w.as_str() == Some(&workspace.to_string()))
+                && !list
+                    .iter()
+                    .any(|w| w.as_str() == Some(&workspace.to_string()))
             {
                 list.push(json!(workspace));
             }
@@ -129,7 +139,9 @@ fn aggregate(view: &mut TaskView, spaces: &HashMap<Uuid, Space>) {
     let Some(newest) = attempts.last() else {
         return;
     };
-    let running = attempts.iter().any(|s| s.task_status() == TaskStatus::InProgress);
+    let running = attempts
+        .iter()
+        .any(|s| s.task_status() == TaskStatus::InProgress);
     let status = if running {
         TaskStatus::InProgress
     } else {
@@ -140,7 +152,8 @@ fn aggregate(view: &mut TaskView, spaces: &HashMap<Uuid, Space>) {
         let Some(own) = s.mapped(None).and_then(|m| m.own) else {
             continue;
         };
-        let newer = ts_of(&own.task, "updated_at") > ts_of(&json!({ "updated_at": updated }), "updated_at");
+        let newer =
+            ts_of(&own.task, "updated_at") > ts_of(&json!({ "updated_at": updated }), "updated_at");
         if newer {
             updated = own.task["updated_at"].clone();
         }

@@ -9,8 +9,10 @@ fn at(n: u32) -> String {
 
 fn space(id: u128, created: u32, running: bool) -> (Uuid, Space) {
     let id = Uuid::from_u128(id);
-    let mut s = Space::new(json!({"id": id, "name": format!("w{id}"), "is_running": running,
-        "created_at": at(created), "updated_at": at(created)}));
+    let mut s = Space::new(
+        json!({"id": id, "name": format!("w{id}"), "is_running": running,
+        "created_at": at(created), "updated_at": at(created)}),
+    );
     s.details = Some(Details {
         repos: vec![json!({"id": Uuid::from_u128(100), "name": "alpha"})],
         sessions: vec![],
@@ -42,8 +44,11 @@ fn a_daemon_kept_task_has_the_workspaces_linked_to_it() {
     let spaces: HashMap<Uuid, Space> = [(a, sa)].into();
     let kept = Uuid::from_u128(9);
     let mut links = Links::default();
-    links.kept.insert(kept, json!({"id": kept, "project_id": Uuid::from_u128(7),
-        "title": "t", "status": "todo", "daemon_kept": true, "updated_at": at(0)}));
+    links.kept.insert(
+        kept,
+        json!({"id": kept, "project_id": Uuid::from_u128(7),
+        "title": "t", "status": "todo", "daemon_kept": true, "updated_at": at(0)}),
+    );
     let views = task_views(&spaces, &links);
     assert_eq!(views[&kept].attempts, Vec::<Uuid>::new());
     assert_eq!(views[&kept].json["status"], "todo");
@@ -51,7 +56,11 @@ fn a_daemon_kept_task_has_the_workspaces_linked_to_it() {
     links.link(kept, a);
     assert_eq!(links.kept[&kept]["linked_workspaces"], json!([a]));
     links.link(kept, a);
-    assert_eq!(links.kept[&kept]["linked_workspaces"], json!([a]), "linked once");
+    assert_eq!(
+        links.kept[&kept]["linked_workspaces"],
+        json!([a]),
+        "linked once"
+    );
     let views = task_views(&spaces, &links);
     assert_eq!(views.len(), 1);
     assert_eq!(views[&kept].attempts, vec![a]);
