@@ -4,7 +4,7 @@
 //! the caller's `on_message` so that a quiet but healthy socket (VK pings every 30 s) is not
 //! mistaken for a stalled one.
 
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
 
 use super::rest::{UpstreamError, VkClient};
@@ -91,6 +91,25 @@ pub async fn next_text(
                 return Err(WsEnd::Closed { code, reason });
             }
             Some(Ok(_)) => continue, // ping/pong/frame
+        }
+    }
+}
+
+/// [`next_text`] on a server that sends no pings of its own (VK 0.1.x's sockets): after `every`
+/// without a message the client pings, and the pong counts as a message, so a quiet but
+/// healthy socket stays alive for the caller's stall watchdog while a dead one is found.
+pub async fn next_text_pinging(
+    ws: &mut WsStream,
+    on_message: &(dyn Fn() + Sync),
+    every: std::time::Duration,
+) -> Result<tokio_tungstenite::tungstenite::Utf8Bytes, WsEnd> {
+    loop {
+        match tokio::time::timeout(every, next_text(ws, on_message)).await {
+            Ok(read) => return read,
+            Err(_quiet) => ws
+                .send(Message::Ping(Default::default()))
+                .await
+                .map_err(|e| WsEnd::Dropped(e.to_string()))?,
         }
     }
 }

@@ -174,7 +174,8 @@ impl LogFollower {
         let mut committing: Option<Queued> = None;
         let mut first = true;
         loop {
-            let read = pulse.or_stall(stall_after, ws::next_text(ws, &beat));
+            let pinged = ws::next_text_pinging(ws, &beat, stall_after / 3);
+            let read = pulse.or_stall(stall_after, pinged);
             let next = if chunk.is_empty() {
                 Ok(read.await)
             } else {

@@ -126,7 +126,9 @@ impl Follower for StreamFollower {
                 pulse,
             } => {
                 let beat = || pulse.beat();
-                let read = ws::next_text(&mut ws, &beat);
+                // VK 0.1.x's sockets send no pings: the client pings them.
+                let every = self.ctx.cfg.ws_stall_after / 3;
+                let read = ws::next_text_pinging(&mut ws, &beat, every);
                 match pulse.or_stall(self.ctx.cfg.ws_stall_after, read).await {
                     Ok(Ok(text)) => match self.on_frame(&text, &mut doc) {
                         Frame::Applied => Step::Next(State::Live { ws, doc, pulse }),
