@@ -131,9 +131,14 @@ fn rows_diff(r: &vk_observer_store::StoreReader, id: Uuid, truth: &Truth) -> Vec
             (&truth.raw_logs, Channel::Raw),
         ] {
             let mut want: Vec<String> = logs.get(pid).into_iter().flatten().map(as_sent).collect();
-            let mut got: Vec<String> = r
-                .log_range(*pid, ch, 0, u64::MAX, usize::MAX)
-                .unwrap()
+            let stored = r.log_range(*pid, ch, 0, u64::MAX, usize::MAX).unwrap();
+            if stored.iter().enumerate().any(|(i, e)| e.index != i as u64) {
+                d.push(format!(
+                    "{ch:?} log of {pid}: indices not 0..{} without a gap",
+                    stored.len()
+                ));
+            }
+            let mut got: Vec<String> = stored
                 .iter()
                 .map(|e| as_sent(&serde_json::from_str::<Value>(e.entry.get()).unwrap()))
                 .collect();
@@ -180,4 +185,48 @@ pub async fn converge(store: &Store, sim: &Sim, timeout: Duration, context: &str
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// What an entry is, as a client tells it apart (its index must keep meaning it): a normalized
+/// entry's kind and text (a tool call's status and result change in place, its command does
+/// not), a raw chunk's stream and text.
+fn identity(entry: &Value) -> String {
+    let c = &entry["content"];
+    match c.get("entry_type") {
+        Some(kind) => format!("{}|{}", kind["type"], c["content"]),
+        None => format!("{}|{}", entry["type"], c),
+    }
+}
+
+/// A log entry's place: its process, its channel (`normalized`, `raw`), its index.
+pub type Place = (Uuid, &'static str, u64);
+
+/// Every stored entry's identity by its place.
+pub fn identities(store: &Store) -> BTreeMap<Place, String> {
+    let r = store.read();
+    let mut out = BTreeMap::new();
+    for p in r.processes().unwrap() {
+        for (ch, name) in [(Channel::Normalized, "normalized"), (Channel::Raw, "raw")] {
+            for e in r.log_range(p.id, ch, 0, u64::MAX, usize::MAX).unwrap() {
+                let v: Value = serde_json::from_str(e.entry.get()).unwrap();
+                out.insert((p.id, name, e.index), identity(&v));
+            }
+        }
+    }
+    out
+}
+
+/// Indices whose entry is no longer the one first served there.
+pub fn moved(first_seen: &BTreeMap<Place, String>, store: &Store) -> Vec<String> {
+    let now = identities(store);
+    first_seen
+        .iter()
+        .filter(|(k, v)| now.get(k).is_some_and(|n| n != *v))
+        .map(|((pid, ch, i), v)| {
+            format!(
+                "{ch} log of {pid}: index {i} was {v}, is {:?}",
+                now.get(&(*pid, *ch, *i))
+            )
+        })
+        .collect()
 }

@@ -214,7 +214,7 @@ impl LogFollower {
                 self.flush(&mut chunk, &mut committing).await?;
                 return settle(&mut committing).await;
             }
-            if frame.get("JsonPatch").is_none() {
+            if !frame.get("JsonPatch").is_some_and(Value::is_array) {
                 self.ctx.health.garbage(UpstreamStream::Logs, &text);
                 continue;
             }

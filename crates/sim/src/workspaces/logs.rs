@@ -84,33 +84,61 @@ fn entry_frame(op: &str, index: u64, entry: &Value) -> String {
     patch_frame(&json!([{"op": op, "path": path, "value": render::log_entry(entry)}]))
 }
 
-async fn send(socket: &mut WebSocket, text: String) -> bool {
-    socket.send(Message::Text(text.into())).await.is_ok()
+/// What goes out on one log socket, with the fault switches: garbage frames before each frame
+/// (`garbage_ws`), and the socket dropped without a close after N frames (`drop_log_ws_after`).
+struct Out {
+    inner: Arc<Inner>,
+    sent: usize,
 }
 
-/// `{"finished":true}`, then a close frame without a status code (1005 at the client).
-async fn finish(socket: &mut WebSocket) {
-    if send(socket, FINISHED.to_string()).await {
-        let _ = socket.send(Message::Close(None)).await;
+impl Out {
+    async fn send(&mut self, socket: &mut WebSocket, text: String) -> bool {
+        let faults = self.inner.faults();
+        self.sent += 1;
+        if faults.drop_log_ws_after.is_some_and(|n| self.sent > n) {
+            return false;
+        }
+        if faults.garbage_ws {
+            for junk in ["<<not json>>", r#"{"JsonPatch":"seven"}"#] {
+                if socket.send(Message::Text(junk.into())).await.is_err() {
+                    return false;
+                }
+            }
+        }
+        socket.send(Message::Text(text.into())).await.is_ok()
+    }
+
+    /// `{"finished":true}`, then a close frame without a status code (1005 at the client).
+    async fn finish(&mut self, socket: &mut WebSocket) {
+        if self.send(socket, FINISHED.to_string()).await {
+            let _ = socket.send(Message::Close(None)).await;
+        }
     }
 }
 
 async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel) {
     let kill = inner.conn_token();
+    let mut out = Out {
+        inner: inner.clone(),
+        sent: 0,
+    };
     let (history, mut rx) = match start(&inner, pid, ch) {
         Start::Replay(entries) => {
             for (i, e) in entries.iter().enumerate() {
-                if !send(&mut socket, entry_frame("add", i as u64, e)).await {
+                if !out.send(&mut socket, entry_frame("add", i as u64, e)).await {
                     return;
                 }
             }
-            finish(&mut socket).await;
+            out.finish(&mut socket).await;
             return;
         }
         Start::Live(history, rx) => (history, rx),
     };
     for (i, e) in history.iter().enumerate() {
-        if !send(&mut socket, entry_frame("add", i as u64, e.as_ref())).await {
+        if !out
+            .send(&mut socket, entry_frame("add", i as u64, e.as_ref()))
+            .await
+        {
             return;
         }
     }
@@ -135,11 +163,11 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, pid: Uuid, ch: Channel)
             LogEvent::Append(i, e) => entry_frame("add", i, e.as_ref()),
             LogEvent::Replace(i, e) => entry_frame("replace", i, e.as_ref()),
             LogEvent::Finished => {
-                finish(&mut socket).await;
+                out.finish(&mut socket).await;
                 return;
             }
         };
-        if !send(&mut socket, text).await {
+        if !out.send(&mut socket, text).await {
             return;
         }
     }

@@ -166,8 +166,20 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, kind: Kind) {
                 Err(RecvError::Closed) => return,
             },
         };
-        if kill.is_cancelled() || socket.send(Message::Text(text.into())).await.is_err() {
+        if kill.is_cancelled() || !send_with_faults(&inner, &mut socket, text).await {
             return;
         }
     }
+}
+
+/// A change frame, after garbage when `garbage_ws` is on (the snapshot goes out clean).
+async fn send_with_faults(inner: &Inner, socket: &mut WebSocket, text: String) -> bool {
+    if inner.faults().garbage_ws {
+        for junk in ["{not json", r#"{"JsonPatch":{"op":5}}"#] {
+            if socket.send(Message::Text(junk.into())).await.is_err() {
+                return false;
+            }
+        }
+    }
+    socket.send(Message::Text(text.into())).await.is_ok()
 }
