@@ -15,18 +15,22 @@ use tokio::task::JoinHandle;
 
 use vk_observer_config::SettingsArgs;
 use vk_observer_daemon::Daemon;
-use vk_observer_sim::{AttemptScript, Sim, SimConfig, SimFile};
+use vk_observer_sim::{AttemptScript, Sim, SimConfig, SimDialect, SimFile};
 
 /// Run the demo until `stop` resolves. `flags` are the daemon's settings (the upstream is the
-/// simulator; no data dir means a fresh temporary one); `every` is the pause between attempts.
+/// simulator; no data dir means a fresh temporary one); `every` is the pause between attempts;
+/// `dialect` the simulated VK's (the fork's, or VK 0.1.x's workspace-first one, where the
+/// project is `demo`, the repo's, and each road's workspace stands as its task).
 pub async fn run(
     mut flags: SettingsArgs,
     every: Duration,
+    dialect: SimDialect,
     metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     stop: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let sim = Sim::start(SimConfig {
         step_delay: Duration::from_millis(300),
+        dialect,
         ..SimConfig::default()
     })
     .await?;
@@ -36,8 +40,12 @@ pub async fn run(
     let settings = flags.over_defaults()?.validate()?;
     let dir = settings.data_dir.clone();
     let daemon = Daemon::start(settings, metrics).await?;
+    let speaks = match dialect {
+        SimDialect::Fork => "the fork's dialect",
+        SimDialect::Workspaces => "VK 0.1.x's dialect",
+    };
     eprintln!(
-        "vk-observer demo: simulated VK at {} · daemon at http://{} · cache in {}",
+        "vk-observer demo: simulated VK ({speaks}) at {} · daemon at http://{} · cache in {}",
         sim.base_url(),
         daemon.addr,
         dir.display()

@@ -146,8 +146,19 @@ struct DemoArgs {
     /// fleet node serves on --listen).
     #[arg(long, default_value_t = 1)]
     hosts: usize,
+    /// The simulated VK's dialect: `fork` (local projects and tasks) or `workspaces` (VK 0.1.x:
+    /// workspaces only; see docs/agent-guide.md "Which VK").
+    #[arg(long, value_enum, default_value = "fork")]
+    dialect: DemoDialect,
     #[command(flatten)]
     idempotency: IdempotencyArgs,
+}
+
+/// `demo --dialect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DemoDialect {
+    Fork,
+    Workspaces,
 }
 
 impl DemoArgs {
@@ -315,12 +326,21 @@ fn exit_with(command: &str, r: anyhow::Result<i32>) -> ! {
 #[cfg(feature = "sim")]
 async fn demo(args: DemoArgs) -> anyhow::Result<()> {
     let every = Duration::from_secs(args.every);
+    let dialect = match args.dialect {
+        DemoDialect::Fork => vk_observer_sim::SimDialect::Fork,
+        DemoDialect::Workspaces => vk_observer_sim::SimDialect::Workspaces,
+    };
     if args.hosts != 1 {
+        anyhow::ensure!(
+            args.dialect == DemoDialect::Fork,
+            "demo --hosts plays the fork's dialect only; drop --dialect or --hosts"
+        );
         let (settings, hosts) = (args.settings(), args.hosts);
         let stop = wait_for_signal();
         return vk_observer::demo::fleet::run(settings, hosts, every, metrics(), stop).await;
     }
-    vk_observer::demo::run(args.settings(), every, metrics(), wait_for_signal()).await
+    let stop = wait_for_signal();
+    vk_observer::demo::run(args.settings(), every, dialect, metrics(), stop).await
 }
 
 #[cfg(not(feature = "sim"))]

@@ -1,8 +1,8 @@
 //! 0.1.x's git reads and merge over the simulated git state (`crate::git`):
 //! `GET /api/workspaces/{id}/git/status` (one `RepoBranchStatus` a repo) and
 //! `POST /api/workspaces/{id}/git/merge {repo_id}` (a squash merge that archives the workspace
-//! unless it is pinned; 409 when the target moved). Push, rebase and the conflict routes are
-//! not served in this dialect.
+//! unless it is pinned; 409 when the target moved). Rebase, conflicts/abort and push are the
+//! fork's handlers at 0.1.x's paths (`router.rs`).
 
 use axum::Json;
 use axum::extract::{Path, State};

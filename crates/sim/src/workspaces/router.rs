@@ -7,6 +7,7 @@ use axum::routing::{get, post};
 
 use super::{approvals, git, logs, rest, runs, sse, streams};
 use crate::http::{self, AppState};
+use crate::rest_git as fork_git;
 
 pub(crate) fn build(state: AppState) -> Router {
     let ep = "/api/execution-processes/{id}";
@@ -29,6 +30,18 @@ pub(crate) fn build(state: AppState) -> Router {
         )
         .route("/api/workspaces/{id}/git/status", get(git::status))
         .route("/api/workspaces/{id}/git/merge", post(git::merge))
+        // The fork's handlers: same bodies ({repo_id, …}) and answers as 0.1.x's
+        // (rec-0.1: rest-git-rebase-*.json, rest-git-conflicts-abort.json, rest-git-push*.json).
+        .route("/api/workspaces/{id}/git/rebase", post(fork_git::rebase))
+        .route(
+            "/api/workspaces/{id}/git/conflicts/abort",
+            post(fork_git::abort),
+        )
+        .route("/api/workspaces/{id}/git/push", post(fork_git::push))
+        .route(
+            "/api/workspaces/{id}/git/push/force",
+            post(fork_git::push_force),
+        )
         .route(
             "/api/workspaces/{id}/execution/stop",
             post(runs::stop_workspace),
