@@ -248,3 +248,81 @@ async fn approvals_stops_and_workspaces_started_elsewhere() {
     assert_eq!(refused["code"], "invalid_argument", "{refused}");
     daemon.shutdown().await;
 }
+
+/// The agent-mistakes catalogue's rows for VK 0.1.x (docs/agent-guide.md, rows 100–103): each
+/// refused with its code, `retryable` and a hint naming what to do, and the store unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_vk_0_1_x_cannot_do_is_refused_clearly() {
+    let sim = support::workspaces::sim().await;
+    let demo = sim.add_project("Demo", &["alpha"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::workspaces::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    let (project, repo) = alpha(&mcp).await;
+    let kept = new_task(&mcp, project, "Kept", "a task the daemon keeps").await;
+    let task = sim.add_task(demo, "Started in VK", Some("by hand"));
+    let ws = sim
+        .run_attempt_script(task, vk_observer_sim::AttemptScript::default())
+        .await;
+    support::workspaces::converge(&daemon.store, &sim, Duration::from_secs(20), "world").await;
+    let before = daemon.store.current_token();
+    let cases: [(&str, &str, Value, &str, bool, &[&str]); 5] = [
+        (
+            "100 branch_prefix",
+            "start_task_attempt",
+            json!({"task_id": kept, "executor": "CLAUDE_CODE", "branch_prefix": "agent/",
+                   "repos": [{"repo_id": repo, "target_branch": "main"}]}),
+            "invalid_argument",
+            false,
+            &["branch_prefix", "VK"],
+        ),
+        (
+            "101 description of a workspace's task",
+            "update_task",
+            json!({"task_id": ws.attempt_id, "description": "other"}),
+            "invalid_argument",
+            false,
+            &["first prompt", "title"],
+        ),
+        (
+            "101 status of a workspace's task",
+            "update_task",
+            json!({"task_id": ws.attempt_id, "status": "done"}),
+            "invalid_argument",
+            false,
+            &["follows its attempts"],
+        ),
+        (
+            "102 a file read",
+            "get_attempt_file",
+            json!({"attempt_id": ws.attempt_id, "path": "alpha/README.md"}),
+            "not_configured",
+            false,
+            &["unsupported_by_upstream", "worktree"],
+        ),
+        (
+            "103 a patch read",
+            "get_attempt_patch",
+            json!({"attempt_id": ws.attempt_id, "paths": ["alpha/README.md"]}),
+            "not_configured",
+            false,
+            &["unsupported_by_upstream", "git diff"],
+        ),
+    ];
+    for (name, tool, args, code, retryable, words) in cases {
+        let e = mcp.call(tool, args).await.err();
+        assert_eq!(e["code"], code, "{name}: {e}");
+        assert_eq!(e["retryable"], retryable, "{name}: {e}");
+        let said = format!("{} {}", e["hint"], e["details"]);
+        for w in words {
+            assert!(said.contains(w), "{name}: no {w:?} in {e}");
+        }
+    }
+    assert_eq!(starts(&sim), 0, "nothing was started");
+    assert_eq!(
+        daemon.store.current_token(),
+        before,
+        "refusals changed the store"
+    );
+    daemon.shutdown().await;
+}

@@ -47,7 +47,13 @@ fn uuid(v: &Value, f: &str) -> Option<Uuid> {
 pub fn diff(store: &Store, truth: &Truth) -> Vec<String> {
     let r = store.read();
     let mut d = Vec::new();
-    let tasks = r.tasks().unwrap();
+    // Tasks the daemon keeps (`create_task`) are not VK's.
+    let tasks: Vec<_> = r
+        .tasks()
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.value.get("daemon_kept") != Some(&Value::Bool(true)))
+        .collect();
     if tasks.len() != truth.attempts.len() {
         d.push(format!(
             "{} tasks cached, {} workspaces in VK",
