@@ -506,3 +506,41 @@ async fn the_binary_serves_a_fleet_from_its_environment() {
     node.kill().await.unwrap();
     host.shutdown().await;
 }
+
+/// A fleet may mix dialects (issue 38): a host daemon beside a VK of the fork's dialect and one
+/// beside a VK 0.1.x, behind one fleet node, which answers every read of either as its host
+/// does and wakes a wait on the 0.1.x host's attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_mixes_a_fork_host_and_a_vk_0_1_x_host() {
+    let Some(nats) = NatsServer::start("fleet of both dialects") else {
+        return;
+    };
+    let (sim_a, sim_b) = (support::sim().await, support::workspaces::sim().await);
+    let (dir_a, dir_b, dir_f) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let host_a = host_daemon(&sim_a, dir_a.path(), &nats.url, "fork").await;
+    let host_b = host_daemon(&sim_b, dir_b.path(), &nats.url, "bloop").await;
+    let (_, _) = small_world(&sim_a, "fork").await;
+    let (_, attempt_b) = small_world(&sim_b, "bloop").await;
+    support::converge(&host_a.store, &sim_a, CONVERGE, "fork").await;
+    support::workspaces::converge(&host_b.store, &sim_b, CONVERGE, "bloop").await;
+    assert_eq!(host_b.health.dialect().dialect, "workspaces");
+    let fleet = fleet_node(dir_f.path(), &nats.url).await;
+    let (mcp_a, mcp_b, mcp_f) = (
+        Mcp::connect(host_a.addr).await,
+        Mcp::connect(host_b.addr).await,
+        Mcp::connect(fleet.addr).await,
+    );
+    converge_fleet(&mcp_f, &[("fork", &mcp_a), ("bloop", &mcp_b)]).await;
+    let pb = running_process(&sim_b, attempt_b);
+    wait_wakes_on(&fleet, &[attempt_b], attempt_b, || {
+        sim_b.append_log(pb, Channel::Normalized, note("bloop moves"));
+    })
+    .await;
+    fleet.shutdown().await;
+    host_a.shutdown().await;
+    host_b.shutdown().await;
+}

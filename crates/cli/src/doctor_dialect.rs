@@ -1,6 +1,6 @@
 //! `doctor`'s dialect line: which dialect of VK's API the upstream speaks (asked the way the
-//! daemon asks, `upstream::dialect`), against `upstream_dialect`, and whether this build
-//! follows it.
+//! daemon asks, `upstream::dialect`), against `upstream_dialect`, and how the daemon follows
+//! it.
 
 use vk_observer_config::DialectSetting;
 use vk_observer_upstream::VkClient;
@@ -10,8 +10,8 @@ use super::doctor::Report;
 
 const WHAT: &str = "vk dialect";
 
-/// One line: ok on the fork's dialect, fail on one this build does not follow (nothing would
-/// be cached), warn when VK cannot be asked.
+/// One line: ok on either dialect the daemon follows, fail on neither (nothing would be
+/// cached) or on a setting that contradicts VK, warn when VK cannot be asked.
 pub(crate) async fn check(
     r: &mut Report,
     upstream: &str,
@@ -51,11 +51,11 @@ pub(crate) async fn check(
             ),
         ),
         (Some(Dialect::Fork), _) => r.ok(WHAT, detail),
-        (Some(Dialect::Workspaces), _) => r.fail(
+        (Some(Dialect::Workspaces), _) => r.ok(
             WHAT,
             format!(
-                "{detail}; this build recognises VK 0.1.x but does not follow it yet (issue 38): \
-                 the daemon would cache nothing"
+                "{detail}; followed: each workspace is an attempt, tasks kept by the daemon \
+                 (docs/agent-guide.md \"Which VK\")"
             ),
         ),
         (None, _) => r.fail(WHAT, format!("{detail}; the daemon would follow nothing")),
