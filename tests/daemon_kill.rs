@@ -60,14 +60,28 @@ async fn wait_ready(addr: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
+    kill_schedules(false).await;
+}
+
+/// The same on VK 0.1.x's dialect: every restart reads the logs again as replays, renumbered
+/// into the daemon's numbering (nothing twice, nothing lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_on_vk_0_1_x_loses_nothing_and_tokens_never_decrease() {
+    kill_schedules(true).await;
+}
+
+async fn kill_schedules(v01: bool) {
     let seeds = std::env::var("VK_KILL_SEEDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3u64);
     for seed in 0..seeds {
-        eprintln!("kill schedule seed {seed}");
+        eprintln!("kill schedule seed {seed} (VK 0.1.x: {v01})");
         let mut rng = StdRng::seed_from_u64(seed);
-        let sim = support::sim().await;
+        let sim = match v01 {
+            true => support::workspaces::sim().await,
+            false => support::sim().await,
+        };
         let project = sim.add_project("Kill", &["demo"]);
         let dir = tempfile::tempdir().unwrap();
         let addr = free_addr();
@@ -120,7 +134,10 @@ async fn sigkill_mid_ingest_loses_nothing_and_tokens_never_decrease() {
             let store = StoreOwner::open(dir.path(), Default::default())
                 .unwrap()
                 .store();
-            diff = support::cache_diff(&store, &sim.truth());
+            diff = match v01 {
+                true => support::workspaces::diff(&store, &sim.truth()),
+                false => support::cache_diff(&store, &sim.truth()),
+            };
             drop(store);
             if diff.is_empty() {
                 break;
