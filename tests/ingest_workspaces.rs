@@ -114,3 +114,38 @@ async fn workspaces_are_mirrored_as_tasks_with_their_logs() {
     .await;
     daemon.shutdown().await;
 }
+
+/// Wire fact 1 of the 0.1.44 recording: VK's process deltas can be stale (the update hook read
+/// the row before the write committed), so a session stream may never show a process ended.
+/// The daemon reads each process that still says it runs from REST once VK's workspace flag
+/// says nothing runs, and converges to the truth.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_running_deltas_are_corrected_from_vk_rest() {
+    let sim = workspaces::sim().await;
+    sim.set_faults(vk_observer_sim::Faults {
+        stale_process_deltas: true,
+        ..vk_observer_sim::Faults::default()
+    });
+    let project = sim.add_project("Stale", &["alpha"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = workspaces::daemon(&sim, dir.path()).await;
+    let mut ended = Vec::new();
+    for (i, agent) in [AgentOutcome::Succeed, AgentOutcome::Fail]
+        .into_iter()
+        .enumerate()
+    {
+        let task = sim.add_task(project, &format!("stale {i}"), None);
+        let script = AttemptScript {
+            agent,
+            ..AttemptScript::default()
+        };
+        ended.push(sim.run_attempt_script(task, script).await.attempt_id);
+    }
+    workspaces::converge(&daemon.store, &sim, Duration::from_secs(30), "stale deltas").await;
+    let r = daemon.store.read();
+    for a in ended {
+        let task = r.task(a).unwrap().expect("its task");
+        assert_eq!(task.value["status"], "inreview", "{}", task.value);
+    }
+    daemon.shutdown().await;
+}

@@ -214,6 +214,10 @@ pub struct Faults {
     /// history, which the snapshot already holds: VK reads its snapshot after it subscribed and
     /// then sends the patches since the subscription (this is the worst case of that race).
     pub replay_after_snapshot: bool,
+    /// VK 0.1.x only (wire fact 1): a process's updates on the session stream carry its
+    /// earlier status, `running` (VK's update hook read the row before the write committed),
+    /// so the stream never shows it ended; REST and a new snapshot do.
+    pub stale_process_deltas: bool,
 }
 
 /// How many times each route was called.

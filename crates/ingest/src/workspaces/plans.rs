@@ -1,7 +1,7 @@
 //! Which followers of a workspace run: its sessions' process streams and its processes' logs.
 //!
-//! - **Session streams.** While the workspace is active (VK says `is_running`, or one of its
-//!   processes says it runs) each session's stream stays open; once inactive, a stream lingers
+//! - **Session streams.** While the workspace is active (VK's `is_running`; without it, one of
+//!   its processes says it runs) each session's stream stays open; once inactive, a stream lingers
 //!   [`LINGER`] (the next process of a chain, or the end of a stale one, comes within
 //!   moments), then closes, and every process that still says it runs is read from REST (wire
 //!   fact 1: a delta may be stale or lost). A session whose processes were never read is read
@@ -28,7 +28,9 @@ impl Board {
         let Some(space) = self.spaces.get(&workspace) else {
             return;
         };
-        let active = space.is_active();
+        // VK's own flag decides while the stream has it: a process that only says it runs
+        // (maybe a stale delta) lets the stream linger, then is read from REST.
+        let active = space.flag_running().unwrap_or_else(|| space.is_active());
         let sessions: Vec<(Uuid, bool)> = space
             .session_ids()
             .into_iter()

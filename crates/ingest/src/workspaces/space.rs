@@ -67,6 +67,11 @@ impl Space {
         self.processes.values().flatten().cloned().collect()
     }
 
+    /// VK's `is_running` flag (the workspaces stream's; `None` without it).
+    pub(crate) fn flag_running(&self) -> Option<bool> {
+        self.json.get("is_running").and_then(Value::as_bool)
+    }
+
     /// VK says the workspace runs something, or one of its processes still says it runs.
     pub(crate) fn is_active(&self) -> bool {
         let flag = self.json.get("is_running").and_then(Value::as_bool) == Some(true);

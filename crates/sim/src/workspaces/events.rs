@@ -145,9 +145,9 @@ fn process_patches(w: &World, wire: &mut Wire, pid: Uuid) -> Vec<Value> {
 /// event history (SSE's replay) is gone, running processes were killed by the shutdown (no
 /// event: nobody was connected to see it), queued messages and pending approvals are lost.
 pub(crate) fn restart(inner: &Inner) {
-    inner.drop_connections();
-    inner.bus.reset();
-    inner.loaded_at.store(unix_ms(), Ordering::SeqCst);
+    // The old server writes its running processes killed as it goes (no delta reaches a
+    // client), then every socket ends; the new one starts from the database: a client that
+    // reconnects at once never reads a process of the old run as running.
     {
         let mut w = inner.world();
         let mut running: Vec<(u64, Uuid)> = w
@@ -162,6 +162,9 @@ pub(crate) fn restart(inner: &Inner) {
         }
         w.queue.clear();
     }
+    inner.drop_connections();
+    inner.bus.reset();
+    inner.loaded_at.store(unix_ms(), Ordering::SeqCst);
     // Pending approvals belong to running processes: none is pending any more.
     inner.approvals_changed();
 }

@@ -108,6 +108,23 @@ fn snapshot(inner: &Inner, kind: Kind) -> Value {
     }
 }
 
+/// A session stream's process update as a stale delta when `stale_process_deltas` is on: the
+/// value with its earlier status `running` (wire fact 1).
+fn stale(inner: &Inner, kind: Kind, mut patch: Value) -> Value {
+    if !matches!(kind, Kind::Session(_)) || !inner.faults().stale_process_deltas {
+        return patch;
+    }
+    let value = patch.pointer_mut("/0/value").and_then(Value::as_object_mut);
+    if let Some(v) = value
+        && v.get("status").and_then(Value::as_str) != Some("running")
+    {
+        v.insert("status".into(), json!("running"));
+        v.insert("exit_code".into(), Value::Null);
+        v.insert("completed_at".into(), Value::Null);
+    }
+    patch
+}
+
 /// What a stream sends of a feed patch. With `?archived=`, a matching workspace's patch goes
 /// out as `add` and any other as `remove` (repeated on every update, as 0.1.x does); the
 /// session stream forwards every process `remove`, whatever its session.
@@ -158,7 +175,7 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, kind: Kind) {
                 Some(Ok(_)) => continue,
             },
             msg = live.recv() => match msg {
-                Ok(m) => match filter(kind, &m.patch) {
+                Ok(m) => match filter(kind, &m.patch).map(|p| stale(&inner, kind, p)) {
                     Some(p) => patch_frame(&p),
                     None => continue,
                 },
