@@ -16,6 +16,7 @@ pub mod mistakes_workflow;
 pub mod nats;
 pub mod nats_deploy;
 pub mod nats_tls;
+pub mod recorded_v01;
 pub mod sim_common;
 pub mod workspaces;
 pub mod world;
