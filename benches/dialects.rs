@@ -169,8 +169,30 @@ async fn measure(dialect: SimDialect) -> Figures {
             "{page}"
         );
     }
+    let woken = wake_times(&client, &sim, running, pid, wakes).await;
+    let _ = client.cancel().await;
+    daemon.shutdown().await;
+    sim.shutdown().await;
+    Figures {
+        ingest,
+        entries: want,
+        status: percentiles(status),
+        tail: percentiles(tail),
+        wake: percentiles(woken),
+    }
+}
+
+/// `n` waits parked on `running`, each woken by one entry the simulator appends to `pid`'s
+/// log: the time from the append to the answer.
+async fn wake_times(
+    client: &Client,
+    sim: &Sim,
+    running: Uuid,
+    pid: Uuid,
+    n: usize,
+) -> Vec<Duration> {
     let mut woken = Vec::new();
-    for k in 0..wakes {
+    for k in 0..n {
         let s = call(
             &client,
             "get_attempt_status",
@@ -179,7 +201,7 @@ async fn measure(dialect: SimDialect) -> Figures {
         .await;
         let token = s["token"].clone();
         let waiter = {
-            let c = &client;
+            let c = client;
             async move {
                 call(
                     c,
@@ -199,16 +221,7 @@ async fn measure(dialect: SimDialect) -> Figures {
         assert_eq!(answer["changed"], true, "{answer}");
         woken.push(sent.elapsed());
     }
-    let _ = client.cancel().await;
-    daemon.shutdown().await;
-    sim.shutdown().await;
-    Figures {
-        ingest,
-        entries: want,
-        status: percentiles(status),
-        tail: percentiles(tail),
-        wake: percentiles(woken),
-    }
+    woken
 }
 
 fn main() {

@@ -85,12 +85,21 @@ async fn workspaces_are_mirrored_as_tasks_with_their_logs() {
     );
     drop(r);
 
-    // A daemon restart, then a VK restart: nothing twice, nothing lost.
+    across_restarts(&sim, daemon, dir.path(), project).await;
+}
+
+/// A daemon restart, then a VK restart: nothing twice, nothing lost.
+async fn across_restarts(
+    sim: &vk_observer_sim::Sim,
+    daemon: vk_observer_daemon::Daemon,
+    dir: &std::path::Path,
+    project: uuid::Uuid,
+) {
     daemon.shutdown().await;
-    let daemon = support::daemon_reopen(&sim, dir.path()).await;
+    let daemon = support::daemon_reopen(sim, dir).await;
     workspaces::converge(
         &daemon.store,
-        &sim,
+        sim,
         Duration::from_secs(30),
         "after a daemon restart",
     )
@@ -107,7 +116,7 @@ async fn workspaces_are_mirrored_as_tasks_with_their_logs() {
     .await;
     workspaces::converge(
         &daemon.store,
-        &sim,
+        sim,
         Duration::from_secs(30),
         "after a VK restart",
     )

@@ -150,8 +150,20 @@ async fn a_task_is_kept_by_the_daemon_and_started_once_as_a_workspace() {
     })
     .await;
 
-    // A second attempt of the same task is another workspace under it.
-    let second = start(&mcp, task, repo, "s-2").await;
+    another_attempt_then_rename_and_delete(&mcp, &sim, task, repo, attempt).await;
+    daemon.shutdown().await;
+}
+
+/// A second attempt of `task` is another workspace under it; then the task is renamed, and
+/// deleted with its workspaces.
+async fn another_attempt_then_rename_and_delete(
+    mcp: &Mcp,
+    sim: &Sim,
+    task: Uuid,
+    repo: Uuid,
+    attempt: Uuid,
+) {
+    let second = start(mcp, task, repo, "s-2").await;
     assert_ne!(id(&second["attempt_id"]), attempt);
     let attempts = mcp
         .call("list_task_attempts", json!({"task_id": task}))
@@ -172,7 +184,7 @@ async fn a_task_is_kept_by_the_daemon_and_started_once_as_a_workspace() {
         .await
         .ok();
     assert_eq!(renamed["task"]["title"], "Greet twice", "{renamed}");
-    status_until(&mcp, id(&second["attempt_id"]), "ended", |s| {
+    status_until(mcp, id(&second["attempt_id"]), "ended", |s| {
         s["state"] != "running"
     })
     .await;
@@ -182,7 +194,6 @@ async fn a_task_is_kept_by_the_daemon_and_started_once_as_a_workspace() {
         sim.truth().attempts.is_empty(),
         "its workspaces are deleted at VK"
     );
-    daemon.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -69,6 +69,32 @@ pub(crate) struct Outcome {
 
 pub(crate) const MAX_REQUEST_ID_LEN: usize = 200;
 
+/// What a call with the key of `rec` gets without running: a conflict (other arguments) or
+/// the stored result; `None` when it must run (`in_progress`).
+fn answered_before(
+    rec: &Record,
+    rid: &str,
+    payload_text: &str,
+) -> Option<Result<Outcome, ToolError>> {
+    if rec.payload != payload_text {
+        return Some(Err(ToolError::new(
+            ErrorCode::IdempotencyConflict,
+            false,
+            "This request_id was already used with different arguments. Generate a new request_id (e.g. a fresh UUID) for a different request.",
+        )
+        .with_details(json!({ "request_id": rid }))));
+    }
+    let result = rec
+        .result
+        .clone()
+        .filter(|_| rec.state == RecordState::Completed)?;
+    metrics::counter!(vk_observer_telemetry::IDEMPOTENT_REPLAYS).increment(1);
+    Some(Ok(Outcome {
+        result,
+        replayed: true,
+    }))
+}
+
 /// A failure after which VK may still have done the call: unreachable mid-call, a 5xx, an
 /// unreadable reply (the upstream errors the proxy maps as retryable).
 fn may_have_happened(e: &ToolError) -> bool {
@@ -232,26 +258,13 @@ impl Idempotency {
     {
         let now = now_ms();
         let existing = self.load(key)?.filter(|r| !self.stale(r, now));
-        if let Some(rec) = &existing {
-            if rec.payload != payload_text {
-                return Err(ToolError::new(
-                    ErrorCode::IdempotencyConflict,
-                    false,
-                    "This request_id was already used with different arguments. Generate a new request_id (e.g. a fresh UUID) for a different request.",
-                )
-                .with_details(json!({ "request_id": rid })));
-            }
-            if rec.state == RecordState::Completed
-                && let Some(result) = rec.result.clone()
-            {
-                metrics::counter!(vk_observer_telemetry::IDEMPOTENT_REPLAYS).increment(1);
-                return Ok(Outcome {
-                    result,
-                    replayed: true,
-                });
-            }
-            // `in_progress` left by a crash: run again; VK dedupes by the same key.
+        if let Some(rec) = &existing
+            && let Some(answered) = answered_before(rec, rid, payload_text)
+        {
+            return answered;
         }
+        // No record, or `in_progress` left by a crash: run again; VK dedupes by the same key
+        // (or, on a VK without keys, `find` looks for what the first run made).
         let created_ms = existing.as_ref().map(|r| r.created_ms).unwrap_or(now);
         let mut rec = Record {
             payload: payload_text.to_string(),

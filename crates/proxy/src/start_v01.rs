@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::attempts::{AttemptStarted, StartAttempt, check_repos};
+use super::attempts::{AttemptStarted, StartAttempt, StartedRepo, check_repos};
 use super::{Proxy, upstream_error};
 use vk_observer_ingest::signal::Signal;
 use vk_observer_query::target;
@@ -26,6 +26,33 @@ use vk_observer_vk as vk;
 
 /// How far VK's clock may be behind the daemon's when a first call is looked for.
 const CLOCK_SLACK_MS: i64 = 5_000;
+
+/// `POST /api/workspaces/start`'s body for `task` (named `name`), and the request's
+/// fingerprint for its `request_id` record.
+fn start_body(s: &StartAttempt, task: &Value, name: &str, repos: &[StartedRepo]) -> (Value, Value) {
+    let prompt = vk::string_of(task, "description")
+        .filter(|d| !d.trim().is_empty())
+        .unwrap_or_else(|| name.to_owned());
+    let repo_list: Vec<Value> = repos
+        .iter()
+        .map(|r| json!({"repo_id": r.repo_id, "target_branch": r.target_branch}))
+        .collect();
+    let body = json!({
+        "name": name,
+        "repos": repo_list,
+        "linked_issue": null,
+        "executor_config": {"executor": s.executor, "variant": s.variant},
+        "prompt": prompt,
+        "attachment_ids": null,
+    });
+    let fingerprint = json!({
+        "task_id": s.task_id,
+        "executor": s.executor,
+        "variant": s.variant,
+        "repos": repo_list,
+    });
+    (body, fingerprint)
+}
 
 impl Proxy {
     pub(crate) async fn start_attempt_v01(
@@ -51,27 +78,7 @@ impl Proxy {
         drop(reader);
         let repos = self.target_branches(&s.repos).await?;
         let name = vk::string_of(&task.value, "title").unwrap_or_default();
-        let prompt = vk::string_of(&task.value, "description")
-            .filter(|d| !d.trim().is_empty())
-            .unwrap_or_else(|| name.clone());
-        let repo_list: Vec<Value> = repos
-            .iter()
-            .map(|r| json!({"repo_id": r.repo_id, "target_branch": r.target_branch}))
-            .collect();
-        let body = json!({
-            "name": name,
-            "repos": repo_list,
-            "linked_issue": null,
-            "executor_config": {"executor": s.executor, "variant": s.variant},
-            "prompt": prompt,
-            "attachment_ids": null,
-        });
-        let fingerprint = json!({
-            "task_id": s.task_id,
-            "executor": s.executor,
-            "variant": s.variant,
-            "repos": repo_list,
-        });
+        let (body, fingerprint) = start_body(&s, &task.value, &name, &repos);
         let wanted: BTreeSet<Uuid> = repos.iter().map(|r| r.repo_id).collect();
         let outcome = self
             .idem
