@@ -130,11 +130,27 @@ async fn across_restarts(
 /// says nothing runs, and converges to the truth.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_running_deltas_are_corrected_from_vk_rest() {
-    let sim = workspaces::sim().await;
-    sim.set_faults(vk_observer_sim::Faults {
+    deltas_vk_got_wrong(vk_observer_sim::Faults {
         stale_process_deltas: true,
         ..vk_observer_sim::Faults::default()
-    });
+    })
+    .await;
+}
+
+/// The other half of wire fact 1: a process of which the session stream sends nothing (its
+/// `add` lost). Once VK's flag says nothing runs, each session is read from a fresh snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_whose_deltas_were_lost_come_with_a_fresh_snapshot() {
+    deltas_vk_got_wrong(vk_observer_sim::Faults {
+        lost_process_deltas: true,
+        ..vk_observer_sim::Faults::default()
+    })
+    .await;
+}
+
+async fn deltas_vk_got_wrong(faults: vk_observer_sim::Faults) {
+    let sim = workspaces::sim().await;
+    sim.set_faults(faults);
     let project = sim.add_project("Stale", &["alpha"]);
     let dir = tempfile::tempdir().unwrap();
     let daemon = workspaces::daemon(&sim, dir.path()).await;

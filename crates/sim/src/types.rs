@@ -218,6 +218,9 @@ pub struct Faults {
     /// earlier status, `running` (VK's update hook read the row before the write committed),
     /// so the stream never shows it ended; REST and a new snapshot do.
     pub stale_process_deltas: bool,
+    /// VK 0.1.x only (wire fact 1): the session stream sends nothing of a process (its `add`
+    /// lost, and every later change); a new snapshot has it.
+    pub lost_process_deltas: bool,
 }
 
 /// How many times each route was called.

@@ -312,9 +312,17 @@ impl Board {
             .or_insert_with(|| Space::new(json.clone()));
         space.json = json;
         if stopped {
-            // Wire fact 1: the last process delta may be stale or lost.
+            // Wire fact 1: the last process delta may be stale or lost. Each process that
+            // still says it runs is read from REST, and each session's processes from a fresh
+            // snapshot (a process whose `add` was lost is in it).
             for pid in space.running_processes() {
                 self.reader.process(id, pid);
+            }
+            for session in space.session_ids() {
+                if let Some(open) = self.streams.remove(&session) {
+                    open.cancel.cancel();
+                }
+                self.open_stream(id, session, super::streams::Mode::UntilReady);
             }
         }
         if reread {

@@ -4,8 +4,10 @@
 //!   its processes says it runs) each session's stream stays open; once inactive, a stream lingers
 //!   [`LINGER`] (the next process of a chain, or the end of a stale one, comes within
 //!   moments), then closes, and every process that still says it runs is read from REST (wire
-//!   fact 1: a delta may be stale or lost). A session whose processes were never read is read
-//!   once ([`Mode::UntilReady`]): an idle workspace costs no socket.
+//!   fact 1: a delta may be stale or lost); when VK's flag turns false each session is also
+//!   read again from a fresh snapshot (`board.rs`: a process whose `add` was lost is in it). A
+//!   session whose processes were never read is read once ([`Mode::UntilReady`]): an idle
+//!   workspace costs no socket.
 //! - **Logs.** Every process but a dev server, on each channel ingest follows, until its log is
 //!   complete in the store; ended processes' logs are read a few at a time (`log_backfills`).
 
@@ -56,7 +58,7 @@ impl Board {
         }
     }
 
-    fn open_stream(&mut self, workspace: Uuid, session: Uuid, mode: Mode) {
+    pub(crate) fn open_stream(&mut self, workspace: Uuid, session: Uuid, mode: Mode) {
         self.next_generation += 1;
         let generation = self.next_generation;
         let cancel = self.cancel.child_token();

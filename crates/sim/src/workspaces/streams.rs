@@ -108,11 +108,19 @@ fn snapshot(inner: &Inner, kind: Kind) -> Value {
     }
 }
 
-/// A session stream's process update as a stale delta when `stale_process_deltas` is on: the
-/// value with its earlier status `running` (wire fact 1).
-fn stale(inner: &Inner, kind: Kind, mut patch: Value) -> Value {
-    if !matches!(kind, Kind::Session(_)) || !inner.faults().stale_process_deltas {
-        return patch;
+/// A session stream's process delta as VK may send it (wire fact 1): nothing at all when
+/// `lost_process_deltas` is on; with `stale_process_deltas`, the value with its earlier status
+/// `running`.
+fn as_vk_sends(inner: &Inner, kind: Kind, mut patch: Value) -> Option<Value> {
+    let faults = inner.faults();
+    if !matches!(kind, Kind::Session(_)) {
+        return Some(patch);
+    }
+    if faults.lost_process_deltas {
+        return None;
+    }
+    if !faults.stale_process_deltas {
+        return Some(patch);
     }
     let value = patch.pointer_mut("/0/value").and_then(Value::as_object_mut);
     if let Some(v) = value
@@ -122,7 +130,7 @@ fn stale(inner: &Inner, kind: Kind, mut patch: Value) -> Value {
         v.insert("exit_code".into(), Value::Null);
         v.insert("completed_at".into(), Value::Null);
     }
-    patch
+    Some(patch)
 }
 
 /// What a stream sends of a feed patch. With `?archived=`, a matching workspace's patch goes
@@ -175,7 +183,7 @@ async fn serve(inner: Arc<Inner>, mut socket: WebSocket, kind: Kind) {
                 Some(Ok(_)) => continue,
             },
             msg = live.recv() => match msg {
-                Ok(m) => match filter(kind, &m.patch).map(|p| stale(&inner, kind, p)) {
+                Ok(m) => match filter(kind, &m.patch).and_then(|p| as_vk_sends(&inner, kind, p)) {
                     Some(p) => patch_frame(&p),
                     None => continue,
                 },
