@@ -329,6 +329,16 @@ async fn what_vk_0_1_x_cannot_do_is_refused_clearly() {
             assert!(said.contains(w), "{name}: no {w:?} in {e}");
         }
     }
+    // No change summary on VK 0.1.x: not ready, and the hint says where to look instead.
+    let changes = mcp
+        .call("get_attempt_changes", json!({"attempt_id": ws.attempt_id}))
+        .await
+        .ok();
+    assert_eq!(changes["ready"], false, "{changes}");
+    assert!(
+        changes["hint"].as_str().unwrap().contains("VK 0.1.x"),
+        "{changes}"
+    );
     assert_eq!(starts(&sim), 0, "nothing was started");
     assert_eq!(
         daemon.store.current_token(),

@@ -177,7 +177,7 @@ impl Query {
                 blocked: false,
                 blocked_reason: None,
                 forced: false,
-                hint: Some(NOT_READY_HINT.to_string()),
+                hint: Some(self.not_ready_hint().to_string()),
                 files: Vec::new(),
                 file_stats: Vec::new(),
                 guard: guard(&preset),
@@ -228,6 +228,20 @@ impl Query {
         })
     }
 }
+
+impl super::Query {
+    /// What a not-`ready` answer says to do: wait on the fork; on VK 0.1.x, which gives the
+    /// daemon no change summary, where else to look.
+    fn not_ready_hint(&self) -> &'static str {
+        match self.health.dialect().dialect.as_str() {
+            "workspaces" => NOT_ON_VK_01_HINT,
+            _ => NOT_READY_HINT,
+        }
+    }
+}
+
+/// The not-`ready` hint on VK 0.1.x (docs/agent-guide.md "Which VK").
+const NOT_ON_VK_01_HINT: &str = "VK 0.1.x gives the daemon no change summary (its only view of a workspace's changes is a diff WebSocket the daemon does not follow): run `git diff --stat` in the workspace's worktree, or see get_attempt_branch_status for the commits ahead.";
 
 /// What a not-`ready` answer says to do.
 const NOT_READY_HINT: &str = "No change summary yet: it is read when a process of the attempt ends and while its coding agent works. Call wait_for_attempt_change with this attempt in `attempt_ids`, then get_attempt_changes again.";
