@@ -26,6 +26,8 @@ const CLIENT_INFO = { name: "vk-observer-ci-ts-tasks", version: "0" };
 const OVERALL_TIMEOUT_MS = 90_000;
 // The simulator's agent asks to run this (crates/sim ApprovalScript's default command).
 const ASKED_COMMAND = "cargo build";
+// The demo's project: "Demo"; on `demo --dialect workspaces` (VK 0.1.x) its repo's, "demo".
+const DEMO_PROJECT = process.env.CHECK_MCP_PROJECT ?? "Demo";
 
 function fail(reason) {
     console.error(`ts-tasks: FAILED: ${reason}`);
@@ -101,8 +103,8 @@ async function main(url) {
 
     // Project Demo, its repo, and a task whose text says ASK.
     const projects = (await call(client, "list_projects", {})).projects;
-    const demo = projects.find((p) => p.name === "Demo");
-    check(demo, `no project "Demo" in ${JSON.stringify(projects)}`);
+    const demo = projects.find((p) => p.name === DEMO_PROJECT);
+    check(demo, `no project "${DEMO_PROJECT}" in ${JSON.stringify(projects)}`);
     const repo = (await call(client, "list_repos", { project_id: demo.project_id })).repos[0];
     check(repo, "project Demo has no repo");
     const created = await call(client, "create_task", {

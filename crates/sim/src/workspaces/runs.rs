@@ -72,10 +72,13 @@ pub(crate) struct QueueBody {
 }
 
 /// The scripted agent of a run: the prompt's `FAIL` fails it, the `APPROVALS` variant (or an
-/// `APPROVAL` prompt, as the recording's stand-in agent reads it) asks before its Bash call, and
-/// `SLOW` slows it; repos have no scripts, so no setup or cleanup run.
+/// `APPROVAL` prompt, as the recording's stand-in agent reads it; or `ASK`, as the fork's
+/// simulator reads it) asks before its Bash call, and `SLOW` slows it; repos have no scripts,
+/// so no setup or cleanup run.
 fn agent_script(cfg: &ExecutorConfig, prompt: &str) -> AttemptScript {
-    let asks = cfg.variant.as_deref() == Some("APPROVALS") || prompt.contains("APPROVAL");
+    let asks = cfg.variant.as_deref() == Some("APPROVALS")
+        || prompt.contains("APPROVAL")
+        || prompt.contains("ASK");
     AttemptScript {
         executor: cfg.executor.clone(),
         setup: false,
