@@ -40,6 +40,9 @@ pub(crate) enum Msg {
     WorkspacesLost,
     /// VK no longer knows the workspace (its details answered 404).
     WorkspaceGone(Uuid),
+    /// VK kept failing to answer the workspace's details: it is left out of the board until a
+    /// later read answers.
+    DetailsFailed(Uuid),
     Details {
         workspace: Uuid,
         details: Details,
@@ -209,6 +212,14 @@ impl Board {
             Msg::Details { workspace, details } => {
                 if let Some(space) = self.spaces.get_mut(&workspace) {
                     space.details = Some(details);
+                    space.unreadable = false;
+                    self.dirty.insert(workspace);
+                }
+            }
+            Msg::DetailsFailed(workspace) => {
+                if let Some(space) = self.spaces.get_mut(&workspace) {
+                    tracing::warn!(%workspace, "VK 0.1.x does not answer this workspace's repos or sessions: left out until it does");
+                    space.unreadable = true;
                     self.dirty.insert(workspace);
                 }
             }
@@ -300,6 +311,7 @@ impl Board {
             Some(old) => {
                 old.json.get("updated_at") != json.get("updated_at")
                     || (running(&json) && !running(&old.json))
+                    || old.unreadable
             }
         };
         let stopped = self

@@ -1,7 +1,7 @@
 //! The board's REST reads of VK 0.1.x, each run as its own task that hands its answer back as
 //! a message (the board never waits on VK): a workspace's details, the registered repos, one
 //! process as the database holds it. A read that fails for a reason other than "unknown" is
-//! tried again with backoff while the ingest runs.
+//! tried again with backoff, [`TRIES`] times.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +21,20 @@ use vk_observer_upstream::UpstreamError;
 
 /// Reads run at once (a board of thousands of workspaces is read a few at a time).
 pub(crate) const READS_AT_ONCE: usize = 8;
+
+/// Failed tries after which a read gives up (about 6 s of backoff); the board asks again at
+/// the next change or snapshot (a workspace's details), the next minute (registered repos), or
+/// when a stream closes (a process).
+const TRIES: u32 = 5;
+
+/// How a read ended.
+enum Read<T> {
+    Answered(T),
+    /// VK does not know the object (404 with an empty body).
+    Unknown,
+    /// VK kept failing (or the ingest stopped).
+    Failing,
+}
 
 /// What the reads share.
 #[derive(Clone)]
@@ -44,9 +58,9 @@ impl Reader {
                 Ok(Details { repos, sessions })
             });
             let msg = match read.await {
-                Some(Ok(details)) => Msg::Details { workspace, details },
-                Some(Err(())) => Msg::WorkspaceGone(workspace),
-                None => return,
+                Read::Answered(details) => Msg::Details { workspace, details },
+                Read::Unknown => Msg::WorkspaceGone(workspace),
+                Read::Failing => Msg::DetailsFailed(workspace),
             };
             let _ = me.board.send(msg);
         });
@@ -57,7 +71,7 @@ impl Reader {
         let me = self.clone();
         tokio::spawn(async move {
             let read = me.retrying(|| me.ctx.client.registered_repos());
-            if let Some(Ok(repos)) = read.await {
+            if let Read::Answered(repos) = read.await {
                 let _ = me.board.send(Msg::Registered(repos));
             }
         });
@@ -68,7 +82,7 @@ impl Reader {
         let me = self.clone();
         tokio::spawn(async move {
             let read = me.retrying(|| me.ctx.client.process_v01(process));
-            if let Some(Ok(process)) = read.await {
+            if let Read::Answered(process) = read.await {
                 let _ = me.board.send(Msg::ProcessRead { workspace, process });
             }
         });
@@ -105,31 +119,34 @@ impl Reader {
         });
     }
 
-    /// Runs `read` until it answers: `Some(Ok)`, `Some(Err(()))` when VK says the object is
-    /// unknown, `None` when cancelled.
-    async fn retrying<T, F, Fut>(&self, read: F) -> Option<Result<T, ()>>
+    /// Runs `read` until it answers, VK says the object is unknown, or [`TRIES`] failed.
+    async fn retrying<T, F, Fut>(&self, read: F) -> Read<T>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, UpstreamError>>,
     {
         let mut delays = Reconnect::new(Duration::from_millis(200), Duration::from_secs(10));
-        loop {
+        for _ in 0..TRIES {
             let answer = {
-                let _permit = tokio::select! {
-                    _ = self.cancel.cancelled() => return None,
-                    p = self.permits.acquire() => p.ok()?,
+                let permit = tokio::select! {
+                    _ = self.cancel.cancelled() => return Read::Failing,
+                    p = self.permits.acquire() => p,
+                };
+                let Ok(_permit) = permit else {
+                    return Read::Failing;
                 };
                 read().await
             };
             match answer {
-                Ok(v) => return Some(Ok(v)),
-                Err(UpstreamError::NotFound { .. }) => return Some(Err(())),
+                Ok(v) => return Read::Answered(v),
+                Err(UpstreamError::NotFound { .. }) => return Read::Unknown,
                 Err(e) => tracing::debug!(error = %e, "VK 0.1.x read failed; trying again"),
             }
             tokio::select! {
-                _ = self.cancel.cancelled() => return None,
+                _ = self.cancel.cancelled() => return Read::Failing,
                 _ = tokio::time::sleep(delays.next_delay()) => {}
             }
         }
+        Read::Failing
     }
 }

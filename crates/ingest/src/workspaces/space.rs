@@ -20,6 +20,8 @@ pub(crate) struct Space {
     pub details: Option<Details>,
     /// Each session's processes (0.1.x JSON), once its stream sent a snapshot.
     pub processes: BTreeMap<Uuid, Vec<Value>>,
+    /// Its details could not be read (VK kept failing): left out of the board meanwhile.
+    pub unreadable: bool,
 }
 
 /// A workspace's REST details.
@@ -35,6 +37,7 @@ impl Space {
             json,
             details: None,
             processes: BTreeMap::new(),
+            unreadable: false,
         }
     }
 

@@ -50,9 +50,11 @@ impl Board {
         }
     }
 
-    /// Every workspace of the snapshot has its details, and the registered repos are read.
+    /// Every workspace of the snapshot has its details (or VK kept failing them: left out),
+    /// and the registered repos are read.
     fn whole_board_known(&self) -> bool {
-        self.registered.is_some() && self.spaces.values().all(|s| s.details.is_some())
+        let known = |s: &Space| s.details.is_some() || s.unreadable;
+        self.registered.is_some() && self.spaces.values().all(known)
     }
 
     /// Each project's whole task list, each task's rows, then the project list (which removes
