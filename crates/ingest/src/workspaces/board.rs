@@ -187,6 +187,7 @@ impl Board {
                 }
                 _ = tick.tick() => {
                     self.close_quiet_streams();
+                    self.recheck_stale_processes();
                     if repos_read_at.elapsed() >= REPOS_EVERY {
                         repos_read_at = Instant::now();
                         self.reader.registered();
@@ -277,6 +278,10 @@ impl Board {
     /// written again once every workspace is known.
     fn on_snapshot(&mut self, list: Vec<Value>) {
         self.ctx.health.set_state(UpstreamState::Connected);
+        // A reconnect: what ran while the stream was down may have left no trace in the
+        // workspaces (a whole run between two snapshots), so every session not followed live
+        // is read again from a snapshot (a few at a time).
+        let reconnect = !self.spaces.is_empty();
         self.synced = false;
         self.logs_given_up.clear();
         let ids: HashSet<Uuid> = list.iter().filter_map(vk::object_id).collect();
@@ -293,6 +298,17 @@ impl Board {
             self.on_workspace(json);
         }
         self.reader.registered();
+        if reconnect {
+            let sessions: Vec<(Uuid, Uuid)> = self
+                .spaces
+                .iter()
+                .flat_map(|(id, s)| s.session_ids().into_iter().map(|session| (*id, session)))
+                .filter(|(_, session)| !self.streams.contains_key(session))
+                .collect();
+            for (workspace, session) in sessions {
+                self.open_stream(workspace, session, super::streams::Mode::UntilReady);
+            }
+        }
     }
 
     /// A workspace added or changed: its details are read when new, when VK moved its

@@ -121,6 +121,37 @@ impl Board {
         }
     }
 
+    /// Workspaces VK says run nothing while a process of theirs still says it runs (a stale or
+    /// a lost delta, wire fact 1, whatever stream was open): every [`LINGER`], each such
+    /// process is read from REST and each session from a fresh snapshot, until they agree.
+    pub(crate) fn recheck_stale_processes(&mut self) {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        for (id, space) in &mut self.spaces {
+            let stale =
+                space.flag_running() == Some(false) && !space.running_processes().is_empty();
+            match (stale, space.recheck_at) {
+                (false, _) => space.recheck_at = None,
+                (true, None) => space.recheck_at = Some(now + LINGER),
+                (true, Some(at)) if at <= now => {
+                    space.recheck_at = Some(now + LINGER);
+                    due.push((*id, space.running_processes(), space.session_ids()));
+                }
+                (true, Some(_)) => {}
+            }
+        }
+        for (workspace, processes, sessions) in due {
+            for pid in processes {
+                self.reader.process(workspace, pid);
+            }
+            for session in sessions {
+                if !self.streams.contains_key(&session) {
+                    self.open_stream(workspace, session, Mode::UntilReady);
+                }
+            }
+        }
+    }
+
     /// Starts a follower for every log of the workspace not complete yet.
     pub(crate) fn plan_logs(&mut self, workspace: Uuid) {
         let Some(space) = self.spaces.get(&workspace) else {

@@ -22,6 +22,8 @@ pub(crate) struct Space {
     pub processes: BTreeMap<Uuid, Vec<Value>>,
     /// Its details could not be read (VK kept failing): left out of the board meanwhile.
     pub unreadable: bool,
+    /// When a process that says it runs while VK's flag says nothing does is read again.
+    pub recheck_at: Option<std::time::Instant>,
 }
 
 /// A workspace's REST details.
@@ -38,6 +40,7 @@ impl Space {
             details: None,
             processes: BTreeMap::new(),
             unreadable: false,
+            recheck_at: None,
         }
     }
 

@@ -105,7 +105,7 @@ impl Follower for StreamFollower {
 
     async fn step(&self, state: State, reconnect: &mut Reconnect) -> Step<State, End> {
         match state {
-            State::Connecting => match ws::connect(&self.ctx.client, &self.feed.path()).await {
+            State::Connecting => match self.connect().await {
                 Ok(ws) => Step::Next(State::Live {
                     ws: Box::new(ws),
                     doc: Materializer::new(self.feed.root()),
@@ -177,6 +177,16 @@ enum Frame {
 }
 
 impl StreamFollower {
+    /// Opens the socket; a snapshot-only one waits for one of the `log_backfills` permits
+    /// first (a reconnect reads every idle session again: a few at a time).
+    async fn connect(&self) -> Result<ws::WsStream, vk_observer_upstream::UpstreamError> {
+        let _permit = match self.mode {
+            Mode::UntilReady => self.ctx.backfills.acquire().await.ok(),
+            Mode::Live => None,
+        };
+        ws::connect(&self.ctx.client, &self.feed.path()).await
+    }
+
     fn lost(&self) -> Step<State, End> {
         self.ctx.health.reconnected(self.feed.telemetry());
         if self.feed == Feed::Workspaces {
