@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::branch_prefix::{BranchPrefixApplied, check_prefix};
+use super::idempotency::Outcome;
 use super::{Proxy, Settled, upstream_error};
 use vk_observer_query::Freshness;
 use vk_observer_query::status::{AttemptState, AttemptStatus, attempt_status};
@@ -456,17 +457,32 @@ impl Proxy {
                     .map_err(upstream_error)
             })
             .await?;
+        Ok(self.sent(attempt_id, outcome).await)
+    }
+
+    /// A sent prompt's answer (both dialects): its process once the cache shows it.
+    pub(crate) async fn sent(&self, attempt_id: Option<Uuid>, outcome: Outcome) -> ActionDone {
         let pid = vk::uuid_of(&outcome.result, "id");
         self.nudge(None, attempt_id);
         let settled = self
             .settle(|r| pid.is_some_and(|p| r.process(p).ok().flatten().is_some()))
             .await;
-        Ok(ActionDone {
+        ActionDone {
             pid,
             queue_status: None,
             replayed: outcome.replayed,
             settled,
-        })
+        }
+    }
+
+    /// A queue action's answer (both dialects): VK's queue status; nothing cached to wait for.
+    pub(crate) fn queued(&self, outcome: Outcome) -> ActionDone {
+        ActionDone {
+            pid: None,
+            queue_status: vk::string_of(&outcome.result, "status"),
+            replayed: outcome.replayed,
+            settled: self.unsettled(),
+        }
     }
 
     /// `action=queue`: VK holds the message until the session's running process ends.
@@ -490,12 +506,7 @@ impl Proxy {
                     .map_err(upstream_error)
             })
             .await?;
-        Ok(ActionDone {
-            pid: None,
-            queue_status: vk::string_of(&outcome.result, "status"),
-            replayed: outcome.replayed,
-            settled: self.unsettled(),
-        })
+        Ok(self.queued(outcome))
     }
 
     /// `action=cancel`: drop the queued message (nothing is cached about the queue). With a
@@ -523,12 +534,7 @@ impl Proxy {
                     .map_err(upstream_error)
             })
             .await?;
-        Ok(ActionDone {
-            pid: None,
-            queue_status: vk::string_of(&outcome.result, "status"),
-            replayed: outcome.replayed,
-            settled: self.unsettled(),
-        })
+        Ok(self.queued(outcome))
     }
 
     /// The answer of an action that changes nothing the cache holds: nothing to wait for.

@@ -57,17 +57,7 @@ impl Proxy {
                 },
             )
             .await?;
-        let pid = vk::uuid_of(&outcome.result, "id");
-        self.nudge(None, attempt_id);
-        let settled = self
-            .settle(|r| pid.is_some_and(|p| r.process(p).ok().flatten().is_some()))
-            .await;
-        Ok(ActionDone {
-            pid,
-            queue_status: None,
-            replayed: outcome.replayed,
-            settled,
-        })
+        Ok(self.sent(attempt_id, outcome).await)
     }
 
     pub(crate) async fn queue_prompt_v01(
@@ -93,12 +83,7 @@ impl Proxy {
                     .map_err(upstream_error)
             })
             .await?;
-        Ok(ActionDone {
-            pid: None,
-            queue_status: vk::string_of(&outcome.result, "status"),
-            replayed: outcome.replayed,
-            settled: self.unsettled(),
-        })
+        Ok(self.queued(outcome))
     }
 
     /// The coding agent a first send may have started (see the module doc).

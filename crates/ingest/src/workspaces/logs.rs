@@ -59,8 +59,9 @@ pub(crate) struct LogFollower {
     pub process: Uuid,
     pub channel: Channel,
     pub board: UnboundedSender<Msg>,
-    /// The daemon's numbering, built from the store when the follower starts.
-    pub numbering: tokio::sync::Mutex<Renumberer>,
+    /// The daemon's numbering, built from the store at the first connection (in this
+    /// follower's task, not the board's).
+    pub numbering: tokio::sync::Mutex<Option<Renumberer>>,
 }
 
 impl LogFollower {
@@ -71,21 +72,25 @@ impl LogFollower {
         channel: Channel,
         board: UnboundedSender<Msg>,
     ) -> LogFollower {
-        let reader = ctx.store.read();
-        let served = reader
-            .log_range(process, channel, 0, u64::MAX, usize::MAX)
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|e| serde_json::from_str::<Value>(e.entry.get()).ok());
-        let numbering = tokio::sync::Mutex::new(Renumberer::new(served));
         LogFollower {
             ctx,
             workspace,
             process,
             channel,
             board,
-            numbering,
+            numbering: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// The numbering of what the store already served of this log.
+    fn served(&self) -> Renumberer {
+        let reader = self.ctx.store.read();
+        let served = reader
+            .log_range(self.process, self.channel, 0, u64::MAX, usize::MAX)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| serde_json::from_str::<Value>(e.entry.get()).ok());
+        Renumberer::new(served)
     }
 
     fn running(&self) -> bool {
@@ -118,7 +123,11 @@ impl Follower for LogFollower {
                 let path = routes::log_ws(self.process, self.channel);
                 match ws::connect(&self.ctx.client, &path).await {
                     Ok(ws) => {
-                        self.numbering.lock().await.connect();
+                        let mut numbering = self.numbering.lock().await;
+                        match numbering.as_mut() {
+                            Some(n) => n.connect(),
+                            None => *numbering = Some(self.served()),
+                        }
                         Step::Next(State::Streaming(Box::new(ws), permit))
                     }
                     Err(e) if reconnect.failures + 1 >= OPEN_TRIES => {
@@ -218,7 +227,11 @@ impl LogFollower {
                 self.ctx.health.garbage(UpstreamStream::Logs, &text);
                 continue;
             }
-            let writes = self.numbering.lock().await.apply_frame(&frame);
+            let mut numbering = self.numbering.lock().await;
+            let writes = numbering
+                .get_or_insert_with(|| self.served())
+                .apply_frame(&frame);
+            drop(numbering);
             for w in writes {
                 let (Write::Append { index, entry } | Write::Replace { index, entry }) = w;
                 if let Ok(raw) = serde_json::value::to_raw_value(&entry) {
