@@ -113,7 +113,7 @@ async fn every_road(dialect: SimDialect, project_name: &str) {
         let p = list["projects"]
             .as_array()?
             .iter()
-            .find(|p| p["name"] == project_name)?;
+            .find(|p| p["project_name"] == project_name)?;
         Some(p["project_id"].clone())
     })
     .await;

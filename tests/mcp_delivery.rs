@@ -162,6 +162,11 @@ async fn behind_is_refused_then_rebase_and_merge_once_with_request_id() {
     let m = w.call("merge_attempt", args.clone()).await.ok();
     let commit = m["merge_commit"].as_str().unwrap().to_string();
     assert_eq!(commit.len(), 40, "{m}");
+    assert_eq!(
+        m["merged"], true,
+        "seed 003: merged at the top of the answer"
+    );
+    assert_eq!(m["pushed"], Value::Null);
     assert_eq!(m["repo_id"], json!(w.repo.to_string()));
     assert_eq!(m["branch"]["merged"], true);
     assert_eq!(m["branch"]["merge_commit"], json!(commit));
@@ -213,6 +218,11 @@ async fn push_then_force_push_refusal_after_a_merge_then_force() {
     w.sim.agent_commit(a, w.repo);
     let pushed = w.call("push_attempt", json!({"attempt_id": a})).await.ok();
     assert_eq!(pushed["action"], "push");
+    assert_eq!(
+        pushed["pushed"], true,
+        "seed 003: pushed at the top of the answer"
+    );
+    assert_eq!(pushed["merged"], Value::Null);
     let branch = pushed["remote_branch"].as_str().unwrap().to_string();
     assert!(branch.starts_with("vk/"), "{pushed}");
     assert_eq!(pushed["head_oid"].as_str().map(str::len), Some(40));

@@ -34,7 +34,7 @@ async fn alpha(mcp: &Mcp) -> (Uuid, Uuid) {
             .as_array()
             .into_iter()
             .flatten()
-            .find(|p| p["name"] == "alpha" || p["project_name"] == "alpha");
+            .find(|p| p["project_name"] == "alpha");
         if let Some(p) = found {
             let project = id(&p["project_id"]);
             let repos = mcp

@@ -241,7 +241,7 @@ async def run_checks(client: Client) -> tuple[int, int]:
 
     # -- discovery walk
     projects = (await s.ok("list_projects", {}))["projects"]
-    demo = [p for p in projects if p.get("name") == DEMO_PROJECT]
+    demo = [p for p in projects if p.get("project_name") == DEMO_PROJECT]
     check(demo, f"no project named {DEMO_PROJECT!r} in {short(projects)}")
     project_id = demo[0]["project_id"]
 
@@ -364,7 +364,7 @@ async def walk_activity(s: Session, project_id: str, since: str, limit: int = 4)
 async def activity_save(client: Client, path: str) -> str:
     s = Session(client)
     projects = (await s.ok("list_projects", {}))["projects"]
-    demo = [p for p in projects if p.get("name") == "Demo"]
+    demo = [p for p in projects if p.get("project_name") == "Demo"]
     check(demo, f"no project named 'Demo' in {short(projects)}")
     project_id = demo[0]["project_id"]
     deadline = time.monotonic() + ACTIVITY_WAIT_S

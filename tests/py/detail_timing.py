@@ -31,7 +31,7 @@ async def first_attempt(client: Client) -> tuple[str, str]:
     deadline = time.monotonic() + 60
     while True:
         projects = (await client.call_tool("list_projects", {})).structured_content["projects"]
-        demo = [p["project_id"] for p in projects if p.get("name") == "Demo"]
+        demo = [p["project_id"] for p in projects if p.get("project_name") == "Demo"]
         if demo:
             tasks = (await client.call_tool("list_tasks", {"project_id": demo[0]})).structured_content["tasks"]
             ids = [t["latest_attempt_id"] for t in tasks if t.get("latest_attempt_id")]

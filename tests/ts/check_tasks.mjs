@@ -103,7 +103,7 @@ async function main(url) {
 
     // Project Demo, its repo, and a task whose text says ASK.
     const projects = (await call(client, "list_projects", {})).projects;
-    const demo = projects.find((p) => p.name === DEMO_PROJECT);
+    const demo = projects.find((p) => p.project_name === DEMO_PROJECT);
     check(demo, `no project "${DEMO_PROJECT}" in ${JSON.stringify(projects)}`);
     const repo = (await call(client, "list_repos", { project_id: demo.project_id })).repos[0];
     check(repo, "project Demo has no repo");

@@ -29,7 +29,7 @@ pub(crate) async fn projects(
         .filter_map(|p| {
             Some((
                 p["project_id"].as_str()?.to_string(),
-                p["name"].as_str().unwrap_or_default().to_string(),
+                p["project_name"].as_str().unwrap_or_default().to_string(),
             ))
         })
         .collect();

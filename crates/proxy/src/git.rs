@@ -110,8 +110,13 @@ pub struct GitActionDone {
     pub op: Option<String>,
     /// abort_attempt_conflicts: true when conflicts or a stopped rebase were there to abort.
     pub had_conflicts: bool,
+    /// merge_attempt: true (VK merged; a refusal is an error, never `merged: false`); null for
+    /// the other actions.
+    pub merged: Option<bool>,
     /// merge_attempt: the squash commit VK made on the target branch (40 hex digits).
     pub merge_commit: Option<String>,
+    /// push_attempt: true (VK pushed; a refusal is an error); null for the other actions.
+    pub pushed: Option<bool>,
     /// push_attempt: the remote branch VK pushed to (the attempt branch's name).
     pub remote_branch: Option<String>,
     /// push_attempt: the commit the remote branch now points at.
@@ -249,7 +254,9 @@ impl Proxy {
             conflicted_files: done.conflicted_files,
             op: done.op,
             had_conflicts: done.had_conflicts,
+            merged: matches!(action, GitAction::Merge).then_some(true),
             merge_commit: done.merge_commit,
+            pushed: pushed.then_some(true),
             remote_branch: remote_branch.filter(|_| pushed),
             head_oid: done.head_oid,
             branch,

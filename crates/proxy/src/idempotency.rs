@@ -353,6 +353,7 @@ impl Audit {
             key: audit_key(at_ms, unique),
             entry: AuditEntry {
                 at_ms,
+                at: None,
                 tool: tool.to_string(),
                 caller: context.caller,
                 targets: context.targets,

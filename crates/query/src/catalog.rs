@@ -20,7 +20,9 @@ use vk_observer_vk::{string_of, ts_string};
 pub struct ProjectInfo {
     /// Project id (UUID); pass it to list_tasks, list_repos and create_task.
     pub project_id: Uuid,
-    /// Project name.
+    /// Project name (the same as get_context's `project_name`).
+    pub project_name: String,
+    /// Deprecated alias of `project_name` (kept until 0.3.0).
     pub name: String,
     /// Number of repositories in the project.
     pub repo_count: usize,
@@ -59,7 +61,10 @@ pub struct ProjectList {
 pub struct RepoInfo {
     /// Repository id (UUID); use it in start_task_attempt `repos[].repo_id`.
     pub repo_id: Uuid,
-    /// Folder name inside an attempt workspace; changed paths are prefixed with it.
+    /// Folder name inside an attempt workspace; changed paths are prefixed with it (the same as
+    /// get_context's and get_attempt_branch_status's `repo_name`).
+    pub repo_name: String,
+    /// Deprecated alias of `repo_name` (kept until 0.3.0).
     pub name: String,
     /// Name shown in the UI.
     pub display_name: Option<String>,
@@ -139,6 +144,15 @@ pub struct ExecutorInfo {
     pub default_variant: Option<String>,
     /// True if the executor can be given MCP servers (it has an MCP configuration file).
     pub supports_mcp: bool,
+    /// True for every executor: VK queues a follow-up per session and sends it when the
+    /// running process ends, whatever the agent (follow_up `action: queue`).
+    pub supports_follow_up_queue: bool,
+    /// False: this daemon offers no pull-request action (push_attempt, then open the PR on
+    /// the forge); not an executor's property in VK.
+    pub supports_pr: bool,
+    /// False: a dev server is a project's script VK starts from its own UI, not an executor's;
+    /// this daemon starts none (get_attempt_status reports `dev_server_running`).
+    pub supports_dev_server: bool,
     /// True if this is VK's configured default executor.
     pub is_default: bool,
     /// VK capability flags for the executor (e.g. `SESSION_FORK`).
@@ -181,20 +195,22 @@ impl ExecutorFilter {
         if needs.iter().any(String::is_empty) {
             return Err(ToolError::invalid_field(
                 "capabilities_filter",
-                "capabilities_filter entries must be non-empty: `supports_mcp` or a VK capability flag such as `SESSION_FORK`.",
+                "capabilities_filter entries must be non-empty: `supports_mcp`, `supports_follow_up_queue`, `supports_pr`, `supports_dev_server` or a VK capability flag such as `SESSION_FORK`.",
             ));
         }
         Ok(ExecutorFilter { needs })
     }
 
     fn admits(&self, e: &ExecutorInfo) -> bool {
-        self.needs.iter().all(|n| {
-            if n.eq_ignore_ascii_case("supports_mcp") {
-                e.supports_mcp
-            } else {
-                e.capabilities.iter().any(|c| c.eq_ignore_ascii_case(n))
-            }
-        })
+        self.needs
+            .iter()
+            .all(|n| match n.to_ascii_lowercase().as_str() {
+                "supports_mcp" => e.supports_mcp,
+                "supports_follow_up_queue" => e.supports_follow_up_queue,
+                "supports_pr" => e.supports_pr,
+                "supports_dev_server" => e.supports_dev_server,
+                _ => e.capabilities.iter().any(|c| c.eq_ignore_ascii_case(n)),
+            })
     }
 }
 
@@ -228,6 +244,7 @@ impl Query {
         for p in page.items {
             projects.push(ProjectInfo {
                 project_id: p.id,
+                project_name: string_of(&p.value, "name").unwrap_or_default(),
                 name: string_of(&p.value, "name").unwrap_or_default(),
                 repo_count: reader.repos_of_project(p.id)?.len(),
                 host: string_of(&p.value, HOST_FIELD),
@@ -265,6 +282,7 @@ impl Query {
             .into_iter()
             .map(|r| RepoInfo {
                 repo_id: r.id,
+                repo_name: string_of(&r.value, "name").unwrap_or_default(),
                 name: string_of(&r.value, "name").unwrap_or_default(),
                 display_name: string_of(&r.value, "display_name"),
                 path: string_of(&r.value, "path"),
@@ -353,6 +371,9 @@ fn executors_of(info: &Value, host: Option<&str>) -> Vec<ExecutorInfo> {
             variants: vs,
             default_variant,
             supports_mcp: supports_mcp(name),
+            supports_follow_up_queue: true,
+            supports_pr: false,
+            supports_dev_server: false,
             is_default,
             capabilities,
             host: host.map(str::to_owned),
@@ -361,15 +382,18 @@ fn executors_of(info: &Value, host: Option<&str>) -> Vec<ExecutorInfo> {
     executors
 }
 
-/// What each detail level shows of `list_projects` (`query::detail`).
+/// What each detail level shows of `list_projects` (`query::detail`): the list even when
+/// empty; repository counts from 1.
 pub const PROJECT_LIST_RULES: Rules = Rules {
     finish: None,
+    kept: &["projects"],
     standard: &[],
     verbatim: &[],
     nested: &[(
         "projects",
         &Rules {
             finish: None,
+            kept: &[],
             standard: &["repo_count"],
             verbatim: &[],
             nested: &[],
@@ -381,12 +405,14 @@ pub const PROJECT_LIST_RULES: Rules = Rules {
 /// when the branches were read from 1.
 pub const REPO_LIST_RULES: Rules = Rules {
     finish: None,
+    kept: &["repos"],
     standard: &["branches"],
     verbatim: &[],
     nested: &[(
         "repos",
         &Rules {
             finish: None,
+            kept: &[],
             standard: &["display_name", "path", "created_at"],
             verbatim: &[],
             nested: &[],
@@ -394,17 +420,25 @@ pub const REPO_LIST_RULES: Rules = Rules {
     )],
 };
 
-/// What each detail level shows of `list_executors`: name, variants and the default at 0,
-/// MCP support and capability flags from 1.
+/// What each detail level shows of `list_executors`: seed 002's list at 0 (name, variants,
+/// MCP support, the default variant or null); seed 003's other flags and VK's capability
+/// flags from 1.
 pub const EXECUTOR_LIST_RULES: Rules = Rules {
     finish: None,
+    kept: &["executors"],
     standard: &[],
     verbatim: &[],
     nested: &[(
         "executors",
         &Rules {
             finish: None,
-            standard: &["supports_mcp", "capabilities"],
+            kept: &["executor", "variants", "supports_mcp", "default_variant"],
+            standard: &[
+                "capabilities",
+                "supports_follow_up_queue",
+                "supports_pr",
+                "supports_dev_server",
+            ],
             verbatim: &[],
             nested: &[],
         },

@@ -123,12 +123,14 @@ pub(crate) fn guard(preset: &str) -> Guard {
 /// with `too_many_files` (seed 003: force bypasses the thresholds, not an absolute ceiling).
 pub(crate) const FORCED_FILES_MAX: u64 = 5_000;
 
-/// What each detail level shows of `get_attempt_changes`: totals, block and files at 0; the
+/// What each detail level shows of `get_attempt_changes`: seed 002's totals, `blocked`,
+/// `blocked_reason` and files at 0 (false, null and empty included); the
 /// per-file counts, the guard's thresholds and the summary's token from 1.
 /// At level 0 `ready` is shown only when false (where false is otherwise left out: here it is
 /// the news), and left out when true (the usual case, so the default answer does not grow).
 pub const CHANGES_RULES: Rules = Rules {
     finish: Some(keep_not_ready),
+    kept: &["summary", "blocked", "blocked_reason", "files"],
     standard: &["guard", "changes_token", "file_stats"],
     verbatim: &[],
     nested: &[],

@@ -51,10 +51,21 @@ pub struct WorkspaceContext {
     pub freshness: Freshness,
 }
 
-/// What each detail level shows of `get_context`: ids, names and branches at 0; the
+/// What each detail level shows of `get_context`: ids, names and branches at 0 (seed 002's
+/// `attempt_id` and `workspace_branch` beside the project and task, null when unknown); the
 /// workspace folder on the VK host from 1.
 pub const CONTEXT_RULES: Rules = Rules {
     finish: None,
+    kept: &[
+        "project_id",
+        "project_name",
+        "task_id",
+        "task_title",
+        "task_status",
+        "attempt_id",
+        "workspace_branch",
+        "workspace_repos",
+    ],
     standard: &["workspace_path"],
     verbatim: &[],
     nested: &[],

@@ -8,7 +8,9 @@
 //!
 //! - **0** (the default): the fields an agent needs to decide its next call. Fields listed as
 //!   `standard` or `verbatim` are left out, and so is every field whose value is null, false or
-//!   an empty list (absent means null / false / none). `freshness` is left out while the
+//!   an empty list (absent means null / false / none) — except the `kept` fields: the ones a
+//!   seed's scenario or "SHALL include" list names, shown at every level with their null,
+//!   false or empty value, so a client written from the seed finds them. `freshness` is left out while the
 //!   daemon is connected and bootstrapped (absent means "current"), and shown in full
 //!   otherwise: then it matters.
 //! - **1**: level 0 plus the `standard` fields (timestamps, metadata, per-item stats); nulls
@@ -70,6 +72,8 @@ impl JsonSchema for Detail {
 /// is listed here).
 #[derive(Debug)]
 pub struct Rules {
+    /// Shown at every level, with a null, false or empty value too (the seed's named fields).
+    pub kept: &'static [&'static str],
     /// Shown from level 1 on.
     pub standard: &'static [&'static str],
     /// Shown at level 2 only.
@@ -88,6 +92,7 @@ impl Rules {
     #[cfg(test)]
     pub(crate) const NONE: Rules = Rules {
         finish: None,
+        kept: &[],
         standard: &[],
         verbatim: &[],
         nested: &[],
@@ -131,7 +136,7 @@ pub(crate) fn shape_object(m: &mut Map<String, Value>, rules: &Rules, detail: De
             _ => {}
         }
     }
-    m.retain(|_, v| !is_empty(v, detail));
+    m.retain(|k, v| rules.kept.contains(&k.as_str()) || !is_empty(v, detail));
     if let Some(finish) = rules.finish {
         finish(m, detail);
     }
@@ -175,12 +180,14 @@ mod tests {
 
     const ITEM: Rules = Rules {
         finish: None,
+        kept: &[],
         standard: &["created_at"],
         verbatim: &["description"],
         nested: &[],
     };
     const PAGE: Rules = Rules {
         finish: None,
+        kept: &[],
         standard: &["total"],
         verbatim: &[],
         nested: &[("items", &ITEM)],

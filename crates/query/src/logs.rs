@@ -140,16 +140,21 @@ pub struct LogPage {
 }
 
 /// What each detail level shows of a log page's own fields (entries are built per level by
-/// `compact_log`): the echoes of the request (attempt, channel), the process's id and run
-/// reason from 1 (`process_changed` says when a follow-up switched processes).
+/// `compact_log`): seed 003's list at every level — the attempt, the process (null when none:
+/// a changed `execution_process_id` tells the client to reset its highest seen index), the
+/// channel, the entries, `has_more` and `history_truncated` even when empty or false; the
+/// process's run reason from 1 (`process_changed` says when a follow-up switched processes).
 pub const LOG_PAGE_RULES: Rules = Rules {
     finish: None,
-    standard: &[
+    kept: &[
         "attempt_id",
-        "channel",
         "execution_process_id",
-        "run_reason",
+        "channel",
+        "entries",
+        "has_more",
+        "history_truncated",
     ],
+    standard: &["run_reason"],
     verbatim: &[],
     nested: &[],
 };

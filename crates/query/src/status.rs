@@ -62,8 +62,7 @@ pub struct AttemptStatus {
     pub updated_at: Option<String>,
     /// Newest session of the attempt (UUID); null before the first session exists.
     pub latest_session_id: Option<Uuid>,
-    /// Newest relevant execution process (UUID; dev servers excluded); null if none. At detail
-    /// 0 shown with `result` (left out while the attempt only says "wait").
+    /// Newest relevant execution process (UUID; dev servers excluded); null if none.
     pub latest_execution_process_id: Option<Uuid>,
     /// `idle`, `running`, `completed` or `failed`.
     pub state: AttemptState,
@@ -140,22 +139,28 @@ pub struct StatusAnswer {
     freshness: Freshness,
 }
 
-/// The status fields each detail level shows (`query::detail`): level 0 keeps the attempt,
-/// its state, its session, `result`'s routing fields, failure text and activity time, and the
-/// latest process id beside a `result` (what the next call is decided on); `attempt_token` is
-/// from 1 (the page's `token` is the `since_token`). `result` and the process id show at level
-/// 0 once `result` routes somewhere other than "wait" (`drop_waiting_result`): every attempt
-/// tool takes the attempt id, so a poll of a running attempt needs neither.
+/// The status fields each detail level shows (`query::detail`): level 0 keeps the fields of
+/// seed 002's "SHALL include" list (attempt, task, branch, times, session, latest process,
+/// state, activity, failure text: null when that is their value, so a scenario such as "no
+/// sessions" reads `latest_session_id: null`), `result`'s routing fields and the approvals;
+/// `attempt_token` and `latest_process` are from 1 (the page's `token` is the `since_token`).
+/// `result` shows at level 0 once it routes somewhere other than "wait"
+/// (`drop_waiting_result`): a poll of a running attempt needs no verdict.
 pub const STATUS_RULES: Rules = Rules {
     finish: Some(drop_waiting_result),
-    standard: &[
-        "attempt_token",
+    kept: &[
+        "attempt_id",
         "task_id",
         "workspace_branch",
         "created_at",
         "updated_at",
-        "latest_process",
+        "latest_session_id",
+        "latest_execution_process_id",
+        "state",
+        "last_activity_at",
+        "failure_summary",
     ],
+    standard: &["attempt_token", "latest_process"],
     verbatim: &[],
     nested: &[("result", &RESULT_RULES)],
 };
@@ -167,6 +172,7 @@ pub const STATUS_RULES: Rules = Rules {
 /// does not carry the sentence twice).
 pub(crate) const RESULT_RULES: Rules = Rules {
     finish: None,
+    kept: &[],
     standard: &["reason", "state"],
     verbatim: &[],
     nested: &[],
@@ -229,6 +235,7 @@ impl StatusView {
 /// means none was left out).
 const PAGE_RULES: Rules = Rules {
     finish: Some(drop_zero_unchanged),
+    kept: &[],
     standard: &[],
     verbatim: &[],
     nested: &[],
@@ -242,10 +249,10 @@ fn drop_zero_unchanged(page: &mut serde_json::Map<String, serde_json::Value>, le
     }
 }
 
-/// Level 0 leaves a status's `result` (and the latest process id with it) out while it only
-/// says "wait" (no next action, next tool `wait_for_attempt_change`): `state` already says the
-/// attempt is working or being prepared, and both appear once there is something to route on
-/// (finished, stopped, blocked on an approval).
+/// Level 0 leaves a status's `result` out while it only says "wait" (no next action, next tool
+/// `wait_for_attempt_change`): `state` already says the attempt is working or being prepared,
+/// and `result` appears once there is something to route on (finished, stopped, blocked on an
+/// approval).
 fn drop_waiting_result(status: &mut serde_json::Map<String, serde_json::Value>, level: Detail) {
     let waiting = status.get("result").is_some_and(|r| {
         r.get("recommended_next_action").is_none()
@@ -254,7 +261,6 @@ fn drop_waiting_result(status: &mut serde_json::Map<String, serde_json::Value>, 
     });
     if level == Detail::Compact && waiting {
         status.remove("result");
-        status.remove("latest_execution_process_id");
     }
 }
 

@@ -454,52 +454,77 @@ fn attempt_page(
 }
 
 /// A task below detail 2 in a listing: the description only at 2 (get_task has it at every
-/// level), creation time and the latest attempt's branch and executor from 1.
+/// level), its project from 1; at 0 the task's own fields and seed 002's attempt summary, with
+/// their null and false values (`include_attempt_summary: false` leaves the summary out).
 pub(crate) const TASK_RULES: Rules = Rules {
     finish: None,
-    standard: &[
-        "project_id",
-        "created_at",
-        "latest_workspace_branch",
-        "latest_session_executor",
-    ],
+    kept: TASK_KEPT,
+    standard: &["project_id"],
     verbatim: &["description"],
     nested: &[],
 };
+
+/// A task's fields at every level: seed 003's task and seed 002's attempt summary.
+const TASK_KEPT: &[&str] = &[
+    "task_id",
+    "title",
+    "status",
+    "created_at",
+    "updated_at",
+    "latest_attempt_id",
+    "latest_workspace_branch",
+    "latest_session_id",
+    "latest_session_executor",
+    "has_in_progress_attempt",
+    "last_attempt_failed",
+];
 
 /// The task of `get_task` (and of create_task / update_task answers): its description at
 /// every level.
 pub const TASK_DETAIL_TASK_RULES: Rules = Rules {
     finish: None,
+    kept: TASK_KEPT,
     standard: TASK_RULES.standard,
     verbatim: &[],
     nested: &[],
 };
 
-/// An attempt in a listing: id, state and session at 0; branch, times and executor from 1.
+/// An attempt in a listing: seed 002's list (id, branch, times, session and its executor,
+/// null when none) and the state at every level.
 pub(crate) const ATTEMPT_RULES: Rules = Rules {
     finish: None,
-    standard: &[
+    kept: &[
+        "attempt_id",
         "workspace_branch",
         "created_at",
         "updated_at",
+        "latest_session_id",
         "latest_session_executor",
+        "state",
     ],
+    standard: &[],
     verbatim: &[],
     nested: &[],
 };
 
-/// `list_tasks`.
+/// `list_tasks`: the list even when empty.
 pub const TASK_PAGE_RULES: Rules = Rules {
     finish: None,
+    kept: &["tasks"],
     standard: &[],
     verbatim: &[],
     nested: &[("tasks", &TASK_RULES)],
 };
 
-/// `list_task_attempts`.
+/// `list_task_attempts`: seed 002's top-level summary at every level.
 pub const ATTEMPT_LIST_RULES: Rules = Rules {
     finish: None,
+    kept: &[
+        "latest_attempt_id",
+        "latest_session_id",
+        "attempts",
+        "has_more",
+    ],
     standard: &[],
     verbatim: &[],
     nested: &[("attempts", &ATTEMPT_RULES)],
@@ -508,6 +533,7 @@ pub const ATTEMPT_LIST_RULES: Rules = Rules {
 /// `get_task`.
 pub const TASK_DETAIL_RULES: Rules = Rules {
     finish: None,
+    kept: &[],
     standard: &[],
     verbatim: &[],
     nested: &[

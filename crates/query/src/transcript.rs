@@ -69,12 +69,14 @@ pub struct TranscriptPage {
 /// status at 0; the executor and the turns' times from 1.
 pub const TRANSCRIPT_RULES: Rules = Rules {
     finish: None,
+    kept: &["has_more"],
     standard: &["executor"],
     verbatim: &[],
     nested: &[(
         "turns",
         &Rules {
             finish: None,
+            kept: &[],
             standard: &["created_at", "completed_at"],
             verbatim: &[],
             nested: &[],

@@ -139,6 +139,7 @@ pub struct WaitResult {
 /// `entry_index` say where it is: `tail_attempt_logs` reads the latest coding agent's log).
 pub const WAIT_RULES: Rules = Rules {
     finish: None,
+    kept: &[],
     standard: &["waited_ms"],
     verbatim: &[],
     nested: &[
@@ -149,6 +150,7 @@ pub const WAIT_RULES: Rules = Rules {
 
 const FINAL_MESSAGE_RULES: Rules = Rules {
     finish: None,
+    kept: &[],
     standard: &["execution_process_id"],
     verbatim: &[],
     nested: &[],

@@ -35,6 +35,10 @@ pub enum AuditOutcome {
 pub struct AuditEntry {
     /// When the call started (Unix ms).
     pub at_ms: i64,
+    /// When the call started (RFC 3339, from `at_ms`): filled in when the entry is read, never
+    /// stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
     /// The mutating tool called.
     pub tool: String,
     /// The token's name, `mcp-token` (`[mcp] token`), or `loopback` (no token).
@@ -60,7 +64,9 @@ impl AuditEntry {
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Option<AuditEntry> {
-        serde_json::from_slice(bytes).ok()
+        let mut e: AuditEntry = serde_json::from_slice(bytes).ok()?;
+        e.at = chrono::DateTime::from_timestamp_millis(e.at_ms).map(vk_observer_vk::rfc3339);
+        Some(e)
     }
 
     fn target(&self, field: &str) -> Option<&str> {

@@ -212,6 +212,7 @@ mod tests {
         let key = audit_key(5, b"create_task\0r1");
         let mut entry = AuditEntry {
             at_ms: 5,
+            at: None,
             tool: "create_task".into(),
             caller: "agent".into(),
             targets: serde_json::Map::new(),
@@ -230,6 +231,8 @@ mod tests {
             .commit(RecordChange::Remove(b"k"), &key, &entry)
             .unwrap();
         assert_eq!(records.get(b"k").unwrap(), None);
+        // Read back, the entry carries its time in RFC 3339 too (never stored).
+        entry.at = Some("1970-01-01T00:00:00.005Z".into());
         assert_eq!(records.audit_entries(), [entry]);
     }
 }

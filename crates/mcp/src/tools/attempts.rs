@@ -33,9 +33,11 @@ pub(crate) const FAMILY: Family = Family {
     router: VkTools::attempts_router,
 };
 
-/// start_task_attempt: the new attempt's status as get_attempt_status shows it.
+/// start_task_attempt: seed 003's attempt, task and branch (null when unknown) at every
+/// level; the new attempt's status as get_attempt_status shows it.
 const ATTEMPT_STARTED_RULES: Rules = Rules {
     finish: None,
+    kept: &["attempt_id", "task_id", "workspace_branch"],
     standard: &[],
     verbatim: &[],
     nested: &[("status", &STATUS_RULES)],
@@ -45,6 +47,7 @@ const ATTEMPT_STARTED_RULES: Rules = Rules {
 /// from 1.
 const ATTEMPT_STOPPED_RULES: Rules = Rules {
     finish: None,
+    kept: &[],
     standard: &["vk_ms"],
     verbatim: &[],
     nested: &[("status", &STATUS_RULES)],

@@ -54,7 +54,7 @@ impl VkTools {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ContextArgs {
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,

@@ -102,7 +102,7 @@ pub(crate) struct ListProjectsArgs {
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
@@ -122,7 +122,7 @@ pub(crate) struct ListReposArgs {
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
@@ -132,7 +132,7 @@ pub(crate) struct ListReposArgs {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ExecutorsArgs {
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,

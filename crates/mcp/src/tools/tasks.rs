@@ -13,10 +13,11 @@ use super::answer::{
     detail_output_schema, drop_in_items, level_of, plain, plain_output_schema, shaped, shaped_with,
 };
 use super::args::{Args, input_schema};
-use super::paging::page_args;
+use super::paging::{page_args, page_size};
 use super::{Family, Scope, VkTools};
 use vk_observer_proxy::tasks::{NewTask, TaskChange, TaskDeleted, TaskEdit};
 use vk_observer_query::detail::{Detail, Rules};
+use vk_observer_query::paging::{PAGE_MAX, PageArgs};
 use vk_observer_query::tasks::{
     ATTEMPT_LIST_RULES, ATTEMPT_SUMMARY_FIELDS, AttemptList, TASK_DETAIL_RULES,
     TASK_DETAIL_TASK_RULES, TASK_PAGE_RULES, TaskDetail, TaskFilter, TaskPage, TaskStatus,
@@ -43,9 +44,13 @@ pub(crate) const FAMILY: Family = Family {
     router: VkTools::tasks_router,
 };
 
+/// get_task's attempts per page when `attempts_limit` is absent (seed 003's `attempts_limit`).
+const TASK_ATTEMPTS_DEFAULT: usize = 20;
+
 /// What each detail level shows of create_task / update_task: the task as get_task shows it.
 const TASK_CHANGE_RULES: Rules = Rules {
     finish: None,
+    kept: &[],
     standard: &[],
     verbatim: &[],
     nested: &[("task", &TASK_DETAIL_TASK_RULES)],
@@ -92,7 +97,15 @@ impl VkTools {
                     "attempts_cursor and attempts_limit page the task's attempts: pass include_attempts: true with them (or use list_task_attempts).",
                 ));
             }
-            let page = page_args(a.attempts_cursor, a.attempts_limit, "attempts_limit")?;
+            let page = PageArgs {
+                cursor: a.attempts_cursor,
+                limit: page_size(
+                    a.attempts_limit,
+                    TASK_ATTEMPTS_DEFAULT,
+                    PAGE_MAX,
+                    "attempts_limit",
+                )?,
+            };
             let attempts = a.include_attempts.unwrap_or(false).then_some(&page);
             self.query.get_task(a.task_id, attempts)
         });
@@ -207,7 +220,7 @@ pub(crate) struct ListTasksArgs {
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
@@ -230,13 +243,13 @@ pub(crate) struct GetTaskArgs {
     /// answer for this task; omit for the first page.
     #[serde(default)]
     pub attempts_cursor: Option<String>,
-    /// With `include_attempts`: attempts per page, 1–200 (default 50); larger values are capped
-    /// at 200.
+    /// With `include_attempts`: attempts per page, 1–200 (default 20, seed 003's); larger
+    /// values are capped at 200.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub attempts_limit: Option<u32>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
@@ -256,7 +269,7 @@ pub(crate) struct ListAttemptsArgs {
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
@@ -362,7 +375,7 @@ Avoid: paging by re-sending the same call; pass next_cursor as cursor (same filt
     "Get one task with its attempt summary, optionally with a page of its attempts.
 Use when: you have a task_id and need its status, description or attempts.
 Required: task_id.
-Optional: include_attempts (default false); with it attempts_cursor (attempts_next_cursor of the previous answer) and attempts_limit (1-200, default 50), detail (0|1|2, default 0).
+Optional: include_attempts (default false); with it attempts_cursor (attempts_next_cursor of the previous answer) and attempts_limit (1-200, default 20), detail (0|1|2, default 0).
 Next: get_attempt_status or tail_attempt_logs with an attempt_id.
 Avoid: using an attempt_id here; attempts have their own tools.";
 

@@ -31,7 +31,7 @@ pub(crate) struct StatusArgs {
     #[serde(default)]
     pub since_token: Option<String>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
@@ -100,7 +100,7 @@ pub(crate) struct ChangesArgs {
     #[serde(default)]
     pub force: Option<bool>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
@@ -138,7 +138,7 @@ pub(crate) struct MessagesArgs {
     #[serde(default)]
     pub limit: Option<u32>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
@@ -197,7 +197,7 @@ pub(crate) struct WaitArgs {
     #[serde(default)]
     pub include_activity: Option<bool>,
     /// Detail level: 0 (default) the fields needed to decide the next call (nulls and empty
-    /// lists left out); 1 adds timestamps, metadata and per-item stats; 2 answers every field
+    /// lists left out, except the fields the seeds name); 1 adds timestamps, metadata and per-item stats; 2 answers every field
     /// with VK's objects verbatim.
     #[serde(default)]
     pub detail: Option<Detail>,
