@@ -133,8 +133,19 @@ async fn converge_fleet(fleet: &Mcp, hosts: &[(&str, &Mcp)]) {
                 .keys()
                 .filter(|k| got.get(*k) != want.get(*k))
                 .collect();
+            let brief = |v: Option<&Value>| -> Vec<String> {
+                v.and_then(Value::as_array).map_or(vec![], |items| {
+                    items
+                        .iter()
+                        .map(|i| format!("{}{}", i["kind"], i["fields"]))
+                        .collect()
+                })
+            };
+            let first = differ
+                .first()
+                .map(|k| (brief(want.get(*k)), brief(got.get(*k))));
             panic!(
-                "the fleet is not the union of its hosts after {CONVERGE:?}; differing: {differ:?}"
+                "the fleet is not the union of its hosts after {CONVERGE:?}; differing: {differ:?}; first (host, fleet): {first:?}"
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -249,6 +260,16 @@ async fn the_fleet_serves_the_union_of_its_hosts_and_wakes_on_either() {
         "{on_fleet:?}"
     );
     fleet_lists_each_hosts_executors(&mcp_f, &[("alpha", &mcp_a), ("beta", &mcp_b)]).await;
+    // Usage travels with the host's batches: the fleet sums the same runs, by host.
+    let scope = json!({"project_id": project_a});
+    let on_host = mcp_a.call("get_usage", scope.clone()).await.ok();
+    let summed = mcp_f.call("get_usage", scope).await.ok();
+    assert!(
+        on_host["usage"]["output_tokens"].as_u64() > Some(0),
+        "{on_host}"
+    );
+    assert_eq!(summed["usage"], on_host["usage"], "{summed}");
+    assert_eq!(summed["by_host"][0]["key"], "alpha", "{summed}");
 
     // Live changes on either host reach the fleet, and a wait on both hosts' attempts wakes on each.
     let both = [attempt_a, attempt_b];

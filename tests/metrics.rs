@@ -85,6 +85,7 @@ fn registered_counters() -> Vec<String> {
         t::STORE_BATCH_ERRORS,
         t::WAITS_PARKED,
         t::IDEMPOTENT_REPLAYS,
+        t::USAGE_GARBAGE,
         t::RESOURCE_UPDATES,
     ]
     .iter()

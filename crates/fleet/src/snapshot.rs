@@ -112,7 +112,8 @@ fn task_attempts(reader: &StoreReader, task_id: Uuid, parts: &mut Parts) -> Resu
     Ok(())
 }
 
-/// An attempt's sessions, processes (with their logs), repos, changes and branch status.
+/// An attempt's sessions, processes (with their logs and usage), repos, changes and branch
+/// status.
 fn attempt(reader: &StoreReader, attempt_id: Uuid, parts: &mut Parts) -> Result<(), StoreError> {
     let values = |rows: Vec<vk_observer_store::reader::Stored>| -> Vec<Value> {
         rows.into_iter().map(|r| r.value).collect()
@@ -137,6 +138,14 @@ fn attempt(reader: &StoreReader, attempt_id: Uuid, parts: &mut Parts) -> Result<
     for process_id in process_ids {
         for channel in [Channel::Normalized, Channel::Raw] {
             logs(reader, attempt_id, process_id, channel, parts)?;
+        }
+        if let Some(usage) = reader.process_usage(process_id)? {
+            let event = DomainEvent::ProcessUsage {
+                attempt_id,
+                process_id,
+                usage,
+            };
+            parts.push(event, 256);
         }
     }
     let repos = values(reader.attempt_repos(attempt_id)?);

@@ -444,6 +444,7 @@ impl Coordinator {
             channel,
             ctx: self.ctx.clone(),
             ended,
+            usage: std::sync::Mutex::new(super::usage::UsageTap::for_channel(channel)),
         };
         tokio::spawn(super::driver::drive(f, self.cancel.child_token()));
     }

@@ -21,6 +21,7 @@ pub(crate) mod refreshes;
 mod renumber;
 pub mod signal;
 pub mod sse;
+pub(crate) mod usage;
 mod workspace_model;
 mod workspaces;
 

@@ -31,6 +31,7 @@ use super::driver::{Follower, Step};
 use super::error::{IngestError, IngestResult};
 use super::pulse::Pulse;
 use super::signal::Signal;
+use super::usage::UsageTap;
 use vk_observer_store::StoreError;
 use vk_observer_store::events::{Channel, DomainEvent};
 use vk_observer_store::writer::Queued;
@@ -80,6 +81,9 @@ pub(crate) struct LogFollower {
     /// The store knew the process had ended when the follower was started: its log is read from
     /// history at once (VK's socket of an ended process only closes with 4404).
     pub ended: bool,
+    /// A coding agent's token usage read from its raw stdout, as entries are queued
+    /// (`ingest::usage`; `UsageTap::for_channel`).
+    pub usage: std::sync::Mutex<UsageTap>,
 }
 
 type Chunk = Vec<(u64, Box<RawValue>)>;
@@ -325,7 +329,8 @@ impl LogFollower {
             .health
             .log_entries_received
             .fetch_add(entries.len() as u64, Ordering::Relaxed);
-        let mut events = Vec::with_capacity(2);
+        let mut events = Vec::with_capacity(3);
+        let usage = self.usage_read(&entries);
         if !entries.is_empty() {
             events.push(DomainEvent::LogEntriesPut {
                 attempt_id: self.attempt_id,
@@ -342,6 +347,7 @@ impl LogFollower {
                 oldest_available,
             }),
         );
+        events.extend(usage);
         if events.is_empty() {
             return Ok(None);
         }
@@ -351,6 +357,16 @@ impl LogFollower {
             .await
             .map(Some)
             .inspect_err(|e| tracing::error!(error = %e, "cannot store log entries"))
+    }
+
+    /// The usage event to write with `entries`, when they changed the coding agent's usage.
+    fn usage_read(&self, entries: &[(u64, Box<RawValue>)]) -> Option<DomainEvent> {
+        let mut tap = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*tap, UsageTap::Off) {
+            return None;
+        }
+        let reader = self.ctx.store.read();
+        tap.observe(&reader, self.attempt_id, self.process_id, entries)
     }
 
     /// A live `tool_use` entry may mean changed files: tell the coordinator, which re-reads the

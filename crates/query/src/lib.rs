@@ -33,6 +33,7 @@ pub mod tasks;
 mod tasks_tests;
 pub mod transcript;
 pub mod until;
+pub mod usage;
 pub(crate) mod verdict;
 pub mod wait;
 pub(crate) mod workspaces;

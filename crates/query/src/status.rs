@@ -88,6 +88,10 @@ pub struct AttemptStatus {
     /// Token of the last change to this attempt or anything under it (sessions, processes,
     /// logs, changes). Compare with `since_token` semantics; opaque string.
     pub attempt_token: String,
+    /// Token usage and cost of the attempt's coding-agent runs (`query::usage`); absent when
+    /// no run reported any (an executor that writes none, or nothing read yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::usage::Usage>,
 }
 
 /// The statuses asked for, and the page facts every answer carries. Rendered in one of two
@@ -462,6 +466,7 @@ pub fn attempt_status(
             seq: attempt_token,
         }
         .to_string(),
+        usage: super::usage::of_processes(reader, &processes)?,
     }))
 }
 

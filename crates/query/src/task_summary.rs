@@ -79,6 +79,7 @@ pub fn summary_of_digest((task_id, d): (Uuid, TaskDigest)) -> TaskSummary {
         latest_session_executor: d.facts.latest_session_executor,
         has_in_progress_attempt: d.facts.has_in_progress_attempt,
         last_attempt_failed: d.facts.last_attempt_failed,
+        usage: None,
         host: d.host,
         hosts: d.hosts,
     }
@@ -130,6 +131,7 @@ fn with_task_fields(t: &Stored, facts: AttemptFacts) -> TaskSummary {
         latest_session_executor: facts.latest_session_executor,
         has_in_progress_attempt: facts.has_in_progress_attempt,
         last_attempt_failed: facts.last_attempt_failed,
+        usage: None,
         host: string_of(&t.value, HOST_FIELD),
         hosts: several_hosts(&t.value),
     }

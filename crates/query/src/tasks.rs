@@ -85,6 +85,10 @@ pub struct TaskSummary {
     /// such host, sorted; a mutation on the task then needs `host`. Absent otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
+    /// Token usage and cost of the task's coding-agent runs (detail 1 and 2; `get_usage` for
+    /// breakdowns); absent when no run reported any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::usage::Usage>,
 }
 
 /// Answer of `list_tasks`.
@@ -215,7 +219,8 @@ impl Query {
             scope: Some(project),
         };
         let page = super::task_digests::page(&reader, project, filter, list, args)?;
-        let tasks: Vec<TaskSummary> = page.items.into_iter().map(summary_of_digest).collect();
+        let mut tasks: Vec<TaskSummary> = page.items.into_iter().map(summary_of_digest).collect();
+        super::usage::fill_tasks(&reader, &mut tasks)?;
         Ok(TaskPage {
             count: tasks.len(),
             tasks,
@@ -248,11 +253,12 @@ impl Query {
             scope: Some(project),
         };
         let page = task_page(&reader, project, filter, list, args)?;
-        let tasks: Vec<TaskSummary> = page
+        let mut tasks: Vec<TaskSummary> = page
             .items
             .iter()
             .map(|t| summary(&reader, t))
             .collect::<Result<_, _>>()?;
+        super::usage::fill_tasks(&reader, &mut tasks)?;
         Ok(TaskPage {
             count: tasks.len(),
             tasks,
@@ -280,11 +286,13 @@ impl Query {
         let page = attempts
             .map(|args| attempt_page(&reader, list, args))
             .transpose()?;
+        let mut summary = match reader.task_digest(id)? {
+            Some(d) => summary_of_digest((id, d)),
+            None => task_summary(&reader, &task)?,
+        };
+        super::usage::fill_tasks(&reader, std::slice::from_mut(&mut summary))?;
         Ok(TaskDetail {
-            task: match reader.task_digest(id)? {
-                Some(d) => summary_of_digest((id, d)),
-                None => task_summary(&reader, &task)?,
-            },
+            task: summary,
             attempts_next_cursor: page.as_ref().and_then(|p| p.next_cursor.clone()),
             attempts_has_more: page.as_ref().is_some_and(|p| p.has_more),
             attempts_count: page.as_ref().map(|p| p.items.len()),
@@ -459,7 +467,7 @@ fn attempt_page(
 pub(crate) const TASK_RULES: Rules = Rules {
     finish: None,
     kept: TASK_KEPT,
-    standard: &["project_id"],
+    standard: &["project_id", "usage"],
     verbatim: &["description"],
     nested: &[],
 };

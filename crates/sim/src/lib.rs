@@ -5,6 +5,7 @@
 //! It speaks one of two dialects over the same world (`SimConfig::dialect`): the fork's, or
 //! BloopAI VK 0.1.44's workspace-first one (`workspaces`, `tests/fixtures/vk-wire-bloop/`).
 
+mod agent_stdout;
 mod approvals;
 mod bus;
 mod core;
@@ -39,6 +40,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use uuid::Uuid;
 
+pub use agent_stdout::{
+    SIM_MESSAGE_COST_USD, SIM_MESSAGE_TOKENS, SIM_MODEL, SimRunUsage, sim_run_usage,
+};
 pub use approvals::SimApprovalStatus;
 pub use types::{
     AgentOutcome, ApprovalScript, AttemptIds, AttemptScript, Channel, Faults, ProcessStatus,

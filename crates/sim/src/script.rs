@@ -1,5 +1,6 @@
 //! Scripted runs: an attempt (setup → coding agent → cleanup), a follow-up on a session and a
-//! dev server, writing logs like VK's Claude normalization and the recorded scripts, pausing
+//! dev server, writing logs like VK's Claude normalization and the recorded scripts (the
+//! agent's raw stdout as Claude stream-json, `agent_stdout`), pausing
 //! `step_delay` between steps and stopping as soon as their process is no longer running.
 
 use std::sync::Arc;
@@ -104,15 +105,6 @@ fn agent_entry(i: usize, n: usize, prompt: &str, fail: bool) -> Value {
     }
 }
 
-fn raw_entry(i: usize, prompt: &str) -> Value {
-    if i == 0 {
-        return json!({"type": "STDERR", "content": "sim-agent: started\n"});
-    }
-    let line = json!({"type": "assistant", "message": {"role": "assistant",
-                      "content": [{"type": "text", "text": format!("chunk {i}: {prompt}")}]}});
-    json!({"type": "STDOUT", "content": format!("{line}\n")})
-}
-
 /// Writes the agent's logs, then finishes it as scripted. Returns true when it completed.
 /// The k-th tool call writes the k-th scripted file (between the call's entry and its result,
 /// as a real tool does); files left over when the calls run out are written at the end.
@@ -120,6 +112,7 @@ async fn run_agent(inner: &Inner, ws: Uuid, pid: Uuid, prompt: &str, s: &Attempt
     let fail = s.agent != AgentOutcome::Succeed;
     let mut replaced = 0;
     let mut edits = s.files.iter();
+    let mut stdout = super::agent_stdout::raw_entries(s.raw_entries, prompt, s.agent).into_iter();
     for i in 0..s.normalized_entries.max(s.raw_entries) {
         tokio::time::sleep(delay(inner, prompt)).await;
         if !running(inner, pid) {
@@ -149,8 +142,8 @@ async fn run_agent(inner: &Inner, ws: Uuid, pid: Uuid, prompt: &str, s: &Attempt
                 inner.replace_log(pid, Channel::Normalized, idx, command(i, true));
             }
         }
-        if i < s.raw_entries {
-            inner.append_log(pid, Channel::Raw, raw_entry(i, prompt));
+        if let Some(chunk) = stdout.next() {
+            inner.append_log(pid, Channel::Raw, chunk);
         }
     }
     if !s.files.is_empty() {

@@ -21,6 +21,7 @@ mod fleet;
 mod fleet_tasks;
 mod logs;
 mod tasks;
+mod usage;
 
 pub(crate) use logs::ChunkCache;
 
@@ -85,6 +86,11 @@ impl<'t, 'c> Pending<'t, 'c> {
                 channel,
                 entries,
             } => self.put_logs(attempt_id, process_id, channel, entries),
+            DomainEvent::ProcessUsage {
+                attempt_id,
+                process_id,
+                usage,
+            } => self.process_usage(attempt_id, process_id, &usage),
             DomainEvent::ChangesUpdated {
                 attempt_id,
                 changes,
@@ -487,6 +493,7 @@ impl<'t, 'c> Pending<'t, 'c> {
         self.remove_entity(&keys::id_key(table::PROCESSES, id))?;
         self.forget_approvals(attempt, id)?;
         self.remove_logs(id)?;
+        self.ov.remove(&keys::id_key(table::PROCESS_USAGE, id));
         self.attempts.insert(attempt);
         self.note(format!("process_removed:{id}"));
         Ok(())

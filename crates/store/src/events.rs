@@ -77,6 +77,15 @@ pub enum DomainEvent {
         channel: Channel,
         oldest_available: u64,
     },
+    /// A coding agent's token usage and cost, read from its raw stdout (Claude Code's
+    /// stream-json, `ingest::usage`): the run's totals once its `result` line was read, else
+    /// the sum of its assistant messages so far. Kept per process; a running sum never
+    /// replaces the totals, nor a sum of more messages (`store::usage`).
+    ProcessUsage {
+        attempt_id: Uuid,
+        process_id: Uuid,
+        usage: super::usage::ProcessUsage,
+    },
     /// VK's change summary of an attempt (`GET /api/task-attempts/{id}/changes?force=true`),
     /// with the time it was read under [`CHANGES_AS_OF`]. A summary equal to the stored one
     /// apart from that time changes nothing (the stored time stays: "unchanged since").
@@ -233,6 +242,7 @@ impl DomainEvent {
             DomainEvent::LogEntriesPut { .. } => "log_entries_put",
             DomainEvent::LogsComplete { .. } => "logs_complete",
             DomainEvent::LogHistoryLost { .. } => "log_history_lost",
+            DomainEvent::ProcessUsage { .. } => "process_usage",
             DomainEvent::ChangesUpdated { .. } => "changes_updated",
             DomainEvent::ServerInfo { .. } => "server_info",
             DomainEvent::AttemptReposSnapshot { .. } => "attempt_repos_snapshot",

@@ -57,6 +57,10 @@ pub(crate) mod table {
     pub(crate) const LOG_CHUNKS_NORMALIZED: u8 = 0x1D;
     /// process ‖ chunk_start (u64) -> a chunk of raw log entries (`store::chunk`). Schema 5.
     pub(crate) const LOG_CHUNKS_RAW: u8 = 0x1E;
+    /// process -> the token usage and cost a coding agent's raw stdout reported
+    /// (`store::usage`), token-stamped like entities. Additive (an old store has none), so no
+    /// schema bump.
+    pub(crate) const PROCESS_USAGE: u8 = 0x1F;
 }
 
 /// Names of the `META` entries.

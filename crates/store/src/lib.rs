@@ -55,6 +55,7 @@ mod task_hosts_tests;
 #[cfg(test)]
 mod tests;
 pub mod token;
+pub mod usage;
 pub mod writer;
 #[cfg(test)]
 mod writer_group_tests;

@@ -44,6 +44,10 @@ pub const IDEMPOTENT_REPLAYS: &str = "vk_observer_idempotent_replays_total";
 pub const ARTIFACT_BLOCKED: &str = "vk_observer_artifact_blocked_total";
 /// HTTP requests to `/mcp` refused; label `reason` ([`HTTP_REFUSAL_REASONS`]).
 pub const HTTP_REFUSED: &str = "vk_observer_http_refused_total";
+/// Lines of a coding agent's stdout that should have carried token usage and did not read
+/// (a truncated or non-JSON line, impossible numbers, an over-long line); that usage stays
+/// absent (`ingest::usage`).
+pub const USAGE_GARBAGE: &str = "vk_observer_usage_garbage_total";
 
 // ---- gauges ----
 
@@ -337,6 +341,7 @@ pub fn register() {
         STORE_BATCH_ERRORS,
         WAITS_PARKED,
         IDEMPOTENT_REPLAYS,
+        USAGE_GARBAGE,
     ] {
         metrics::counter!(name).increment(0);
     }
@@ -429,6 +434,11 @@ fn describe_counters() {
         HTTP_REFUSED,
         Unit::Count,
         "HTTP requests to /mcp refused, by reason."
+    );
+    describe_counter!(
+        USAGE_GARBAGE,
+        Unit::Count,
+        "Coding-agent stdout lines that should have carried token usage and did not read; that usage stays absent."
     );
 }
 

@@ -25,6 +25,7 @@ use super::super::backoff::Reconnect;
 use super::super::driver::{Follower, Step};
 use super::super::pulse::Pulse;
 use super::super::renumber::{Renumberer, Write};
+use super::super::usage::UsageTap;
 use super::board::Msg;
 use vk_observer_store::events::{Channel, DomainEvent};
 use vk_observer_store::writer::Queued;
@@ -62,6 +63,10 @@ pub(crate) struct LogFollower {
     /// The daemon's numbering, built from the store at the first connection (in this
     /// follower's task, not the board's).
     pub numbering: tokio::sync::Mutex<Option<Renumberer>>,
+    /// A coding agent's token usage read from its raw stdout, as entries are queued
+    /// (`ingest::usage`): the appended entries continue the daemon's numbering, so a tap that
+    /// starts after a restart reads on from what the store holds.
+    usage: std::sync::Mutex<UsageTap>,
 }
 
 impl LogFollower {
@@ -79,6 +84,7 @@ impl LogFollower {
             channel,
             board,
             numbering: tokio::sync::Mutex::new(None),
+            usage: std::sync::Mutex::new(UsageTap::for_channel(channel)),
         }
     }
 
@@ -259,13 +265,19 @@ impl LogFollower {
             .health
             .log_entries_received
             .fetch_add(entries.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let usage = self.usage_read(&entries);
         let put = DomainEvent::LogEntriesPut {
             attempt_id: self.workspace,
             process_id: self.process,
             channel: self.channel,
             entries,
         };
-        match self.ctx.writer.queue(vec![put]).await {
+        match self
+            .ctx
+            .writer
+            .queue([put].into_iter().chain(usage).collect())
+            .await
+        {
             Ok(q) => {
                 *committing = Some(q);
                 Ok(())
@@ -275,6 +287,18 @@ impl LogFollower {
                 Err(Stop::Store)
             }
         }
+    }
+}
+
+impl LogFollower {
+    /// The usage event to write with `entries`, when they changed the coding agent's usage.
+    fn usage_read(&self, entries: &[(u64, Box<RawValue>)]) -> Option<DomainEvent> {
+        let mut tap = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*tap, UsageTap::Off) {
+            return None;
+        }
+        let reader = self.ctx.store.read();
+        tap.observe(&reader, self.workspace, self.process, entries)
     }
 }
 

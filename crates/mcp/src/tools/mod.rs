@@ -1,5 +1,5 @@
 //! The tools, one file (or folder) per family of the README: `discovery`, `tasks`, `attempts`,
-//! `observe`, `activity`, `artifacts`, `delivery`, `approvals`, `context`. A family file holds
+//! `observe`, `activity`, `artifacts`, `delivery`, `approvals`, `context`, `usage`. A family file holds
 //! its tools' names, handlers (parse → `query`/`proxy` → `answer`), argument structs and
 //! descriptions, and registers them as a [`Family`]; [`FAMILIES`] is the one list of families,
 //! and everything else about the tools (the router, which tools take `detail`, the names the
@@ -22,6 +22,7 @@ pub(crate) mod mutations;
 pub mod observe;
 pub mod paging;
 pub mod tasks;
+pub(crate) mod usage;
 
 use std::sync::{Arc, OnceLock};
 
@@ -43,7 +44,7 @@ pub(crate) struct Family {
 }
 
 /// Every family, in the README's order.
-pub(crate) const FAMILIES: [Family; 9] = [
+pub(crate) const FAMILIES: [Family; 10] = [
     discovery::FAMILY,
     tasks::FAMILY,
     attempts::FAMILY,
@@ -53,6 +54,7 @@ pub(crate) const FAMILIES: [Family; 9] = [
     delivery::FAMILY,
     approvals::FAMILY,
     context::FAMILY,
+    usage::FAMILY,
 ];
 
 /// The tool router, built once from [`FAMILIES`]: in stateless mode a handler is made per
