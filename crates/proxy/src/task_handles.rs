@@ -1,7 +1,8 @@
 //! MCP task handles written (`store::task_handles`): a `start_task_attempt` or `follow_up`
 //! answered as a task gets a fresh task id whose handle is durable before the id leaves the
 //! daemon (a call that answers a run it did not start — a `request_id` replay, a reused running
-//! attempt — gets the task id that run already has); `tasks/cancel` notes when it was asked, so the run's end reads `cancelled`.
+//! attempt — gets the task id that run already has); `tasks/cancel` notes when it was asked, so the run's end reads `cancelled`
+//! (and takes the note back when VK refused the stop: the run was not cancelled).
 
 use uuid::Uuid;
 
@@ -44,6 +45,18 @@ impl Proxy {
                 .task_handles()
                 .put(task_id, &handle)
                 .await?;
+        }
+        Ok(())
+    }
+
+    /// Take back the `tasks/cancel` noted on `task_id` (flushed): VK refused the stop, so the
+    /// run's end is its own (a failed run reads `failed`, not `cancelled`).
+    pub async fn forget_task_cancel(&self, task_id: Uuid) -> Result<(), ToolError> {
+        let handles = self.query.store.task_handles();
+        if let Some(mut handle) = handles.get(task_id)?
+            && handle.cancel_requested_ms.take().is_some()
+        {
+            handles.put(task_id, &handle).await?;
         }
         Ok(())
     }

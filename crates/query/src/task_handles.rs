@@ -5,6 +5,7 @@
 use uuid::Uuid;
 
 use super::Query;
+use super::rows::ProcessRow;
 use vk_observer_tool_error::ToolError;
 
 pub use vk_observer_store::task_handles::TaskHandle;
@@ -29,5 +30,20 @@ impl Query {
                 .and_then(|s| s.as_str())
                 .map(str::to_string)
         }))
+    }
+
+    /// The first execution process VK started for the attempt (its setup script, else its
+    /// coding agent; never a dev server), as the cache has it: the one a new attempt's task
+    /// names. None while the cache shows none.
+    pub fn first_process(&self, attempt: Uuid) -> Result<Option<Uuid>, ToolError> {
+        let rows = self
+            .store
+            .read()
+            .processes_of_attempt_as::<ProcessRow>(attempt)?;
+        Ok(rows
+            .into_iter()
+            .filter(|(_, p)| p.reason() != "devserver")
+            .min_by_key(|(id, p)| (p.created_at.is_none(), p.created_at, *id))
+            .map(|(id, _)| id))
     }
 }

@@ -205,7 +205,8 @@ pub(crate) async fn create(
     .await
 }
 
-/// Kills the attempt's running setup/agent/cleanup processes; dev servers are left alone.
+/// Kills the attempt's running setup/agent/cleanup processes (after `stop_delay`, VK's grace
+/// before the kill); dev servers are left alone.
 pub(crate) async fn stop(State(inner): State<AppState>, Path(id): Path<Uuid>) -> Response {
     let running: Vec<Uuid> = {
         let w = inner.world();
@@ -219,6 +220,7 @@ pub(crate) async fn stop(State(inner): State<AppState>, Path(id): Path<Uuid>) ->
             .collect()
     };
     inner.count(|c| c.stops += 1);
+    tokio::time::sleep(inner.cfg.stop_delay).await;
     for pid in running {
         inner.finish_process(pid, ProcessStatus::Killed, None);
     }

@@ -23,6 +23,8 @@ pub(crate) async fn stop(State(inner): State<AppState>, Path(id): Path<Uuid>) ->
         return not_found();
     }
     inner.count(|c| c.stops += 1);
+    // VK answers once the process ended: its grace before the kill (`stop_delay`).
+    tokio::time::sleep(inner.cfg.stop_delay).await;
     inner.finish_process(id, ProcessStatus::Killed, None);
     ok(Value::Null)
 }

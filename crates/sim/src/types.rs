@@ -29,6 +29,9 @@ pub struct SimConfig {
     /// Which VK's wire the simulator speaks (the world and the world-building calls are the same
     /// for both).
     pub dialect: SimDialect,
+    /// How long the fork's stop routes (attempt and process) take before they kill and answer:
+    /// VK interrupts the agent and gives it about 5 s before the kill (about 7 s observed).
+    pub stop_delay: Duration,
 }
 
 /// The wire a simulator speaks.
@@ -53,6 +56,7 @@ impl Default for SimConfig {
             auth_token: None,
             step_delay: Duration::from_millis(20),
             dialect: SimDialect::Fork,
+            stop_delay: Duration::ZERO,
         }
     }
 }

@@ -95,14 +95,39 @@ impl VkTools {
             proxy.record_task(&handle).await
         };
         let task_id = recorded.map_err(|e| refusal(&e))?;
+        // A run that already had a task answers as that task's handle (its `createdAt`).
+        let kept = self.query.task_handle(task_id).map_err(|e| refusal(&e))?;
+        let handle = kept.unwrap_or(handle);
         let now = state::detailed(&self.query, task_id, &handle).map_err(|e| refusal(&e))?;
         let mut meta = MetaObject::new();
-        if let Some(s) = answer.structured_content {
+        if let Some(mut s) = answer.structured_content {
+            self.name_first_process(tool, &handle, &mut s)
+                .map_err(|e| refusal(&e))?;
             meta.insert(ANSWER_META.into(), s);
         }
         Ok(CallToolResponse::Task(
             CreateTaskResult::new(now.task).with_meta(meta),
         ))
+    }
+
+    /// A new attempt's task names the first process VK started for it (setup script, else the
+    /// agent) as `execution_process_id` in the answer it carries, as a follow-up's names its
+    /// process; null while the cache does not show it (`pending_ingest`).
+    fn name_first_process(
+        &self,
+        tool: &str,
+        handle: &TaskHandle,
+        answer: &mut Value,
+    ) -> Result<(), ToolError> {
+        let Some(fields) = answer
+            .as_object_mut()
+            .filter(|_| tool == START_TASK_ATTEMPT)
+        else {
+            return Ok(());
+        };
+        let first = self.query.first_process(handle.attempt_id)?;
+        fields.insert("execution_process_id".into(), json!(first));
+        Ok(())
     }
 
     /// `tasks/get`: the task as the cache shows it.
@@ -151,8 +176,12 @@ impl VkTools {
         Ok(())
     }
 
-    /// `tasks/cancel`: stop the run as `stop_attempt` does (the follow-up's process, or the
-    /// attempt), and remember it was asked so the run's end reads `cancelled`.
+    /// `tasks/cancel`: ask VK to stop the run as `stop_attempt` does (the follow-up's process,
+    /// or the attempt) and answer at once: VK's stop returns only once the run ended (about
+    /// 7 s for an agent that ignores the interrupt), so it goes on in the background and the
+    /// task turns `cancelled` when the cache shows the run stopped (a later `tasks/get`). The
+    /// cancel is noted first (flushed), so the run's end reads `cancelled`; a stop VK refuses
+    /// takes the note back. A task that already ended is refused (`-32602`), as the extension asks.
     pub(crate) async fn task_cancel(
         &self,
         task_id: &str,
@@ -167,16 +196,27 @@ impl VkTools {
             StopTarget::Process(p) | StopTarget::Attempt(p) => p.to_string(),
         };
         let args = self.task_allowed(ctx, STOP_ATTEMPT, field, &target_id)?;
-        let proxy = self.proxy().map_err(|e| refusal(&e))?;
+        let now = state::detailed(&self.query, id, &handle).map_err(|e| refusal(&e))?;
+        if now.task.status.is_terminal() {
+            return Err(already_ended(task_id, now.task.status));
+        }
+        let proxy = self.proxy().map_err(|e| refusal(&e))?.clone();
         proxy
             .note_task_cancel(id, handle)
             .await
             .map_err(|e| refusal(&e))?;
         let grant = self.grant_of(ctx);
         let audit = super::access::audit_context(&grant, Some(&args), &self.query);
-        vk_observer_proxy::audit::audited(audit, proxy.stop(target, false, None))
-            .await
-            .map_err(|e| refusal(&e))?;
+        tokio::spawn(async move {
+            let stopped =
+                vk_observer_proxy::audit::audited(audit, proxy.stop(target, false, None)).await;
+            if let Err(e) = stopped {
+                tracing::warn!(task_id = %id, code = ?e.code, hint = %e.hint, "tasks/cancel: VK did not stop the run");
+                if let Err(e) = proxy.forget_task_cancel(id).await {
+                    tracing::warn!(task_id = %id, hint = %e.hint, "tasks/cancel: cannot take the cancel back");
+                }
+            }
+        });
         Ok(())
     }
 
@@ -276,6 +316,17 @@ fn ignorable(e: &ToolError) -> bool {
             | ErrorCode::ApprovalTimedOut
             | ErrorCode::UnknownApproval
     )
+}
+
+/// `tasks/cancel` of a task that already ended: invalid params, the envelope naming its status.
+fn already_ended(task_id: &str, status: rmcp::model::TaskStatus) -> ErrorData {
+    let e = ToolError::new(
+        ErrorCode::Conflict,
+        false,
+        "The task already ended: there is no run to cancel (tasks/get shows how it ended).",
+    )
+    .with_details(json!({ "task_id": task_id, "status": status }));
+    ErrorData::invalid_params(e.hint.clone(), Some(envelope(&e)))
 }
 
 fn envelope(e: &ToolError) -> Value {

@@ -61,15 +61,84 @@ pub(crate) fn detailed(
     let (answer, _) = page.render(Shape::Single, view)?;
     let stage = stage_of(query, handle, status)?;
     let payload = payload_of(stage, status, answer, handle)?;
-    let updated = status
+    let activity = status
         .last_activity_at
-        .clone()
-        .or_else(|| status.updated_at.clone())
-        .unwrap_or_else(|| created.clone());
+        .as_deref()
+        .or(status.updated_at.as_deref());
+    let cancel_asked = handle.cancel_requested_ms.map(rfc3339);
+    let updated = latest(&created, [activity, cancel_asked.as_deref()]);
+    let message = status_message(task_id, &payload, status, handle);
     let task = Task::new(task_id.to_string(), Default::default(), created, updated)
-        .with_status_message(status.result.summary.clone())
+        .with_status_message(message)
         .with_poll_interval_ms(POLL_INTERVAL_MS);
     Ok(DetailedTask::new(task, payload))
+}
+
+/// `lastUpdatedAt`: the latest of the task's creation and the given instants (the run's last
+/// activity, a `tasks/cancel`), never before `createdAt` (a follow-up's attempt, or a run VK
+/// began before it answered, was last active before the task existed). RFC 3339 as given.
+fn latest(created: &str, others: [Option<&str>; 2]) -> String {
+    let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
+    let mut best = (at(created), created);
+    for other in others.into_iter().flatten() {
+        if let (Some(t), Some(b)) = (at(other), best.0)
+            && t > b
+        {
+            best = (Some(t), other);
+        }
+    }
+    best.1.to_string()
+}
+
+/// `statusMessage`: while the run goes, what the client can do with the tasks methods
+/// (`tasks/update` answers an approval, `tasks/cancel` stops the run; a cancel asked and not
+/// yet confirmed by VK says so); once it ended, the status's own summary (`result.summary`).
+fn status_message(
+    task_id: Uuid,
+    payload: &TaskPayload,
+    status: &AttemptStatus,
+    handle: &TaskHandle,
+) -> String {
+    let running = matches!(
+        payload,
+        TaskPayload::Working | TaskPayload::InputRequired { .. }
+    );
+    if let (true, Some(ms)) = (running, handle.cancel_requested_ms) {
+        return format!(
+            "tasks/cancel asked VK to stop the run at {}; VK is stopping it: the task turns cancelled once VK confirms.",
+            rfc3339(ms)
+        );
+    }
+    match payload {
+        TaskPayload::InputRequired { input_requests } => {
+            let n = input_requests.len();
+            let calls = if n == 1 { "call" } else { "calls" };
+            format!(
+                "The agent waits for a decision on {n} tool {calls} (inputRequests): answer with tasks/update (decision approve or deny); tasks/cancel stops the run."
+            )
+        }
+        TaskPayload::Working => format!(
+            "{}; follow it with tasks/get (or subscribe to vk-observer://tasks/{task_id}); tasks/cancel stops it.",
+            what_runs(status)
+        ),
+        _ => status.result.summary.clone(),
+    }
+}
+
+/// The part of the run going on now, as a sentence's start.
+fn what_runs(status: &AttemptStatus) -> &'static str {
+    let reason = status
+        .latest_process
+        .as_ref()
+        .filter(|_| status.state == AttemptState::Running)
+        .map(|p| RunReason::parse(&p.run_reason));
+    match reason {
+        Some(RunReason::SetupScript) => "The setup script runs",
+        Some(RunReason::CodingAgent) => "The agent runs",
+        Some(RunReason::CleanupScript) => "The cleanup script runs after the agent",
+        Some(_) => "The run goes on",
+        None => "VK prepares the run (the agent starts next)",
+    }
 }
 
 /// The task of an attempt the cache does not hold: not yet (started, not ingested: `working`),
@@ -84,7 +153,9 @@ fn not_in_cache(
     let gone = query.read().attempt_token(handle.attempt_id)? > 0;
     if !gone {
         let task = Task::new(task_id.to_string(), Default::default(), created, created)
-            .with_status_message("VK started the run; the cache does not show it yet.")
+            .with_status_message(
+                "VK started the run; the cache does not show it yet (tasks/get will); tasks/cancel stops it.",
+            )
             .with_poll_interval_ms(POLL_INTERVAL_MS);
         return Ok(DetailedTask::new(task, TaskPayload::Working));
     }
