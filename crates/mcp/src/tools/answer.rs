@@ -12,6 +12,13 @@
 //! leave fields out (nulls, empty lists, the level's extras), and one schema per tool must
 //! accept all three. Kept simple on purpose: clients such as the official Python SDK validate
 //! every `structuredContent` against it, and a smaller schema costs them less per call.
+//!
+//! Both are then made [`lean`]: no `$ref`, no union of constants, no `anyOf [X, null]` (an
+//! enum, a type list instead), accepting the same documents and describing every field as
+//! before. That cuts the Python SDK's time per batch of 50 statuses (docs/performance.md,
+//! "What the Python SDK takes in").
+
+mod lean;
 
 use std::sync::Arc;
 
@@ -107,18 +114,20 @@ pub(crate) fn drop_in_items(m: &mut serde_json::Map<String, Value>, list: &str, 
     }
 }
 
-/// The output schema of a tool answering plainly: `T`'s, as rmcp derives it.
+/// The output schema of a tool answering plainly: `T`'s, as rmcp derives it, made lean.
 pub(crate) fn plain_output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
-    rmcp::handler::server::tool::schema_for_output::<T>()
+    let full = rmcp::handler::server::tool::schema_for_output::<T>();
+    Arc::new(lean::lean(full.as_ref().clone()))
 }
 
-/// The output schema of a tool answering at detail levels: `T`'s, with no `required` lists.
+/// The output schema of a tool answering at detail levels: `T`'s, with no `required` lists,
+/// made lean.
 pub(crate) fn detail_output_schema<T: JsonSchema + std::any::Any>() -> Arc<JsonObject> {
     let full = rmcp::handler::server::tool::schema_for_output::<T>();
     let mut v = Value::Object(full.as_ref().clone());
     drop_required(&mut v);
     match v {
-        Value::Object(o) => Arc::new(o),
+        Value::Object(o) => Arc::new(lean::lean(o)),
         _ => unreachable!("an object stays an object"),
     }
 }
