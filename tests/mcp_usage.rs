@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::mcp::Mcp;
 use uuid::Uuid;
-use vk_observer_sim::{AgentOutcome, AttemptScript, Sim, sim_run_usage};
+use vk_observer_sim::{AgentOutcome, AttemptScript, Faults, Sim, sim_run_usage};
 
 fn script(raw_entries: usize, agent: AgentOutcome) -> AttemptScript {
     AttemptScript {
@@ -308,5 +308,42 @@ async fn usage_on_vk_0_1_x_and_across_a_restart() {
     support::workspaces::converge(&daemon.store, &sim, Duration::from_secs(30), "restart").await;
     let both = usage_until(&mcp, a.attempt_id, |u| complete(u) && u["runs"] == 2).await;
     assert_totals(&both, &[8, 6]);
+    daemon.shutdown().await;
+}
+
+/// VK's log cap: VK keeps only the newer half of a log (its history answers
+/// `history_truncated`; no live socket). The `result` line is the newest, so the run's totals
+/// are still read whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_survives_vk_dropping_the_older_half_of_a_log() {
+    let sim = support::sim().await;
+    let project = sim.add_project("Capped", &["demo"]);
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = support::daemon(&sim, dir.path()).await;
+    let mcp = Mcp::connect(daemon.addr).await;
+    sim.set_faults(Faults {
+        skip_history: true,
+        refuse_log_ws: true,
+        ..Faults::default()
+    });
+    let run = sim
+        .run_attempt_script(
+            sim.add_task(project, "capped", None),
+            script(40, AgentOutcome::Succeed),
+        )
+        .await;
+    let usage = usage_until(&mcp, run.attempt_id, complete).await;
+    assert_totals(&usage, &[40]);
+    let raw = mcp
+        .call(
+            "tail_attempt_logs",
+            json!({"attempt_id": run.attempt_id, "channel": "raw"}),
+        )
+        .await
+        .ok();
+    assert_eq!(
+        raw["history_truncated"], true,
+        "VK did drop the older half: {raw}"
+    );
     daemon.shutdown().await;
 }
