@@ -119,6 +119,12 @@ pub struct FeedItem {
     /// project feed when the task arrives (never written to the task feed again).
     #[serde(skip)]
     pub adopted: bool,
+    /// An item of this batch derived before its task's project was known, whose task arrived
+    /// later in the same batch: written to the task feed only, where it stands; its adopted
+    /// copy carries it to the project feed after `task_created`, as if the two had been
+    /// committed apart (a fleet node merges a host's batches and must list what the host did).
+    #[serde(skip)]
+    pub task_feed_only: bool,
 }
 
 impl FeedItem {
@@ -146,6 +152,7 @@ impl FeedItem {
             repo: None,
             merge_commit: None,
             adopted: false,
+            task_feed_only: false,
         }
     }
 }
@@ -214,7 +221,7 @@ pub(super) fn write(
         if !item.adopted {
             ov.insert(&FeedScope::Task(item.task).key(token, seq), json.clone());
         }
-        if let Some(p) = item.project {
+        if let Some(p) = item.project.filter(|_| !item.task_feed_only) {
             ov.insert(&FeedScope::Project(p).key(token, seq), json);
             if !projects.contains(&p) {
                 projects.push(p);

@@ -120,9 +120,17 @@ impl Pending<'_, '_> {
     /// fetched before the tasks stream delivers their task) reach the project feed now, after
     /// `task_created`, under this batch's token: a project follower sees each exactly once.
     fn adopt_orphans(&mut self, task: Uuid, project: Uuid) -> R {
+        // This batch's own orphans stay in the task feed where they stand (naming the project
+        // now) and reach the project feed after `task_created` and the committed orphans.
+        let mut copies = Vec::new();
         for item in self.feed.iter_mut() {
             if item.task == task && item.project.is_none() {
                 item.project = Some(project);
+                item.task_feed_only = true;
+                let mut copy = item.clone();
+                copy.task_feed_only = false;
+                copy.adopted = true;
+                copies.push(copy);
             }
         }
         for k in self.ov.keys_with_prefix(&FeedScope::Task(task).prefix())? {
@@ -139,6 +147,8 @@ impl Pending<'_, '_> {
                 self.feed.push(item);
             }
         }
+        // Older (committed) orphans first, then this batch's.
+        self.feed.extend(copies);
         Ok(())
     }
 

@@ -298,3 +298,30 @@ fn feed_flush_cost() {
         quiet.as_secs_f64() * 1000.0 / n as f64
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A fleet node applies a host's batches merged into fewer writer batches: the project
+    /// feed lists the same items in the same order either way (an attempt's items derived
+    /// before its task arrived follow `task_created` whether the task came in the same batch
+    /// or a later one).
+    #[test]
+    fn merging_batches_keeps_the_project_feed(
+        ops in proptest::collection::vec(op(), 1..30),
+        group in 2usize..5,
+    ) {
+        let (apart, mut w1) = temporary();
+        for op in &ops {
+            w1.apply(events(op)).unwrap();
+        }
+        let (merged, mut w2) = temporary();
+        for chunk in ops.chunks(group) {
+            w2.apply(chunk.iter().flat_map(events).collect()).unwrap();
+        }
+        let items = |s: &Store| -> Vec<String> {
+            all(s, FeedScope::Project(PROJECT)).iter().map(what).collect()
+        };
+        prop_assert_eq!(items(&apart), items(&merged));
+    }
+}
