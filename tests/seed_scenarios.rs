@@ -69,6 +69,16 @@ async fn seed_002_scenarios_hold_at_every_level() {
     )
     .await;
 
+    status_scenarios(&mcp, &w, running.attempt_id, running_pid).await;
+    task_and_attempt_lists(&mcp, &w).await;
+    log_tail_scenarios(&mcp, &w).await;
+    change_scenarios(&mcp, &w).await;
+    executor_list(&mcp).await;
+    daemon.shutdown().await;
+}
+
+/// Seed 002's get_attempt_status list and its three scenarios, single and batch.
+async fn status_scenarios(mcp: &Mcp, w: &World, running: uuid::Uuid, running_pid: uuid::Uuid) {
     // get_attempt_status: the "SHALL include" list, and the three scenarios.
     for (what, st) in at_every_level(
         &mcp,
@@ -84,12 +94,8 @@ async fn seed_002_scenarios_hold_at_every_level() {
         assert_eq!(st["failure_summary"], Value::Null, "{what}");
         assert!(st["token"].is_string(), "{what}: seed 003's token");
     }
-    for (what, st) in at_every_level(
-        &mcp,
-        "get_attempt_status",
-        json!({"attempt_id": running.attempt_id}),
-    )
-    .await
+    for (what, st) in
+        at_every_level(&mcp, "get_attempt_status", json!({"attempt_id": running})).await
     {
         has_all(&st, STATUS_FIELDS, &what);
         assert_eq!(st["state"], "running", "{what}");
@@ -117,7 +123,7 @@ async fn seed_002_scenarios_hold_at_every_level() {
         has_all(&st["result"], &["outcome", "summary"], &what);
     }
     // The batch form carries the same list per attempt.
-    let ids = json!([w.ok_attempt, w.bare_attempt, running.attempt_id]);
+    let ids = json!([w.ok_attempt, w.bare_attempt, running]);
     for (what, page) in
         at_every_level(&mcp, "get_attempt_status", json!({"attempt_ids": ids})).await
     {
@@ -125,7 +131,10 @@ async fn seed_002_scenarios_hold_at_every_level() {
             has_all(st, STATUS_FIELDS, &what);
         }
     }
+}
 
+/// Seed 002's list_tasks summary and list_task_attempts list ("no sessions" too).
+async fn task_and_attempt_lists(mcp: &Mcp, w: &World) {
     // list_tasks: each task with its attempt summary.
     const SUMMARY: &[&str] = &[
         "latest_attempt_id",
@@ -186,7 +195,10 @@ async fn seed_002_scenarios_hold_at_every_level() {
         has_all(a, ATTEMPT, &what);
         assert_eq!(a["latest_session_id"], Value::Null, "{what}: the attempt");
     }
+}
 
+/// Seed 002's tail scenarios: default tail, older history, no process.
+async fn log_tail_scenarios(mcp: &Mcp, w: &World) {
     // tail_attempt_logs: default tail, older history, and no process.
     for (what, page) in at_every_level(
         &mcp,
@@ -236,7 +248,10 @@ async fn seed_002_scenarios_hold_at_every_level() {
         assert_eq!(page["has_more"], false, "{what}");
         assert_eq!(page["execution_process_id"], Value::Null, "{what}");
     }
+}
 
+/// Seed 002's changes scenarios: the guard blocks, force bypasses.
+async fn change_scenarios(mcp: &Mcp, w: &World) {
     // get_attempt_changes: the guard blocks, force bypasses.
     const CHANGES: &[&str] = &["summary", "blocked", "blocked_reason", "files"];
     for (what, c) in at_every_level(
@@ -267,7 +282,10 @@ async fn seed_002_scenarios_hold_at_every_level() {
         assert_eq!(c["blocked_reason"], Value::Null, "{what}");
         assert_eq!(c["files"].as_array().unwrap().len(), 600, "{what}");
     }
+}
 
+/// Seed 002's executor list.
+async fn executor_list(mcp: &Mcp) {
     // list_executors: per executor its id, variants, MCP support and default variant.
     for (what, page) in at_every_level(&mcp, "list_executors", json!({})).await {
         let executors = page["executors"].as_array().unwrap();
@@ -280,7 +298,6 @@ async fn seed_002_scenarios_hold_at_every_level() {
             );
         }
     }
-    daemon.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,6 +310,14 @@ async fn seed_003_response_lists_hold_at_every_level() {
         truth: _,
         mcp,
     } = serve_world().await;
+    seed_003_reads(&mcp, &w).await;
+    seed_003_observations(&mcp, &w).await;
+    seed_003_executor_flags(&mcp).await;
+    daemon.shutdown().await;
+}
+
+/// Seed 003 §1, 2, 4, 5, 9: projects, repos, tasks, a task, a status.
+async fn seed_003_reads(mcp: &Mcp, w: &World) {
     for (what, page) in at_every_level(&mcp, "list_projects", json!({})).await {
         has_all(&page, &["projects", "count"], &what);
         let p = &page["projects"][0];
@@ -335,6 +360,10 @@ async fn seed_003_response_lists_hold_at_every_level() {
         has_all(&st, &["attempt_id", "state", "token"], &what);
         has_all(&st["result"], &["outcome", "summary"], &what);
     }
+}
+
+/// Seed 003 §10–12: the log tail, the changes, the transcript.
+async fn seed_003_observations(mcp: &Mcp, w: &World) {
     for (what, page) in at_every_level(
         &mcp,
         "tail_attempt_logs",
@@ -373,7 +402,10 @@ async fn seed_003_response_lists_hold_at_every_level() {
     {
         has_all(&page, &["has_more"], &what);
     }
-    // Executors: seed 003's flags from detail 1 (recommended_for is documented as absent).
+}
+
+/// Seed 003 §3's flags from detail 1 (recommended_for is documented as absent).
+async fn seed_003_executor_flags(mcp: &Mcp) {
     let page = mcp
         .call_as_is("list_executors", json!({"detail": 1}))
         .await
@@ -403,7 +435,6 @@ async fn seed_003_response_lists_hold_at_every_level() {
         .await
         .ok();
     assert_eq!(none["executors"], json!([]), "{none}");
-    daemon.shutdown().await;
 }
 
 /// Seed 003's mutation answers at the default detail: create `{task_id}`, start `{attempt_id,
