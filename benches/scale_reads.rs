@@ -238,6 +238,7 @@ fn task_fields_only(_: &StoreReader, t: &Stored) -> Result<TaskSummary, ToolErro
         last_attempt_failed: false,
         host: None,
         hosts: Vec::new(),
+        usage: None,
     })
 }
 

@@ -81,7 +81,7 @@ async fn seed_002_scenarios_hold_at_every_level() {
 async fn status_scenarios(mcp: &Mcp, w: &World, running: uuid::Uuid, running_pid: uuid::Uuid) {
     // get_attempt_status: the "SHALL include" list, and the three scenarios.
     for (what, st) in at_every_level(
-        &mcp,
+        mcp,
         "get_attempt_status",
         json!({"attempt_id": w.bare_attempt}),
     )
@@ -95,7 +95,7 @@ async fn status_scenarios(mcp: &Mcp, w: &World, running: uuid::Uuid, running_pid
         assert!(st["token"].is_string(), "{what}: seed 003's token");
     }
     for (what, st) in
-        at_every_level(&mcp, "get_attempt_status", json!({"attempt_id": running})).await
+        at_every_level(mcp, "get_attempt_status", json!({"attempt_id": running})).await
     {
         has_all(&st, STATUS_FIELDS, &what);
         assert_eq!(st["state"], "running", "{what}");
@@ -106,7 +106,7 @@ async fn status_scenarios(mcp: &Mcp, w: &World, running: uuid::Uuid, running_pid
         );
     }
     for (what, st) in at_every_level(
-        &mcp,
+        mcp,
         "get_attempt_status",
         json!({"attempt_id": w.failed_attempt}),
     )
@@ -124,8 +124,7 @@ async fn status_scenarios(mcp: &Mcp, w: &World, running: uuid::Uuid, running_pid
     }
     // The batch form carries the same list per attempt.
     let ids = json!([w.ok_attempt, w.bare_attempt, running]);
-    for (what, page) in
-        at_every_level(&mcp, "get_attempt_status", json!({"attempt_ids": ids})).await
+    for (what, page) in at_every_level(mcp, "get_attempt_status", json!({"attempt_ids": ids})).await
     {
         for st in page["attempts"].as_array().unwrap() {
             has_all(st, STATUS_FIELDS, &what);
@@ -144,7 +143,7 @@ async fn task_and_attempt_lists(mcp: &Mcp, w: &World) {
         "has_in_progress_attempt",
         "last_attempt_failed",
     ];
-    for (what, page) in at_every_level(&mcp, "list_tasks", json!({"project_id": w.project})).await {
+    for (what, page) in at_every_level(mcp, "list_tasks", json!({"project_id": w.project})).await {
         let tasks = page["tasks"].as_array().unwrap();
         assert!(tasks.len() >= 5, "{what}");
         for t in tasks {
@@ -175,7 +174,7 @@ async fn task_and_attempt_lists(mcp: &Mcp, w: &World) {
         "latest_session_executor",
     ];
     for (what, page) in
-        at_every_level(&mcp, "list_task_attempts", json!({"task_id": w.ok_task})).await
+        at_every_level(mcp, "list_task_attempts", json!({"task_id": w.ok_task})).await
     {
         has_all(
             &page,
@@ -188,7 +187,7 @@ async fn task_and_attempt_lists(mcp: &Mcp, w: &World) {
         assert_eq!(page["latest_attempt_id"], json!(w.ok_attempt), "{what}");
     }
     for (what, page) in
-        at_every_level(&mcp, "list_task_attempts", json!({"task_id": w.bare_task})).await
+        at_every_level(mcp, "list_task_attempts", json!({"task_id": w.bare_task})).await
     {
         assert_eq!(page["latest_session_id"], Value::Null, "{what}: top level");
         let a = &page["attempts"][0];
@@ -201,7 +200,7 @@ async fn task_and_attempt_lists(mcp: &Mcp, w: &World) {
 async fn log_tail_scenarios(mcp: &Mcp, w: &World) {
     // tail_attempt_logs: default tail, older history, and no process.
     for (what, page) in at_every_level(
-        &mcp,
+        mcp,
         "tail_attempt_logs",
         json!({"attempt_id": w.ok_attempt, "limit": 5}),
     )
@@ -238,7 +237,7 @@ async fn log_tail_scenarios(mcp: &Mcp, w: &World) {
         assert!(older["next_cursor"].is_u64(), "{what}: a new cursor");
     }
     for (what, page) in at_every_level(
-        &mcp,
+        mcp,
         "tail_attempt_logs",
         json!({"attempt_id": w.bare_attempt}),
     )
@@ -255,7 +254,7 @@ async fn change_scenarios(mcp: &Mcp, w: &World) {
     // get_attempt_changes: the guard blocks, force bypasses.
     const CHANGES: &[&str] = &["summary", "blocked", "blocked_reason", "files"];
     for (what, c) in at_every_level(
-        &mcp,
+        mcp,
         "get_attempt_changes",
         json!({"attempt_id": w.huge_attempt}),
     )
@@ -271,7 +270,7 @@ async fn change_scenarios(mcp: &Mcp, w: &World) {
         assert_eq!(c["files"], json!([]), "{what}");
     }
     for (what, c) in at_every_level(
-        &mcp,
+        mcp,
         "get_attempt_changes",
         json!({"attempt_id": w.huge_attempt, "force": true}),
     )
@@ -287,7 +286,7 @@ async fn change_scenarios(mcp: &Mcp, w: &World) {
 /// Seed 002's executor list.
 async fn executor_list(mcp: &Mcp) {
     // list_executors: per executor its id, variants, MCP support and default variant.
-    for (what, page) in at_every_level(&mcp, "list_executors", json!({})).await {
+    for (what, page) in at_every_level(mcp, "list_executors", json!({})).await {
         let executors = page["executors"].as_array().unwrap();
         assert!(!executors.is_empty(), "{what}");
         for e in executors {
@@ -318,24 +317,24 @@ async fn seed_003_response_lists_hold_at_every_level() {
 
 /// Seed 003 §1, 2, 4, 5, 9: projects, repos, tasks, a task, a status.
 async fn seed_003_reads(mcp: &Mcp, w: &World) {
-    for (what, page) in at_every_level(&mcp, "list_projects", json!({})).await {
+    for (what, page) in at_every_level(mcp, "list_projects", json!({})).await {
         has_all(&page, &["projects", "count"], &what);
         let p = &page["projects"][0];
         has_all(p, &["project_id", "project_name", "name"], &what);
         assert_eq!(p["name"], p["project_name"], "{what}: the deprecated alias");
     }
-    for (what, page) in at_every_level(&mcp, "list_repos", json!({"project_id": w.project})).await {
+    for (what, page) in at_every_level(mcp, "list_repos", json!({"project_id": w.project})).await {
         has_all(&page, &["repos", "count"], &what);
         for r in page["repos"].as_array().unwrap() {
             has_all(r, &["repo_id", "repo_name", "name"], &what);
             assert_eq!(r["name"], r["repo_name"], "{what}: the deprecated alias");
         }
     }
-    for (what, page) in at_every_level(&mcp, "list_tasks", json!({"project_id": w.project})).await {
+    for (what, page) in at_every_level(mcp, "list_tasks", json!({"project_id": w.project})).await {
         has_all(&page, &["tasks", "count"], &what);
     }
     for (what, t) in at_every_level(
-        &mcp,
+        mcp,
         "get_task",
         json!({"task_id": w.ok_task, "include_attempts": true}),
     )
@@ -351,7 +350,7 @@ async fn seed_003_reads(mcp: &Mcp, w: &World) {
         }
     }
     for (what, st) in at_every_level(
-        &mcp,
+        mcp,
         "get_attempt_status",
         json!({"attempt_id": w.ok_attempt}),
     )
@@ -365,7 +364,7 @@ async fn seed_003_reads(mcp: &Mcp, w: &World) {
 /// Seed 003 §10–12: the log tail, the changes, the transcript.
 async fn seed_003_observations(mcp: &Mcp, w: &World) {
     for (what, page) in at_every_level(
-        &mcp,
+        mcp,
         "tail_attempt_logs",
         json!({"attempt_id": w.ok_attempt, "channel": "raw"}),
     )
@@ -385,7 +384,7 @@ async fn seed_003_observations(mcp: &Mcp, w: &World) {
         assert_eq!(page["channel"], "raw", "{what}");
     }
     for (what, c) in at_every_level(
-        &mcp,
+        mcp,
         "get_attempt_changes",
         json!({"attempt_id": w.ok_attempt}),
     )
@@ -394,7 +393,7 @@ async fn seed_003_observations(mcp: &Mcp, w: &World) {
         has_all(&c, &["summary", "blocked", "files"], &what);
     }
     for (what, page) in at_every_level(
-        &mcp,
+        mcp,
         "tail_session_messages",
         json!({"attempt_id": w.ok_attempt}),
     )
