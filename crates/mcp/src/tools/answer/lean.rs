@@ -138,28 +138,24 @@ fn local_ref(o: &JsonObject) -> Option<&str> {
 /// Replace every local `$ref` under `v` by its definition (itself inlined), except a `$ref`
 /// into a definition being inlined (`stack`), which recursion would never end.
 fn inline(v: &mut Value, defs: &JsonObject, stack: &mut Vec<String>) {
-    match v {
-        Value::Object(o) => {
-            let target = local_ref(o)
-                .filter(|name| !stack.iter().any(|s| s == name))
-                .and_then(|name| Some((name.to_string(), defs.get(name)?.as_object()?.clone())));
-            if let Some((name, def)) = target {
-                let mut def = Value::Object(def);
-                stack.push(name);
-                inline(&mut def, defs, stack);
-                stack.pop();
-                o.remove("$ref");
-                if let Value::Object(def) = def {
-                    merge(o, def);
-                }
-                return;
-            }
-            for child in subschemas_mut(o) {
-                inline(child, defs, stack);
-            }
+    // `true`/`false` schemas: nothing to inline.
+    let Value::Object(o) = v else { return };
+    let target = local_ref(o)
+        .filter(|name| !stack.iter().any(|s| s == name))
+        .and_then(|name| Some((name.to_string(), defs.get(name)?.as_object()?.clone())));
+    if let Some((name, def)) = target {
+        let mut def = Value::Object(def);
+        stack.push(name);
+        inline(&mut def, defs, stack);
+        stack.pop();
+        o.remove("$ref");
+        if let Value::Object(def) = def {
+            merge(o, def);
         }
-        // `true`/`false` schemas: nothing to inline.
-        _ => {}
+        return;
+    }
+    for child in subschemas_mut(o) {
+        inline(child, defs, stack);
     }
 }
 
@@ -191,15 +187,12 @@ fn merge(outer: &mut JsonObject, inner: JsonObject) {
 
 /// The enum and nullable rewrites, bottom-up (a union's branches are folded before it).
 fn fold(v: &mut Value) {
-    match v {
-        Value::Object(o) => {
-            subschemas_mut(o).into_iter().for_each(fold);
-            for union in ["oneOf", "anyOf"] {
-                consts_to_enum(o, union);
-                flatten_nullable(o, union);
-            }
+    if let Value::Object(o) = v {
+        subschemas_mut(o).into_iter().for_each(fold);
+        for union in ["oneOf", "anyOf"] {
+            consts_to_enum(o, union);
+            flatten_nullable(o, union);
         }
-        _ => {}
     }
 }
 
