@@ -305,7 +305,8 @@ impl NodeEvents for Quiet {
     fn connected(&self, _: bool) {}
     fn caught_up(&self) {}
     fn following(&self, _: &str, _: bool) {}
-    fn message(&self, _: &str, _: u64) {}
+    fn message(&self, _: &str, _: u64, _: u64) {}
+    fn stream(&self, _: &str, _: u64, _: Option<u64>) {}
     fn heartbeat(&self, _: &str, _: &vk_observer_fleet::heartbeat::Heartbeat) {}
 }
 

@@ -7,79 +7,15 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::nats::NatsServer;
+use support::nats_cluster::Cluster;
 use vk_observer_config::FleetSettings;
 use vk_observer_daemon::Daemon;
 use vk_observer_sim::Sim;
 
 const CONVERGE: Duration = Duration::from_secs(40);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Three nats-servers forming one JetStream cluster on loopback.
-struct Cluster {
-    children: Vec<Child>,
-    urls: Vec<String>,
-    _dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    fn start(binary: &std::path::Path) -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
-        let (clients, routes): (Vec<u16>, Vec<u16>) =
-            (0..3).map(|_| (free_port(), free_port())).unzip();
-        let routes_line = routes
-            .iter()
-            .map(|p| format!("\"nats-route://127.0.0.1:{p}\""))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut children = Vec::new();
-        for i in 0..3 {
-            let store = dir.path().join(format!("js{i}"));
-            let conf = format!(
-                "server_name: n{i}\nlisten: 127.0.0.1:{}\njetstream {{ store_dir: {store:?} }}\n\
-                 cluster {{\n  name: vko\n  listen: 127.0.0.1:{}\n  routes: [ {routes_line} ]\n}}\n",
-                clients[i], routes[i]
-            );
-            let path = dir.path().join(format!("n{i}.conf"));
-            std::fs::write(&path, conf).unwrap();
-            let child = Command::new(binary)
-                .arg("-c")
-                .arg(&path)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("nats-server starts");
-            children.push(child);
-        }
-        Cluster {
-            children,
-            urls: clients
-                .iter()
-                .map(|p| format!("nats://127.0.0.1:{p}"))
-                .collect(),
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 async fn host(sim: &Sim, dir: &std::path::Path, urls: &[String], replicas: usize) -> Daemon {
     let fleet = FleetSettings {

@@ -14,6 +14,7 @@ pub mod mistakes;
 pub mod mistakes_scopes;
 pub mod mistakes_workflow;
 pub mod nats;
+pub mod nats_cluster;
 pub mod nats_deploy;
 pub mod nats_tls;
 pub mod recorded_v01;

@@ -216,6 +216,7 @@ fn check_fleet(r: &mut Report, s: &Settings, env_free: Option<&Settings>) {
         ),
     };
     r.ok("nats tls", tls);
+    super::doctor_certs::check(r, f);
 }
 
 /// The tokens file: how many scoped tokens, by name and scopes (never a secret or a hash).

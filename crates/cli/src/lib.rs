@@ -17,6 +17,7 @@ macro_rules! outln {
 pub mod audit;
 pub(crate) mod client;
 pub mod doctor;
+mod doctor_certs;
 mod doctor_dialect;
 pub(crate) mod render;
 pub(crate) mod resolve;

@@ -46,6 +46,10 @@ pub struct FleetSettings {
     pub tls_key_file: Option<PathBuf>,
     /// Refuse a connection that is not TLS (set it when the servers require TLS).
     pub tls_required: bool,
+    /// The JetStream domain of the servers that hold the streams, when this daemon connects to
+    /// a leaf server without JetStream of its own (a site behind a leaf node: the hub's
+    /// `jetstream { domain }`); unset: the servers it connects to answer JetStream themselves.
+    pub domain: Option<String>,
     /// Copies of each host stream kept by a NATS cluster (1, or 3 on a 3-node cluster; at most 5).
     pub replicas: usize,
     /// Outbox batches kept unpublished before the oldest are dropped for a snapshot.
@@ -78,6 +82,7 @@ impl Default for FleetSettings {
             tls_cert_file: None,
             tls_key_file: None,
             tls_required: false,
+            domain: None,
             replicas: 1,
             max_backlog_batches: DEFAULT_MAX_BACKLOG_BATCHES,
             node: false,
@@ -112,6 +117,14 @@ impl FleetSettings {
                 "[fleet] host {:?} is not a valid fleet host name: 1 to 64 of A-Z a-z 0-9 _ - \
                  (it becomes the NATS subject token in vko.<host>.… and the stream VKO_<host>)",
                 self.host
+            );
+        }
+        if let Some(domain) = &self.domain
+            && !is_subject_token(domain)
+        {
+            anyhow::bail!(
+                "[fleet] domain {domain:?} is not a JetStream domain name: 1 to 64 of A-Z a-z 0-9 _ - \
+                 (the hub's `jetstream {{ domain: … }}`)"
             );
         }
         if self.max_backlog_batches == 0 {

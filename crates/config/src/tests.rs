@@ -123,6 +123,7 @@ fn the_example_file_shows_every_setting_and_nothing_else() {
             tls_ca_file: Some("/ca.pem".into()),
             tls_cert_file: Some("/c.pem".into()),
             tls_key_file: Some("/k.pem".into()),
+            domain: Some("hub".into()),
             ..FleetSettings::default()
         },
         ..Settings::default()

@@ -32,9 +32,12 @@ impl NodeEvents for HealthEvents {
     fn following(&self, host: &str, following: bool) {
         self.0.fleet_host_following(host, following);
     }
-    fn message(&self, host: &str, lag: u64) {
+    fn message(&self, host: &str, seq: u64, after: u64) {
         self.0.touch();
-        self.0.fleet_host_message(host, lag);
+        self.0.fleet_host_message(host, seq, after);
+    }
+    fn stream(&self, host: &str, last_seq: u64, applied_seq: Option<u64>) {
+        self.0.fleet_host_stream(host, last_seq, applied_seq);
     }
     fn heartbeat(&self, host: &str, beat: &vk_observer_fleet::heartbeat::Heartbeat) {
         self.0.touch();

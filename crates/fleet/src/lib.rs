@@ -5,6 +5,8 @@
 //! looks like, `identity` which stream (generation) a message is of; `snapshot` is what a host
 //! sends when its stream cannot be resumed. `rpc` carries the fleet's mutations to the owning host and `heartbeat` says which hosts are alive.
 
+pub mod certs;
+mod follower;
 pub mod heartbeat;
 pub(crate) mod identity;
 pub mod node;
@@ -114,10 +116,81 @@ pub(crate) const MAX_RETRY_PAUSE: Duration = Duration::from_secs(10);
 /// A host's requests get replies under its own inbox prefix (`wire::inbox_prefix`), the only
 /// inboxes its NATS user may subscribe to (deploy/nats-server.conf).
 pub async fn connect(settings: &FleetSettings, name: &str) -> anyhow::Result<async_nats::Client> {
+    Ok(connect_watched(settings, name).await?.0)
+}
+
+/// Whether a client's connection is up, as its events tell (a wake-up for whoever must act
+/// when NATS comes back: the count of connections is the client's `statistics().connects`).
+pub(crate) type LinkUp = tokio::sync::watch::Receiver<bool>;
+
+/// [`connect`], and a watch of the connection going down and coming back.
+pub(crate) async fn connect_watched(
+    settings: &FleetSettings,
+    name: &str,
+) -> anyhow::Result<(async_nats::Client, LinkUp)> {
+    certs::check_client_certificate(settings)?;
+    let (up_tx, up_rx) = tokio::sync::watch::channel(false);
+    let up_tx = std::sync::Arc::new(up_tx);
+    let options = options(settings, name).await?.event_callback(move |event| {
+        let up_tx = up_tx.clone();
+        async move {
+            match event {
+                async_nats::Event::Connected => up_tx.send_replace(true),
+                async_nats::Event::Disconnected => up_tx.send_replace(false),
+                _ => return,
+            };
+        }
+    });
+    let urls: Vec<async_nats::ServerAddr> = settings
+        .urls
+        .iter()
+        .map(|u| u.parse())
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("[fleet] urls: {e}"))?;
+    let client = options.connect(urls).await.map_err(|e| {
+        let cause = certs::explain(&e);
+        let e = anyhow::Error::from(e);
+        match cause {
+            Some(cause) => e.context(cause),
+            None => e,
+        }
+    })?;
+    Ok((client, up_rx))
+}
+
+/// The JetStream API of `client`: in the configured `[fleet] domain` (a site behind a leaf
+/// server reaching the hub's JetStream), else the servers' own.
+pub(crate) fn jetstream(
+    client: async_nats::Client,
+    settings: &FleetSettings,
+) -> async_nats::jetstream::Context {
+    match &settings.domain {
+        Some(domain) => async_nats::jetstream::with_domain(client, domain),
+        None => async_nats::jetstream::new(client),
+    }
+}
+
+/// The pause before the client's next reconnection attempt: at once, then growing to
+/// [`MAX_RECONNECT_PAUSE`] (async-nats' own grows to 4 s: a node would then resubscribe up
+/// to 4 s after NATS is back).
+fn reconnect_pause(attempts: usize) -> Duration {
+    let grown = Duration::from_millis(50).saturating_mul(attempts.saturating_sub(1) as u32);
+    grown.min(MAX_RECONNECT_PAUSE)
+}
+
+/// The longest pause between a client's reconnection attempts.
+const MAX_RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+
+/// The client's options: name, timeouts, credential, TLS, inbox prefix.
+async fn options(
+    settings: &FleetSettings,
+    name: &str,
+) -> anyhow::Result<async_nats::ConnectOptions> {
     let mut options = async_nats::ConnectOptions::new()
         .name(name)
         .connection_timeout(CONNECT_TIMEOUT)
-        .max_reconnects(None);
+        .max_reconnects(None)
+        .reconnect_delay_callback(reconnect_pause);
     options = match NatsCredentials::from_settings(settings)? {
         NatsCredentials::None => options,
         NatsCredentials::CredsFile(path) => options.credentials_file(&path).await.map_err(|e| {
@@ -141,13 +214,7 @@ pub async fn connect(settings: &FleetSettings, name: &str) -> anyhow::Result<asy
     if settings.publishes() {
         options = options.custom_inbox_prefix(wire::inbox_prefix(&settings.host));
     }
-    let urls: Vec<async_nats::ServerAddr> = settings
-        .urls
-        .iter()
-        .map(|u| u.parse())
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("[fleet] urls: {e}"))?;
-    Ok(options.connect(urls).await?)
+    Ok(options)
 }
 
 /// The next pause of a retry loop: doubled, at most [`MAX_RETRY_PAUSE`].

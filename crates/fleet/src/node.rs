@@ -1,66 +1,28 @@
-//! The fleet node (design-notes §23): finds every host stream (`VKO_*`), follows each with an
-//! ordered consumer from the stream sequence after the last one it applied, and writes each
-//! host message through its own one writer, with its position in the same batch. Duplicates
-//! (same host epoch, token not above the last applied) and garbage are skipped, counted and
-//! recorded as read.
+//! The fleet node (design-notes §23): finds every host stream (`VKO_*`) and follows each with a
+//! `follower::Follower`. When NATS comes back after an outage, every follower starts over at
+//! once from the position it committed (its ordered consumer died with the server, and would
+//! find out only after two missed 15 s heartbeats). At each discovery it tells the daemon each
+//! stream's last sequence, so the lag it shows counts what waits in a stream even while nothing
+//! arrives.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer};
-use futures::stream::FuturesOrdered;
-use futures::{FutureExt, StreamExt};
+use async_nats::jetstream;
+use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::identity::StreamIdentity;
-use super::wire::{self, Incoming, Kind};
+use super::follower::{FollowedStream, Follower};
+use super::wire;
 use vk_observer_config::{FleetSettings, is_subject_token};
 use vk_observer_store::Store;
-use vk_observer_store::events::{DomainEvent, FleetPosition};
-use vk_observer_store::writer::{Chain, WriterHandle};
+use vk_observer_store::writer::WriterHandle;
 use vk_observer_telemetry::fleet_metrics as m;
 
 /// How often the node looks for new host streams.
 const DISCOVER_EVERY: Duration = Duration::from_secs(2);
-/// Payload bytes one writer batch takes at most (a single larger message is still taken).
-const GROUP_BYTES: usize = 4 << 20;
-
-/// A queued writer batch: resolves once committed to the last message's stream sequence and
-/// the messages left in the stream after it.
-type Committing = std::pin::Pin<Box<dyn Future<Output = anyhow::Result<(u64, u64)>> + Send>>;
-
-/// `first`, then every further message the consumer already holds (never waiting for one),
-/// up to `max_messages` messages and [`GROUP_BYTES`] payload bytes (`size` of each): a
-/// quiet stream gives groups of one (no added latency), a backlog gives full groups. An error
-/// ends the group and is handed back after it, so the messages before it are still applied.
-fn take_ready<T, E, S>(
-    first: Result<T, E>,
-    messages: &mut S,
-    max_messages: usize,
-    size: impl Fn(&T) -> usize,
-) -> (Vec<T>, Option<E>)
-where
-    S: futures::Stream<Item = Result<T, E>> + Unpin,
-{
-    let mut group = Vec::new();
-    let mut bytes = 0;
-    let mut next = Some(first);
-    while let Some(item) = next.take() {
-        match item {
-            Ok(message) => {
-                bytes += size(&message);
-                group.push(message);
-            }
-            Err(e) => return (group, Some(e)),
-        }
-        if group.len() >= max_messages || bytes >= GROUP_BYTES {
-            break;
-        }
-        next = messages.next().now_or_never().flatten();
-    }
-    (group, None)
-}
 
 /// What the node tells its caller as it goes (the daemon's health).
 pub trait NodeEvents: Send + Sync + 'static {
@@ -70,8 +32,12 @@ pub trait NodeEvents: Send + Sync + 'static {
     fn caught_up(&self);
     /// A host's stream is followed now, or no longer.
     fn following(&self, host: &str, following: bool);
-    /// A host message was applied; `lag` more wait in its stream.
-    fn message(&self, host: &str, lag: u64);
+    /// A host's messages were applied up to stream sequence `seq`; `after` more were in its
+    /// stream when the last of them was delivered.
+    fn message(&self, host: &str, seq: u64, after: u64);
+    /// A host stream's own last sequence (each discovery), and the sequence applied so far
+    /// when a follow opens on it.
+    fn stream(&self, host: &str, last_seq: u64, applied_seq: Option<u64>);
     /// A host's heartbeat arrived.
     fn heartbeat(&self, host: &str, beat: &super::heartbeat::Heartbeat);
 }
@@ -83,6 +49,12 @@ pub struct Node {
     writer: WriterHandle,
     events: Arc<dyn NodeEvents>,
     pipelining: super::Pipelining,
+}
+
+/// A host stream as discovery lists it.
+struct HostStream {
+    created: String,
+    last_seq: u64,
 }
 
 impl Node {
@@ -104,6 +76,7 @@ impl Node {
     /// Follow every host until `cancel`.
     pub fn spawn(self, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
         m::register_fleet();
+        super::certs::spawn_expiry_watch(self.settings.clone(), cancel.child_token());
         tokio::spawn(async move {
             let mut pause = Duration::ZERO;
             loop {
@@ -119,7 +92,7 @@ impl Node {
                 }
                 // The session's followers stop (each between messages, after its queued
                 // batches committed) before the next session's read their positions.
-                wait_stopped(followed.into_values().map(|f| f.task).collect()).await;
+                stop_all(&mut followed).await;
                 self.events.connected(false);
                 if cancel.is_cancelled() {
                     return;
@@ -131,74 +104,110 @@ impl Node {
 
     /// One connection: discover host streams and follow each new one (in `followed`, which the
     /// caller awaits once the session ended: `cancel`, a child of the node's, stops them then).
+    /// While NATS is away the session lives on (the client reconnects by itself); once it is
+    /// back, every follower starts over.
     async fn session(
         &self,
         cancel: CancellationToken,
         followed: &mut HashMap<String, Followed>,
     ) -> anyhow::Result<()> {
-        let client = super::connect(&self.settings, "vk-observer fleet node").await?;
+        let (client, mut link) =
+            super::connect_watched(&self.settings, "vk-observer fleet node").await?;
         let heartbeats = tokio::spawn({
             let (client, events, stop) = (client.clone(), self.events.clone(), cancel.clone());
             async move { super::heartbeat::listen(&client, events, stop).await }
         });
         let _stop_heartbeats = AbortOnDrop(heartbeats);
-        let js = jetstream::new(client);
+        let stats = client.statistics();
+        let mut connects = stats.connects.load(Ordering::Relaxed);
+        let js = super::jetstream(client, &self.settings);
         self.events.connected(true);
         let _stop_followers = cancel.clone().drop_guard();
         let mut first = true;
         loop {
-            let found = host_streams(&js).await?;
-            // A finished follower, or one of a stream since recreated, is started again.
-            let mut stopping = Vec::new();
-            followed.retain(|host, f| {
-                let keep = !f.task.is_finished() && found.get(host) == Some(&f.created.get());
-                if !keep {
-                    f.stop.cancel();
-                    stopping.push(std::mem::replace(&mut f.task, tokio::spawn(async {})));
+            match host_streams(&js).await {
+                Ok(found) => {
+                    let catching_up = self.follow_found(&js, &cancel, found, followed).await;
+                    if std::mem::take(&mut first) {
+                        for caught in catching_up {
+                            let _ = caught.await;
+                        }
+                        self.events.caught_up();
+                    }
                 }
-                keep
-            });
-            wait_stopped(stopping).await;
-            let mut catching_up = Vec::new();
-            for (host, created) in found {
-                if followed.contains_key(&host) {
-                    continue;
-                }
-                let (done, caught) = tokio::sync::oneshot::channel();
-                catching_up.push(caught);
-                let following = FollowedStream::new(&created);
-                let follower = Follower {
-                    host: host.clone(),
-                    following: following.clone(),
-                    js: js.clone(),
-                    store: self.store.clone(),
-                    writer: self.writer.clone(),
-                    events: self.events.clone(),
-                    pipelining: self.pipelining,
-                };
-                let stop = cancel.child_token();
-                let task = tokio::spawn(follower.run(stop.clone(), done));
-                followed.insert(
-                    host,
-                    Followed {
-                        created: following,
-                        stop,
-                        task,
-                    },
-                );
-            }
-            if first {
-                first = false;
-                for caught in catching_up {
-                    let _ = caught.await;
-                }
-                self.events.caught_up();
+                Err(e) if *link.borrow() => return Err(e),
+                Err(e) => tracing::debug!(error = %e, "fleet discovery while NATS is away"),
             }
             tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
                 _ = tokio::time::sleep(DISCOVER_EVERY) => {}
+                changed = link.changed() => {
+                    changed?;
+                    let up = *link.borrow_and_update();
+                    self.events.connected(up);
+                    let now = stats.connects.load(Ordering::Relaxed);
+                    if up && now > connects {
+                        connects = now;
+                        metrics::counter!(m::FLEET_RESUBSCRIBES).increment(1);
+                        tracing::info!("NATS is back: every host's consumer starts over");
+                        stop_all(followed).await;
+                    }
+                }
             }
         }
+    }
+
+    /// Tell each listed stream's last sequence; stop followers that ended or whose stream was
+    /// recreated, start one for each host not followed. Answers the catch-up signals of those
+    /// started.
+    async fn follow_found(
+        &self,
+        js: &jetstream::Context,
+        cancel: &CancellationToken,
+        found: HashMap<String, HostStream>,
+        followed: &mut HashMap<String, Followed>,
+    ) -> Vec<tokio::sync::oneshot::Receiver<()>> {
+        for (host, stream) in &found {
+            self.events.stream(host, stream.last_seq, None);
+        }
+        let mut stopping = Vec::new();
+        followed.retain(|host, f| {
+            let same = found.get(host).map(|s| &s.created) == Some(&f.created.get());
+            let keep = !f.task.is_finished() && same;
+            if !keep {
+                f.stop.cancel();
+                stopping.push(std::mem::replace(&mut f.task, tokio::spawn(async {})));
+            }
+            keep
+        });
+        wait_stopped(stopping).await;
+        let mut catching_up = Vec::new();
+        for (host, stream) in found {
+            if followed.contains_key(&host) {
+                continue;
+            }
+            let (done, caught) = tokio::sync::oneshot::channel();
+            catching_up.push(caught);
+            let following = FollowedStream::new(&stream.created);
+            let follower = Follower {
+                host: host.clone(),
+                following: following.clone(),
+                js: js.clone(),
+                store: self.store.clone(),
+                writer: self.writer.clone(),
+                events: self.events.clone(),
+                pipelining: self.pipelining,
+            };
+            let stop = cancel.child_token();
+            let task = tokio::spawn(follower.run(stop.clone(), done));
+            let entry = Followed {
+                created: following,
+                stop,
+                task,
+            };
+            followed.insert(host, entry);
+        }
+        catching_up
     }
 }
 
@@ -209,6 +218,18 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Stop every follower and wait for each to end (the next discovery starts them again).
+async fn stop_all(followed: &mut HashMap<String, Followed>) {
+    let stopping = followed
+        .drain()
+        .map(|(_, f)| {
+            f.stop.cancel();
+            f.task
+        })
+        .collect();
+    wait_stopped(stopping).await;
 }
 
 /// Wait for stopped followers to end: a follower stops between messages, never inside a write,
@@ -227,354 +248,22 @@ struct Followed {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// The creation time of the stream a follower follows, shared with discovery: a follower that
-/// found its stream recreated (`identity`) and started over on the new one is not restarted again.
-#[derive(Clone)]
-struct FollowedStream(Arc<std::sync::Mutex<String>>);
-
-impl FollowedStream {
-    fn new(created: &str) -> Self {
-        FollowedStream(Arc::new(std::sync::Mutex::new(created.to_owned())))
-    }
-
-    fn get(&self) -> String {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn set(&self, created: &str) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = created.to_owned();
-    }
-}
-
-/// How a follow of one stream ended without an error.
-enum FollowEnd {
-    /// The message stream closed (the session is ending).
-    Closed,
-    /// A message of another stream of the same name arrived (`identity`): follow it from its start.
-    StreamChanged,
-}
-
-/// A follow's opened stream: where it goes on from and what it reads.
-struct Open {
-    /// The position after the last message queued to the writer (committed or not yet).
-    position: FleetPosition,
-    /// The stream's last sequence when the follow started (caught up once committed past it).
-    pending: u64,
-    identity: StreamIdentity,
-    messages: consumer::pull::Ordered,
-}
-
-/// Every host stream (`VKO_<host>`) by host, with its creation time.
-async fn host_streams(js: &jetstream::Context) -> anyhow::Result<HashMap<String, String>> {
+/// Every host stream (`VKO_<host>`) by host, with its creation time and last sequence.
+async fn host_streams(js: &jetstream::Context) -> anyhow::Result<HashMap<String, HostStream>> {
     let mut streams = js.streams();
     let mut found = HashMap::new();
     while let Some(info) = streams.next().await {
         let info = info?;
         match info.config.name.strip_prefix(wire::STREAM_PREFIX) {
             Some(host) if is_subject_token(host) => {
-                found.insert(host.to_owned(), info.created.to_string());
+                let stream = HostStream {
+                    created: info.created.to_string(),
+                    last_seq: info.state.last_sequence,
+                };
+                found.insert(host.to_owned(), stream);
             }
             _ => {}
         }
     }
     Ok(found)
-}
-
-/// One host's stream into the store.
-struct Follower {
-    host: String,
-    following: FollowedStream,
-    js: jetstream::Context,
-    store: Store,
-    writer: WriterHandle,
-    events: Arc<dyn NodeEvents>,
-    pipelining: super::Pipelining,
-}
-
-impl Follower {
-    async fn run(self, cancel: CancellationToken, caught_up: tokio::sync::oneshot::Sender<()>) {
-        let mut caught_up = Some(caught_up);
-        self.events.following(&self.host, true);
-        let result = self
-            .follow_across_recreations(&cancel, &mut caught_up)
-            .await;
-        self.events.following(&self.host, false);
-        if let Err(e) = result {
-            tracing::warn!(host = %self.host, error = %e, "fleet follower stopped; retried at the next discovery");
-        }
-    }
-
-    /// Follow the host's stream; when it is found recreated, start over on the new one at once.
-    async fn follow_across_recreations(
-        &self,
-        cancel: &CancellationToken,
-        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
-    ) -> anyhow::Result<()> {
-        loop {
-            if cancel.is_cancelled() {
-                return Ok(());
-            }
-            match self.follow(cancel, caught_up).await? {
-                FollowEnd::Closed => return Ok(()),
-                FollowEnd::StreamChanged => {
-                    metrics::counter!(m::FLEET_STREAM_CHANGES).increment(1);
-                    tracing::info!(host = %self.host, "fleet host stream recreated under its follower; following the new one from its start");
-                }
-            }
-        }
-    }
-
-    fn position(&self) -> FleetPosition {
-        let positions = self.store.read().fleet_positions().unwrap_or_default();
-        positions
-            .into_iter()
-            .find(|(h, _)| *h == self.host)
-            .map(|(_, p)| p)
-            .unwrap_or_default()
-    }
-
-    /// Follow the stream from the stored position until the session ends, the stream is found
-    /// recreated or an error. Whichever ends it, every batch already handed to the writer is
-    /// awaited before this returns: a successor reads the position only once no write of this
-    /// follow can land after it.
-    async fn follow(
-        &self,
-        cancel: &CancellationToken,
-        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
-    ) -> anyhow::Result<FollowEnd> {
-        // Nothing is queued yet: opening may be left at once.
-        let mut open = tokio::select! {
-            _ = cancel.cancelled() => return Ok(FollowEnd::Closed),
-            open = self.open() => open?,
-        };
-        if open.pending <= open.position.stream_seq {
-            caught_up.take().map(|c| c.send(()));
-        }
-        // Writer batches queued and not yet committed, oldest first: the next group is read,
-        // decoded and queued while the writer commits the ones before it. One chain: a batch
-        // commits only if every earlier one of this follow did, so the position a later batch
-        // carries never passes the messages of a failed one.
-        let mut committing = FuturesOrdered::new();
-        let chain = Chain::default();
-        let ended = self
-            .pump(cancel, caught_up, &mut open, &chain, &mut committing)
-            .await;
-        let mut ended = ended;
-        while let Some(done) = committing.next().await {
-            match (done, &ended) {
-                (Ok((seq, lag)), Ok(_)) => self.committed(seq, lag, open.pending, caught_up),
-                (Err(e), Ok(_)) => ended = Err(e),
-                _ => {}
-            }
-        }
-        ended
-    }
-
-    /// Read groups and queue them (at most `in_flight` uncommitted) until the follow ends.
-    /// Stopped only while waiting for a message or a commit, never while a group is queued.
-    async fn pump(
-        &self,
-        cancel: &CancellationToken,
-        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
-        open: &mut Open,
-        chain: &Chain,
-        committing: &mut FuturesOrdered<Committing>,
-    ) -> anyhow::Result<FollowEnd> {
-        loop {
-            tokio::select! {
-                biased;
-                Some(done) = committing.next(), if !committing.is_empty() => {
-                    let (seq, lag) = done?;
-                    self.committed(seq, lag, open.pending, caught_up);
-                }
-                _ = cancel.cancelled() => return Ok(FollowEnd::Closed),
-                first = open.messages.next(), if committing.len() < self.pipelining.in_flight => {
-                    let Some(first) = first else { return Ok(FollowEnd::Closed) };
-                    let (group, failed) = take_ready(
-                        first,
-                        &mut open.messages,
-                        self.pipelining.group_messages,
-                        |m: &jetstream::Message| m.payload.len(),
-                    );
-                    let (queued, changed) = self.queue_group(group, open, chain).await?;
-                    if let Some(commit) = queued {
-                        committing.push_back(commit);
-                    }
-                    if changed {
-                        return Ok(FollowEnd::StreamChanged);
-                    }
-                    if let Some(e) = failed {
-                        return Err(anyhow::anyhow!("{e}"));
-                    }
-                }
-            }
-        }
-    }
-
-    /// A batch committed up to stream sequence `seq`, `lag` messages after it.
-    fn committed(
-        &self,
-        seq: u64,
-        lag: u64,
-        pending: u64,
-        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
-    ) {
-        self.events.message(&self.host, lag);
-        if seq >= pending {
-            caught_up.take().map(|c| c.send(()));
-        }
-    }
-
-    /// The position to go on from, the stream's last sequence when the follower started, and
-    /// an ordered consumer from the message after the position.
-    async fn open(&self) -> anyhow::Result<Open> {
-        let mut position = self.position();
-        let mut stream = self.js.get_stream(wire::stream_name(&self.host)).await?;
-        let info = stream.info().await?.clone();
-        let created = info.created.to_string();
-        self.following.set(&created);
-        let identity = StreamIdentity::new(stream.clone(), &info);
-        if position.stream_created != created {
-            // Another stream than the one the position is in: read it from its start, and
-            // apply all of it (idempotent) — its snapshot restates the host as of its cut, so
-            // the batches after that cut must be applied again whatever was applied before.
-            position.stream_seq = 0;
-            position.token = 0;
-            position.meta = 0;
-            position.stream_created = created;
-        }
-        let deliver_policy = match position.stream_seq {
-            0 => consumer::DeliverPolicy::All,
-            seq => consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: seq + 1,
-            },
-        };
-        let consumer = stream
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: wire::host_subjects(&self.host),
-                deliver_policy,
-                ..Default::default()
-            })
-            .await?;
-        Ok(Open {
-            position,
-            pending: info.state.last_sequence,
-            identity,
-            messages: consumer.messages().await?,
-        })
-    }
-
-    /// A group of host messages as ONE writer batch (their events in stream order, then the
-    /// position after the last), queued in `chain` without waiting for its commit. Each message
-    /// is first checked to be of the followed stream (`identity`; one of another stream ends the
-    /// group before it, and `true` says so), then admitted on its own (`admit`), so duplicates
-    /// and garbage are skipped exactly as one message a batch would; the position is written in
-    /// the same batch as the events it covers. The batch resolves to the last message's stream
-    /// sequence and lag once committed.
-    async fn queue_group(
-        &self,
-        group: Vec<jetstream::Message>,
-        open: &mut Open,
-        chain: &Chain,
-    ) -> anyhow::Result<(Option<Committing>, bool)> {
-        let mut events = Vec::new();
-        let mut last = None;
-        let mut changed = false;
-        for message in &group {
-            if open.identity.changed(message.headers.as_ref()).await? {
-                changed = true;
-                break;
-            }
-            let info = message.info().map_err(|e| anyhow::anyhow!("{e}"))?;
-            let seq = info.stream_sequence;
-            last = Some((seq, info.pending));
-            let decoded = wire::decode(
-                &self.host,
-                message.subject.as_str(),
-                message.headers.as_ref(),
-                &message.payload,
-            );
-            events.extend(self.admit(decoded, seq, &mut open.position));
-        }
-        let Some((last_seq, lag)) = last else {
-            return Ok((None, changed));
-        };
-        events.push(DomainEvent::FleetPosition {
-            host: self.host.clone(),
-            position: open.position.clone(),
-        });
-        metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
-        let queued = self.writer.queue_chained(events, chain).await?;
-        let commit: Committing = Box::pin(async move {
-            queued.committed().await?;
-            Ok((last_seq, lag))
-        });
-        Ok((Some(commit), changed))
-    }
-
-    /// The events to apply for one message (none for a duplicate or garbage), moving `position`.
-    fn admit(
-        &self,
-        decoded: Result<Incoming, wire::Garbage>,
-        seq: u64,
-        position: &mut FleetPosition,
-    ) -> Vec<DomainEvent> {
-        position.stream_seq = seq;
-        let incoming = match decoded {
-            Ok(incoming) => incoming,
-            Err(e) => {
-                metrics::counter!(m::FLEET_GARBAGE).increment(1);
-                tracing::warn!(host = %self.host, seq, error = %e, "fleet message skipped");
-                return Vec::new();
-            }
-        };
-        let same_epoch = incoming.epoch == position.epoch;
-        let at = (incoming.token, incoming.meta);
-        // A batch at or below the last applied (token, meta), or a snapshot cut below the last
-        // applied token (a stale copy: a real snapshot of this epoch is cut at or above every
-        // batch before it), is a duplicate.
-        let stale = match incoming.kind {
-            Kind::Batch => at <= (position.token, position.meta),
-            Kind::Snapshot => incoming.token < position.token,
-        };
-        if same_epoch && stale {
-            metrics::counter!(m::FLEET_DUPLICATES).increment(1);
-            return Vec::new();
-        }
-        (position.token, position.meta) = if same_epoch {
-            (position.token, position.meta).max(at)
-        } else {
-            at
-        };
-        position.epoch = incoming.epoch;
-        metrics::counter!(m::FLEET_APPLIED).increment(1);
-        super::tag::tag(&self.host, incoming.events)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_group_takes_what_is_ready_and_stops_at_its_bounds() {
-        // Three ready, then a stream that would wait: one group of three, nothing waited for.
-        let mut ready =
-            futures::stream::iter(vec![Ok::<u32, ()>(2), Ok(3)]).chain(futures::stream::pending());
-        let (group, failed) = take_ready(Ok(1), &mut ready, 64, |_| 1);
-        assert_eq!((group, failed), (vec![1, 2, 3], None));
-        // A backlog is cut at the message bound; the rest stays for the next group.
-        let mut backlog = futures::stream::iter((1..200).map(Ok::<usize, ()>));
-        let (group, _) = take_ready(Ok(0), &mut backlog, 64, |_| 1);
-        assert_eq!(group.len(), 64);
-        assert_eq!(futures::executor::block_on(backlog.next()), Some(Ok(64)));
-        // Bytes bound: a large message closes its group.
-        let mut big = futures::stream::iter(vec![Ok::<usize, ()>(GROUP_BYTES), Ok(1)]);
-        let (group, _) = take_ready(Ok(1), &mut big, 64, |n| *n);
-        assert_eq!(group, vec![1, GROUP_BYTES]);
-        // An error ends the group and comes back after the messages before it.
-        let mut failing = futures::stream::iter(vec![Err("gone"), Ok(9)]);
-        let (group, failed) = take_ready(Ok(1), &mut failing, 64, |_| 1);
-        assert_eq!((group, failed), (vec![1], Some("gone")));
-    }
 }

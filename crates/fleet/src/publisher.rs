@@ -130,6 +130,7 @@ impl Publisher {
     /// Publish until `cancel`; reconnects with a growing pause while NATS is unreachable.
     pub fn spawn(self, cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
         m::register_fleet();
+        super::certs::spawn_expiry_watch(self.settings.clone(), cancel.child_token());
         tokio::spawn(async move {
             let mut pause = Duration::ZERO;
             loop {
@@ -160,7 +161,7 @@ impl Publisher {
     async fn session(&self) -> Ended {
         let host = &self.settings.host;
         let client = super::connect(&self.settings, &format!("vk-observer host {host}")).await?;
-        let js = jetstream::new(client);
+        let js = super::jetstream(client, &self.settings);
         let config = stream::Config {
             name: wire::stream_name(host),
             subjects: wire::stream_subjects(host),

@@ -92,9 +92,9 @@ pub struct Freshness {
 /// How current a fleet node is about one host.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct HostFreshness {
-    /// True while the node follows the host's stream.
+    /// True while the node follows the host's stream and NATS answers.
     pub connected: bool,
-    /// Messages of the host's stream not applied yet (as of the last one applied).
+    /// Messages of the host's stream not applied yet (its last sequence minus the last applied).
     pub lag: u64,
     /// Milliseconds since the node last applied a message of this host (null: none since it
     /// started). Hosts publish on change only, so a quiet host grows it too.
@@ -188,14 +188,15 @@ impl Query {
     fn host_freshness(&self, now: i64) -> Option<BTreeMap<String, HostFreshness>> {
         let hosts = self.health.fleet_hosts();
         let stale_after = self.health.fleet_stale_after_ms();
+        let nats_up = self.health.state() == UpstreamState::Connected;
         let age = |t: i64| (t > 0).then(|| now.saturating_sub(t).max(0) as u64);
         (!hosts.is_empty()).then(|| {
             hosts
                 .into_iter()
                 .map(|(host, f)| {
                     let fresh = HostFreshness {
-                        connected: f.following,
-                        lag: f.lag,
+                        connected: f.following && nats_up,
+                        lag: f.lag(),
                         last_message_age_ms: age(f.last_message_ms),
                         last_heartbeat_age_ms: age(f.last_heartbeat_ms),
                         stale: f.stale(now, stale_after),

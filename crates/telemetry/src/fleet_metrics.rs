@@ -26,6 +26,10 @@ pub const FLEET_WRITER_BATCHES: &str = "vk_observer_fleet_writer_batches_total";
 /// Fleet node: host streams found recreated under their follower (a message stamped with
 /// another stream generation), each followed again from its start.
 pub const FLEET_STREAM_CHANGES: &str = "vk_observer_fleet_stream_changes_total";
+/// Days until the soonest expiry of each configured TLS certificate file (`role`: client, ca).
+pub const FLEET_TLS_DAYS_LEFT: &str = "vk_observer_fleet_tls_cert_days_left";
+/// Fleet node: times NATS came back after an outage and every follower started over.
+pub const FLEET_RESUBSCRIBES: &str = "vk_observer_fleet_resubscribes_total";
 
 /// Describe the fleet metrics and export them at zero.
 pub fn register_fleet() {
@@ -65,10 +69,18 @@ pub fn register_fleet() {
             FLEET_STREAM_CHANGES,
             "Host streams found recreated under their follower, followed again from their start.",
         ),
+        (
+            FLEET_RESUBSCRIBES,
+            "Times NATS came back after an outage and every host's consumer was created again.",
+        ),
     ];
     for (name, help) in counters {
         describe_counter!(name, Unit::Count, help);
         metrics::counter!(name).increment(0);
     }
     metrics::gauge!(FLEET_BACKLOG).set(0.0);
+    describe_gauge!(
+        FLEET_TLS_DAYS_LEFT,
+        "Days until the soonest expiry of each configured fleet TLS certificate file (role: client, ca); negative once expired."
+    );
 }

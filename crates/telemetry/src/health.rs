@@ -61,8 +61,11 @@ pub struct DialectFacts {
 pub struct FleetHostFacts {
     /// Its stream is being followed now.
     pub following: bool,
-    /// Messages in its stream not applied yet, as of the last one applied.
-    pub lag: u64,
+    /// The stream sequence of the last message applied (or skipped as a duplicate or garbage).
+    pub applied_seq: u64,
+    /// The stream's last sequence as last learnt: from the stream itself (asked at each
+    /// discovery and when a follow opens) or from a message's count of those after it.
+    pub stream_last_seq: u64,
     /// Unix ms of the last message applied from it (0: none since start).
     pub last_message_ms: i64,
     /// Unix ms of its last heartbeat (0: none since start).
@@ -74,6 +77,12 @@ pub struct FleetHostFacts {
 }
 
 impl FleetHostFacts {
+    /// Messages of its stream not applied yet: the stream's last sequence minus the last one
+    /// applied (so messages waiting in the stream count even while none arrives).
+    pub fn lag(&self) -> u64 {
+        self.stream_last_seq.saturating_sub(self.applied_seq)
+    }
+
     /// No heartbeat for longer than `stale_after_ms` (counted from when the host became known).
     pub fn stale(&self, now_ms: i64, stale_after_ms: u64) -> bool {
         let heard = self.last_heartbeat_ms.max(self.known_since_ms);
@@ -183,12 +192,25 @@ impl Health {
         self.fleet_stale_after_ms.load(Ordering::Relaxed)
     }
 
-    /// A fleet node applied a message of `host`, with `lag` more waiting in its stream.
-    pub fn fleet_host_message(&self, host: &str, lag: u64) {
+    /// A fleet node applied `host`'s messages up to stream sequence `seq`, with `after` more
+    /// in its stream as the last one said.
+    pub fn fleet_host_message(&self, host: &str, seq: u64, after: u64) {
         let mut hosts = self.fleet_hosts.lock().unwrap_or_else(|e| e.into_inner());
         let facts = Self::known(&mut hosts, host);
-        facts.lag = lag;
+        facts.applied_seq = seq;
+        facts.stream_last_seq = facts.stream_last_seq.max(seq.saturating_add(after));
         facts.last_message_ms = chrono::Utc::now().timestamp_millis();
+    }
+
+    /// What a fleet node learnt of `host`'s stream itself: its last sequence, and (when a
+    /// follow opens on it) the sequence applied so far.
+    pub fn fleet_host_stream(&self, host: &str, last_seq: u64, applied_seq: Option<u64>) {
+        let mut hosts = self.fleet_hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let facts = Self::known(&mut hosts, host);
+        facts.stream_last_seq = last_seq;
+        if let Some(applied) = applied_seq {
+            facts.applied_seq = applied;
+        }
     }
 
     /// The fleet node's hosts (empty on a host daemon).
@@ -217,5 +239,30 @@ impl Health {
         self.garbage_frames.fetch_add(1, Ordering::Relaxed);
         metrics::counter!(telemetry::GARBAGE_FRAMES, label::STREAM => stream).increment(1);
         tracing::warn!(stream, detail = %detail.chars().take(200).collect::<String>(), "skipped a frame VK sent that does not parse");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hosts_lag_counts_what_waits_in_its_stream() {
+        let health = Health::new();
+        let lag = |h: &Health| h.fleet_hosts()[0].1.lag();
+        // A follow opens at sequence 3 of a stream holding 10: 7 wait before anything arrives.
+        health.fleet_host_stream("h", 10, Some(3));
+        assert_eq!(lag(&health), 7);
+        // A message says how many follow it in the stream.
+        health.fleet_host_message("h", 8, 4);
+        assert_eq!(lag(&health), 4, "12 in the stream, 8 applied");
+        // The stream grows while nothing arrives (a dead consumer): discovery tells.
+        health.fleet_host_stream("h", 20, None);
+        assert_eq!(lag(&health), 12);
+        health.fleet_host_message("h", 20, 0);
+        assert_eq!(lag(&health), 0);
+        // A recreated stream starts over: the follow tells where it is in the new one.
+        health.fleet_host_stream("h", 2, Some(0));
+        assert_eq!(lag(&health), 2);
     }
 }

@@ -1,0 +1,355 @@
+//! A fleet on a NATS cluster that loses servers (issue 40, docs/fleet.md "A 3-node NATS
+//! cluster"): for each seed, three real `nats-server`s form a JetStream cluster, two simulated VK
+//! hosts play scripted attempts into two host daemons publishing with `replicas = 3` (each given
+//! every server's URL), and one fleet node follows them, while a seeded schedule SIGKILLs and
+//! restarts any one server, or the leader of a host's stream, or two of the three at once (no
+//! quorum: the hosts must go on serving from their own caches and catch up once it is back).
+//! Afterwards: each host equals its VK, the fleet's store equals the union of the hosts' stores,
+//! the fleet's activity feed followed by `since_token` throughout has no gap and no duplicate,
+//! and the fleet's token never went back.
+//! Seeds: `VK_FLEET_CLUSTER_SEEDS` (default 50, five at a time, one cluster each) from
+//! `VK_FLEET_CLUSTER_SEED_BASE` (default 0); a failure names its seed and the replay command.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use support::fleet::{fleet_node_with, host_daemon_with, host_truth};
+use support::nats_cluster::Cluster;
+use uuid::Uuid;
+use vk_observer_config::FleetSettings;
+use vk_observer_daemon::Daemon;
+use vk_observer_daemon::fleet_node::FleetNode;
+use vk_observer_fleet::wire;
+use vk_observer_sim::{AgentOutcome, AttemptScript, Sim, Truth};
+use vk_observer_store::Store;
+
+const HOSTS: usize = 2;
+const CONVERGE: Duration = Duration::from_secs(60);
+const REPLAY: &str = "cargo test --test fleet_cluster_faults";
+
+/// What a schedule may do, each undone before the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    /// SIGKILL any one server, start it again.
+    KillAny,
+    /// SIGKILL the server leading a host's stream, start it again.
+    KillLeader,
+    /// SIGKILL two servers (no quorum), check the hosts serve locally, start both again.
+    LoseQuorum,
+}
+
+const FAULTS: [Fault; 3] = [Fault::KillAny, Fault::KillLeader, Fault::LoseQuorum];
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Host {
+    name: String,
+    sim: Sim,
+    _dir: tempfile::TempDir,
+    daemon: Daemon,
+    project: Uuid,
+}
+
+/// One seed's world: the cluster, the hosts, the fleet node.
+struct World {
+    cluster: Cluster,
+    hosts: Vec<Host>,
+    _fleet_dir: tempfile::TempDir,
+    fleet: FleetNode,
+    /// The fleet node's store, for the watchers (the node is never restarted here).
+    current: Arc<RwLock<Option<Store>>>,
+}
+
+impl World {
+    async fn start(binary: &std::path::Path) -> World {
+        let cluster = Cluster::start(binary);
+        let fleet_dir = tempfile::tempdir().unwrap();
+        let node = FleetSettings {
+            urls: cluster.urls.clone(),
+            node: true,
+            ..FleetSettings::default()
+        };
+        let fleet = fleet_node_with(fleet_dir.path(), node).await;
+        let current = Arc::new(RwLock::new(Some(fleet.store.clone())));
+        let mut hosts = Vec::new();
+        for i in 0..HOSTS {
+            let sim = support::sim().await;
+            let name = format!("h{i}");
+            let project = sim.add_project(&format!("{name} project"), &["repo"]);
+            let dir = tempfile::tempdir().unwrap();
+            let settings = FleetSettings {
+                urls: cluster.urls.clone(),
+                host: name.clone(),
+                replicas: 3,
+                ..FleetSettings::default()
+            };
+            let daemon = host_daemon_with(&sim, dir.path(), settings).await;
+            hosts.push(Host {
+                name,
+                sim,
+                _dir: dir,
+                daemon,
+                project,
+            });
+        }
+        World {
+            cluster,
+            hosts,
+            _fleet_dir: fleet_dir,
+            fleet,
+            current,
+        }
+    }
+
+    async fn apply(&mut self, fault: Fault, rng: &mut StdRng) {
+        match fault {
+            Fault::KillAny => {
+                let i = rng.random_range(0..3);
+                self.outage(&[i], rng.random_range(200..2_000)).await;
+            }
+            Fault::KillLeader => {
+                let host = &self.hosts[rng.random_range(0..HOSTS)].name;
+                let leader = stream_leader(&self.cluster, host).await;
+                let i = leader.unwrap_or_else(|| rng.random_range(0..3));
+                self.outage(&[i], rng.random_range(200..2_000)).await;
+            }
+            Fault::LoseQuorum => {
+                let up = rng.random_range(0..3);
+                let down: Vec<usize> = (0..3).filter(|i| *i != up).collect();
+                for i in &down {
+                    self.cluster.kill(*i);
+                }
+                self.hosts_serve_locally().await;
+                tokio::time::sleep(Duration::from_millis(rng.random_range(500..3_000))).await;
+                for i in down {
+                    self.cluster.start_again(i);
+                }
+            }
+        }
+    }
+
+    /// Servers `down` killed for `ms` milliseconds, then started again.
+    async fn outage(&mut self, down: &[usize], ms: u64) {
+        for i in down {
+            self.cluster.kill(*i);
+        }
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        for i in down {
+            self.cluster.start_again(*i);
+        }
+    }
+
+    /// Without a quorum nothing can be published, yet each host takes a new task from its VK
+    /// into its own cache (its MCP answers come from there).
+    async fn hosts_serve_locally(&self) {
+        for h in &self.hosts {
+            let task = h
+                .sim
+                .add_task(h.project, "while the cluster has no quorum", None);
+            let start = Instant::now();
+            while h.daemon.store.read().task(task).unwrap().is_none() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "host {} did not take a task while NATS had no quorum",
+                    h.name
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// The server leading `host`'s stream now, asked of any server that answers.
+async fn stream_leader(cluster: &Cluster, host: &str) -> Option<usize> {
+    let client = async_nats::ConnectOptions::new()
+        .connection_timeout(Duration::from_secs(1))
+        .connect(cluster.urls.clone())
+        .await
+        .ok()?;
+    let js = async_nats::jetstream::new(client);
+    let asked = async {
+        let mut stream = js.get_stream(wire::stream_name(host)).await.ok()?;
+        let info = stream.info().await.ok()?;
+        Cluster::index_of(info.cluster.as_ref()?.leader.as_ref()?)
+    };
+    tokio::time::timeout(Duration::from_secs(3), asked)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn play(sim: &Sim, project: Uuid, rng: &mut StdRng) -> tokio::task::JoinHandle<()> {
+    let scripts: Vec<AttemptScript> = (0..2)
+        .map(|_| AttemptScript {
+            normalized_entries: rng.random_range(3..30),
+            raw_entries: rng.random_range(1..10),
+            replacements: rng.random_range(0..3),
+            agent: if rng.random_bool(0.2) {
+                AgentOutcome::Fail
+            } else {
+                AgentOutcome::Succeed
+            },
+            ..AttemptScript::default()
+        })
+        .collect();
+    let sim = sim.clone();
+    tokio::spawn(async move {
+        for (i, s) in scripts.into_iter().enumerate() {
+            let t = sim.add_task(project, &format!("task {i}"), None);
+            sim.run_attempt_script(t, s).await;
+        }
+    })
+}
+
+/// The fleet's token never goes back while the schedule runs.
+fn watch_token(store: Store, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let t = store.current_token();
+            assert!(t >= last, "the fleet's token went from {last} to {t}");
+            last = t;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+}
+
+/// One seed: the schedule, then every invariant. Returns the faults it played.
+async fn run_schedule(seed: u64, binary: std::path::PathBuf) -> Vec<Fault> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut world = World::start(&binary).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = watch_token(world.fleet.store.clone(), stop.clone());
+    let feeds: Vec<_> = world
+        .hosts
+        .iter()
+        .map(|h| support::feed::follow_feed(world.current.clone(), stop.clone(), h.project))
+        .collect();
+    let players: Vec<_> = world
+        .hosts
+        .iter()
+        .map(|h| play(&h.sim, h.project, &mut rng))
+        .collect();
+    let mut played = Vec::new();
+    for _ in 0..rng.random_range(2..=4) {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(20..500))).await;
+        let fault = FAULTS[rng.random_range(0..FAULTS.len())];
+        if std::env::var("VK_FAULT_TRACE").is_ok() {
+            eprintln!("seed {seed}: {fault:?}");
+        }
+        world.apply(fault, &mut rng).await;
+        played.push(fault);
+    }
+    for p in players {
+        p.await.unwrap();
+    }
+    for h in &world.hosts {
+        let context = format!("host {}", h.name);
+        support::converge(&h.daemon.store, &h.sim, CONVERGE, &context).await;
+    }
+    converge_fleet(&world).await;
+    for (h, follower) in world.hosts.iter().zip(feeds) {
+        let fleet_store = &world.fleet.store;
+        support::feed::check_store_feed(fleet_store, &h.sim, h.project, seed, &stop, follower)
+            .await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    watcher.await.unwrap();
+    let World { hosts, fleet, .. } = world;
+    fleet.shutdown().await;
+    for h in hosts {
+        h.daemon.shutdown().await;
+    }
+    played
+}
+
+/// Wait until the fleet's store equals the union of the hosts' stores.
+async fn converge_fleet(world: &World) {
+    let start = Instant::now();
+    loop {
+        let mut union = Truth::default();
+        for h in &world.hosts {
+            host_truth(&h.daemon.store, &h.name, &mut union);
+        }
+        let diff = support::cache_diff(&world.fleet.store, &union);
+        if diff.is_empty() {
+            return;
+        }
+        if start.elapsed() > CONVERGE {
+            let positions = world.fleet.store.read().fleet_positions().unwrap();
+            panic!(
+                "the fleet is not the union of its hosts after {CONVERGE:?} (fleet positions \
+                 {positions:?}):\n{}",
+                diff.iter().take(12).cloned().collect::<Vec<_>>().join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The panic message of a failed seed.
+fn panic_text(e: tokio::task::JoinError) -> String {
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeded_cluster_fault_schedules_converge() {
+    use futures::StreamExt;
+    let Some(binary) = support::nats::binary_or_skip("fleet cluster fault schedules") else {
+        return;
+    };
+    if std::env::var("VK_FAULT_TRACE").is_ok() {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| "vk_observer_fleet=info,vk_observer_daemon=info".into());
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    }
+    let n = env_u64("VK_FLEET_CLUSTER_SEEDS", 50);
+    let base = env_u64("VK_FLEET_CLUSTER_SEED_BASE", 0);
+    let started = Instant::now();
+    let tally: Arc<Mutex<BTreeMap<Fault, usize>>> = Default::default();
+    futures::stream::iter(base..base + n)
+        .for_each_concurrent(5, |seed| {
+            let (tally, binary) = (tally.clone(), binary.clone());
+            async move {
+                let run = tokio::spawn(run_schedule(seed, binary));
+                let played = run.await.unwrap_or_else(|e| {
+                    panic!(
+                        "cluster fault seed {seed} failed: {}\nreplay: \
+                         VK_FLEET_CLUSTER_SEED_BASE={seed} VK_FLEET_CLUSTER_SEEDS=1 VK_FAULT_TRACE=1 {REPLAY}",
+                        panic_text(e)
+                    )
+                });
+                let mut tally = tally.lock().unwrap();
+                for f in played {
+                    *tally.entry(f).or_default() += 1;
+                }
+            }
+        })
+        .await;
+    let tally = tally.lock().unwrap();
+    eprintln!(
+        "cluster fault schedules: {n} seeds from {base} converged in {:.0?}; faults played: {tally:?}",
+        started.elapsed()
+    );
+    if n >= 20 {
+        for f in FAULTS {
+            assert!(tally.contains_key(&f), "{f:?} was never played");
+        }
+    }
+}
