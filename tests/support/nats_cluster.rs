@@ -3,7 +3,7 @@
 //! be killed (SIGKILL) and started again on the same ports and store.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -25,7 +25,20 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Three servers on fresh ports, each ready (its log says so) before this returns; the
+    /// whole cluster is tried again on other ports when a server could not bind its own (a
+    /// port found free was taken before the server bound it: tests run side by side).
     pub fn start(binary: &Path) -> Cluster {
+        for _ in 0..5 {
+            let mut cluster = Self::configured(binary);
+            if (0..3).all(|i| cluster.spawn(i)) {
+                return cluster;
+            }
+        }
+        panic!("a NATS cluster did not start in 5 tries (its ports kept being taken)");
+    }
+
+    fn configured(binary: &Path) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let (clients, routes): (Vec<u16>, Vec<u16>) =
             (0..3).map(|_| (free_port(), free_port())).unzip();
@@ -36,17 +49,19 @@ impl Cluster {
             .join(", ");
         let mut configs = Vec::new();
         for i in 0..3 {
-            let store = dir.path().join(format!("js{i}"));
+            let home = dir.path().join(format!("n{i}"));
+            std::fs::create_dir_all(&home).unwrap();
+            let store = home.join("js");
             let conf = format!(
                 "server_name: n{i}\nlisten: 127.0.0.1:{}\njetstream {{ store_dir: {store:?} }}\n\
                  cluster {{\n  name: vko\n  listen: 127.0.0.1:{}\n  routes: [ {routes_line} ]\n}}\n",
                 clients[i], routes[i]
             );
-            let path = dir.path().join(format!("n{i}.conf"));
+            let path = home.join("nats-server.conf");
             std::fs::write(&path, conf).unwrap();
             configs.push(path);
         }
-        let mut cluster = Cluster {
+        Cluster {
             binary: binary.to_path_buf(),
             children: (0..3).map(|_| None).collect(),
             configs,
@@ -55,11 +70,40 @@ impl Cluster {
                 .map(|p| format!("nats://127.0.0.1:{p}"))
                 .collect(),
             _dir: dir,
-        };
-        for i in 0..3 {
-            cluster.start_again(i);
         }
-        cluster
+    }
+
+    /// Start server `i` and wait until it is ready; false when it exited first.
+    fn spawn(&mut self, i: usize) -> bool {
+        let home = self.configs[i].parent().unwrap().to_path_buf();
+        let mut command = Command::new(&self.binary);
+        command.arg("-c").arg(&self.configs[i]);
+        self.children[i] = super::nats::spawn_ready(&mut command, &home);
+        self.children[i].is_some()
+    }
+
+    /// Wait until every server answers JetStream (the cluster elected its meta leader), as a
+    /// deployed cluster does before daemons use it; panics after 30 s.
+    pub async fn ready(&self) {
+        let start = std::time::Instant::now();
+        for url in &self.urls {
+            loop {
+                let answered = async {
+                    let client = async_nats::connect(url).await.ok()?;
+                    let js = async_nats::jetstream::new(client);
+                    js.query_account().await.ok()
+                };
+                let asked = tokio::time::timeout(std::time::Duration::from_secs(2), answered);
+                if let Ok(Some(_)) = asked.await {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(30),
+                    "the NATS cluster never answered JetStream at {url}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
     }
 
     /// SIGKILL server `i` (its store stays).
@@ -72,17 +116,12 @@ impl Cluster {
 
     /// Start server `i` again on its ports and store (a no-op while it runs).
     pub fn start_again(&mut self, i: usize) {
-        if self.children[i].is_some() {
-            return;
+        if self.children[i].is_none() {
+            assert!(
+                self.spawn(i),
+                "nats-server n{i} did not start again on its port"
+            );
         }
-        let child = Command::new(&self.binary)
-            .arg("-c")
-            .arg(&self.configs[i])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server starts");
-        self.children[i] = Some(child);
     }
 
     /// The server index of a name `n<i>` (a stream's leader as JetStream names it).
