@@ -24,14 +24,16 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::fleet::{fleet_node_with, host_daemon_with, host_truth};
+use support::fleet::{
+    fleet_node_with, host_daemon_with, host_truth, panic_text, play_seeded, watch_token,
+};
 use support::nats_cluster::Cluster;
 use uuid::Uuid;
 use vk_observer_config::FleetSettings;
 use vk_observer_daemon::Daemon;
 use vk_observer_daemon::fleet_node::FleetNode;
 use vk_observer_fleet::wire;
-use vk_observer_sim::{AgentOutcome, AttemptScript, Sim, Truth};
+use vk_observer_sim::{Sim, Truth};
 use vk_observer_store::Store;
 
 const HOSTS: usize = 2;
@@ -198,42 +200,6 @@ async fn stream_leader(cluster: &Cluster, host: &str) -> Option<usize> {
         .flatten()
 }
 
-fn play(sim: &Sim, project: Uuid, rng: &mut StdRng) -> tokio::task::JoinHandle<()> {
-    let scripts: Vec<AttemptScript> = (0..2)
-        .map(|_| AttemptScript {
-            normalized_entries: rng.random_range(3..30),
-            raw_entries: rng.random_range(1..10),
-            replacements: rng.random_range(0..3),
-            agent: if rng.random_bool(0.2) {
-                AgentOutcome::Fail
-            } else {
-                AgentOutcome::Succeed
-            },
-            ..AttemptScript::default()
-        })
-        .collect();
-    let sim = sim.clone();
-    tokio::spawn(async move {
-        for (i, s) in scripts.into_iter().enumerate() {
-            let t = sim.add_task(project, &format!("task {i}"), None);
-            sim.run_attempt_script(t, s).await;
-        }
-    })
-}
-
-/// The fleet's token never goes back while the schedule runs.
-fn watch_token(store: Store, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut last = 0;
-        while !stop.load(Ordering::Relaxed) {
-            let t = store.current_token();
-            assert!(t >= last, "the fleet's token went from {last} to {t}");
-            last = t;
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    })
-}
-
 /// One seed: the schedule, then every invariant. Returns the faults it played.
 async fn run_schedule(seed: u64, binary: std::path::PathBuf) -> Vec<Fault> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -248,7 +214,7 @@ async fn run_schedule(seed: u64, binary: std::path::PathBuf) -> Vec<Fault> {
     let players: Vec<_> = world
         .hosts
         .iter()
-        .map(|h| play(&h.sim, h.project, &mut rng))
+        .map(|h| play_seeded(&h.sim, h.project, &mut rng))
         .collect();
     let mut played = Vec::new();
     for _ in 0..rng.random_range(2..=4) {
@@ -305,16 +271,6 @@ async fn converge_fleet(world: &World) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// The panic message of a failed seed.
-fn panic_text(e: tokio::task::JoinError) -> String {
-    let payload = e.into_panic();
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "(no message)".into())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::fleet::{fleet_node, host_daemon, host_truth};
+use support::fleet::{fleet_node, host_daemon, host_truth, panic_text, play_seeded};
 use support::nats::NatsServer;
 use uuid::Uuid;
 use vk_observer_daemon::Daemon;
 use vk_observer_daemon::fleet_node::FleetNode;
 use vk_observer_fleet::wire;
-use vk_observer_sim::{AgentOutcome, AttemptScript, Sim, Truth};
+use vk_observer_sim::{Sim, Truth};
 use vk_observer_store::Store;
 
 const HOSTS: usize = 2;
@@ -239,30 +239,6 @@ async fn duplicate_publishes(nats: &NatsServer, host: &str, seed: u64, rng: &mut
     }
 }
 
-/// The scripted attempts of one host, played into its simulator.
-fn play(sim: &Sim, project: Uuid, rng: &mut StdRng) -> tokio::task::JoinHandle<()> {
-    let scripts: Vec<AttemptScript> = (0..2)
-        .map(|_| AttemptScript {
-            normalized_entries: rng.random_range(3..30),
-            raw_entries: rng.random_range(1..10),
-            replacements: rng.random_range(0..3),
-            agent: if rng.random_bool(0.2) {
-                AgentOutcome::Fail
-            } else {
-                AgentOutcome::Succeed
-            },
-            ..AttemptScript::default()
-        })
-        .collect();
-    let sim = sim.clone();
-    tokio::spawn(async move {
-        for (i, s) in scripts.into_iter().enumerate() {
-            let t = sim.add_task(project, &format!("task {i}"), None);
-            sim.run_attempt_script(t, s).await;
-        }
-    })
-}
-
 /// Deleting a host's stream while the fleet node follows it is played unless
 /// `VK_FLEET_FAULT_STREAM_LOSS=0`. async-nats' ordered consumer then follows the *new* stream of
 /// the same name from the old sequence on; every message carries its stream's generation
@@ -306,7 +282,7 @@ async fn run_schedule(seed: u64) -> Vec<Fault> {
     let players: Vec<_> = world
         .hosts
         .iter()
-        .map(|h| play(&h.sim, h.project, &mut rng))
+        .map(|h| play_seeded(&h.sim, h.project, &mut rng))
         .collect();
     let mut played = Vec::new();
     for _ in 0..rng.random_range(3..=5) {
@@ -377,16 +353,6 @@ async fn converge_fleet(world: &World) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// The panic message of a failed seed.
-fn panic_text(e: tokio::task::JoinError) -> String {
-    let payload = e.into_panic();
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "(no message)".into())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

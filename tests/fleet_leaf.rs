@@ -14,22 +14,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use support::fleet::{fleet_node_with, host_daemon_with, host_truth};
+use support::fleet::{
+    converge_to_host, fleet_node_with, host_daemon_with, host_truth, play_one, watch_token,
+};
+use support::nats_cluster::free_port;
 use vk_observer_config::FleetSettings;
-use vk_observer_daemon::fleet_node::FleetNode;
-use vk_observer_sim::{AttemptScript, Sim, Truth};
-use vk_observer_store::Store;
+use vk_observer_sim::Truth;
 
 const HOST: &str = "site1";
 const CONVERGE: Duration = Duration::from_secs(40);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A nats-server from a config written into `dir`.
 fn server(binary: &Path, dir: &Path, name: &str, conf: &str) -> Child {
@@ -149,12 +142,12 @@ async fn a_site_behind_a_leaf_node_keeps_working_through_a_cut_link() {
     let stop = Arc::new(AtomicBool::new(false));
     let watcher = watch_token(fleet.store.clone(), stop.clone());
 
-    play(&sim, project, "before the cut").await;
+    play_one(&sim, project, "before the cut").await;
     support::converge(&host.store, &sim, CONVERGE, "host before the cut").await;
-    converge_fleet(&fleet, &host.store, "before the cut").await;
+    converge_to_host(&fleet.store, &host.store, HOST, CONVERGE, "before the cut").await;
 
     link.cut();
-    play(&sim, project, "while the link is down").await;
+    play_one(&sim, project, "while the link is down").await;
     support::converge(
         &host.store,
         &sim,
@@ -171,15 +164,29 @@ async fn a_site_behind_a_leaf_node_keeps_working_through_a_cut_link() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     link.restore();
     let restored = Instant::now();
-    converge_fleet(&fleet, &host.store, "after the link came back").await;
+    converge_to_host(
+        &fleet.store,
+        &host.store,
+        HOST,
+        CONVERGE,
+        "after the link came back",
+    )
+    .await;
     eprintln!(
         "leaf link restored: the fleet converged {:?} after",
         restored.elapsed()
     );
 
-    play(&sim, project, "after the link came back").await;
+    play_one(&sim, project, "after the link came back").await;
     support::converge(&host.store, &sim, CONVERGE, "host after").await;
-    converge_fleet(&fleet, &host.store, "a change after the link came back").await;
+    converge_to_host(
+        &fleet.store,
+        &host.store,
+        HOST,
+        CONVERGE,
+        "a change after the link came back",
+    )
+    .await;
 
     stop.store(true, Ordering::Relaxed);
     watcher.await.unwrap();
@@ -188,45 +195,5 @@ async fn a_site_behind_a_leaf_node_keeps_working_through_a_cut_link() {
     for child in [&mut site, &mut hub] {
         let _ = child.kill();
         let _ = child.wait();
-    }
-}
-
-async fn play(sim: &Sim, project: uuid::Uuid, title: &str) {
-    let task = sim.add_task(project, title, None);
-    let script = AttemptScript {
-        normalized_entries: 6,
-        raw_entries: 2,
-        ..AttemptScript::default()
-    };
-    sim.run_attempt_script(task, script).await;
-}
-
-fn watch_token(store: Store, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut last = 0;
-        while !stop.load(Ordering::Relaxed) {
-            let t = store.current_token();
-            assert!(t >= last, "the fleet's token went from {last} to {t}");
-            last = t;
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    })
-}
-
-async fn converge_fleet(fleet: &FleetNode, host: &Store, when: &str) {
-    let start = Instant::now();
-    loop {
-        let mut truth = Truth::default();
-        host_truth(host, HOST, &mut truth);
-        let diff = support::cache_diff(&fleet.store, &truth);
-        if diff.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < CONVERGE,
-            "the fleet is not the site's host {CONVERGE:?} {when}:\n{}",
-            diff.iter().take(8).cloned().collect::<Vec<_>>().join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -11,12 +11,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::fleet::{fleet_node, host_daemon, host_truth};
+use support::fleet::{converge_to_host, fleet_node, host_daemon, play_one};
 use support::nats::NatsServer;
 use vk_observer_daemon::fleet_node::FleetNode;
 use vk_observer_fleet::wire;
 use vk_observer_query::Query;
-use vk_observer_sim::{AttemptScript, Sim, Truth};
 use vk_observer_store::Store;
 
 const HOST: &str = "h0";
@@ -47,14 +46,21 @@ async fn outage(down: Duration) {
     let fleet = fleet_node(fleet_dir.path(), &nats.url).await;
     let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
 
-    play(&sim, project, "before").await;
+    play_one(&sim, project, "before").await;
     support::converge(&host.store, &sim, CONVERGE, "host before the outage").await;
-    converge_fleet(&fleet, &host.store, "before the outage").await;
+    converge_to_host(
+        &fleet.store,
+        &host.store,
+        HOST,
+        CONVERGE,
+        "before the outage",
+    )
+    .await;
     check_lag(&fleet, &js).await;
 
     nats.stop();
     let stopped = Instant::now();
-    play(&sim, project, "during").await;
+    play_one(&sim, project, "during").await;
     wait_for(
         "freshness says h0 is not connected",
         Duration::from_secs(5),
@@ -73,30 +79,33 @@ async fn outage(down: Duration) {
         "the node created its consumer {resubscribed:?} after NATS was back (bound {RESUBSCRIBE_BOUND:?})"
     );
     support::converge(&host.store, &sim, CONVERGE, "host after the outage").await;
-    converge_fleet(&fleet, &host.store, "after the outage").await;
+    converge_to_host(
+        &fleet.store,
+        &host.store,
+        HOST,
+        CONVERGE,
+        "after the outage",
+    )
+    .await;
     eprintln!("NATS down {down:?}: converged {:?} after", back.elapsed());
     check_lag(&fleet, &js).await;
     assert_eq!(host_connected(&fleet), Some(true), "connected again");
 
     // A change made now reaches the fleet as soon as the host has it: nothing is left dead.
-    play(&sim, project, "after").await;
+    play_one(&sim, project, "after").await;
     support::converge(&host.store, &sim, CONVERGE, "host after").await;
-    converge_fleet(&fleet, &host.store, "a change after the outage").await;
+    converge_to_host(
+        &fleet.store,
+        &host.store,
+        HOST,
+        CONVERGE,
+        "a change after the outage",
+    )
+    .await;
     check_lag(&fleet, &js).await;
 
     fleet.shutdown().await;
     host.shutdown().await;
-}
-
-/// One task with an attempt that runs to its end.
-async fn play(sim: &Sim, project: uuid::Uuid, title: &str) {
-    let task = sim.add_task(project, title, None);
-    let script = AttemptScript {
-        normalized_entries: 6,
-        raw_entries: 2,
-        ..AttemptScript::default()
-    };
-    sim.run_attempt_script(task, script).await;
 }
 
 /// `freshness.hosts.h0.connected` as the fleet node's tools answer it.
@@ -160,24 +169,6 @@ async fn wait_applied(store: &Store, last: u64) -> u64 {
             return applied;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn converge_fleet(fleet: &FleetNode, host: &Store, when: &str) {
-    let start = Instant::now();
-    loop {
-        let mut truth = Truth::default();
-        host_truth(host, HOST, &mut truth);
-        let diff = support::cache_diff(&fleet.store, &truth);
-        if diff.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < CONVERGE,
-            "the fleet is not its host {CONVERGE:?} {when}:\n{}",
-            diff.iter().take(8).cloned().collect::<Vec<_>>().join("\n")
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -131,3 +131,97 @@ pub fn host_truth(store: &Store, host: &str, into: &mut Truth) {
         into.processes.insert(p.id, p.value);
     }
 }
+
+/// The fleet's token never goes back while `stop` is not set (checked every 2 ms).
+pub fn watch_token(
+    store: Store,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    use std::sync::atomic::Ordering;
+    tokio::spawn(async move {
+        let mut last = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let t = store.current_token();
+            assert!(t >= last, "the fleet's token went from {last} to {t}");
+            last = t;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+}
+
+/// Wait until the fleet's store equals one host's (`host` its name), at most `bound`.
+pub async fn converge_to_host(
+    fleet: &Store,
+    host: &Store,
+    name: &str,
+    bound: Duration,
+    when: &str,
+) {
+    let start = Instant::now();
+    loop {
+        let mut truth = Truth::default();
+        host_truth(host, name, &mut truth);
+        let diff = super::cache_diff(fleet, &truth);
+        if diff.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < bound,
+            "the fleet is not host {name} {bound:?} {when}:\n{}",
+            diff.iter().take(8).cloned().collect::<Vec<_>>().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One task with a short attempt that runs to its end.
+pub async fn play_one(sim: &Sim, project: uuid::Uuid, title: &str) {
+    let task = sim.add_task(project, title, None);
+    let script = vk_observer_sim::AttemptScript {
+        normalized_entries: 6,
+        raw_entries: 2,
+        ..Default::default()
+    };
+    sim.run_attempt_script(task, script).await;
+}
+
+/// Two tasks, each with a seeded attempt script (sizes, replacements, one in five failing),
+/// played one after the other in the background.
+pub fn play_seeded(
+    sim: &Sim,
+    project: uuid::Uuid,
+    rng: &mut rand::rngs::StdRng,
+) -> tokio::task::JoinHandle<()> {
+    use rand::Rng;
+    use vk_observer_sim::{AgentOutcome, AttemptScript};
+    let scripts: Vec<AttemptScript> = (0..2)
+        .map(|_| AttemptScript {
+            normalized_entries: rng.random_range(3..30),
+            raw_entries: rng.random_range(1..10),
+            replacements: rng.random_range(0..3),
+            agent: if rng.random_bool(0.2) {
+                AgentOutcome::Fail
+            } else {
+                AgentOutcome::Succeed
+            },
+            ..AttemptScript::default()
+        })
+        .collect();
+    let sim = sim.clone();
+    tokio::spawn(async move {
+        for (i, s) in scripts.into_iter().enumerate() {
+            let t = sim.add_task(project, &format!("task {i}"), None);
+            sim.run_attempt_script(t, s).await;
+        }
+    })
+}
+
+/// The panic message of a failed seed's task.
+pub fn panic_text(e: tokio::task::JoinError) -> String {
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(no message)".into())
+}

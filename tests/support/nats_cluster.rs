@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-fn free_port() -> u16 {
+/// A loopback port free when asked (it may be taken before it is bound: callers retry).
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
