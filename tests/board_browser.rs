@@ -12,8 +12,8 @@ mod board_support;
 
 use std::time::{Duration, Instant};
 
-use board_support::browser::{self, Browser};
 use board_support::World;
+use board_support::browser::{self, Browser};
 use fantoccini::Locator;
 use serde_json::{Value, json};
 use vk_observer::demo::roads;
@@ -26,8 +26,14 @@ const SHOWN: Duration = Duration::from_secs(60);
 /// The entry indices the page's log shows, in page order.
 async fn log_indices(b: &Browser) -> Vec<u64> {
     let script = "return Array.from(document.querySelectorAll('#log li')).map(e => Number(e.dataset.index));";
-    let v = b.client.execute(script, vec![]).await.unwrap_or(Value::Null);
-    v.as_array().map(|a| a.iter().filter_map(Value::as_u64).collect()).unwrap_or_default()
+    let v = b
+        .client
+        .execute(script, vec![])
+        .await
+        .unwrap_or(Value::Null);
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
 }
 
 /// The newest normalized entry the cache holds for `attempt`.
@@ -53,13 +59,18 @@ fn contiguous(indices: &[u64]) -> bool {
 async fn card_attempt(b: &Browser, title: &str) -> uuid::Uuid {
     let script = "const t = arguments[0]; const c = Array.from(document.querySelectorAll('.card')).find(c => c.querySelector('.title').textContent === t); return c ? c.dataset.attempt : null;";
     let v = b.client.execute(script, vec![json!(title)]).await.unwrap();
-    v.as_str().unwrap_or_else(|| panic!("no card titled {title}")).parse().unwrap()
+    v.as_str()
+        .unwrap_or_else(|| panic!("no card titled {title}"))
+        .parse()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_board_shows_every_road_and_a_log_follows_within_a_second() {
     let _one = ONE_BROWSER.lock().await;
-    let Some(b) = browser::open("board_browser::demo").await else { return };
+    let Some(b) = browser::open("board_browser::demo").await else {
+        return;
+    };
     let w = World::start(Duration::from_millis(300)).await;
     let _roads = roads::start(&w.sim, w.project, w.repo);
     b.login(&w.base(), &w.tokens.operator).await;
@@ -69,29 +80,43 @@ async fn the_demo_board_shows_every_road_and_a_log_follows_within_a_second() {
     }
     println!("every road shown {:?} after sign-in", started.elapsed());
     let failed = b.texts(".group-failed .card .error-code").await;
-    assert!(failed.iter().any(|t| t == "agent_exit_nonzero"), "{failed:?}");
+    assert!(
+        failed.iter().any(|t| t == "agent_exit_nonzero"),
+        "{failed:?}"
+    );
     assert!(b.count(".group-approval .card button.approve").await >= 1);
-    assert!(b.count(".group-running .card .line").await >= 1, "the last log line shows");
+    assert!(
+        b.count(".group-running .card .line").await >= 1,
+        "the last log line shows"
+    );
     b.screenshot("demo-laptop").await;
     b.client.set_window_size(390, 844).await.unwrap();
     b.screenshot("demo-phone").await;
     b.client.set_window_size(1280, 1000).await.unwrap();
 
     let attempt = card_attempt(&b, roads::LONG_RUNNING).await;
-    b.client.goto(&format!("{}/board#attempt={attempt}", w.base())).await.unwrap();
+    b.client
+        .goto(&format!("{}/board#attempt={attempt}", w.base()))
+        .await
+        .unwrap();
     b.wait_for("#log li", SHOWN).await;
     let mut worst = Duration::ZERO;
     for _ in 0..5 {
         let shown = log_indices(&b).await.last().copied().unwrap_or(0);
         // The moment the cache holds an entry the page does not show yet...
-        let newer = b.until("a new entry in the cache", SHOWN, || async {
-            cached_latest(&w, attempt).filter(|&i| i > shown)
-        }).await;
+        let newer = b
+            .until("a new entry in the cache", SHOWN, || async {
+                cached_latest(&w, attempt).filter(|&i| i > shown)
+            })
+            .await;
         let cached_at = Instant::now();
         // ...until the page shows it.
-        b.until("the new entry on the page", Duration::from_secs(5), || async {
-            log_indices(&b).await.contains(&newer).then_some(())
-        }).await;
+        b.until(
+            "the new entry on the page",
+            Duration::from_secs(5),
+            || async { log_indices(&b).await.contains(&newer).then_some(()) },
+        )
+        .await;
         worst = worst.max(cached_at.elapsed());
     }
     println!("a new log entry reached the page at most {worst:?} after the cache held it");
@@ -117,51 +142,103 @@ fn asking(title_timeout: Duration) -> AttemptScript {
 /// The POST a forged page would send, made from inside the board's page (its cookie goes along).
 async fn post_from_page(b: &Browser, path: &str) -> u64 {
     let script = "const done = arguments[arguments.length - 1]; fetch(arguments[0], {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({decision: 'approve'})}).then(r => done(r.status), e => done(String(e)));";
-    let v = b.client.execute_async(script, vec![json!(path)]).await.unwrap();
+    let v = b
+        .client
+        .execute_async(script, vec![json!(path)])
+        .await
+        .unwrap();
     v.as_u64().unwrap_or_else(|| panic!("fetch failed: {v}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_is_answered_from_the_page_and_a_read_token_gets_no_button() {
     let _one = ONE_BROWSER.lock().await;
-    let Some(b) = browser::open("board_browser::approval").await else { return };
+    let Some(b) = browser::open("board_browser::approval").await else {
+        return;
+    };
     let mut w = World::start(Duration::from_millis(5)).await;
     for title in ["Approve me", "Leave me waiting"] {
         let task = w.sim.add_task(w.project, title, None);
         let sim = w.sim.clone();
-        tokio::spawn(async move { sim.run_attempt_script(task, asking(Duration::from_secs(300))).await });
+        tokio::spawn(async move {
+            sim.run_attempt_script(task, asking(Duration::from_secs(300)))
+                .await
+        });
     }
     b.login(&w.base(), &w.tokens.approver).await;
     b.until("both approvals on the page", SHOWN, || async {
         (b.count(".group-approval .card button.approve").await == 2).then_some(())
-    }).await;
-    assert_eq!(b.count("button.stop").await, 0, "approve without write: no stop button");
+    })
+    .await;
+    assert_eq!(
+        b.count("button.stop").await,
+        0,
+        "approve without write: no stop button"
+    );
     b.screenshot("approval-waiting").await;
     let attempt = card_attempt(&b, "Approve me").await;
     let button = format!(".card[data-attempt='{attempt}'] button.approve");
-    b.client.find(Locator::Css(&button)).await.unwrap().click().await.unwrap();
-    let answered = b.until("VK records the approval", Duration::from_secs(15), || async {
-        w.sim.approvals().into_iter().find(|(_, _, s)| *s == SimApprovalStatus::Approved)
-    }).await;
-    b.until("the card leaves the approval group", Duration::from_secs(15), || async {
-        (b.count(".group-approval .card").await == 1).then_some(())
-    }).await;
+    b.client
+        .find(Locator::Css(&button))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let answered = b
+        .until(
+            "VK records the approval",
+            Duration::from_secs(15),
+            || async {
+                w.sim
+                    .approvals()
+                    .into_iter()
+                    .find(|(_, _, s)| *s == SimApprovalStatus::Approved)
+            },
+        )
+        .await;
+    b.until(
+        "the card leaves the approval group",
+        Duration::from_secs(15),
+        || async { (b.count(".group-approval .card").await == 1).then_some(()) },
+    )
+    .await;
     let notice = b.texts("#notice").await.join(" ");
     assert!(notice.contains("Approved Bash"), "{notice}");
     b.screenshot("approval-answered").await;
 
     // Signed out, then in with a read token: the approval still waits, and no button shows.
-    b.client.find(Locator::Css("#logout button")).await.unwrap().click().await.unwrap();
+    b.client
+        .find(Locator::Css("#logout button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     b.wait_for("#login:not([hidden])", SHOWN).await;
     b.login(&w.base(), &w.tokens.reader).await;
     b.wait_for(".group-approval .card", SHOWN).await;
     assert_eq!(b.count("button.approve, button.deny, button.stop").await, 0);
-    let cookie = b.client.execute("return document.cookie;", vec![]).await.unwrap();
+    let cookie = b
+        .client
+        .execute("return document.cookie;", vec![])
+        .await
+        .unwrap();
     assert_eq!(cookie, json!(""), "the token cookie is HttpOnly");
-    let waiting = w.sim.approvals().into_iter().find(|(id, _, _)| *id != answered.0).unwrap();
+    let waiting = w
+        .sim
+        .approvals()
+        .into_iter()
+        .find(|(id, _, _)| *id != answered.0)
+        .unwrap();
     let forged = post_from_page(&b, &format!("/board/api/approvals/{}", waiting.0)).await;
     assert_eq!(forged, 403, "a read token's POST is refused");
-    assert!(w.sim.approvals().iter().any(|(id, _, s)| *id == waiting.0 && *s == SimApprovalStatus::Pending));
+    assert!(
+        w.sim
+            .approvals()
+            .iter()
+            .any(|(id, _, s)| *id == waiting.0 && *s == SimApprovalStatus::Pending)
+    );
     b.screenshot("read-token").await;
 
     // The token is revoked while the page is open: the login form says so.
@@ -178,34 +255,59 @@ async fn an_approval_is_answered_from_the_page_and_a_read_token_gets_no_button()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_left_open_across_a_daemon_restart_resumes_with_no_gap() {
     let _one = ONE_BROWSER.lock().await;
-    let Some(b) = browser::open("board_browser::restart").await else { return };
+    let Some(b) = browser::open("board_browser::restart").await else {
+        return;
+    };
     let mut w = World::start(Duration::from_millis(300)).await;
     let task = w.sim.add_task(w.project, "Logs steadily", None);
-    let script = AttemptScript { normalized_entries: 2000, ..AttemptScript::default() };
+    let script = AttemptScript {
+        normalized_entries: 2000,
+        ..AttemptScript::default()
+    };
     let sim = w.sim.clone();
     let run = tokio::spawn(async move { sim.run_attempt_script(task, script).await });
     b.login(&w.base(), &w.tokens.reader).await;
     b.wait_for(".group-running .card", SHOWN).await;
     let attempt = card_attempt(&b, "Logs steadily").await;
-    b.client.goto(&format!("{}/board#attempt={attempt}", w.base())).await.unwrap();
+    b.client
+        .goto(&format!("{}/board#attempt={attempt}", w.base()))
+        .await
+        .unwrap();
     b.wait_for("#log li", SHOWN).await;
     w.stop_daemon().await;
-    b.until("the page says it reconnects", Duration::from_secs(10), || async {
-        b.texts("#live").await.join("").contains("reconnecting").then_some(())
-    }).await;
+    b.until(
+        "the page says it reconnects",
+        Duration::from_secs(10),
+        || async {
+            b.texts("#live")
+                .await
+                .join("")
+                .contains("reconnecting")
+                .then_some(())
+        },
+    )
+    .await;
     let before = log_indices(&b).await.last().copied().unwrap();
     b.screenshot("daemon-down").await;
     tokio::time::sleep(Duration::from_secs(3)).await; // the agent logs on; nobody reads it
     w.restart_daemon().await;
-    let target = b.until("the cache catches up", SHOWN, || async {
-        cached_latest(&w, attempt).filter(|&i| i > before + 5)
-    }).await;
-    b.until("the page shows what was logged while the daemon was down", SHOWN, || async {
-        log_indices(&b).await.contains(&target).then_some(())
-    }).await;
+    let target = b
+        .until("the cache catches up", SHOWN, || async {
+            cached_latest(&w, attempt).filter(|&i| i > before + 5)
+        })
+        .await;
+    b.until(
+        "the page shows what was logged while the daemon was down",
+        SHOWN,
+        || async { log_indices(&b).await.contains(&target).then_some(()) },
+    )
+    .await;
     assert!(b.texts("#live").await.join("").contains("live"));
     let indices = log_indices(&b).await;
-    assert!(contiguous(&indices), "no gap across the restart: {indices:?}");
+    assert!(
+        contiguous(&indices),
+        "no gap across the restart: {indices:?}"
+    );
     b.screenshot("after-restart").await;
     run.abort();
     b.close().await;
@@ -215,19 +317,33 @@ async fn a_page_left_open_across_a_daemon_restart_resumes_with_no_gap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_attempt_in_the_url_is_told_plainly() {
     let _one = ONE_BROWSER.lock().await;
-    let Some(b) = browser::open("board_browser::unknown").await else { return };
+    let Some(b) = browser::open("board_browser::unknown").await else {
+        return;
+    };
     let w = World::start(Duration::from_millis(5)).await;
     b.login(&w.base(), &w.tokens.reader).await;
     let unknown = uuid::Uuid::new_v4();
-    for (fragment, says) in [(unknown.to_string(), "No attempt"), ("bogus".to_string(), "not an attempt id")] {
-        b.client.goto(&format!("{}/board#attempt={fragment}", w.base())).await.unwrap();
+    for (fragment, says) in [
+        (unknown.to_string(), "No attempt"),
+        ("bogus".to_string(), "not an attempt id"),
+    ] {
+        b.client
+            .goto(&format!("{}/board#attempt={fragment}", w.base()))
+            .await
+            .unwrap();
         b.client.refresh().await.unwrap();
-        let text = b.until("the message", SHOWN, || async {
-            let t = b.texts("#attempt [role=alert]").await.join(" ");
-            (!t.is_empty()).then_some(t)
-        }).await;
+        let text = b
+            .until("the message", SHOWN, || async {
+                let t = b.texts("#attempt [role=alert]").await.join(" ");
+                (!t.is_empty()).then_some(t)
+            })
+            .await;
         assert!(text.contains(says), "{text}");
-        assert_eq!(b.count("#main:not([hidden]) .project").await, 2, "the board stays");
+        assert_eq!(
+            b.count("#main:not([hidden]) .project").await,
+            2,
+            "the board stays"
+        );
     }
     b.screenshot("unknown-attempt").await;
     b.close().await;

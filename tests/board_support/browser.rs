@@ -47,8 +47,12 @@ pub async fn open(test: &str) -> Option<Browser> {
     let chromium = on_path(&["chromium", "chromium-browser", "google-chrome"]);
     let driver = on_path(&["chromedriver"]);
     let (Some(chromium), Some(driver)) = (chromium, driver) else {
-        let why = "chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
-        assert!(std::env::var_os("CI").is_none(), "{test}: {why}, and CI is set");
+        let why =
+            "chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: {why}, and CI is set"
+        );
         println!("{test}: skipped: {why}");
         return None;
     };
@@ -61,8 +65,14 @@ pub async fn open(test: &str) -> Option<Browser> {
         .spawn()
         .expect("chromedriver starts");
     let started = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(20), "chromedriver did not listen");
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "chromedriver did not listen"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let caps = json!({"goog:chromeOptions": {
@@ -70,14 +80,19 @@ pub async fn open(test: &str) -> Option<Browser> {
         "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--window-size=1280,1000", "--force-prefers-reduced-motion"],
     }});
-    let serde_json::Value::Object(caps) = caps else { unreachable!() };
+    let serde_json::Value::Object(caps) = caps else {
+        unreachable!()
+    };
     let connector = hyper_util::client::legacy::connect::HttpConnector::new();
     let client = ClientBuilder::new(connector)
         .capabilities(caps)
         .connect(&format!("http://127.0.0.1:{port}"))
         .await
         .expect("a chromium session starts");
-    Some(Browser { client, _driver: child })
+    Some(Browser {
+        client,
+        _driver: child,
+    })
 }
 
 impl Browser {
@@ -92,7 +107,12 @@ impl Browser {
     /// The texts of every element `css` selects.
     pub async fn texts(&self, css: &str) -> Vec<String> {
         let mut out = Vec::new();
-        for e in self.client.find_all(Locator::Css(css)).await.unwrap_or_default() {
+        for e in self
+            .client
+            .find_all(Locator::Css(css))
+            .await
+            .unwrap_or_default()
+        {
             out.push(e.text().await.unwrap_or_default());
         }
         out
@@ -100,7 +120,11 @@ impl Browser {
 
     /// How many elements `css` selects.
     pub async fn count(&self, css: &str) -> usize {
-        self.client.find_all(Locator::Css(css)).await.map(|v| v.len()).unwrap_or(0)
+        self.client
+            .find_all(Locator::Css(css))
+            .await
+            .map(|v| v.len())
+            .unwrap_or(0)
     }
 
     /// The first element `css` selects, waited for at most `within`.
@@ -142,7 +166,21 @@ impl Browser {
             .click()
             .await
             .unwrap();
-        self.wait_for("#main:not([hidden]) .project", Duration::from_secs(15)).await;
+        let shown = self
+            .client
+            .wait()
+            .at_most(Duration::from_secs(20))
+            .for_element(Locator::Css("#main:not([hidden]) .project"))
+            .await;
+        if shown.is_err() {
+            let url = self.client.current_url().await.map(|u| u.to_string());
+            let text = self
+                .client
+                .execute("return document.body.innerText;", vec![])
+                .await;
+            self.screenshot("login-failed").await;
+            panic!("the board did not show after signing in: at {url:?}, page says {text:?}");
+        }
     }
 
     pub async fn close(self) {

@@ -48,7 +48,12 @@ pub struct World {
 }
 
 /// Settings of the world's daemon on `listen` (a restart reuses the address).
-fn settings(sim: &Sim, dir: &std::path::Path, tokens: &std::path::Path, listen: SocketAddr) -> Settings {
+fn settings(
+    sim: &Sim,
+    dir: &std::path::Path,
+    tokens: &std::path::Path,
+    listen: SocketAddr,
+) -> Settings {
     Settings {
         upstream: sim.base_url(),
         listen,
@@ -93,10 +98,28 @@ impl World {
             limited: make("limited", &[Scope::Read], vec![other.to_string()]),
         };
         file.save(&tokens_path).unwrap();
-        let s = settings(&sim, dir.path(), &tokens_path, "127.0.0.1:0".parse().unwrap());
-        let daemon = Daemon::start(s.validate().unwrap(), None).await.expect("daemon starts");
+        let s = settings(
+            &sim,
+            dir.path(),
+            &tokens_path,
+            "127.0.0.1:0".parse().unwrap(),
+        );
+        let daemon = Daemon::start(s.validate().unwrap(), None)
+            .await
+            .expect("daemon starts");
         let addr = daemon.addr;
-        World { sim, daemon: Some(daemon), dir, tokens_path, file, tokens, project, repo, other, addr }
+        World {
+            sim,
+            daemon: Some(daemon),
+            dir,
+            tokens_path,
+            file,
+            tokens,
+            project,
+            repo,
+            other,
+            addr,
+        }
     }
 
     pub fn base(&self) -> String {
@@ -178,7 +201,12 @@ async fn answer(r: reqwest::Response) -> Answer {
     let headers = r.headers().clone();
     let text = r.text().await.unwrap_or_default();
     let json = serde_json::from_str(&text).unwrap_or(Value::Null);
-    Answer { status, headers, text, json }
+    Answer {
+        status,
+        headers,
+        text,
+        json,
+    }
 }
 
 /// `GET` with the board's cookie for `token` (None: no cookie).
@@ -191,7 +219,13 @@ pub async fn get(w: &World, path: &str, token: Option<&str>) -> Answer {
 }
 
 /// A JSON `POST` as the page sends it: the cookie for `token`, and `origin` (None: no Origin).
-pub async fn post(w: &World, path: &str, token: Option<&str>, origin: Option<&str>, body: Value) -> Answer {
+pub async fn post(
+    w: &World,
+    path: &str,
+    token: Option<&str>,
+    origin: Option<&str>,
+    body: Value,
+) -> Answer {
     let mut req = http()
         .post(format!("{}{path}", w.base()))
         .header("content-type", "application/json")
@@ -231,7 +265,13 @@ pub fn card(board: &Value, group: &str, title: &str) -> Option<Value> {
 }
 
 /// The board as `token` sees it, once the card titled `title` is in `group`.
-pub async fn card_until(w: &World, token: &str, group: &str, title: &str, within: Duration) -> Value {
+pub async fn card_until(
+    w: &World,
+    token: &str,
+    group: &str,
+    title: &str,
+    within: Duration,
+) -> Value {
     until(&format!("{title} in {group}"), within, || async {
         let b = get(w, "/board/api/board", Some(token)).await;
         card(&b.json, group, title)

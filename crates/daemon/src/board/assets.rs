@@ -34,8 +34,10 @@ fn with_type(body: &'static str, content_type: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
-/// Every board answer: the CSP, no sniffing, no referrer, no framing, and no caching (answers
-/// hold what a token may read; assets change with the binary).
+/// Every board answer: the CSP, no sniffing, no framing, no caching (answers hold what a token
+/// may read; assets change with the binary), and no referrer to other sites — `same-origin`,
+/// not `no-referrer`, under which a browser sends `Origin: null` with the page's own form posts
+/// and the Origin check (`auth`) could not tell them from a forged one.
 pub(crate) async fn secured(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(
@@ -48,7 +50,7 @@ pub(crate) async fn secured(mut r: Response) -> Response {
     );
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.entry(header::CACHE_CONTROL)

@@ -97,14 +97,17 @@ pub(crate) fn same_origin(state: &BoardState, headers: &HeaderMap) -> Result<(),
         ));
     };
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    let own = host.is_some_and(|h| origin == format!("http://{h}") || origin == format!("https://{h}"));
+    let own =
+        host.is_some_and(|h| origin == format!("http://{h}") || origin == format!("https://{h}"));
     if own || state.allowed_origins.iter().any(|o| o == origin) {
         return Ok(());
     }
     Err(BoardError::new(
         StatusCode::FORBIDDEN,
         "origin_refused",
-        format!("Refused: origin {origin} is not this board's (add it to [mcp] allowed_origins if a proxy serves the board there)."),
+        format!(
+            "Refused: origin {origin} is not this board's (add it to [mcp] allowed_origins if a proxy serves the board there)."
+        ),
     ))
 }
 
@@ -130,7 +133,9 @@ pub(crate) async fn login(
     // A cookie value holds no spaces, quotes, commas or semicolons; no token does either.
     let cookie_safe = !token.is_empty()
         && token.len() <= 512
-        && token.bytes().all(|b| b.is_ascii_graphic() && !b"\";,\\".contains(&b));
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"\";,\\".contains(&b));
     let accepted = cookie_safe
         && state
             .tokens

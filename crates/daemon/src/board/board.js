@@ -249,7 +249,7 @@ function closeAttempt() {
 function logLine(e) {
   return el('li', { 'data-index': e.entry_index },
     el('span', { class: 'idx' }, e.entry_index), el('span', { class: 'kind' }, e.kind),
-    e.text || e.tool || '');
+    e.tool || e.text || '');
 }
 
 function renderAttempt(v) {
@@ -261,7 +261,7 @@ function renderAttempt(v) {
     ? `${c.summary.file_count} file(s), +${c.summary.added} −${c.summary.deleted}${c.blocked_reason ? ` (list withheld: ${c.blocked_reason})` : ''}`
     : 'not read yet';
   const log = el('ol', { class: 'log', id: 'log', 'aria-label': 'Log' }, v.log.entries.map(logLine));
-  $('attempt').replaceChildren(
+  const parts = [
     el('div', { class: 'attempt-head' },
       el('h2', null, v.task_title || 'Attempt'),
       el('button', { type: 'button', class: 'quiet', on: { click: closeAttempt } }, 'Close')),
@@ -275,7 +275,9 @@ function renderAttempt(v) {
     v.log.entries.length ? log : el('p', { class: 'group-empty' }, 'No log entries yet.'),
     el('h3', null, 'Changes'),
     el('div', { class: 'meta' }, changed),
-    c.files.length ? el('ul', { class: 'files' }, c.files.map((f) => el('li', null, f))) : null);
+    c.files.length ? el('ul', { class: 'files' }, c.files.map((f) => el('li', null, f))) : null,
+  ];
+  $('attempt').replaceChildren(...parts.flat().filter((p) => p !== null && p !== undefined));
   log.scrollTop = log.scrollHeight;
 }
 
@@ -427,6 +429,8 @@ async function start() {
       else if (login === 'out') showLogin('Signed out.');
       return;
     }
+    // A token that may not read: the form again, saying why; the daemon away: try again.
+    if (e.status === 403) { showLogin(e.message); return; }
     notice(e.message, 'error');
     setTimeout(start, 3000);
     return;

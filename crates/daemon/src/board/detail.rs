@@ -79,7 +79,10 @@ fn attempt_id(raw: &str) -> Result<Uuid, BoardError> {
         BoardError::new(
             StatusCode::BAD_REQUEST,
             "invalid_argument",
-            format!("`{}` is not an attempt id: attempt ids are UUIDs. Open an attempt from the board.", clip(raw, 80)),
+            format!(
+                "`{}` is not an attempt id: attempt ids are UUIDs. Open an attempt from the board.",
+                clip(raw, 80)
+            ),
         )
     })
 }
@@ -122,14 +125,21 @@ fn read_attempt(query: &Query, id: Uuid, after: Option<u64>) -> Result<AttemptVi
         return Err(BoardError::new(
             StatusCode::NOT_FOUND,
             "not_found",
-            format!("No attempt {id} in this daemon's cache: it does not exist, was deleted, or VK has not reported it yet."),
+            format!(
+                "No attempt {id} in this daemon's cache: it does not exist, was deleted, or VK has not reported it yet."
+            ),
         ));
     };
     let status = item.0.status.clone();
     let task_title = status
         .task_id
         .and_then(|t| query.read().task(t).ok().flatten())
-        .and_then(|t| t.value.get("title").and_then(Value::as_str).map(str::to_string));
+        .and_then(|t| {
+            t.value
+                .get("title")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
     Ok(AttemptView {
         task_title,
         log: read_log(query, id, after)?,
@@ -157,7 +167,14 @@ fn read_log(query: &Query, attempt: Uuid, after: Option<u64>) -> Result<LogView,
                 entry_index: e.entry_index,
                 kind: c.kind,
                 text: c.text,
-                tool: c.tool.map(|t| t.name),
+                tool: c.tool.map(|t| {
+                    let what = t
+                        .command
+                        .as_deref()
+                        .or(t.path.as_deref())
+                        .or(t.target.as_deref());
+                    tool_line(&t.name, what, &t.status)
+                }),
             },
             // Detail 0 always shows an entry in brief; VK's own form is never sent here.
             None => LineView {
@@ -227,6 +244,19 @@ fn newest_activity(query: &Query, within: Option<&[Uuid]>) -> Result<ActivityVie
     items.sort_by_key(|i| std::cmp::Reverse(token_seq(&i.token)));
     items.truncate(ACTIVITY_LIMIT);
     Ok(ActivityView { items, token })
+}
+
+/// A tool call on one line: `Bash: cargo build (success)`.
+pub(crate) fn tool_line(name: &str, what: Option<&str>, status: &str) -> String {
+    let mut line = name.to_string();
+    if let Some(w) = what.filter(|w| !w.is_empty()) {
+        line.push_str(": ");
+        line.push_str(w);
+    }
+    if !status.is_empty() {
+        line.push_str(&format!(" ({})", status.replace('_', " ")));
+    }
+    line
 }
 
 /// A wire token's sequence number (`<epoch>.<n>`), for ordering items of several feeds.

@@ -197,7 +197,10 @@ impl Follow {
 
 /// A round that could not be read: the page reloads whole (nothing is skipped silently).
 fn failed(query: &Query, why: &str) -> Change {
-    tracing::warn!(error = why, "board event round failed; asking the page to reload");
+    tracing::warn!(
+        error = why,
+        "board event round failed; asking the page to reload"
+    );
     Change {
         token: query.token(),
         reset: true,
@@ -268,7 +271,11 @@ fn project_activity(
             return Ok((Vec::new(), true));
         }
         let more = page.has_more;
-        items.extend(page.items.into_iter().filter(|i| token_seq(&i.token) <= cap));
+        items.extend(
+            page.items
+                .into_iter()
+                .filter(|i| token_seq(&i.token) <= cap),
+        );
         if !more {
             return Ok((items, false));
         }

@@ -66,7 +66,7 @@ impl BoardState {
 }
 
 /// The board's routes, every answer with the board's security headers (`assets::secured`).
-pub(crate) fn routes(state: BoardState) -> Router {
+pub(crate) fn routes<S: Clone + Send + Sync + 'static>(state: BoardState) -> Router<S> {
     Router::new()
         .route("/", get(|| async { Redirect::to("/board") }))
         .route("/board", get(assets::page))

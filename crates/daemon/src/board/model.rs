@@ -189,7 +189,13 @@ fn sort_groups(b: &mut ProjectBoard) {
     b.running.sort_by(newest);
     b.completed.sort_by(newest);
     b.idle.sort_by(newest);
-    let waited = |c: &Card| c.approvals.iter().filter_map(|a| a.age_ms).max().unwrap_or(0);
+    let waited = |c: &Card| {
+        c.approvals
+            .iter()
+            .filter_map(|a| a.age_ms)
+            .max()
+            .unwrap_or(0)
+    };
     b.approval.sort_by_key(|c| std::cmp::Reverse(waited(c)));
 }
 
@@ -227,7 +233,9 @@ fn project_cards(query: &Query, project: Uuid) -> Result<(Vec<Card>, bool), Tool
     let mut cards = Vec::with_capacity(ids.len());
     for item in &statuses.attempts {
         let status = &item.0.status;
-        let Some((summary, task)) = listed.iter().find(|(a, _)| a.attempt_id == status.attempt_id)
+        let Some((summary, task)) = listed
+            .iter()
+            .find(|(a, _)| a.attempt_id == status.attempt_id)
         else {
             continue;
         };
@@ -285,5 +293,15 @@ fn last_line(query: &Query, attempt: Uuid) -> Result<Option<String>, ToolError> 
         .entries
         .last()
         .and_then(|e| e.compact.as_ref())
-        .and_then(|c| c.text.clone().or_else(|| c.tool.as_ref().map(|t| t.name.clone()))))
+        .and_then(|c| {
+            let tool = c.tool.as_ref().map(|t| {
+                let what = t
+                    .command
+                    .as_deref()
+                    .or(t.path.as_deref())
+                    .or(t.target.as_deref());
+                super::detail::tool_line(&t.name, what, &t.status)
+            });
+            tool.or_else(|| c.text.clone())
+        }))
 }

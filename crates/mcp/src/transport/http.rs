@@ -70,8 +70,8 @@ pub fn service(
             .with_json_response(true);
     }
     let sessions = Arc::new(LocalSessionManager::default());
-    let handler = VkTools::new(query.clone(), proxy.clone(), own_workspace.clone())
-        .with_fleet(fleet.clone());
+    let handler =
+        VkTools::new(query.clone(), proxy.clone(), own_workspace.clone()).with_fleet(fleet.clone());
     let parking = park::Parking {
         query: query.clone(),
         shutdown: cancel.clone(),
