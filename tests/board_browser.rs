@@ -128,10 +128,10 @@ async fn the_demo_board_shows_every_road_and_a_log_follows_within_a_second() {
     w.shutdown().await;
 }
 
-fn asking(title_timeout: Duration) -> AttemptScript {
+fn asking(timeout: Duration) -> AttemptScript {
     AttemptScript {
         approval: Some(ApprovalScript {
-            timeout: title_timeout,
+            timeout,
             ask_after: Some(Duration::from_millis(100)),
             ..ApprovalScript::default()
         }),
@@ -150,21 +150,23 @@ async fn post_from_page(b: &Browser, path: &str) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("fetch failed: {v}"))
 }
 
+/// Start an attempt on a new task titled `title` whose agent asks for approval (5 min).
+fn start_asking(w: &World, title: &str) {
+    let task = w.sim.add_task(w.project, title, None);
+    let sim = w.sim.clone();
+    let script = asking(Duration::from_secs(300));
+    tokio::spawn(async move { sim.run_attempt_script(task, script).await });
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_approval_is_answered_from_the_page_and_a_read_token_gets_no_button() {
+async fn an_approval_is_answered_by_pressing_the_pages_button() {
     let _one = ONE_BROWSER.lock().await;
     let Some(b) = browser::open("board_browser::approval").await else {
         return;
     };
-    let mut w = World::start(Duration::from_millis(5)).await;
-    for title in ["Approve me", "Leave me waiting"] {
-        let task = w.sim.add_task(w.project, title, None);
-        let sim = w.sim.clone();
-        tokio::spawn(async move {
-            sim.run_attempt_script(task, asking(Duration::from_secs(300)))
-                .await
-        });
-    }
+    let w = World::start(Duration::from_millis(5)).await;
+    start_asking(&w, "Approve me");
+    start_asking(&w, "Leave me waiting");
     b.login(&w.base(), &w.tokens.approver).await;
     b.until("both approvals on the page", SHOWN, || async {
         (b.count(".group-approval .card button.approve").await == 2).then_some(())
@@ -178,25 +180,19 @@ async fn an_approval_is_answered_from_the_page_and_a_read_token_gets_no_button()
     b.screenshot("approval-waiting").await;
     let attempt = card_attempt(&b, "Approve me").await;
     let button = format!(".card[data-attempt='{attempt}'] button.approve");
-    b.client
-        .find(Locator::Css(&button))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let answered = b
-        .until(
-            "VK records the approval",
-            Duration::from_secs(15),
-            || async {
-                w.sim
-                    .approvals()
-                    .into_iter()
-                    .find(|(_, _, s)| *s == SimApprovalStatus::Approved)
-            },
-        )
-        .await;
+    let approve = b.client.find(Locator::Css(&button)).await.unwrap();
+    approve.click().await.unwrap();
+    b.until(
+        "VK records the approval",
+        Duration::from_secs(15),
+        || async {
+            let approvals = w.sim.approvals();
+            approvals
+                .into_iter()
+                .find(|(_, _, s)| *s == SimApprovalStatus::Approved)
+        },
+    )
+    .await;
     b.until(
         "the card leaves the approval group",
         Duration::from_secs(15),
@@ -206,8 +202,6 @@ async fn an_approval_is_answered_from_the_page_and_a_read_token_gets_no_button()
     let notice = b.texts("#notice").await.join(" ");
     assert!(notice.contains("Approved Bash"), "{notice}");
     b.screenshot("approval-answered").await;
-
-    // Signed out, then in with a read token: the approval still waits, and no button shows.
     b.client
         .find(Locator::Css("#logout button"))
         .await
@@ -216,6 +210,24 @@ async fn an_approval_is_answered_from_the_page_and_a_read_token_gets_no_button()
         .await
         .unwrap();
     b.wait_for("#login:not([hidden])", SHOWN).await;
+    assert!(
+        b.texts("#login-message")
+            .await
+            .join(" ")
+            .contains("Signed out")
+    );
+    b.close().await;
+    w.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_token_gets_no_button_and_its_forged_post_is_refused_until_revoked() {
+    let _one = ONE_BROWSER.lock().await;
+    let Some(b) = browser::open("board_browser::read_token").await else {
+        return;
+    };
+    let mut w = World::start(Duration::from_millis(5)).await;
+    start_asking(&w, "Leave me waiting");
     b.login(&w.base(), &w.tokens.reader).await;
     b.wait_for(".group-approval .card", SHOWN).await;
     assert_eq!(b.count("button.approve, button.deny, button.stop").await, 0);
@@ -225,22 +237,17 @@ async fn an_approval_is_answered_from_the_page_and_a_read_token_gets_no_button()
         .await
         .unwrap();
     assert_eq!(cookie, json!(""), "the token cookie is HttpOnly");
-    let waiting = w
-        .sim
-        .approvals()
-        .into_iter()
-        .find(|(id, _, _)| *id != answered.0)
-        .unwrap();
+    let waiting = w.sim.approvals().into_iter().next().unwrap();
     let forged = post_from_page(&b, &format!("/board/api/approvals/{}", waiting.0)).await;
     assert_eq!(forged, 403, "a read token's POST is refused");
+    let pending = |s: &SimApprovalStatus| *s == SimApprovalStatus::Pending;
     assert!(
         w.sim
             .approvals()
             .iter()
-            .any(|(id, _, s)| *id == waiting.0 && *s == SimApprovalStatus::Pending)
+            .any(|(id, _, s)| *id == waiting.0 && pending(s))
     );
     b.screenshot("read-token").await;
-
     // The token is revoked while the page is open: the login form says so.
     w.revoke("reader");
     b.client.refresh().await.unwrap();

@@ -113,7 +113,7 @@ impl BoardError {
     /// An error envelope's `code` and `hint` (`{code, retryable, hint, details}`).
     pub(crate) fn coded(code: &str, hint: String) -> Self {
         let status = match code {
-            "not_found" => StatusCode::NOT_FOUND,
+            c if c == "not_found" || c.starts_with("unknown_") => StatusCode::NOT_FOUND,
             "forbidden" => StatusCode::FORBIDDEN,
             "invalid_argument" => StatusCode::BAD_REQUEST,
             "internal" => StatusCode::INTERNAL_SERVER_ERROR,
