@@ -56,6 +56,17 @@ async fn the_page_and_its_assets_carry_a_strict_policy() {
     ] {
         assert!(!page.text.contains(handler), "inline {handler}");
     }
+    // A name rebound to this address (DNS rebinding) reads nothing, token or not.
+    let rebound = board_support::http()
+        .get(format!("{}/board/api/session", w.base()))
+        .header("host", "evil.example")
+        .header("cookie", board_support::cookie(&w.tokens.reader))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    let body: serde_json::Value = rebound.json().await.unwrap();
+    assert_eq!(body["code"], "host_refused", "{body}");
     for (path, kind) in [
         ("/board/board.js", "text/javascript"),
         ("/board/board.css", "text/css"),

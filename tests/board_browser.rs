@@ -294,6 +294,11 @@ async fn a_page_left_open_across_a_daemon_restart_resumes_with_no_gap() {
         },
     )
     .await;
+    let hosts = b.texts("#hosts").await.join(" ");
+    assert!(
+        hosts.contains("unreachable"),
+        "the page says the daemon is away: {hosts}"
+    );
     let before = log_indices(&b).await.last().copied().unwrap();
     b.screenshot("daemon-down").await;
     tokio::time::sleep(Duration::from_secs(3)).await; // the agent logs on; nobody reads it
@@ -310,6 +315,11 @@ async fn a_page_left_open_across_a_daemon_restart_resumes_with_no_gap() {
     )
     .await;
     assert!(b.texts("#live").await.join("").contains("live"));
+    b.until("the hosts line back", Duration::from_secs(10), || async {
+        let hosts = b.texts("#hosts").await.join(" ");
+        hosts.contains("VK: connected").then_some(())
+    })
+    .await;
     let indices = log_indices(&b).await;
     assert!(
         contiguous(&indices),

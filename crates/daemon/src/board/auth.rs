@@ -8,6 +8,10 @@
 //! Path=/board. The cookie holds the token itself, checked on every request like a header, so
 //! there is no session state to leak or expire apart from the token's own.
 //!
+//! Every request must name the daemon by a host it answers as (`known_host`: loopback names and
+//! `[mcp] allowed_hosts`, the rule `/mcp` keeps), so a page of another site whose name was
+//! rebound to this address (DNS rebinding) reads nothing, even where no token is in use.
+//!
 //! Every POST (login, logout, approve, deny, stop) must carry an `Origin` that is the page's
 //! own (`http(s)://` + the request's `Host`) or one of `[mcp] allowed_origins`; a missing or
 //! foreign one is refused with 403 before anything else is read, so a form on another site
@@ -109,6 +113,46 @@ pub(crate) fn same_origin(state: &BoardState, headers: &HeaderMap) -> Result<(),
             "Refused: origin {origin} is not this board's (add it to [mcp] allowed_origins if a proxy serves the board there)."
         ),
     ))
+}
+
+/// (host, port) of an authority, the host lowercased and without IPv6 brackets.
+fn authority(raw: &str) -> Option<(String, Option<u16>)> {
+    let a = axum::http::uri::Authority::try_from(raw.trim()).ok()?;
+    let host = a.host().trim_matches(['[', ']']).to_ascii_lowercase();
+    Some((host, a.port_u16()))
+}
+
+/// Middleware: 403 unless the request's host (its `Host`, or the HTTP/2 authority) is one the
+/// daemon answers as; an allowed name without a port allows every port (as `/mcp`).
+pub(crate) async fn known_host(
+    State(state): State<BoardState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let named = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_default();
+    let known = authority(&named).is_some_and(|(host, port)| {
+        state
+            .allowed_hosts
+            .iter()
+            .filter_map(|a| authority(a))
+            .any(|(h, p)| h == host && p.is_none_or(|p| Some(p) == port))
+    });
+    if known {
+        return next.run(req).await;
+    }
+    let shown: String = named.chars().take(100).collect();
+    BoardError::new(
+        StatusCode::FORBIDDEN,
+        "host_refused",
+        format!("Refused: this daemon does not answer as `{shown}` (a guard against DNS rebinding); add the name to [mcp] allowed_hosts to serve the board under it."),
+    )
+    .into_response()
 }
 
 #[derive(serde::Deserialize)]

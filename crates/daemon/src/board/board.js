@@ -14,7 +14,7 @@ const GROUPS = [
 const S = {
   session: null, board: null, token: null, es: null,
   open: null, openView: null, lastIndex: null,
-  boardBusy: false, boardAgain: false, attemptBusy: false, attemptAgain: false,
+  boardBusy: false, boardAgain: false, attemptBusy: false, attemptAgain: false, down: false,
   tasks: new Map(),
 };
 
@@ -400,12 +400,25 @@ function connect() {
   const since = S.token ? `?since=${encodeURIComponent(S.token)}` : '';
   const es = new EventSource(`/board/api/events${since}`);
   S.es = es;
-  es.addEventListener('open', () => { live('live', 'on'); notice(''); });
+  es.addEventListener('open', () => {
+    live('live', 'on');
+    notice('');
+    // Back after a drop: the hosts line (and anything a reset would miss) read again.
+    if (S.down) { S.down = false; loadBoard(); }
+  });
   es.addEventListener('hello', (ev) => { S.token = JSON.parse(ev.data).token; });
   es.addEventListener('change', onChange);
   es.addEventListener('auth', (ev) => { es.close(); showLogin(JSON.parse(ev.data).message); });
   es.addEventListener('error', () => {
-    if (es.readyState === EventSource.CONNECTING) { live('reconnecting…', 'connecting'); return; }
+    if (es.readyState === EventSource.CONNECTING) {
+      live('reconnecting…', 'connecting');
+      if (!S.down) {
+        S.down = true;
+        $('hosts').replaceChildren(el('span', { class: 'host' }, 'Daemon: ',
+          el('span', { class: 'word' }, 'unreachable'), ' · showing the board as last read'));
+      }
+      return;
+    }
     // Closed for good (the daemon refused the stream): ask why, then try again.
     live('disconnected', 'off');
     setTimeout(async () => {

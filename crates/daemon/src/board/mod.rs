@@ -48,6 +48,8 @@ pub(crate) struct BoardState {
     pub tokens: Arc<TokenBook>,
     /// `[mcp] allowed_origins`: origins allowed besides the page's own (a proxy in front).
     pub allowed_origins: Arc<Vec<String>>,
+    /// The names the daemon answers as: loopback plus `[mcp] allowed_hosts`, as `/mcp`.
+    pub allowed_hosts: Arc<Vec<String>>,
     /// Ends the event streams when the daemon stops.
     pub shutdown: CancellationToken,
 }
@@ -60,6 +62,13 @@ impl BoardState {
             tools: mcp.handler.clone(),
             tokens: mcp.guard.tokens.clone(),
             allowed_origins: Arc::new(mcp.guard.settings.allowed_origins.clone()),
+            allowed_hosts: Arc::new(
+                ["localhost", "127.0.0.1", "::1"]
+                    .iter()
+                    .map(|h| h.to_string())
+                    .chain(mcp.guard.settings.allowed_hosts.iter().cloned())
+                    .collect(),
+            ),
             shutdown: mcp.guard.parking.shutdown.clone(),
         }
     }
@@ -82,6 +91,10 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(state: BoardState) -> Rou
         .route("/board/api/events", get(events::stream))
         .route("/board/api/approvals/{id}", post(actions::respond))
         .route("/board/api/attempts/{id}/stop", post(actions::stop))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::known_host,
+        ))
         .layer(axum::middleware::map_response(assets::secured))
         .with_state(state)
 }
