@@ -3,6 +3,9 @@
 //!
 //! ```sh
 //! cargo test --release --test board_load -- --ignored --nocapture
+//! # or a debug test against a release daemon:
+//! cargo build --release && VK_OBSERVER_LOAD_BIN=target/release/vk-observer \
+//!     cargo test --test board_load -- --ignored --nocapture
 //! ```
 //!
 //! It starts `vk-observer demo` (the daemon and its simulated VK in one process: the roads, one
@@ -126,7 +129,9 @@ async fn long_running(base: &str) -> String {
 #[ignore = "a measurement (about a minute): cargo test --release --test board_load -- --ignored --nocapture"]
 async fn ten_open_boards_cost_the_daemon_little() {
     let dir = tempfile::tempdir().unwrap();
-    let mut demo = std::process::Command::new(BIN)
+    let bin = std::env::var("VK_OBSERVER_LOAD_BIN").unwrap_or_else(|_| BIN.to_string());
+    let release = !cfg!(debug_assertions) || bin.contains("release");
+    let mut demo = std::process::Command::new(&bin)
         .args([
             "demo",
             "--listen",
@@ -165,10 +170,6 @@ async fn ten_open_boards_cost_the_daemon_little() {
     println!(
         "demo process: {idle:.1} % of a core with no page open, {open:.1} % with {PAGES} pages open: the pages cost {:.1} % of a core ({} build)",
         open - idle,
-        if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        }
+        if !release { "debug" } else { "release" }
     );
 }
