@@ -12,8 +12,9 @@
 //! of them logging every 0.3 s, and a new task every 2 s), reads that process's CPU time from
 //! `/proc` over [`WINDOW`] with no page open, then over the same window with [`PAGES`] pages
 //! open, each doing what the board's script does: follow `/board/api/events`, re-read
-//! `/board/api/board` after each event that names a change, and (one page) follow the
-//! long-running attempt's log with `?after=`. The difference is the pages' cost. Linux only.
+//! `/board/api/board` after events that name a change (at most once a second), and (one page)
+//! follow the long-running attempt's log with `?after=`. The difference is the pages' cost.
+//! Linux only.
 
 use std::io::BufRead;
 use std::time::{Duration, Instant};
@@ -60,6 +61,9 @@ async fn page(base: String, follow: Option<String>) {
         .unwrap();
     let mut buf = String::new();
     let mut after: Option<u64> = None;
+    // As the script does: the board at most once a second after changes.
+    let mut board_at = Instant::now();
+    let mut board_due = false;
     while let Ok(Some(chunk)) = events.chunk().await {
         buf.push_str(&String::from_utf8_lossy(&chunk));
         let mut changed = false;
@@ -79,7 +83,10 @@ async fn page(base: String, follow: Option<String>) {
                 .as_ref()
                 .is_some_and(|f| attempts.iter().any(|a| a == f.as_str()));
         }
-        if changed {
+        board_due |= changed;
+        if board_due && board_at.elapsed() >= Duration::from_secs(1) {
+            board_at = Instant::now();
+            board_due = false;
             let _ = http
                 .get(format!("{base}/board/api/board"))
                 .send()

@@ -204,6 +204,18 @@ async function loadBoard() {
   }
 }
 
+// The board after a change: at most one read a second (the open attempt's log is followed at
+// once, by followAttempt; the cards can wait that long, and a busy daemon commits many times a
+// second).
+const BOARD_EVERY_MS = 1000;
+let boardTimer = null;
+let boardAt = 0;
+function scheduleBoard() {
+  if (boardTimer) return;
+  const wait = Math.max(0, BOARD_EVERY_MS - (Date.now() - boardAt));
+  boardTimer = setTimeout(() => { boardTimer = null; boardAt = Date.now(); loadBoard(); }, wait);
+}
+
 // ---- activity ----
 
 function activityItem(i) {
@@ -391,7 +403,7 @@ function onChange(ev) {
     return;
   }
   if (c.activity.length) addActivity(c.activity);
-  if (c.attempts.length || c.projects.length) loadBoard();
+  if (c.attempts.length || c.projects.length) scheduleBoard();
   if (S.open && c.attempts.includes(S.open)) followAttempt();
 }
 
