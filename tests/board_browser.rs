@@ -334,7 +334,12 @@ async fn a_page_left_open_across_a_daemon_restart_resumes_with_no_gap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_attempt_in_the_url_is_told_plainly() {
     let _one = ONE_BROWSER.lock().await;
-    let Some(b) = browser::open("board_browser::unknown").await else {
+    // In the system's dark theme (`prefers-color-scheme: dark`), which the page follows.
+    let dark = [
+        "--force-dark-mode",
+        "--blink-settings=preferredColorScheme=0",
+    ];
+    let Some(b) = browser::open_with("board_browser::unknown", &dark).await else {
         return;
     };
     let w = World::start(Duration::from_millis(5)).await;
@@ -362,7 +367,10 @@ async fn an_unknown_attempt_in_the_url_is_told_plainly() {
             "the board stays"
         );
     }
-    b.screenshot("unknown-attempt").await;
+    let script = "return getComputedStyle(document.body).backgroundColor;";
+    let background = b.client.execute(script, vec![]).await.unwrap();
+    assert_eq!(background, json!("rgb(15, 18, 22)"), "the dark theme");
+    b.screenshot("unknown-attempt-dark").await;
     b.close().await;
     w.shutdown().await;
 }

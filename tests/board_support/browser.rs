@@ -44,6 +44,11 @@ fn free_port() -> u16 {
 /// A browser, or None (with a line saying why) where none can run here; with `CI` set its
 /// absence is a failure.
 pub async fn open(test: &str) -> Option<Browser> {
+    open_with(test, &[]).await
+}
+
+/// As [`open`], with more chromium arguments (e.g. a dark colour scheme).
+pub async fn open_with(test: &str, more: &[&str]) -> Option<Browser> {
     let chromium = on_path(&["chromium", "chromium-browser", "google-chrome"]);
     let driver = on_path(&["chromedriver"]);
     let (Some(chromium), Some(driver)) = (chromium, driver) else {
@@ -75,11 +80,15 @@ pub async fn open(test: &str) -> Option<Browser> {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let caps = json!({"goog:chromeOptions": {
-        "binary": chromium,
-        "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1280,1000", "--force-prefers-reduced-motion"],
-    }});
+    let mut args = vec![
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+    ];
+    args.extend_from_slice(more);
+    let caps = json!({"goog:chromeOptions": {"binary": chromium, "args": args}});
     let serde_json::Value::Object(caps) = caps else {
         unreachable!()
     };

@@ -232,7 +232,8 @@ function activityItem(i) {
 async function loadActivity() {
   try {
     const a = await api('/board/api/activity');
-    $('activity').replaceChildren(...a.items.map(activityItem));
+    const empty = el('li', { class: 'meta', 'data-empty': true }, 'No activity yet.');
+    $('activity').replaceChildren(...(a.items.length ? a.items.map(activityItem) : [empty]));
   } catch (e) {
     if (e.status !== 401) notice(e.message, 'error');
   }
@@ -240,6 +241,7 @@ async function loadActivity() {
 
 function addActivity(items) {
   const list = $('activity');
+  for (const e of list.querySelectorAll('[data-empty]')) e.remove();
   for (const i of items) list.prepend(activityItem(i));
   while (list.children.length > 200) list.lastElementChild.remove();
 }
