@@ -271,6 +271,13 @@ async fn ids_that_are_not_a_cached_attempt_are_told_plainly() {
     let (status, _, message) = read_as(&w, malformed, &w.tokens.reader).await;
     assert_eq!(status, 400);
     assert!(message.contains("not an attempt id"), "{message}");
+    let bad_after = format!("{unknown}?after=-1");
+    let (status, code, message) = read_as(&w, &bad_after, &w.tokens.reader).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "invalid_argument"),
+        "{message}"
+    );
     let long = format!("/board/api/attempts/{}", "x".repeat(5000));
     let (status, _, message) = read_as(&w, &long, &w.tokens.reader).await;
     assert_eq!(status, 400);

@@ -36,6 +36,7 @@ impl Stream {
         let resp = req.send().await.unwrap();
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        assert_eq!(resp.headers()["x-accel-buffering"], "no");
         Stream {
             resp,
             buf: String::new(),

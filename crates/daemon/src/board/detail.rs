@@ -32,8 +32,9 @@ const ACTIVITY_LIMIT: usize = 100;
 
 #[derive(Deserialize)]
 pub(crate) struct AttemptArgs {
-    /// The last entry index the page holds: answer the entries after it.
-    after: Option<u64>,
+    /// The last entry index the page holds: answer the entries after it (checked here, so a
+    /// bad value gets the board's own JSON refusal).
+    after: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -109,10 +110,21 @@ pub(crate) async fn attempt(
 ) -> Result<axum::Json<AttemptView>, BoardError> {
     let caller = auth::reader(&state, &headers)?;
     let id = attempt_id(&raw)?;
+    let after = match args.after.as_deref().map(str::parse::<u64>) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => {
+            return Err(BoardError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_argument",
+                "`after` must be a log entry index (a whole number).",
+            ));
+        }
+    };
     let query = state.query.clone();
     tokio::task::spawn_blocking(move || {
         may_read(&query, &caller, id)?;
-        read_attempt(&query, id, args.after)
+        read_attempt(&query, id, after)
     })
     .await
     .map_err(|e| BoardError::tool(ToolError::internal(e)))?

@@ -110,7 +110,9 @@ pub(crate) async fn stream(
         let event = f.next().await?;
         Some((Ok::<Event, Infallible>(event), f))
     });
-    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(HEARTBEAT).text("keep-alive")))
+    let sse = Sse::new(events).keep_alive(KeepAlive::new().interval(HEARTBEAT).text("keep-alive"));
+    // nginx and its kin buffer responses unless told not to: events must go out as they come.
+    Ok(([("x-accel-buffering", "no")], sse))
 }
 
 fn hello(query: &Query) -> Event {
