@@ -187,3 +187,37 @@ async fn a_token_it_cannot_resume_from_is_a_reset_and_a_revoked_one_ends_the_str
     assert_eq!(auth.2["code"], "token_refused", "{auth:?}");
     w.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_open_together_each_see_every_new_attempt() {
+    let w = World::start(Duration::from_millis(5)).await;
+    let first = w.sim.add_task(w.project, "Before", None);
+    w.sim
+        .run_attempt_script(first, AttemptScript::default())
+        .await;
+    card_until(&w, &w.tokens.reader, "completed", "Before", WAIT).await;
+    let since = settled(&w).await;
+    let resume = Some(("last-event-id", since.as_str()));
+    let mut streams = Vec::new();
+    for token in [&w.tokens.reader, &w.tokens.operator, &w.tokens.reader] {
+        streams.push(Stream::open(&w, token, resume).await);
+    }
+    let mut made = Vec::new();
+    for n in 0..3 {
+        let task = w.sim.add_task(w.project, &format!("Together {n}"), None);
+        made.push(
+            w.sim
+                .run_attempt_script(task, AttemptScript::default())
+                .await
+                .attempt_id,
+        );
+    }
+    // Each stream names every new attempt (else `until` runs out of time and fails).
+    for stream in &mut streams {
+        let got = stream
+            .until(|got| made.iter().all(|a| names(got, *a)))
+            .await;
+        assert!(got.iter().all(|e| e.0 == "change" && e.2["reset"] == false));
+    }
+    w.shutdown().await;
+}

@@ -17,14 +17,16 @@
 //! older than the activity's retention is answered with `reset` (the page reloads whole).
 //!
 //! Cost: a round runs only when the store's token moved (the hub's watch, no polling), at most
-//! every [`COALESCE`]; it reads each visible project's feed after the token and each visible
+//! every [`COALESCE`], and once for all the streams that ask the same question (`RoundMemo`);
+//! it reads each visible project's feed after the token and each visible
 //! attempt's token (the attempt list is re-read only for projects with new activity: a new
 //! task or attempt always makes an item). A comment every [`HEARTBEAT`] keeps proxies from
 //! closing a quiet stream; a revoked token ends the stream with an `auth` event.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Query as QueryArgs, State};
 use axum::http::HeaderMap;
@@ -130,15 +132,7 @@ fn reset(query: &Query) -> Event {
         reset: true,
         ..Change::default()
     };
-    change_event(&change).retry(RETRY)
-}
-
-fn change_event(change: &Change) -> Event {
-    let data = serde_json::to_string(change).unwrap_or_else(|_| "{}".into());
-    Event::default()
-        .event("change")
-        .id(change.token.clone())
-        .data(data)
+    Shared::of(&change).event().retry(RETRY)
 }
 
 impl Follow {
@@ -175,6 +169,16 @@ impl Follow {
                 return Event::default().event("auth").data(body.to_string());
             }
         };
+        let key = (self.since, caller.projects.clone());
+        if let Some(shared) = self.state.rounds.get(&key) {
+            // Another stream answered this very question: its projects with new activity are
+            // re-listed here on the next own round (`known` must not miss a new attempt).
+            for p in &shared.projects {
+                self.known.remove(p);
+            }
+            self.since = shared.seq.max(self.since);
+            return shared.event();
+        }
         let query = self.state.query.clone();
         let since = self.since;
         let mut known = std::mem::take(&mut self.known);
@@ -193,7 +197,60 @@ impl Follow {
             Err(e) => failed(&self.state.query, &e.to_string()),
         };
         self.since = token_seq(&change.token).max(self.since);
-        change_event(&change)
+        let shared = Shared::of(&change);
+        if !change.reset {
+            self.state.rounds.put(key, shared.clone());
+        }
+        shared.event()
+    }
+}
+
+/// A round as every stream sends it: its token and the event's data, serialized once.
+pub(crate) struct Shared {
+    seq: u64,
+    token: String,
+    projects: Vec<Uuid>,
+    data: String,
+}
+
+impl Shared {
+    fn of(change: &Change) -> Arc<Shared> {
+        Arc::new(Shared {
+            seq: token_seq(&change.token),
+            token: change.token.clone(),
+            projects: change.projects.clone(),
+            data: serde_json::to_string(change).unwrap_or_else(|_| "{}".into()),
+        })
+    }
+
+    fn event(&self) -> Event {
+        Event::default()
+            .event("change")
+            .id(self.token.clone())
+            .data(self.data.clone())
+    }
+}
+
+type RoundKey = (u64, Option<Vec<Uuid>>);
+
+/// The last round computed, by (the token it starts after, the caller's projects): every open
+/// page wakes on the same commit and asks from the same token, so one reads and the others
+/// send its answer. Kept [`ROUND_FOR`] at most; the answer stays exact (it covers exactly the
+/// tokens after the key's up to its own, and a stream goes on from there).
+#[derive(Default)]
+pub(crate) struct RoundMemo(Mutex<Option<(RoundKey, Instant, Arc<Shared>)>>);
+
+const ROUND_FOR: Duration = Duration::from_secs(1);
+
+impl RoundMemo {
+    fn get(&self, key: &RoundKey) -> Option<Arc<Shared>> {
+        let memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (k, at, shared) = memo.as_ref()?;
+        (k == key && at.elapsed() < ROUND_FOR).then(|| shared.clone())
+    }
+
+    fn put(&self, key: RoundKey, shared: Arc<Shared>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, Instant::now(), shared));
     }
 }
 

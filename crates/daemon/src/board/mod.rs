@@ -52,6 +52,10 @@ pub(crate) struct BoardState {
     pub allowed_hosts: Arc<Vec<String>>,
     /// Ends the event streams when the daemon stops.
     pub shutdown: CancellationToken,
+    /// The last board answered (`model::BoardMemo`).
+    pub board_memo: Arc<model::BoardMemo>,
+    /// The last event round computed (`events::RoundMemo`).
+    pub rounds: Arc<events::RoundMemo>,
 }
 
 impl BoardState {
@@ -70,6 +74,8 @@ impl BoardState {
                     .collect(),
             ),
             shutdown: mcp.guard.parking.shutdown.clone(),
+            board_memo: Arc::default(),
+            rounds: Arc::default(),
         }
     }
 }

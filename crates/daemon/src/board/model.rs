@@ -8,9 +8,14 @@
 //! `get_attempt_status` (memoized per attempt token, `query::status_memo`) — so the board and
 //! an orchestrator's tools never disagree. Bounded: at most [`MAX_TASKS`] tasks per project
 //! (newest first) and [`MAX_ATTEMPTS`] attempts per task; `truncated` says when more exist.
+//! Every open page re-reads the board after the same change, so the last answer is kept for
+//! the same caller while the store's token has not moved (`BoardMemo`).
+
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -119,19 +124,64 @@ pub(crate) struct Card {
     pub attempt_token: String,
 }
 
-/// `GET /board/api/board`.
+/// `GET /board/api/board`: from the memo while nothing was committed since it was read
+/// (`BoardMemo`), else read anew.
 pub(crate) async fn board(
     State(state): State<BoardState>,
     headers: HeaderMap,
-) -> Result<axum::Json<Board>, BoardError> {
+) -> Result<Response, BoardError> {
     let caller = auth::reader(&state, &headers)?;
     let session = Session::of(&caller, &state);
+    // The token before the read: the memo never holds data older than its key.
+    let key = MemoKey {
+        token: state.query.store.current_token(),
+        caller: format!("{}|{}", session.caller, session.scopes),
+        within: caller.projects.clone(),
+    };
+    if let Some(body) = state.board_memo.get(&key) {
+        return Ok(json_body(body));
+    }
     let query = state.query.clone();
     let within = caller.projects.clone();
     let built = tokio::task::spawn_blocking(move || read_board(&query, within.as_deref(), session))
         .await
         .map_err(|e| BoardError::tool(ToolError::internal(e)))??;
-    Ok(axum::Json(built))
+    let body = bytes::Bytes::from(serde_json::to_vec(&built).map_err(ToolError::internal)?);
+    state.board_memo.put(key, body.clone());
+    Ok(json_body(body))
+}
+
+fn json_body(body: bytes::Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Whose board, at which token.
+#[derive(Debug, Clone, PartialEq)]
+struct MemoKey {
+    token: u64,
+    caller: String,
+    within: Option<Vec<Uuid>>,
+}
+
+/// The last board answered, reused for the same caller while the store's token has not moved
+/// (and at most [`MEMO_FOR`], so the ages it shows stay close): every open page re-reads the
+/// board after the same change, and all but the first of them get it without a read.
+#[derive(Default)]
+pub(crate) struct BoardMemo(std::sync::Mutex<Option<(MemoKey, Instant, bytes::Bytes)>>);
+
+/// How long a memoized board is answered at most.
+const MEMO_FOR: Duration = Duration::from_millis(500);
+
+impl BoardMemo {
+    fn get(&self, key: &MemoKey) -> Option<bytes::Bytes> {
+        let memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (k, at, body) = memo.as_ref()?;
+        (k == key && at.elapsed() < MEMO_FOR).then(|| body.clone())
+    }
+
+    fn put(&self, key: MemoKey, body: bytes::Bytes) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, Instant::now(), body));
+    }
 }
 
 /// The board as `within` (None: every project) sees it.
