@@ -1,6 +1,7 @@
 //! The axum app on the listen address: `/healthz` (the process is up), `/readyz` (bootstrap done:
 //! the cache reflects VK), `/metrics` (Prometheus text). The MCP endpoint is mounted here too,
-//! and `/audit` (the audit trail, `store::audit`, behind the same token guard: `read` scope).
+//! and `/audit` (the audit trail, `store::audit`, behind the same token guard: `read` scope),
+//! and the board (`board`: `GET /board`, `/` redirects there; its own login, same tokens).
 
 use std::sync::Arc;
 
@@ -24,6 +25,8 @@ pub(crate) struct AppState {
 /// The whole app: MCP at `/mcp` (behind the token and session guard) plus the health and
 /// metrics routes.
 pub(crate) fn router(state: AppState, mcp: vk_observer_mcp::McpEndpoint) -> Router {
+    // The board reads the endpoint's tokens, handler and settings before `/mcp` takes it.
+    let board = crate::board::routes(crate::board::BoardState::of(&mcp));
     // The guard checks the token and session cap, then parks long-polls (`mcp::transport::park`).
     let guard =
         axum::middleware::from_fn_with_state(mcp.guard, vk_observer_mcp::transport::guard::guard);
@@ -33,6 +36,7 @@ pub(crate) fn router(state: AppState, mcp: vk_observer_mcp::McpEndpoint) -> Rout
         .layer(guard);
     Router::new()
         .merge(mcp_routes)
+        .merge(board)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))

@@ -1,6 +1,7 @@
 //! Wiring of one running daemon: open the store, start the writer and ingest, serve HTTP, and
 //! shut down in order on a signal (stop ingest, drain the writer, flush sled).
 
+pub(crate) mod board;
 pub mod fleet_node;
 pub(crate) mod fleet_rpc;
 pub(crate) mod http;

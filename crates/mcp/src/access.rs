@@ -81,7 +81,7 @@ impl Caller {
 /// Why a request was not let in. Deliberately one answer for every failure: the 401 says
 /// nothing of which part of a token was wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Unauthorized;
+pub struct Unauthorized;
 
 /// The configured token and the tokens file, re-read when the file changes (its size, time or
 /// inode: `token create|revoke` replaces it by rename).
@@ -128,14 +128,20 @@ impl TokenBook {
         loaded.1.clone()
     }
 
+    /// Whether any token is in use (`[mcp] token` or the tokens file): then every request
+    /// needs one, the board's included (its login form).
+    pub fn in_use(&self) -> bool {
+        self.config_token.is_some() || !self.tokens().tokens.is_empty()
+    }
+
     /// The caller a request's `Authorization` header makes, or `Unauthorized`. With no token
     /// in use at all every request is the loopback caller, header or not, as before tokens had
     /// scopes (a non-loopback listen address needs `[mcp] token`: `McpSettings::check_exposure`).
-    pub(crate) fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, Unauthorized> {
-        let file = self.tokens();
-        if self.config_token.is_none() && file.tokens.is_empty() {
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, Unauthorized> {
+        if !self.in_use() {
             return Ok(Caller::loopback());
         }
+        let file = self.tokens();
         let secret = authorization
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
@@ -191,6 +197,12 @@ impl Grant {
         }
     }
 
+    /// The grant of a caller that presents its token from outside any attempt workspace (the
+    /// board's: a browser has no workspace).
+    pub fn of_caller(caller: &Caller) -> Grant {
+        Grant::new(Some(caller), None)
+    }
+
     /// Whether `tool` is listed to this grant (unknown tools are the router's to refuse).
     pub(crate) fn lists(&self, tool: &str) -> bool {
         tools::scope_of(tool).is_none_or(|s| self.scopes.contains(s))
@@ -226,7 +238,7 @@ impl Grant {
 
     /// `forbidden` unless every id the read `tool` names lies within this grant's limit; the
     /// refusal names each id that does not (a batch is refused whole, never silently cut).
-    pub(crate) fn check_read(
+    pub fn check_read(
         &self,
         tool: &str,
         args: Option<&Map<String, Value>>,

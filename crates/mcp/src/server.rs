@@ -91,6 +91,44 @@ impl VkTools {
         }
     }
 
+    /// Run the mutating `tool` for `caller` outside an MCP session (the daemon's board): the
+    /// same steps as a tool call over `/mcp` — the caller's grant checked first (scope, then a
+    /// limited grant's target), then the tool's own handler inside its audit context, or on a
+    /// fleet node the owning host's (`forward`) — counted under the tool's name.
+    pub async fn call_as(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        args: rmcp::model::JsonObject,
+    ) -> rmcp::model::CallToolResult {
+        let started = std::time::Instant::now();
+        let grant = Grant::new(Some(caller), None);
+        let mutates = tools::scope_of(tool).is_some_and(|s| s != tools::Scope::Read);
+        let result = if !mutates {
+            tools::answer::error_result(&ToolError::invalid_argument(format!(
+                "{tool} is not a mutating tool: only mutations run outside an MCP session."
+            )))
+        } else if let Err(refused) = grant.check(tool, Some(&args), &self.query) {
+            tools::answer::error_result(&refused)
+        } else if let super::forward::FleetRole::Node(forward) = &self.fleet {
+            super::forward::forwarded(forward.as_ref(), &self.query, tool, args, &grant.caller)
+                .await
+        } else {
+            let audit = super::access::audit_context(&grant, Some(&args), &self.query);
+            let run = tools::mutations::run(self, tool, args);
+            vk_observer_proxy::audit::audited(audit, run)
+                .await
+                .unwrap_or_else(|| {
+                    tools::answer::error_result(&ToolError::invalid_argument(format!(
+                        "{tool} is not a mutating tool."
+                    )))
+                })
+        };
+        let answered = Ok(rmcp::model::CallToolResponse::Complete(result.clone()));
+        let _ = self.counted(tool.to_string(), started, answered);
+        result
+    }
+
     /// A handler whose session can subscribe to resources (`subscriptions`).
     pub(crate) fn with_subscriptions(mut self, shared: subscriptions::Subscribing) -> Self {
         self.subscriptions = Some(Arc::new(subscriptions::SessionSubscriptions::new(shared)));

@@ -23,6 +23,9 @@ pub type McpService = StreamableHttpService<VkTools, LocalSessionManager>;
 pub struct McpEndpoint {
     pub service: McpService,
     pub guard: GuardState,
+    /// A handler outside any session (no subscriptions), for the daemon's other HTTP routes
+    /// that run tools in-process (the board's approve and stop: `VkTools::call_as`).
+    pub handler: VkTools,
 }
 
 /// Browser origins always allowed: pages served from this machine.
@@ -67,6 +70,8 @@ pub fn service(
             .with_json_response(true);
     }
     let sessions = Arc::new(LocalSessionManager::default());
+    let handler =
+        VkTools::new(query.clone(), proxy.clone(), own_workspace.clone()).with_fleet(fleet.clone());
     let parking = park::Parking {
         query: query.clone(),
         shutdown: cancel.clone(),
@@ -94,6 +99,7 @@ pub fn service(
     );
     McpEndpoint {
         service,
+        handler,
         guard: GuardState {
             tokens: Arc::new(TokenBook::new(
                 settings.token.clone(),

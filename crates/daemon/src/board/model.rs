@@ -1,0 +1,357 @@
+//! The board's read model: who is looking and what they may do (`session`), and every attempt
+//! the caller may read, by project, grouped by what needs a person (`board`): waiting on an
+//! approval (with its age and expiry), failed (with `last_error_code` and the verdict's
+//! summary), running (with its last activity and last log line), completed, idle.
+//!
+//! Built from the same read models the tools answer from — `list_projects` (filtered to the
+//! caller's projects as the tool's listing is), `list_tasks`, `list_task_attempts` and
+//! `get_attempt_status` (memoized per attempt token, `query::status_memo`) — so the board and
+//! an orchestrator's tools never disagree. Bounded: at most [`MAX_TASKS`] tasks per project
+//! (newest first) and [`MAX_ATTEMPTS`] attempts per task; `truncated` says when more exist.
+//! Every open page re-reads the board after the same change, so the last answer is kept for
+//! the same caller while the store's token has not moved (`BoardMemo`).
+
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{BoardError, BoardState, auth};
+use vk_observer_config::access::Scope;
+use vk_observer_mcp::access::Caller;
+use vk_observer_query::approvals::PendingApproval;
+use vk_observer_query::logs::{LogMode, LogRequest};
+use vk_observer_query::paging::PageArgs;
+use vk_observer_query::status::{AttemptState, AttemptStatus};
+use vk_observer_query::tasks::{AttemptSummary, TaskFilter, TaskSummary};
+use vk_observer_query::{Freshness, Query, Since};
+use vk_observer_tool_error::ToolError;
+
+/// Most tasks per project the board shows (the newest).
+pub(crate) const MAX_TASKS: usize = 200;
+/// Most attempts per task the board shows (the newest).
+pub(crate) const MAX_ATTEMPTS: usize = 10;
+
+/// Who is looking and what the page may offer them.
+#[derive(Debug, Serialize)]
+pub(crate) struct Session {
+    /// The token's name (`loopback` with no token in use).
+    pub caller: String,
+    pub scopes: String,
+    /// Approve / deny buttons (scope `approve`).
+    pub can_approve: bool,
+    /// Stop buttons (scope `write`).
+    pub can_stop: bool,
+    /// Whether this daemon needs a token (then the page offers "sign out").
+    pub login_required: bool,
+    /// The projects the token is limited to; absent for every project.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub projects: Option<Vec<Uuid>>,
+}
+
+impl Session {
+    pub(crate) fn of(caller: &Caller, state: &BoardState) -> Session {
+        Session {
+            caller: caller.name.clone(),
+            scopes: caller.scopes.names(),
+            can_approve: caller.scopes.contains(Scope::Approve),
+            can_stop: caller.scopes.contains(Scope::Write),
+            login_required: state.tokens.in_use(),
+            projects: caller.projects.clone(),
+        }
+    }
+}
+
+/// `GET /board/api/session`.
+pub(crate) async fn session(
+    State(state): State<BoardState>,
+    headers: HeaderMap,
+) -> Result<axum::Json<Session>, BoardError> {
+    let caller = auth::reader(&state, &headers)?;
+    Ok(axum::Json(Session::of(&caller, &state)))
+}
+
+/// The whole board.
+#[derive(Debug, Serialize)]
+pub(crate) struct Board {
+    /// Store token this board was read at (the event stream goes on from it).
+    pub token: String,
+    pub freshness: Freshness,
+    pub session: Session,
+    pub projects: Vec<ProjectBoard>,
+    /// True when a project had more tasks, or a task more attempts, than the board shows.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ProjectBoard {
+    pub project_id: Uuid,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    pub approval: Vec<Card>,
+    pub failed: Vec<Card>,
+    pub running: Vec<Card>,
+    pub completed: Vec<Card>,
+    pub idle: Vec<Card>,
+}
+
+/// One attempt on the board.
+#[derive(Debug, Serialize)]
+pub(crate) struct Card {
+    pub attempt_id: Uuid,
+    pub task_id: Option<Uuid>,
+    pub task_title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    pub executor: Option<String>,
+    pub branch: Option<String>,
+    pub state: AttemptState,
+    pub created_at: Option<String>,
+    pub last_activity_at: Option<String>,
+    /// The verdict's one sentence (`result.summary`).
+    pub summary: String,
+    pub last_error_code: Option<String>,
+    pub failure_summary: Option<String>,
+    pub approvals: Vec<PendingApproval>,
+    /// Running attempts: the newest log entry's text.
+    pub last_line: Option<String>,
+    /// USD, where the agent reported it (`query::usage`).
+    pub cost_usd: Option<f64>,
+    pub attempt_token: String,
+}
+
+/// `GET /board/api/board`: from the memo while nothing was committed since it was read
+/// (`BoardMemo`), else read anew.
+pub(crate) async fn board(
+    State(state): State<BoardState>,
+    headers: HeaderMap,
+) -> Result<Response, BoardError> {
+    let caller = auth::reader(&state, &headers)?;
+    let session = Session::of(&caller, &state);
+    // The token before the read: the memo never holds data older than its key.
+    let key = MemoKey {
+        token: state.query.store.current_token(),
+        caller: format!("{}|{}", session.caller, session.scopes),
+        within: caller.projects.clone(),
+    };
+    if let Some(body) = state.board_memo.get(&key) {
+        return Ok(json_body(body));
+    }
+    let query = state.query.clone();
+    let within = caller.projects.clone();
+    let built = tokio::task::spawn_blocking(move || read_board(&query, within.as_deref(), session))
+        .await
+        .map_err(|e| BoardError::tool(ToolError::internal(e)))??;
+    let body = bytes::Bytes::from(serde_json::to_vec(&built).map_err(ToolError::internal)?);
+    state.board_memo.put(key, body.clone());
+    Ok(json_body(body))
+}
+
+fn json_body(body: bytes::Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Whose board, at which token.
+#[derive(Debug, Clone, PartialEq)]
+struct MemoKey {
+    token: u64,
+    caller: String,
+    within: Option<Vec<Uuid>>,
+}
+
+/// The last board answered, reused for the same caller while the store's token has not moved
+/// (and at most [`MEMO_FOR`], so the ages it shows stay close): every open page re-reads the
+/// board after the same change, and all but the first of them get it without a read.
+#[derive(Default)]
+pub(crate) struct BoardMemo(std::sync::Mutex<Option<(MemoKey, Instant, bytes::Bytes)>>);
+
+/// How long a memoized board is answered at most.
+const MEMO_FOR: Duration = Duration::from_millis(500);
+
+impl BoardMemo {
+    fn get(&self, key: &MemoKey) -> Option<bytes::Bytes> {
+        let memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (k, at, body) = memo.as_ref()?;
+        (k == key && at.elapsed() < MEMO_FOR).then(|| body.clone())
+    }
+
+    fn put(&self, key: MemoKey, body: bytes::Bytes) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, Instant::now(), body));
+    }
+}
+
+/// The board as `within` (None: every project) sees it.
+pub(crate) fn read_board(
+    query: &Query,
+    within: Option<&[Uuid]>,
+    session: Session,
+) -> Result<Board, ToolError> {
+    let all = PageArgs {
+        cursor: None,
+        limit: vk_observer_query::paging::PAGE_MAX,
+    };
+    let list = query.list_projects_within(&all, within)?;
+    let mut truncated = list.has_more;
+    let mut projects = Vec::with_capacity(list.projects.len());
+    for p in list.projects {
+        let (cards, cut) = project_cards(query, p.project_id)?;
+        truncated |= cut;
+        let mut board = ProjectBoard {
+            project_id: p.project_id,
+            name: p.project_name,
+            host: p.host,
+            approval: vec![],
+            failed: vec![],
+            running: vec![],
+            completed: vec![],
+            idle: vec![],
+        };
+        for card in cards {
+            let group = match (card.approvals.is_empty(), card.state) {
+                (false, _) => &mut board.approval,
+                (true, AttemptState::Failed) => &mut board.failed,
+                (true, AttemptState::Running) => &mut board.running,
+                (true, AttemptState::Completed) => &mut board.completed,
+                (true, AttemptState::Idle) => &mut board.idle,
+            };
+            group.push(card);
+        }
+        sort_groups(&mut board);
+        projects.push(board);
+    }
+    Ok(Board {
+        token: list.token,
+        freshness: list.freshness,
+        session,
+        projects,
+        truncated,
+    })
+}
+
+/// The newest first everywhere but approvals, where the one waiting longest leads.
+fn sort_groups(b: &mut ProjectBoard) {
+    let newest = |a: &Card, c: &Card| c.last_activity_at.cmp(&a.last_activity_at);
+    b.failed.sort_by(newest);
+    b.running.sort_by(newest);
+    b.completed.sort_by(newest);
+    b.idle.sort_by(newest);
+    let waited = |c: &Card| {
+        c.approvals
+            .iter()
+            .filter_map(|a| a.age_ms)
+            .max()
+            .unwrap_or(0)
+    };
+    b.approval.sort_by_key(|c| std::cmp::Reverse(waited(c)));
+}
+
+/// Every shown attempt of a project as a card; true when some were left out.
+fn project_cards(query: &Query, project: Uuid) -> Result<(Vec<Card>, bool), ToolError> {
+    let tasks = query.list_tasks(
+        project,
+        &TaskFilter::default(),
+        &PageArgs {
+            cursor: None,
+            limit: MAX_TASKS,
+        },
+    )?;
+    let mut truncated = tasks.has_more;
+    let mut listed: Vec<(AttemptSummary, &TaskSummary)> = Vec::new();
+    for task in &tasks.tasks {
+        if task.latest_attempt_id.is_none() {
+            continue;
+        }
+        let page = PageArgs {
+            cursor: None,
+            limit: MAX_ATTEMPTS,
+        };
+        let attempts = match query.list_task_attempts(task.task_id, &page) {
+            Ok(a) => a,
+            // Deleted between the two reads: the next change event redraws the board.
+            Err(e) if e.code == vk_observer_tool_error::ErrorCode::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        truncated |= attempts.has_more;
+        listed.extend(attempts.attempts.into_iter().map(|a| (a, task)));
+    }
+    let ids: Vec<Uuid> = listed.iter().map(|(a, _)| a.attempt_id).collect();
+    let statuses = query.attempt_statuses(&ids, Since::None)?;
+    let mut cards = Vec::with_capacity(ids.len());
+    for item in &statuses.attempts {
+        let status = &item.0.status;
+        let Some((summary, task)) = listed
+            .iter()
+            .find(|(a, _)| a.attempt_id == status.attempt_id)
+        else {
+            continue;
+        };
+        cards.push(card(query, status, summary, task)?);
+    }
+    Ok((cards, truncated))
+}
+
+fn card(
+    query: &Query,
+    s: &AttemptStatus,
+    summary: &AttemptSummary,
+    task: &TaskSummary,
+) -> Result<Card, ToolError> {
+    let last_line = match s.state {
+        AttemptState::Running => last_line(query, s.attempt_id)?,
+        _ => None,
+    };
+    Ok(Card {
+        attempt_id: s.attempt_id,
+        task_id: s.task_id,
+        task_title: task.title.clone(),
+        host: s.host.clone(),
+        executor: summary.latest_session_executor.clone(),
+        branch: s.workspace_branch.clone(),
+        state: s.state,
+        created_at: s.created_at.clone(),
+        last_activity_at: s.last_activity_at.clone(),
+        summary: s.result.summary.clone(),
+        last_error_code: s
+            .result
+            .last_error_code
+            .and_then(|c| serde_json::to_value(c).ok())
+            .and_then(|v| v.as_str().map(str::to_string)),
+        failure_summary: s.failure_summary.clone(),
+        approvals: s.pending_approvals.clone(),
+        last_line,
+        cost_usd: s.usage.as_ref().and_then(|u| u.cost_usd),
+        attempt_token: s.attempt_token.clone(),
+    })
+}
+
+/// The text of the attempt's newest normalized log entry (clipped as detail 0 clips it).
+fn last_line(query: &Query, attempt: Uuid) -> Result<Option<String>, ToolError> {
+    let page = query.tail_logs(LogRequest {
+        attempt,
+        channel: vk_observer_store::keys::Channel::Normalized,
+        mode: LogMode::Tail,
+        limit: 1,
+        since: Since::None,
+        process: None,
+        detail: vk_observer_query::detail::Detail::Compact,
+    })?;
+    Ok(page
+        .entries
+        .last()
+        .and_then(|e| e.compact.as_ref())
+        .and_then(|c| {
+            let tool = c.tool.as_ref().map(|t| {
+                let what = t
+                    .command
+                    .as_deref()
+                    .or(t.path.as_deref())
+                    .or(t.target.as_deref());
+                super::detail::tool_line(&t.name, what, &t.status)
+            });
+            tool.or_else(|| c.text.clone())
+        }))
+}

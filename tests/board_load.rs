@@ -1,0 +1,182 @@
+//! What open boards cost the daemon (issue 41: "≤ 1 % of a core with ten pages open on a busy
+//! demo"). A measurement, not a check, so `#[ignore]`d in the suite:
+//!
+//! ```sh
+//! cargo test --release --test board_load -- --ignored --nocapture
+//! # or a debug test against a release daemon:
+//! cargo build --release && VK_OBSERVER_LOAD_BIN=target/release/vk-observer \
+//!     cargo test --test board_load -- --ignored --nocapture
+//! ```
+//!
+//! It starts `vk-observer demo` (the daemon and its simulated VK in one process: the roads, one
+//! of them logging every 0.3 s, and a new task every 2 s), reads that process's CPU time from
+//! `/proc` over [`WINDOW`] with no page open, then over the same window with [`PAGES`] pages
+//! open, each doing what the board's script does: follow `/board/api/events`, re-read
+//! `/board/api/board` after events that name a change (at most once a second), and (one page)
+//! follow the long-running attempt's log with `?after=`. The difference is the pages' cost.
+//! Linux only.
+
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_vk-observer");
+const PAGES: usize = 10;
+const WINDOW: Duration = Duration::from_secs(20);
+
+/// CPU seconds (user + system) the process has used, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc is readable");
+    let after = &stat[stat.rfind(')').expect("stat has a comm") + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0 // USER_HZ is 100 on Linux
+}
+
+/// The share of one core the process used over `window`, in percent.
+async fn share(pid: u32, window: Duration) -> f64 {
+    let (c0, t0) = (cpu_seconds(pid), Instant::now());
+    tokio::time::sleep(window).await;
+    (cpu_seconds(pid) - c0) / t0.elapsed().as_secs_f64() * 100.0
+}
+
+/// One page: the event stream, a board read after each event that names a change, and the log
+/// of `follow` (if given) after each event naming it. Runs until aborted.
+async fn page(base: String, follow: Option<String>) {
+    let http = reqwest::Client::new();
+    let board: Value = http
+        .get(format!("{base}/board/api/board"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = board["token"].as_str().unwrap().to_string();
+    let mut events = http
+        .get(format!("{base}/board/api/events?since={token}"))
+        .send()
+        .await
+        .unwrap();
+    let mut buf = String::new();
+    let mut after: Option<u64> = None;
+    // As the script does: the board at most once a second after changes.
+    let mut board_at = Instant::now();
+    let mut board_due = false;
+    while let Ok(Some(chunk)) = events.chunk().await {
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        let mut changed = false;
+        let mut named = false;
+        while let Some(end) = buf.find("\n\n") {
+            let block: String = buf.drain(..end + 2).collect();
+            let Some(data) = block.lines().find_map(|l| l.strip_prefix("data:")) else {
+                continue;
+            };
+            let Ok(c) = serde_json::from_str::<Value>(data.trim()) else {
+                continue;
+            };
+            let attempts = c["attempts"].as_array().cloned().unwrap_or_default();
+            changed |=
+                !attempts.is_empty() || c["projects"].as_array().is_some_and(|p| !p.is_empty());
+            named |= follow
+                .as_ref()
+                .is_some_and(|f| attempts.iter().any(|a| a == f.as_str()));
+        }
+        board_due |= changed;
+        if board_due && board_at.elapsed() >= Duration::from_secs(1) {
+            board_at = Instant::now();
+            board_due = false;
+            let _ = http
+                .get(format!("{base}/board/api/board"))
+                .send()
+                .await
+                .map(|r| r.bytes());
+        }
+        if let (true, Some(id)) = (named, &follow) {
+            let q = after.map(|a| format!("?after={a}")).unwrap_or_default();
+            let url = format!("{base}/board/api/attempts/{id}{q}");
+            if let Ok(r) = http.get(url).send().await
+                && let Ok(v) = r.json::<Value>().await
+            {
+                after = v["log"]["latest_entry_index"].as_u64().or(after);
+            }
+        }
+    }
+}
+
+/// The long-running road's attempt, once the board shows it running.
+async fn long_running(base: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let b: Value = reqwest::get(format!("{base}/board/api/board"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let found = b["projects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|p| p["running"].as_array().cloned().unwrap_or_default())
+            .find(|c| c["task_title"] == vk_observer::demo::roads::LONG_RUNNING);
+        if let Some(c) = found {
+            return c["attempt_id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the long-running road never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement (about a minute): cargo test --release --test board_load -- --ignored --nocapture"]
+async fn ten_open_boards_cost_the_daemon_little() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = std::env::var("VK_OBSERVER_LOAD_BIN").unwrap_or_else(|_| BIN.to_string());
+    let release = !cfg!(debug_assertions) || bin.contains("release");
+    let mut demo = std::process::Command::new(&bin)
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--every",
+            "2",
+            "--data-dir",
+        ])
+        .arg(dir.path().join("data"))
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("the demo starts");
+    let stderr = std::io::BufReader::new(demo.stderr.take().unwrap());
+    let addr = stderr
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.split("daemon at http://")
+                .nth(1)
+                .map(|r| r.split_whitespace().next().unwrap().to_string())
+        })
+        .expect("the demo prints its address");
+    let base = format!("http://{addr}");
+    let pid = demo.id();
+    let follow = long_running(&base).await;
+    let idle = share(pid, WINDOW).await;
+    let pages: Vec<_> = (0..PAGES)
+        .map(|i| tokio::spawn(page(base.clone(), (i == 0).then(|| follow.clone()))))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let open = share(pid, WINDOW).await;
+    pages.iter().for_each(|p| p.abort());
+    let _ = demo.kill();
+    let _ = demo.wait();
+    println!(
+        "demo process: {idle:.1} % of a core with no page open, {open:.1} % with {PAGES} pages open: the pages cost {:.1} % of a core ({} build)",
+        open - idle,
+        if !release { "debug" } else { "release" }
+    );
+}
