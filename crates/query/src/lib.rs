@@ -31,6 +31,7 @@ mod task_summary_tests;
 pub mod tasks;
 #[cfg(test)]
 mod tasks_tests;
+pub mod timeline;
 pub mod transcript;
 pub mod until;
 pub mod usage;
