@@ -1,6 +1,7 @@
 //! The board over plain HTTP (issue 41), against the simulator and a real daemon: its strict
 //! headers, the login cookie and its refusals, reads by the tools' grants (a project-limited
-//! token sees its project only), and clear answers for ids that are not attempts. Its actions:
+//! token sees its project only), clear answers for ids that are not attempts, an attempt's
+//! branch status as cached and the chart's counts. Its actions:
 //! `tests/board_actions.rs`; its event stream: `tests/board_events.rs`; the page itself, in a
 //! real browser: `tests/board_browser.rs`.
 
@@ -282,5 +283,70 @@ async fn ids_that_are_not_a_cached_attempt_are_told_plainly() {
     let (status, _, message) = read_as(&w, &long, &w.tokens.reader).await;
     assert_eq!(status, 400);
     assert!(message.len() < 300, "the echo is clipped: {message}");
+    w.shutdown().await;
+}
+
+/// Ask ingest to read `attempt`'s branch status from VK, as get_attempt_branch_status does, and
+/// wait until it is stored.
+async fn read_branch_status(w: &World, attempt: uuid::Uuid) {
+    let (done, stored) = tokio::sync::oneshot::channel();
+    let signal = vk_observer_ingest::Signal::RefreshBranchStatus {
+        attempt_id: attempt,
+        done: Some(done),
+    };
+    w.daemon().ingest.signals.send(signal).unwrap();
+    stored.await.unwrap().expect("VK answers the branch status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_shows_its_cached_branch_status_and_the_chart_counts_it() {
+    let w = World::start(Duration::from_millis(5)).await;
+    let done = w.sim.add_task(w.project, "Commits one file", None);
+    let ids = w
+        .sim
+        .run_attempt_script(done, AttemptScript::default())
+        .await;
+    let failing = w.sim.add_task(w.project, "Fails", None);
+    let script = AttemptScript {
+        agent: vk_observer_sim::AgentOutcome::Fail,
+        ..AttemptScript::default()
+    };
+    w.sim.run_attempt_script(failing, script).await;
+    card_until(&w, &w.tokens.reader, "failed", "Fails", WAIT).await;
+    let board = card_until(&w, &w.tokens.reader, "completed", "Commits one file", WAIT).await;
+    assert_eq!(board["attempt_id"], json!(ids.attempt_id));
+    let chart = get(&w, "/board/api/board", Some(&w.tokens.reader))
+        .await
+        .json["chart"]
+        .clone();
+    let totals = |k: &str| chart[k].as_u64().unwrap();
+    assert_eq!(
+        (totals("started"), totals("finished"), totals("failed")),
+        (2, 1, 1),
+        "{chart}"
+    );
+    let buckets = chart["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 24);
+    let summed: u64 = buckets.iter().map(|b| b["started"].as_u64().unwrap()).sum();
+    assert_eq!(summed, 2);
+
+    let path = format!("/board/api/attempts/{}", ids.attempt_id);
+    let before = get(&w, &path, Some(&w.tokens.reader)).await;
+    assert_eq!(before.status, 200, "{}", before.text);
+    assert_eq!(before.json["branch"], json!(null), "not read from VK yet");
+    read_branch_status(&w, ids.attempt_id).await;
+    let after = get(&w, &path, Some(&w.tokens.reader)).await.json;
+    let repo = &after["branch"]["repos"][0];
+    assert_eq!(repo["repo_id"], json!(w.repo), "{after}");
+    assert_eq!(repo["target_branch"], "main");
+    assert_eq!(
+        (
+            repo["commits_ahead"].as_u64(),
+            repo["commits_behind"].as_u64()
+        ),
+        (Some(1), Some(0))
+    );
+    assert_eq!(repo["ready_to_merge"], true);
+    assert!(after["branch"]["as_of"].as_str().is_some());
     w.shutdown().await;
 }

@@ -2,8 +2,10 @@
 //! the demo's roads each in their group, a log followed live (a new entry on the page within a
 //! second of the cache), an approval answered by pressing the page's button (VK records it)
 //! while a read token sees no button and its forged POST is refused, a revoked token sent back
-//! to the login form, a page left open across a daemon restart that resumes with no gap, and
-//! an unknown attempt in the URL told plainly. Screenshots: `target/board-screenshots/`.
+//! to the login form, a page left open across a daemon restart that resumes with no gap, an
+//! unknown attempt in the URL told plainly, the chart of attempts over time showing what the
+//! cache holds, and a rebase's conflicts in the attempt's branch status. The fleet's board
+//! (`demo --hosts 3`): `tests/board_fleet_browser.rs`. Screenshots: `target/board-screenshots/`.
 //!
 //! One browser at a time (`ONE_BROWSER`): this machine has two cores, and the latency check
 //! must not measure another test's chromium.
@@ -63,6 +65,21 @@ async fn card_attempt(b: &Browser, title: &str) -> uuid::Uuid {
         .unwrap_or_else(|| panic!("no card titled {title}"))
         .parse()
         .unwrap()
+}
+
+#[test]
+fn where_no_chromium_is_installed_the_tests_say_they_are_skipped() {
+    let empty = tempfile::tempdir().unwrap();
+    let why = browser::find_browser(empty.path().as_os_str()).unwrap_err();
+    assert!(
+        why.contains("apt-get install chromium chromium-driver"),
+        "{why}"
+    );
+    let line = browser::skip_line("board_browser::demo", why);
+    assert_eq!(
+        line,
+        "SKIPPED board_browser::demo: chromium or chromedriver is not installed (apt-get install chromium chromium-driver)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,6 +173,119 @@ fn start_asking(w: &World, title: &str) {
     let sim = w.sim.clone();
     let script = asking(Duration::from_secs(300));
     tokio::spawn(async move { sim.run_attempt_script(task, script).await });
+}
+
+/// Attempts (started, completed, failed) the cache holds, read as the tools list them.
+fn cached_counts(w: &World) -> (u64, u64, u64) {
+    use vk_observer_query::paging::PageArgs;
+    use vk_observer_query::status::AttemptState;
+    let q = w.query();
+    let page = |limit| PageArgs {
+        cursor: None,
+        limit,
+    };
+    let mut ids = Vec::new();
+    for p in q.list_projects_within(&page(100), None).unwrap().projects {
+        let filter = vk_observer_query::tasks::TaskFilter::default();
+        for t in q
+            .list_tasks(p.project_id, &filter, &page(200))
+            .unwrap()
+            .tasks
+        {
+            let attempts = q.list_task_attempts(t.task_id, &page(100)).unwrap();
+            ids.extend(attempts.attempts.iter().map(|a| a.attempt_id));
+        }
+    }
+    let statuses = q.attempt_statuses(&ids, vk_observer_query::Since::None);
+    let states: Vec<AttemptState> = statuses
+        .unwrap()
+        .attempts
+        .iter()
+        .map(|i| i.0.status.state)
+        .collect();
+    let count = |s: AttemptState| states.iter().filter(|&&x| x == s).count() as u64;
+    let started = states.len() as u64;
+    (
+        started,
+        count(AttemptState::Completed),
+        count(AttemptState::Failed),
+    )
+}
+
+/// What the page's chart shows: the bars' counts summed over the buckets, and the legend's.
+async fn chart_counts(b: &Browser) -> ((u64, u64, u64), (u64, u64, u64)) {
+    let script = "const sum = (k) => Array.from(document.querySelectorAll('#chart g.bucket')).reduce((n, g) => n + Number(g.dataset[k]), 0); const key = (k) => Number((document.querySelector(`#chart [data-series=${k}]`) || {dataset: {count: -1}}).dataset.count); return [sum('started'), sum('finished'), sum('failed'), key('started'), key('finished'), key('failed')];";
+    let v = b.client.execute(script, vec![]).await.unwrap();
+    let n: Vec<u64> = v
+        .as_array()
+        .map(|a| a.iter().map(|x| x.as_u64().unwrap_or(u64::MAX)).collect())
+        .unwrap_or_default();
+    assert_eq!(n.len(), 6, "{v}");
+    ((n[0], n[1], n[2]), (n[3], n[4], n[5]))
+}
+
+/// Ask ingest to read `attempt`'s branch status from VK (as get_attempt_branch_status does);
+/// true once VK answered and it is stored.
+async fn read_branch_status(w: &World, attempt: uuid::Uuid) -> bool {
+    let (done, stored) = tokio::sync::oneshot::channel();
+    let signal = vk_observer_ingest::Signal::RefreshBranchStatus {
+        attempt_id: attempt,
+        done: Some(done),
+    };
+    w.daemon().ingest.signals.send(signal).is_ok() && matches!(stored.await, Ok(Ok(())))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_counts_what_the_cache_holds_and_an_attempt_shows_its_conflicts() {
+    let _one = ONE_BROWSER.lock().await;
+    let Some(b) = browser::open("board_browser::chart_and_branch").await else {
+        return;
+    };
+    let w = World::start(Duration::from_millis(300)).await;
+    let _roads = roads::start(&w.sim, w.project, w.repo);
+    b.login(&w.base(), &w.tokens.reader).await;
+    b.wait_for(".group-failed .card", SHOWN).await;
+    let shown = b
+        .until("the chart shows the cache's counts", SHOWN, || async {
+            let cached = cached_counts(&w);
+            let (bars, legend) = chart_counts(&b).await;
+            let every_series = cached.1 >= 1 && cached.2 >= 1;
+            (every_series && bars == cached && legend == cached).then_some(cached)
+        })
+        .await;
+    println!("the chart shows (started, finished, failed) = {shown:?}, as the cache holds");
+    assert!(shown.0 >= 5, "every road started: {shown:?}");
+    for series in ["started", "finished", "failed"] {
+        let bars = b.count(&format!("#chart rect.bar-{series}")).await;
+        assert!(bars >= 1, "a {series} bar");
+    }
+
+    let attempt = card_attempt(&b, roads::REBASE_CONFLICT).await;
+    b.until("the rebase stopped on conflicts", SHOWN, || async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let read = read_branch_status(&w, attempt).await;
+        let cached = vk_observer_query::branch::cached(&w.query().read(), attempt).ok()??;
+        (read && cached.repos.iter().any(|r| r.has_conflicts())).then_some(())
+    })
+    .await;
+    b.client
+        .goto(&format!("{}/board#attempt={attempt}", w.base()))
+        .await
+        .unwrap();
+    let text = b
+        .until("the branch's conflicts on the page", SHOWN, || async {
+            let t = b.texts("#branch").await.join(" ");
+            t.contains(roads::CONFLICT_FILE).then_some(t)
+        })
+        .await;
+    assert!(
+        text.contains(&format!("→ {}", roads::REBASE_BASE)),
+        "{text}"
+    );
+    assert!(text.contains("rebase stopped on conflicts"), "{text}");
+    b.screenshot("attempt-branch-and-chart").await;
+    b.close().await;
+    w.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,22 +1,39 @@
 //! A real headless chromium for the board's browser tests, driven over WebDriver (fantoccini)
 //! through a `chromedriver` this module starts on a free port and ends when dropped.
 //!
-//! Where chromium or chromedriver is absent the test prints one line saying so and returns —
+//! Where chromium or chromedriver is absent the test prints one line saying so (`SKIPPED …`, to
+//! stderr past libtest's capture) and returns —
 //! unless `CI` is set: there `.ci/run` installs them, and their absence fails the test.
 //! Screenshots go to `target/board-screenshots/` (`$CARGO_TARGET_DIR` when set), kept by CI.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-/// The first of `names` on `PATH`.
-fn on_path(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+/// The first of `names` in the directories of `path` (a `PATH` value).
+fn on_path(path: &std::ffi::OsStr, names: &[&str]) -> Option<PathBuf> {
+    std::env::split_paths(path)
         .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
         .find(|p| p.is_file())
+}
+
+/// Why the browser tests cannot run here.
+pub const NOT_INSTALLED: &str =
+    "chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
+
+/// Chromium and chromedriver in the directories of `path`, or why not.
+pub fn find_browser(path: &std::ffi::OsStr) -> Result<(PathBuf, PathBuf), &'static str> {
+    let chromium = on_path(path, &["chromium", "chromium-browser", "google-chrome"]);
+    let driver = on_path(path, &["chromedriver"]);
+    chromium.zip(driver).ok_or(NOT_INSTALLED)
+}
+
+/// The line a skipped browser test prints.
+pub fn skip_line(test: &str, why: &str) -> String {
+    format!("SKIPPED {test}: {why}")
 }
 
 /// Where the screenshots of the run are kept.
@@ -49,17 +66,18 @@ pub async fn open(test: &str) -> Option<Browser> {
 
 /// As [`open`], with more chromium arguments (e.g. a dark colour scheme).
 pub async fn open_with(test: &str, more: &[&str]) -> Option<Browser> {
-    let chromium = on_path(&["chromium", "chromium-browser", "google-chrome"]);
-    let driver = on_path(&["chromedriver"]);
-    let (Some(chromium), Some(driver)) = (chromium, driver) else {
-        let why =
-            "chromium or chromedriver is not installed (apt-get install chromium chromium-driver)";
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: {why}, and CI is set"
-        );
-        println!("{test}: skipped: {why}");
-        return None;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let (chromium, driver) = match find_browser(&path) {
+        Ok(found) => found,
+        Err(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{test}: {why}, and CI is set"
+            );
+            // Past libtest's capture (which takes only print!/eprint!), so the line shows.
+            let _ = writeln!(std::io::stderr(), "{}", skip_line(test, why));
+            return None;
+        }
     };
     let port = free_port();
     let child = tokio::process::Command::new(&driver)

@@ -165,6 +165,7 @@ function cardOf(c, group) {
 function renderBoard() {
   const b = S.board;
   $('hosts').replaceChildren(...hostChips(b));
+  renderChart(b.chart);
   S.tasks.clear();
   const projects = [];
   for (const p of b.projects) {
@@ -214,6 +215,59 @@ function scheduleBoard() {
   if (boardTimer) return;
   const wait = Math.max(0, BOARD_EVERY_MS - (Date.now() - boardAt));
   boardTimer = setTimeout(() => { boardTimer = null; boardAt = Date.now(); loadBoard(); }, wait);
+}
+
+// ---- the chart: attempts started / finished / failed per bucket (the board's `chart`) ----
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+const SERIES = ['started', 'finished', 'failed'];
+
+function svg(tag, attrs, ...children) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+function clock(iso) {
+  return new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+}
+function widthWords(seconds) {
+  return seconds >= 3600 ? `${seconds / 3600} h` : `${seconds / 60} min`;
+}
+
+// One group of three bars per bucket, its counts in data attributes and a tooltip (title).
+function chartBars(chart, W, H) {
+  const slot = W / chart.buckets.length;
+  const bar = (slot - 1) / SERIES.length;
+  const top = Math.max(1, ...chart.buckets.map((b) => Math.max(...SERIES.map((k) => b[k]))));
+  return chart.buckets.map((b, i) => {
+    const g = svg('g', { class: 'bucket', 'data-start': b.start, 'data-started': b.started,
+      'data-finished': b.finished, 'data-failed': b.failed },
+    svg('title', null, `${clock(b.start)}: ${b.started} started, ${b.finished} finished, ${b.failed} failed`));
+    SERIES.forEach((k, j) => {
+      if (!b[k]) return;
+      const h = Math.max(2, (b[k] / top) * (H - 2));
+      g.append(svg('rect', { class: `bar bar-${k}`, x: (i * slot + j * bar + 0.5).toFixed(2),
+        y: (H - h).toFixed(2), width: bar.toFixed(2), height: h.toFixed(2) }));
+    });
+    return g;
+  });
+}
+
+function renderChart(chart) {
+  const box = $('chart');
+  if (!chart || !chart.buckets.length) { box.replaceChildren(); return; }
+  const [W, H] = [240, 60];
+  const since = clock(chart.buckets[0].start);
+  const per = widthWords(chart.bucket_seconds);
+  const words = SERIES.map((k) => `${chart[k]} ${k}`).join(', ');
+  const plot = svg('svg', { class: 'chart-plot', viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none',
+    role: 'img', 'aria-label': `Attempts per ${per} since ${since}: ${words}` },
+  svg('line', { class: 'axis', x1: 0, y1: H - 0.5, x2: W, y2: H - 0.5 }), ...chartBars(chart, W, H));
+  box.replaceChildren(plot,
+    el('div', { class: 'chart-axis meta' }, el('span', null, since), el('span', null, `per ${per}`), el('span', null, 'now')),
+    el('figcaption', { class: 'legend' }, SERIES.map((k) =>
+      el('span', { class: `key key-${k}`, 'data-series': k, 'data-count': chart[k] }, `${chart[k]} ${k}`))));
 }
 
 // ---- activity ----
@@ -266,6 +320,37 @@ function logLine(e) {
     e.tool || e.text || '');
 }
 
+// What git says of one repository's branch, in words (VK's numbers can be unknown: null).
+function repoFacts(r) {
+  const n = (x, word) => (x == null ? `${word} unknown` : `${x} ${word}`);
+  const facts = [`${n(r.commits_ahead, 'ahead')}, ${n(r.commits_behind, 'behind')}`];
+  if (r.merged) facts.push(`merged${r.merged_at ? ` ${ago(r.merged_at)}` : ''}`);
+  else if (r.ready_to_merge) facts.push('ready to merge');
+  if (r.uncommitted_count) facts.push(`${r.uncommitted_count} uncommitted`);
+  if (r.untracked_count) facts.push(`${r.untracked_count} untracked`);
+  if (r.remote_commits_ahead != null || r.remote_commits_behind != null) {
+    facts.push(`remote: ${n(r.remote_commits_ahead, 'to push')}, ${n(r.remote_commits_behind, 'to pull')}`);
+  }
+  return facts.join(' · ');
+}
+
+function branchBlock(b, name) {
+  if (!b) {
+    return el('div', { class: 'meta', id: 'branch' },
+      'Not read from VK yet (get_attempt_branch_status reads it; the board shows it from then on).');
+  }
+  const repos = b.repos.map((r) => {
+    const conflicts = r.conflicted_files.length || r.rebase_in_progress;
+    return el('li', { 'data-repo': r.repo_id },
+      el('strong', null, r.repo_name), ` ${name || 'branch'} → ${r.target_branch}: `, repoFacts(r),
+      conflicts ? el('div', { class: 'error-code' },
+        `${r.conflict_op || 'rebase'} stopped on conflicts`, r.conflicted_files.length ? `: ${r.conflicted_files.join(', ')}` : '') : null);
+  });
+  return el('div', { id: 'branch' },
+    repos.length ? el('ul', { class: 'files' }, repos) : el('div', { class: 'meta' }, 'VK lists no repository.'),
+    el('div', { class: 'meta' }, 'as VK said ', when(b.as_of)));
+}
+
 function renderAttempt(v) {
   const s = v.status;
   const group = s.pending_approvals.length ? 'approval' : s.state;
@@ -290,6 +375,8 @@ function renderAttempt(v) {
     el('h3', null, 'Changes'),
     el('div', { class: 'meta' }, changed),
     c.files.length ? el('ul', { class: 'files' }, c.files.map((f) => el('li', null, f))) : null,
+    el('h3', null, 'Branch'),
+    branchBlock(v.branch, s.workspace_branch),
   ];
   $('attempt').replaceChildren(...parts.flat().filter((p) => p !== null && p !== undefined));
   log.scrollTop = log.scrollHeight;

@@ -1,6 +1,8 @@
 //! One attempt opened on the board (`GET /board/api/attempts/{id}`: its status, the tail of its
-//! log — or the entries after `?after=N`, so the page follows it live — and its changes), and
-//! the activity feed of the projects the caller may read (`GET /board/api/activity`).
+//! log — or the entries after `?after=N`, so the page follows it live — its changes, and its
+//! branch status as cached: `query::branch`, what get_attempt_branch_status answers from, never
+//! read from VK here), and the activity feed of the projects the caller may read
+//! (`GET /board/api/activity`).
 //!
 //! An attempt is read only after the caller's grant admits it with the same check the read
 //! tools make (`Grant::check_read`, as `get_attempt_status`): a project-limited token gets 403
@@ -15,6 +17,7 @@ use uuid::Uuid;
 use super::{BoardError, BoardState, auth};
 use vk_observer_mcp::access::{Caller, Grant};
 use vk_observer_query::activity::{ActivityItem, ActivityRequest, ActivityScope};
+use vk_observer_query::branch::{self, RepoBranchStatus};
 use vk_observer_query::changes::ChangeSummary;
 use vk_observer_query::detail::Detail;
 use vk_observer_query::logs::{LogMode, LogRequest};
@@ -43,7 +46,18 @@ pub(crate) struct AttemptView {
     pub status: AttemptStatus,
     pub log: LogView,
     pub changes: ChangesView,
+    /// Null until VK's branch status was read (get_attempt_branch_status, a git action, or a
+    /// process that ended after one of those: ingest then keeps it current).
+    pub branch: Option<BranchView>,
     pub token: String,
+}
+
+#[derive(Serialize)]
+pub(crate) struct BranchView {
+    /// When VK answered it (RFC 3339).
+    pub as_of: String,
+    /// One per repository of the attempt, in VK's order.
+    pub repos: Vec<RepoBranchStatus>,
 }
 
 #[derive(Serialize)]
@@ -156,6 +170,10 @@ fn read_attempt(query: &Query, id: Uuid, after: Option<u64>) -> Result<AttemptVi
         task_title,
         log: read_log(query, id, after)?,
         changes: read_changes(query, id)?,
+        branch: branch::cached(&query.read(), id)?.map(|b| BranchView {
+            as_of: b.as_of_text(),
+            repos: b.repos,
+        }),
         status,
         token: page.token,
     })

@@ -8,8 +8,9 @@
 //! `get_attempt_status` (memoized per attempt token, `query::status_memo`) — so the board and
 //! an orchestrator's tools never disagree. Bounded: at most [`MAX_TASKS`] tasks per project
 //! (newest first) and [`MAX_ATTEMPTS`] attempts per task; `truncated` says when more exist.
-//! Every open page re-reads the board after the same change, so the last answer is kept for
-//! the same caller while the store's token has not moved (`BoardMemo`).
+//! The chart of attempts started / finished / failed over time (`query::timeline`) counts the
+//! attempts shown. Every open page re-reads the board after the same change, so the last answer
+//! is kept for the same caller while the store's token has not moved (`BoardMemo`).
 
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,7 @@ use vk_observer_query::logs::{LogMode, LogRequest};
 use vk_observer_query::paging::PageArgs;
 use vk_observer_query::status::{AttemptState, AttemptStatus};
 use vk_observer_query::tasks::{AttemptSummary, TaskFilter, TaskSummary};
+use vk_observer_query::timeline::{AttemptTimes, Timeline, timeline};
 use vk_observer_query::{Freshness, Query, Since};
 use vk_observer_tool_error::ToolError;
 
@@ -82,6 +84,8 @@ pub(crate) struct Board {
     pub freshness: Freshness,
     pub session: Session,
     pub projects: Vec<ProjectBoard>,
+    /// Attempts started, finished and failed over time, of the attempts shown.
+    pub chart: Timeline,
     /// True when a project had more tasks, or a task more attempts, than the board shows.
     pub truncated: bool,
 }
@@ -197,8 +201,9 @@ pub(crate) fn read_board(
     let list = query.list_projects_within(&all, within)?;
     let mut truncated = list.has_more;
     let mut projects = Vec::with_capacity(list.projects.len());
+    let mut times = Vec::new();
     for p in list.projects {
-        let (cards, cut) = project_cards(query, p.project_id)?;
+        let (cards, cut) = project_cards(query, p.project_id, &mut times)?;
         truncated |= cut;
         let mut board = ProjectBoard {
             project_id: p.project_id,
@@ -228,6 +233,7 @@ pub(crate) fn read_board(
         freshness: list.freshness,
         session,
         projects,
+        chart: timeline(&times, chrono::Utc::now()),
         truncated,
     })
 }
@@ -249,8 +255,13 @@ fn sort_groups(b: &mut ProjectBoard) {
     b.approval.sort_by_key(|c| std::cmp::Reverse(waited(c)));
 }
 
-/// Every shown attempt of a project as a card; true when some were left out.
-fn project_cards(query: &Query, project: Uuid) -> Result<(Vec<Card>, bool), ToolError> {
+/// Every shown attempt of a project as a card (and its times in `times`, for the chart); true
+/// when some were left out.
+fn project_cards(
+    query: &Query,
+    project: Uuid,
+    times: &mut Vec<AttemptTimes>,
+) -> Result<(Vec<Card>, bool), ToolError> {
     let tasks = query.list_tasks(
         project,
         &TaskFilter::default(),
@@ -289,6 +300,7 @@ fn project_cards(query: &Query, project: Uuid) -> Result<(Vec<Card>, bool), Tool
         else {
             continue;
         };
+        times.push(AttemptTimes::of(status));
         cards.push(card(query, status, summary, task)?);
     }
     Ok((cards, truncated))
