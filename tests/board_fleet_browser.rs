@@ -1,11 +1,11 @@
 //! The fleet's board in a real headless chromium (issue 41): `vk-observer demo --hosts 3` (the
 //! real binary: a nats-server child, three simulated hosts each with its daemon, a fleet node
 //! serving the board), its page read with no token (the demo's node takes none: open to the
-//! loopback caller). The hosts line names each host with connected, lag and heartbeat, and
-//! the cards of every host render, each project named by its host.
+//! loopback caller). The hosts line names each host with connected, lag and heartbeat, the
+//! cards of every host render, each project named by its host, and an attempt opens.
 //!
 //! Skipped with a printed line where chromium, chromedriver or nats-server is missing (failed
-//! under `CI`, which installs them). Screenshot: `target/board-screenshots/fleet-board.png`.
+//! under `CI`, which installs them). Screenshots: `target/board-screenshots/fleet-*.png`.
 
 mod board_support;
 
@@ -137,5 +137,13 @@ async fn the_board_of_a_three_host_fleet_shows_each_host_and_its_cards() {
     assert_eq!(projects.len(), HOSTS, "{projects:?}");
     assert_eq!(b.count("#chart g.bucket").await, 24, "the chart renders");
     b.screenshot("fleet-board").await;
+    // One attempt opened on the node: read from the node's cache like on a single daemon.
+    let card = b.wait_for(".card a.title", SHOWN).await;
+    card.click().await.unwrap();
+    b.wait_for("#attempt:not([hidden]) #branch", SHOWN).await;
+    let title = b.texts("#attempt h2").await.join(" ");
+    assert!(title.starts_with("Demo task"), "{title}");
+    assert!(b.count("#attempt #log li").await >= 1, "its log");
+    b.screenshot("fleet-attempt").await;
     b.close().await;
 }
