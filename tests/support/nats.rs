@@ -101,8 +101,15 @@ pub fn start_on_a_free_port(mut start: impl FnMut(u16) -> Option<Child>) -> (Chi
 /// Spawn `command` with its log in `dir` and wait until that log says the server is ready (so
 /// it is this server listening, not another that holds the port); `None` when it exited first.
 pub fn spawn_ready(command: &mut Command, dir: &Path) -> Option<Child> {
+    // Appended to, so a server started again keeps its earlier runs' lines (a failure's
+    // message shows them); readiness is looked for only in what this run wrote.
     let log_path = dir.join("nats-server.log");
-    let log = std::fs::File::create(&log_path).unwrap();
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .unwrap();
+    let written_before = log.metadata().map(|m| m.len() as usize).unwrap_or(0);
     let mut child = command
         .stdout(Stdio::null())
         .stderr(log)
@@ -110,8 +117,9 @@ pub fn spawn_ready(command: &mut Command, dir: &Path) -> Option<Child> {
         .unwrap_or_else(|e| panic!("cannot start nats-server: {e}"));
     let start = Instant::now();
     loop {
-        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if text.contains("Server is ready") {
+        let text = std::fs::read(&log_path).unwrap_or_default();
+        let this_run = String::from_utf8_lossy(text.get(written_before..).unwrap_or_default());
+        if this_run.contains("Server is ready") {
             return Some(child);
         }
         if child.try_wait().ok().flatten().is_some() {
@@ -119,7 +127,7 @@ pub fn spawn_ready(command: &mut Command, dir: &Path) -> Option<Child> {
         }
         assert!(
             start.elapsed() < Duration::from_secs(15),
-            "nats-server was not ready within 15 s: {text}"
+            "nats-server was not ready within 15 s: {this_run}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -125,6 +125,28 @@ impl Cluster {
         }
     }
 
+    /// The last `lines` warnings, errors and leader changes of each server's log (all its
+    /// runs), for a failure's message.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut told = String::new();
+        for (i, config) in self.configs.iter().enumerate() {
+            let log = config.with_file_name("nats-server.log");
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let notable: Vec<&str> = text
+                .lines()
+                .filter(|l| {
+                    l.contains("[WRN]")
+                        || l.contains("[ERR]")
+                        || l.contains("leader")
+                        || l.contains("Starting nats-server")
+                })
+                .collect();
+            let tail = &notable[notable.len().saturating_sub(lines)..];
+            told.push_str(&format!("--- n{i}:\n{}\n", tail.join("\n")));
+        }
+        told
+    }
+
     /// The server index of a name `n<i>` (a stream's leader as JetStream names it).
     pub fn index_of(name: &str) -> Option<usize> {
         name.strip_prefix('n')?.parse().ok().filter(|i| *i < 3)

@@ -5,6 +5,7 @@
 //! counted and recorded as read.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_nats::jetstream::{self, consumer};
 use futures::stream::FuturesOrdered;
@@ -104,14 +105,22 @@ pub(crate) struct Follower {
     pub(crate) writer: WriterHandle,
     pub(crate) events: Arc<dyn NodeEvents>,
     pub(crate) pipelining: super::Pipelining,
+    /// The stream sequence applied so far (set when a follow opens and at each commit): the
+    /// node restarts a follower that stops moving while its stream holds more.
+    pub(crate) progress: Arc<AtomicU64>,
 }
 
+/// Answered once a follower has applied its stream as it stood when the follower started.
+pub(crate) type CatchUp = tokio::sync::oneshot::Sender<()>;
+
 impl Follower {
+    /// Follow until `cancel` or an error; hands `caught_up` back if it was not answered yet,
+    /// for the follower that takes over.
     pub(crate) async fn run(
         self,
         cancel: CancellationToken,
-        caught_up: tokio::sync::oneshot::Sender<()>,
-    ) {
+        caught_up: CatchUp,
+    ) -> Option<CatchUp> {
         let mut caught_up = Some(caught_up);
         self.events.following(&self.host, true);
         let result = self
@@ -121,13 +130,14 @@ impl Follower {
         if let Err(e) = result {
             tracing::warn!(host = %self.host, error = %e, "fleet follower stopped; retried at the next discovery");
         }
+        caught_up
     }
 
     /// Follow the host's stream; when it is found recreated, start over on the new one at once.
     async fn follow_across_recreations(
         &self,
         cancel: &CancellationToken,
-        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
+        caught_up: &mut Option<CatchUp>,
     ) -> anyhow::Result<()> {
         loop {
             if cancel.is_cancelled() {
@@ -159,13 +169,15 @@ impl Follower {
     async fn follow(
         &self,
         cancel: &CancellationToken,
-        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
+        caught_up: &mut Option<CatchUp>,
     ) -> anyhow::Result<FollowEnd> {
         // Nothing is queued yet: opening may be left at once.
         let mut open = tokio::select! {
             _ = cancel.cancelled() => return Ok(FollowEnd::Closed),
             open = self.open() => open?,
         };
+        self.progress
+            .store(open.position.stream_seq, Ordering::Relaxed);
         if open.pending <= open.position.stream_seq {
             caught_up.take().map(|c| c.send(()));
         }
@@ -194,7 +206,7 @@ impl Follower {
     async fn pump(
         &self,
         cancel: &CancellationToken,
-        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
+        caught_up: &mut Option<CatchUp>,
         open: &mut Open,
         chain: &Chain,
         committing: &mut FuturesOrdered<Committing>,
@@ -231,13 +243,8 @@ impl Follower {
     }
 
     /// A batch committed up to stream sequence `seq`, `lag` messages after it.
-    fn committed(
-        &self,
-        seq: u64,
-        lag: u64,
-        pending: u64,
-        caught_up: &mut Option<tokio::sync::oneshot::Sender<()>>,
-    ) {
+    fn committed(&self, seq: u64, lag: u64, pending: u64, caught_up: &mut Option<CatchUp>) {
+        self.progress.store(seq, Ordering::Relaxed);
         self.events.message(&self.host, seq, lag);
         if seq >= pending {
             caught_up.take().map(|c| c.send(()));

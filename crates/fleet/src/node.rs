@@ -7,14 +7,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::follower::{FollowedStream, Follower};
+use super::follower::{CatchUp, FollowedStream, Follower};
 use super::wire;
 use vk_observer_config::{FleetSettings, is_subject_token};
 use vk_observer_store::Store;
@@ -23,6 +23,10 @@ use vk_observer_telemetry::fleet_metrics as m;
 
 /// How often the node looks for new host streams.
 const DISCOVER_EVERY: Duration = Duration::from_secs(2);
+/// How long a follower may apply nothing while its stream holds more before it starts over:
+/// an ordered consumer left on a server that lost the stream would otherwise wait out two
+/// missed 15 s heartbeats and async-nats' retries (a minute and more, measured on a cluster).
+const STALL_AFTER: Duration = Duration::from_secs(5);
 
 /// What the node tells its caller as it goes (the daemon's health).
 pub trait NodeEvents: Send + Sync + 'static {
@@ -105,7 +109,8 @@ impl Node {
     /// One connection: discover host streams and follow each new one (in `followed`, which the
     /// caller awaits once the session ended: `cancel`, a child of the node's, stops them then).
     /// While NATS is away the session lives on (the client reconnects by itself); once it is
-    /// back, every follower starts over.
+    /// back, every follower starts over. A discovery JetStream refuses (a cluster without
+    /// quorum) leaves the followers as they are and is tried again at the next one.
     async fn session(
         &self,
         cancel: CancellationToken,
@@ -115,7 +120,11 @@ impl Node {
             super::connect_watched(&self.settings, "vk-observer fleet node").await?;
         let heartbeats = tokio::spawn({
             let (client, events, stop) = (client.clone(), self.events.clone(), cancel.clone());
-            async move { super::heartbeat::listen(&client, events, stop).await }
+            async move {
+                if let Err(e) = super::heartbeat::listen(&client, events, stop).await {
+                    tracing::warn!(error = %e, "fleet heartbeats not followed in this session");
+                }
+            }
         });
         let _stop_heartbeats = AbortOnDrop(heartbeats);
         let stats = client.statistics();
@@ -123,19 +132,22 @@ impl Node {
         let js = super::jetstream(client, &self.settings);
         self.events.connected(true);
         let _stop_followers = cancel.clone().drop_guard();
-        let mut first = true;
+        // Catch-up signals handed back by followers that stopped before answering them.
+        let mut unanswered = HashMap::new();
+        let mut catch_up_watch = None;
         loop {
             match host_streams(&js).await {
                 Ok(found) => {
-                    let catching_up = self.follow_found(&js, &cancel, found, followed).await;
-                    if std::mem::take(&mut first) {
-                        for caught in catching_up {
-                            let _ = caught.await;
-                        }
-                        self.events.caught_up();
+                    let catching_up = self
+                        .follow_found(&js, &cancel, found, followed, &mut unanswered)
+                        .await;
+                    if catch_up_watch.is_none() {
+                        catch_up_watch = Some(self.report_caught_up(catching_up));
                     }
                 }
-                Err(e) if *link.borrow() => return Err(e),
+                Err(e) if *link.borrow() => {
+                    tracing::warn!(error = %e, "fleet discovery failed; the followers go on, tried again shortly");
+                }
                 Err(e) => tracing::debug!(error = %e, "fleet discovery while NATS is away"),
             }
             tokio::select! {
@@ -150,69 +162,107 @@ impl Node {
                         connects = now;
                         metrics::counter!(m::FLEET_RESUBSCRIBES).increment(1);
                         tracing::info!("NATS is back: every host's consumer starts over");
-                        stop_all(followed).await;
+                        unanswered.extend(stop_all(followed).await);
                     }
                 }
             }
         }
     }
 
-    /// Tell each listed stream's last sequence; stop followers that ended or whose stream was
-    /// recreated, start one for each host not followed. Answers the catch-up signals of those
-    /// started.
+    /// Tell the daemon once every follower of the session's first discovery caught up (or
+    /// ended for good), without holding discovery up meanwhile; dropped with the session.
+    fn report_caught_up(&self, catching_up: Vec<CatchUpWait>) -> AbortOnDrop {
+        let events = self.events.clone();
+        AbortOnDrop(tokio::spawn(async move {
+            for caught in catching_up {
+                let _ = caught.await;
+            }
+            events.caught_up();
+        }))
+    }
+
+    /// Tell each listed stream's last sequence; stop followers that ended, stalled or whose
+    /// stream was recreated; start one for each host not followed, with the catch-up signal a
+    /// stopped one handed back (kept in `unanswered`) or a new one, whose waits are returned.
     async fn follow_found(
         &self,
         js: &jetstream::Context,
         cancel: &CancellationToken,
         found: HashMap<String, HostStream>,
         followed: &mut HashMap<String, Followed>,
-    ) -> Vec<tokio::sync::oneshot::Receiver<()>> {
+        unanswered: &mut HashMap<String, CatchUp>,
+    ) -> Vec<CatchUpWait> {
         for (host, stream) in &found {
             self.events.stream(host, stream.last_seq, None);
         }
+        let now = tokio::time::Instant::now();
         let mut stopping = Vec::new();
         followed.retain(|host, f| {
-            let same = found.get(host).map(|s| &s.created) == Some(&f.created.get());
-            let keep = !f.task.is_finished() && same;
+            let listed = found.get(host);
+            let same = listed.map(|s| &s.created) == Some(&f.created.get());
+            let stalled = listed.is_some_and(|s| f.stalled(s.last_seq, now));
+            if stalled {
+                metrics::counter!(m::FLEET_STALLED_RESTARTS).increment(1);
+                tracing::warn!(host = %host, applied = f.progress.load(Ordering::Relaxed), "fleet follower received nothing while its stream holds more; starting it over");
+            }
+            let keep = !f.task.is_finished() && same && !stalled;
             if !keep {
                 f.stop.cancel();
-                stopping.push(std::mem::replace(&mut f.task, tokio::spawn(async {})));
+                stopping.push((host.clone(), std::mem::replace(&mut f.task, tokio::spawn(async { None }))));
             }
             keep
         });
-        wait_stopped(stopping).await;
+        unanswered.extend(wait_stopped(stopping).await);
         let mut catching_up = Vec::new();
         for (host, stream) in found {
             if followed.contains_key(&host) {
                 continue;
             }
-            let (done, caught) = tokio::sync::oneshot::channel();
-            catching_up.push(caught);
-            let following = FollowedStream::new(&stream.created);
-            let follower = Follower {
-                host: host.clone(),
-                following: following.clone(),
-                js: js.clone(),
-                store: self.store.clone(),
-                writer: self.writer.clone(),
-                events: self.events.clone(),
-                pipelining: self.pipelining,
-            };
-            let stop = cancel.child_token();
-            let task = tokio::spawn(follower.run(stop.clone(), done));
-            let entry = Followed {
-                created: following,
-                stop,
-                task,
-            };
+            let done = unanswered.remove(&host).unwrap_or_else(|| {
+                let (done, caught) = tokio::sync::oneshot::channel();
+                catching_up.push(caught);
+                done
+            });
+            let entry = self.start_follower(js, cancel, &host, &stream, done);
             followed.insert(host, entry);
         }
         catching_up
     }
+
+    fn start_follower(
+        &self,
+        js: &jetstream::Context,
+        cancel: &CancellationToken,
+        host: &str,
+        stream: &HostStream,
+        done: CatchUp,
+    ) -> Followed {
+        let following = FollowedStream::new(&stream.created);
+        let progress = Arc::new(AtomicU64::new(0));
+        let follower = Follower {
+            host: host.to_owned(),
+            following: following.clone(),
+            js: js.clone(),
+            store: self.store.clone(),
+            writer: self.writer.clone(),
+            events: self.events.clone(),
+            pipelining: self.pipelining,
+            progress: progress.clone(),
+        };
+        let stop = cancel.child_token();
+        let task = tokio::spawn(follower.run(stop.clone(), done));
+        Followed {
+            created: following,
+            stop,
+            task,
+            progress,
+            idle: None,
+        }
+    }
 }
 
 /// Aborts a task when the session that started it ends.
-struct AbortOnDrop(tokio::task::JoinHandle<anyhow::Result<()>>);
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -220,32 +270,64 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Stop every follower and wait for each to end (the next discovery starts them again).
-async fn stop_all(followed: &mut HashMap<String, Followed>) {
+/// Stop every follower and wait for each to end (the next discovery starts them again);
+/// answers the catch-up signals they handed back.
+async fn stop_all(followed: &mut HashMap<String, Followed>) -> HashMap<String, CatchUp> {
     let stopping = followed
         .drain()
-        .map(|(_, f)| {
+        .map(|(host, f)| {
             f.stop.cancel();
-            f.task
+            (host, f.task)
         })
         .collect();
-    wait_stopped(stopping).await;
+    wait_stopped(stopping).await
 }
 
 /// Wait for stopped followers to end: a follower stops between messages, never inside a write,
-/// so its last batch is committed before its successor reads the position it left.
-async fn wait_stopped(stopping: Vec<tokio::task::JoinHandle<()>>) {
-    for task in stopping {
-        let _ = task.await;
+/// so its last batch is committed before its successor reads the position it left. Answers
+/// the catch-up signals they handed back, by host.
+async fn wait_stopped(stopping: Vec<(String, FollowerTask)>) -> HashMap<String, CatchUp> {
+    let mut unanswered = HashMap::new();
+    for (host, task) in stopping {
+        if let Ok(Some(done)) = task.await {
+            unanswered.insert(host, done);
+        }
     }
+    unanswered
 }
+
+type FollowerTask = tokio::task::JoinHandle<Option<CatchUp>>;
+type CatchUpWait = tokio::sync::oneshot::Receiver<()>;
 
 /// A host stream being followed.
 struct Followed {
     /// The creation time of the stream its follower follows now.
     created: FollowedStream,
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: FollowerTask,
+    /// The stream sequence its follower applied so far.
+    progress: Arc<AtomicU64>,
+    /// Since when the follower has been at the same sequence while its stream held more.
+    idle: Option<(u64, tokio::time::Instant)>,
+}
+
+impl Followed {
+    /// True once the follower has applied nothing for [`STALL_AFTER`] while its stream's last
+    /// sequence (`last_seq`, as discovery listed it) is past what it applied.
+    fn stalled(&mut self, last_seq: u64, now: tokio::time::Instant) -> bool {
+        let applied = self.progress.load(Ordering::Relaxed);
+        if last_seq <= applied {
+            self.idle = None;
+            return false;
+        }
+        match self.idle {
+            Some((seen, since)) if seen == applied => now.duration_since(since) >= STALL_AFTER,
+            _ => {
+                self.idle = Some((applied, now));
+                false
+            }
+        }
+    }
 }
 
 /// Every host stream (`VKO_<host>`) by host, with its creation time and last sequence.

@@ -21,7 +21,8 @@ use vk_observer_telemetry::fleet_metrics as m;
 
 /// Outbox batches read and published in one step.
 const GROUP: usize = 64;
-/// Batches published and not yet acknowledged, at most (the window of `follow_outbox`).
+/// Batches published and not yet acknowledged, at most (the window of `follow_outbox`), on a
+/// stream of one replica. A replicated stream takes one at a time (`Publisher::window`).
 const WINDOW: usize = 64;
 /// How often an idle publisher looks at the outbox without a commit: meta-only batches (which
 /// move no token, so wake nothing) are published within it.
@@ -234,7 +235,8 @@ impl Publisher {
         };
         let mut acks: FuturesOrdered<Acked> = FuturesOrdered::new();
         loop {
-            let room = WINDOW.saturating_sub(acks.len());
+            let window = self.window(stream.cached_info());
+            let room = window.saturating_sub(acks.len());
             let sent = self
                 .publish_after(js, stamp, &mut published, room, &mut acks)
                 .await?;
@@ -259,11 +261,11 @@ impl Publisher {
                 while let Some(acked) = acks.next().await {
                     record_ack(cursor, acked)?;
                 }
-            } else if sent == 0 || acks.len() >= WINDOW {
+            } else if sent == 0 || acks.len() >= window {
                 // Nothing more to send now: wait for the oldest acknowledgement or a commit.
                 tokio::select! {
                     Some(acked) = acks.next() => record_ack(cursor, acked)?,
-                    _ = committed.changed(), if acks.len() < WINDOW => {}
+                    _ = committed.changed(), if acks.len() < window => {}
                 }
             }
             while let Some(Some(acked)) = acks.next().now_or_never() {
@@ -277,6 +279,20 @@ impl Publisher {
                 }
                 *recorded = (cursor.token, cursor.meta);
             }
+        }
+    }
+
+    /// How many publishes may await their acknowledgement at once. One on a replicated stream:
+    /// with several chained publishes in flight, a change of the stream's leader can drop one
+    /// while the next (chained to it) is kept, and nats-server 2.15.1 then fails that entry on
+    /// every replica ("critical write error: last msgid mismatch") and leaves the stream
+    /// without a leader for good (seen in tests/fleet_cluster_faults.rs). One at a time, a
+    /// publish is sent only once the one it is chained to is stored.
+    fn window(&self, stream: &stream::Info) -> usize {
+        if self.settings.replicas.max(stream.config.num_replicas) > 1 {
+            1
+        } else {
+            WINDOW
         }
     }
 

@@ -30,6 +30,9 @@ pub const FLEET_STREAM_CHANGES: &str = "vk_observer_fleet_stream_changes_total";
 pub const FLEET_TLS_DAYS_LEFT: &str = "vk_observer_fleet_tls_cert_days_left";
 /// Fleet node: times NATS came back after an outage and every follower started over.
 pub const FLEET_RESUBSCRIBES: &str = "vk_observer_fleet_resubscribes_total";
+/// Fleet node: followers started over because their stream held more than they had applied
+/// and nothing arrived for a while (a consumer left behind by a server that lost the stream).
+pub const FLEET_STALLED_RESTARTS: &str = "vk_observer_fleet_stalled_restarts_total";
 
 /// Describe the fleet metrics and export them at zero.
 pub fn register_fleet() {
@@ -72,6 +75,10 @@ pub fn register_fleet() {
         (
             FLEET_RESUBSCRIBES,
             "Times NATS came back after an outage and every host's consumer was created again.",
+        ),
+        (
+            FLEET_STALLED_RESTARTS,
+            "Followers started over: their stream held more than they applied and nothing arrived for a while.",
         ),
     ];
     for (name, help) in counters {
