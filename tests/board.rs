@@ -9,7 +9,7 @@ mod board_support;
 
 use std::time::Duration;
 
-use board_support::{World, card, card_until, get};
+use board_support::{World, card, card_until, get, until};
 use serde_json::json;
 use vk_observer_sim::AttemptScript;
 
@@ -348,5 +348,42 @@ async fn an_attempt_shows_its_cached_branch_status_and_the_chart_counts_it() {
     );
     assert_eq!(repo["ready_to_merge"], true);
     assert!(after["branch"]["as_of"].as_str().is_some());
+    w.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_read_for_one_page_serves_another_only_if_it_covers_what_that_page_saw() {
+    let w = World::start(Duration::from_millis(5)).await;
+    let reader = Some(w.tokens.reader.as_str());
+    let first = get(&w, "/board/api/board", reader).await;
+    let seen_then = first.json["token"].as_str().unwrap().to_string();
+    let same = get(&w, &format!("/board/api/board?seen={seen_then}"), reader).await;
+    assert_eq!(
+        same.text, first.text,
+        "a page that saw the same token shares the read"
+    );
+
+    let task = w.sim.add_task(w.project, "After the memo", None);
+    let ids = w
+        .sim
+        .run_attempt_script(task, AttemptScript::default())
+        .await;
+    let q = w.query();
+    until("the attempt cached", WAIT, || async {
+        q.store.read().attempt(ids.attempt_id).ok().flatten()
+    })
+    .await;
+    let seen_now = q.token();
+    let fresh = get(&w, &format!("/board/api/board?seen={seen_now}"), reader).await;
+    assert!(
+        fresh.text.contains("After the memo"),
+        "a page that saw the change never gets a board from before it: {}",
+        fresh.text
+    );
+    for odd in ["not-a-token", "0.0", ""] {
+        let answer = get(&w, &format!("/board/api/board?seen={odd}"), reader).await;
+        assert_eq!(answer.status, 200, "seen={odd}: {}", answer.text);
+        assert!(answer.text.contains("After the memo"), "seen={odd}");
+    }
     w.shutdown().await;
 }

@@ -61,6 +61,8 @@ async fn page(base: String, follow: Option<String>) {
         .unwrap();
     let mut buf = String::new();
     let mut after: Option<u64> = None;
+    // The last change's token, sent as the page sends it (`?seen=`).
+    let mut seen = token.clone();
     // As the script does: the board at most once a second after changes.
     let mut board_at = Instant::now();
     let mut board_due = false;
@@ -76,6 +78,9 @@ async fn page(base: String, follow: Option<String>) {
             let Ok(c) = serde_json::from_str::<Value>(data.trim()) else {
                 continue;
             };
+            if let Some(t) = c["token"].as_str() {
+                seen = t.to_string();
+            }
             let attempts = c["attempts"].as_array().cloned().unwrap_or_default();
             changed |=
                 !attempts.is_empty() || c["projects"].as_array().is_some_and(|p| !p.is_empty());
@@ -88,7 +93,7 @@ async fn page(base: String, follow: Option<String>) {
             board_at = Instant::now();
             board_due = false;
             let _ = http
-                .get(format!("{base}/board/api/board"))
+                .get(format!("{base}/board/api/board?seen={seen}"))
                 .send()
                 .await
                 .map(|r| r.bytes());

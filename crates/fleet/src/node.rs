@@ -349,3 +349,41 @@ async fn host_streams(js: &jetstream::Context) -> anyhow::Result<HashMap<String,
     }
     Ok(found)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_follower_is_stalled_only_when_more_waits_and_nothing_came_for_a_while() {
+        let progress = Arc::new(AtomicU64::new(3));
+        let mut f = Followed {
+            created: FollowedStream::new("created"),
+            stop: CancellationToken::new(),
+            task: tokio::spawn(async { None }),
+            progress: progress.clone(),
+            idle: None,
+        };
+        let t0 = tokio::time::Instant::now();
+        let ms = Duration::from_millis;
+        assert!(!f.stalled(3, t0), "applied all its stream holds");
+        assert!(!f.stalled(5, t0), "more waits: the clock starts");
+        assert!(!f.stalled(5, t0 + STALL_AFTER - ms(1)));
+        progress.store(4, Ordering::Relaxed);
+        assert!(
+            !f.stalled(5, t0 + STALL_AFTER),
+            "it moved: the clock starts over"
+        );
+        assert!(!f.stalled(5, t0 + STALL_AFTER * 2 - ms(1)));
+        assert!(
+            f.stalled(5, t0 + STALL_AFTER * 2),
+            "nothing for STALL_AFTER"
+        );
+        progress.store(5, Ordering::Relaxed);
+        assert!(!f.stalled(5, t0 + STALL_AFTER * 3), "caught up");
+        assert!(
+            !f.stalled(6, t0 + STALL_AFTER * 3),
+            "a new wait starts afresh"
+        );
+    }
+}

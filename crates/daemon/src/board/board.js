@@ -194,7 +194,9 @@ async function loadBoard() {
   try {
     do {
       S.boardAgain = false;
-      S.board = await api('/board/api/board');
+      // The last change seen: a board the daemon read for another page since covers it.
+      const seen = S.token ? `?seen=${encodeURIComponent(S.token)}` : '';
+      S.board = await api(`/board/api/board${seen}`);
       if (!S.token) S.token = S.board.token;
       renderBoard();
     } while (S.boardAgain);

@@ -10,11 +10,11 @@
 //! (newest first) and [`MAX_ATTEMPTS`] attempts per task; `truncated` says when more exist.
 //! The chart of attempts started / finished / failed over time (`query::timeline`) counts the
 //! attempts shown. Every open page re-reads the board after the same change, so the last answer
-//! is kept for the same caller while the store's token has not moved (`BoardMemo`).
+//! is kept for the same caller while it covers what the asking page has seen (`BoardMemo`).
 
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::extract::{Query as QueryArgs, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -128,21 +128,33 @@ pub(crate) struct Card {
     pub attempt_token: String,
 }
 
-/// `GET /board/api/board`: from the memo while nothing was committed since it was read
-/// (`BoardMemo`), else read anew.
+/// `?seen=`: the newest token the page has seen (the last change event's id).
+#[derive(serde::Deserialize)]
+pub(crate) struct BoardArgs {
+    seen: Option<String>,
+}
+
+/// `GET /board/api/board`: from the memo when it is recent and already covers what the page
+/// has seen (`BoardMemo`), else read anew.
 pub(crate) async fn board(
     State(state): State<BoardState>,
     headers: HeaderMap,
+    QueryArgs(args): QueryArgs<BoardArgs>,
 ) -> Result<Response, BoardError> {
     let caller = auth::reader(&state, &headers)?;
     let session = Session::of(&caller, &state);
     // The token before the read: the memo never holds data older than its key.
-    let key = MemoKey {
-        token: state.query.store.current_token(),
+    let token = state.query.store.current_token();
+    let whose = Whose {
         caller: format!("{}|{}", session.caller, session.scopes),
         within: caller.projects.clone(),
     };
-    if let Some(body) = state.board_memo.get(&key) {
+    // A token of this store the page has seen; anything else asks for the current one.
+    let at_least = match args.seen.map(|raw| state.query.since(Some(&raw), "seen")) {
+        Some(Ok(Since::After(seen))) => seen,
+        _ => token,
+    };
+    if let Some(body) = state.board_memo.get(&whose, at_least) {
         return Ok(json_body(body));
     }
     let query = state.query.clone();
@@ -151,7 +163,7 @@ pub(crate) async fn board(
         .await
         .map_err(|e| BoardError::tool(ToolError::internal(e)))??;
     let body = bytes::Bytes::from(serde_json::to_vec(&built).map_err(ToolError::internal)?);
-    state.board_memo.put(key, body.clone());
+    state.board_memo.put(whose, token, body.clone());
     Ok(json_body(body))
 }
 
@@ -159,32 +171,35 @@ fn json_body(body: bytes::Bytes) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-/// Whose board, at which token.
+/// Whose board: the caller and the projects its token may read.
 #[derive(Debug, Clone, PartialEq)]
-struct MemoKey {
-    token: u64,
+struct Whose {
     caller: String,
     within: Option<Vec<Uuid>>,
 }
 
-/// The last board answered, reused for the same caller while the store's token has not moved
-/// (and at most [`MEMO_FOR`], so the ages it shows stay close): every open page re-reads the
-/// board after the same change, and all but the first of them get it without a read.
+/// The last board answered and the store token it was read at, reused for the same caller
+/// while it covers every change the asking page has seen (its `seen` token, else the store's
+/// current one) and for at most [`MEMO_FOR`], so the ages it shows stay close: every open page
+/// re-reads the board after the same change events, and all but the first of them get it
+/// without a read. A change after the memo's token comes to each page as an event with a
+/// higher id, whose re-read then misses the memo: no page keeps a board older than what it saw.
 #[derive(Default)]
-pub(crate) struct BoardMemo(std::sync::Mutex<Option<(MemoKey, Instant, bytes::Bytes)>>);
+pub(crate) struct BoardMemo(std::sync::Mutex<Option<(Whose, u64, Instant, bytes::Bytes)>>);
 
-/// How long a memoized board is answered at most.
-const MEMO_FOR: Duration = Duration::from_millis(500);
+/// How long a memoized board is answered at most (the page re-reads at most once a second).
+const MEMO_FOR: Duration = Duration::from_millis(1000);
 
 impl BoardMemo {
-    fn get(&self, key: &MemoKey) -> Option<bytes::Bytes> {
+    fn get(&self, whose: &Whose, at_least: u64) -> Option<bytes::Bytes> {
         let memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (k, at, body) = memo.as_ref()?;
-        (k == key && at.elapsed() < MEMO_FOR).then(|| body.clone())
+        let (w, token, at, body) = memo.as_ref()?;
+        (w == whose && *token >= at_least && at.elapsed() < MEMO_FOR).then(|| body.clone())
     }
 
-    fn put(&self, key: MemoKey, body: bytes::Bytes) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, Instant::now(), body));
+    fn put(&self, whose: Whose, token: u64, body: bytes::Bytes) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((whose, token, Instant::now(), body));
     }
 }
 
@@ -366,4 +381,35 @@ fn last_line(query: &Query, attempt: Uuid) -> Result<Option<String>, ToolError> 
             });
             tool.or_else(|| c.text.clone())
         }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_memoized_board_serves_only_pages_it_covers() {
+        let memo = BoardMemo::default();
+        let whose = Whose {
+            caller: "ops|read".into(),
+            within: None,
+        };
+        assert!(memo.get(&whose, 0).is_none(), "nothing memoized yet");
+        memo.put(whose.clone(), 10, bytes::Bytes::from_static(b"{}"));
+        // A page that saw token 7 or 10 gets the board read at 10; one that saw 11 does not.
+        assert!(memo.get(&whose, 7).is_some());
+        assert!(memo.get(&whose, 10).is_some());
+        assert!(memo.get(&whose, 11).is_none());
+        // Another caller, or the same one limited to some projects, never shares it.
+        let other = Whose {
+            caller: "dev|read".into(),
+            within: None,
+        };
+        let limited = Whose {
+            within: Some(vec![Uuid::nil()]),
+            ..whose.clone()
+        };
+        assert!(memo.get(&other, 0).is_none());
+        assert!(memo.get(&limited, 0).is_none());
+    }
 }
