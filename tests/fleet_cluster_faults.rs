@@ -19,7 +19,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
