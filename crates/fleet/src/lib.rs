@@ -23,7 +23,7 @@ use vk_observer_config::{FleetSettings, NatsCredentials};
 /// How the fleet pipelines its two hops. [`Pipelining::default`] (= [`Pipelining::pipelined`])
 /// is what daemons run; [`Pipelining::serial`] is the way before (one host message per writer batch, each commit
 /// awaited before the next message is read; the publisher awaiting every group's
-/// acknowledgements, then flushing its cursor to disk), kept so `benches/fleet.rs` measures
+/// acknowledgements, then flushing its cursor to disk), kept so `benches/fleet/main.rs` measures
 /// both side by side in one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pipelining {
@@ -80,7 +80,7 @@ impl Pipelining {
     }
 
     /// Choose the way every host daemon and fleet node started later in this process runs
-    /// (`None`: the default again): for `benches/fleet.rs` and tests/fleet_faults.rs, which
+    /// (`None`: the default again): for `benches/fleet/main.rs` and tests/fleet_faults.rs, which
     /// start whole daemons and fleet nodes. Daemons never call it.
     pub fn set_process_default(way: Option<Pipelining>) {
         *PROCESS_DEFAULT.lock().unwrap_or_else(|e| e.into_inner()) = way;

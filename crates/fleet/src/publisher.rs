@@ -122,7 +122,7 @@ impl Publisher {
         }
     }
 
-    /// Publish with another [`super::Pipelining`] than the default (benches/fleet.rs).
+    /// Publish with another [`super::Pipelining`] than the default (benches/fleet/main.rs).
     pub fn with_pipelining(mut self, pipelining: super::Pipelining) -> Self {
         self.pipelining = pipelining;
         self

@@ -21,11 +21,23 @@
 //! times one host store's writes of a quarter of the entries with the outbox off and on),
 //! `VK_BENCH_OUT=dir` (default target/perf; writes `fleet.json`),
 //! `VK_BENCH_FLEET_WAYS=serial,pipelined` (default both: each phase runs the way before the
-//! pipelining, `fleet::Pipelining::serial`, then the default, each on a fresh nats-server).
+//! pipelining, `fleet::Pipelining::serial`, then the default, each on a fresh nats-server),
+//! `VK_BENCH_FLEET_TOPOLOGIES=single,tls,cluster3` (default `single`: one plain server; `tls`:
+//! one server over mutual TLS; `cluster3`: three servers in one JetStream cluster, each host
+//! stream at three replicas; `servers.rs`). Each phase runs on each topology side by side.
 
 #[allow(dead_code)]
-#[path = "../tests/support/nats.rs"]
+#[path = "../../tests/support/nats.rs"]
 mod nats;
+#[allow(dead_code)]
+#[path = "../../tests/support/nats_cluster.rs"]
+mod nats_cluster;
+#[allow(dead_code)]
+#[path = "../../tests/support/nats_tls.rs"]
+mod nats_tls;
+mod servers;
+
+use servers::Servers;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,6 +66,7 @@ struct Opts {
     wakes: usize,
     only: Option<Vec<String>>,
     ways: Vec<String>,
+    topologies: Vec<String>,
 }
 
 impl Opts {
@@ -72,6 +85,11 @@ impl Opts {
             only: var("VK_BENCH_ONLY").map(|v| v.split(',').map(|s| s.trim().into()).collect()),
             ways: var("VK_BENCH_FLEET_WAYS")
                 .unwrap_or_else(|| "serial,pipelined".into())
+                .split(',')
+                .map(|s| s.trim().into())
+                .collect(),
+            topologies: var("VK_BENCH_FLEET_TOPOLOGIES")
+                .unwrap_or_else(|| "single".into())
                 .split(',')
                 .map(|s| s.trim().into())
                 .collect(),
@@ -95,35 +113,9 @@ fn main() {
     if opts.runs("hostwrite") {
         report.insert("host_writes".into(), runtime.block_on(host_writes(&opts)));
     }
-    // Each way on a fresh nats-server, one after the other in this process: `serial` is the
-    // way before the pipelining (fleet::Pipelining::serial), `pipelined` the default.
     for phase in ["wake", "fanin", "backlog"] {
-        if !opts.runs(phase) {
-            continue;
-        }
-        for way in &opts.ways {
-            Pipelining::set_process_default(Some(
-                Pipelining::named(way).expect("VK_BENCH_FLEET_WAYS: serial or pipelined"),
-            ));
-            let nats = nats::NatsServer::start("fleet bench").expect("a nats-server");
-            println!("--- {phase}, {way}");
-            let mut add = |key: &str, value: Value| {
-                let entry = report.entry(key.to_owned()).or_insert_with(|| json!({}));
-                entry[way.as_str()] = value;
-            };
-            if phase == "wake" {
-                add("wake", runtime.block_on(wake(&nats, opts.wakes)));
-            } else if phase == "backlog" {
-                add(
-                    "fan_in_backlog",
-                    runtime.block_on(backlog_fan_in(&nats, &opts)),
-                );
-            } else {
-                let (fan, catch, wire) = runtime.block_on(fan_in_and_catch_up(&nats, &opts));
-                add("fan_in", fan);
-                add("catch_up", catch);
-                add("wire", wire);
-            }
+        if opts.runs(phase) {
+            run_phase(&runtime, &opts, phase, &mut report);
         }
     }
     Pipelining::set_process_default(None);
@@ -136,6 +128,48 @@ fn main() {
     )
     .unwrap();
     println!("raw: {path}");
+}
+
+/// One phase on each topology and each way, each on fresh servers, one after the other in this
+/// process: `serial` is the way before the pipelining (fleet::Pipelining::serial), `pipelined`
+/// the default. Reported under the way's name on one plain server (`single`), else under
+/// "<topology> <way>".
+fn run_phase(
+    runtime: &tokio::runtime::Runtime,
+    opts: &Opts,
+    phase: &str,
+    report: &mut serde_json::Map<String, Value>,
+) {
+    for topology in &opts.topologies {
+        for way in &opts.ways {
+            Pipelining::set_process_default(Some(
+                Pipelining::named(way).expect("VK_BENCH_FLEET_WAYS: serial or pipelined"),
+            ));
+            let servers = runtime.block_on(Servers::start(topology));
+            println!("--- {phase}, {topology}, {way}");
+            let column = match topology.as_str() {
+                "single" => way.clone(),
+                _ => format!("{topology} {way}"),
+            };
+            let mut add = |key: &str, value: Value| {
+                let entry = report.entry(key.to_owned()).or_insert_with(|| json!({}));
+                entry[column.as_str()] = value;
+            };
+            match phase {
+                "wake" => add("wake", runtime.block_on(wake(&servers, opts.wakes))),
+                "backlog" => add(
+                    "fan_in_backlog",
+                    runtime.block_on(backlog_fan_in(&servers, opts)),
+                ),
+                _ => {
+                    let (fan, catch, wire) = runtime.block_on(fan_in_and_catch_up(&servers, opts));
+                    add("fan_in", fan);
+                    add("catch_up", catch);
+                    add("wire", wire);
+                }
+            }
+        }
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -151,28 +185,26 @@ fn summary(mut ms: Vec<f64>) -> Value {
 
 // ---------------------------------------------------------------------------------------- wake
 
-fn host_settings(sim: &Sim, dir: &std::path::Path, url: &str) -> Settings {
+fn host_settings(sim: &Sim, dir: &std::path::Path, servers: &Servers) -> Settings {
     Settings {
         upstream: sim.base_url(),
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.to_path_buf(),
         fleet: FleetSettings {
-            urls: vec![url.to_owned()],
             host: "wake".into(),
-            ..FleetSettings::default()
+            ..servers.fleet()
         },
         ..Settings::default()
     }
 }
 
-fn node_settings(dir: &std::path::Path, url: &str) -> Settings {
+fn node_settings(dir: &std::path::Path, servers: &Servers) -> Settings {
     Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: dir.to_path_buf(),
         fleet: FleetSettings {
-            urls: vec![url.to_owned()],
             node: true,
-            ..FleetSettings::default()
+            ..servers.fleet()
         },
         ..Settings::default()
     }
@@ -212,9 +244,12 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// When each message on `subject` reached a plain NATS subscriber (a probe beside the fleet
 /// node's consumer: the hop host → NATS apart from NATS → fleet).
-async fn nats_arrivals(url: &str, subject: &str) -> tokio::sync::mpsc::UnboundedReceiver<Instant> {
+async fn nats_arrivals(
+    servers: &Servers,
+    subject: &str,
+) -> tokio::sync::mpsc::UnboundedReceiver<Instant> {
     use futures::StreamExt;
-    let client = async_nats::connect(url).await.unwrap();
+    let client = servers.client().await;
     let mut sub = client.subscribe(subject.to_owned()).await.unwrap();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
@@ -228,7 +263,7 @@ async fn nats_arrivals(url: &str, subject: &str) -> tokio::sync::mpsc::Unbounded
     rx
 }
 
-async fn wake(nats: &nats::NatsServer, wakes: usize) -> Value {
+async fn wake(servers: &Servers, wakes: usize) -> Value {
     let sim = Sim::start(SimConfig::default()).await.unwrap();
     let project = sim.add_project("wake", &["repo"]);
     let task = sim.add_task(project, "wake", None);
@@ -236,7 +271,7 @@ async fn wake(nats: &nats::NatsServer, wakes: usize) -> Value {
     let pid = sim.start_process(ids.session_id, RunReason::CodingAgent);
     let (dir_h, dir_f) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let host = Daemon::start(
-        host_settings(&sim, dir_h.path(), &nats.url)
+        host_settings(&sim, dir_h.path(), servers)
             .validate()
             .unwrap(),
         None,
@@ -244,12 +279,12 @@ async fn wake(nats: &nats::NatsServer, wakes: usize) -> Value {
     .await
     .unwrap();
     let fleet = FleetNode::start(
-        node_settings(dir_f.path(), &nats.url).validate().unwrap(),
+        node_settings(dir_f.path(), servers).validate().unwrap(),
         None,
     )
     .await
     .unwrap();
-    let seen_on_nats = nats_arrivals(&nats.url, "vko.wake.batch").await;
+    let seen_on_nats = nats_arrivals(servers, "vko.wake.batch").await;
     let attempt = ids.attempt_id;
     until("the attempt on the fleet", || {
         fleet.store.read().attempt(attempt).ok().flatten().is_some()
@@ -319,9 +354,13 @@ struct BenchHost {
     _dir: tempfile::TempDir,
 }
 
-fn bench_host(name: &str, url: &str, cancel: &tokio_util::sync::CancellationToken) -> BenchHost {
+fn bench_host(
+    name: &str,
+    servers: &Servers,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> BenchHost {
     let host = quiet_host(name);
-    host.publish(url, cancel);
+    host.publish(servers, cancel);
     host
 }
 
@@ -344,12 +383,11 @@ fn quiet_host(name: &str) -> BenchHost {
 }
 
 impl BenchHost {
-    /// Start this host's publisher (its outbox to its stream on `url`).
-    fn publish(&self, url: &str, cancel: &tokio_util::sync::CancellationToken) {
+    /// Start this host's publisher (its outbox to its stream on `servers`).
+    fn publish(&self, servers: &Servers, cancel: &tokio_util::sync::CancellationToken) {
         let settings = FleetSettings {
-            urls: vec![url.to_owned()],
             host: self.name.clone(),
-            ..FleetSettings::default()
+            ..servers.fleet()
         };
         Publisher::new(settings, self.owner.store(), self.owner.fleet_cursor())
             .spawn(cancel.child_token());
@@ -358,16 +396,15 @@ impl BenchHost {
 
 /// A fleet node's store and follower, from an empty dir.
 fn bench_node(
-    url: &str,
+    servers: &Servers,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> (Store, StoreOwner, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
     let (writer, _task) = owner.spawn_writer().unwrap();
     let settings = FleetSettings {
-        urls: vec![url.to_owned()],
         node: true,
-        ..FleetSettings::default()
+        ..servers.fleet()
     };
     Node::new(settings, owner.store(), writer, Arc::new(Quiet)).spawn(cancel.child_token());
     (owner.store(), owner, dir)
@@ -475,17 +512,17 @@ async fn host_writes(opts: &Opts) -> Value {
 /// node following: entries per second into the fleet from the publishers' start until the
 /// node has all. On a real fleet each host writes on its own machine; here the host writers
 /// are kept off the clock, while the publishers, nats-server and the node share the 2 cores.
-async fn backlog_fan_in(nats: &nats::NatsServer, opts: &Opts) -> Value {
+async fn backlog_fan_in(servers: &Servers, opts: &Opts) -> Value {
     let cancel = tokio_util::sync::CancellationToken::new();
     let hosts: Vec<BenchHost> = (0..4).map(|i| quiet_host(&format!("back{i}"))).collect();
     let per_host = opts.entries / 4;
     let start = Instant::now();
     write_hosts(&hosts, per_host, opts.batch).await;
     let written = start.elapsed().as_secs_f64();
-    let (node, _node_owner, _node_dir) = bench_node(&nats.url, &cancel);
+    let (node, _node_owner, _node_dir) = bench_node(servers, &cancel);
     let start = Instant::now();
     for h in &hosts {
-        h.publish(&nats.url, &cancel);
+        h.publish(servers, &cancel);
     }
     until("the fleet has every host's backlog", || {
         has_all(&node, &hosts)
@@ -511,12 +548,12 @@ fn has_all(node: &Store, hosts: &[BenchHost]) -> bool {
     })
 }
 
-async fn fan_in_and_catch_up(nats: &nats::NatsServer, opts: &Opts) -> (Value, Value, Value) {
+async fn fan_in_and_catch_up(servers: &Servers, opts: &Opts) -> (Value, Value, Value) {
     let cancel = tokio_util::sync::CancellationToken::new();
     let hosts: Vec<BenchHost> = (0..4)
-        .map(|i| bench_host(&format!("fan{i}"), &nats.url, &cancel))
+        .map(|i| bench_host(&format!("fan{i}"), servers, &cancel))
         .collect();
-    let (node, _node_owner, _node_dir) = bench_node(&nats.url, &cancel);
+    let (node, _node_owner, _node_dir) = bench_node(servers, &cancel);
     let per_host = opts.entries / 4;
     let start = Instant::now();
     write_hosts(&hosts, per_host, opts.batch).await;
@@ -531,7 +568,7 @@ async fn fan_in_and_catch_up(nats: &nats::NatsServer, opts: &Opts) -> (Value, Va
         "entries_per_s": total as f64 / secs, "hosts_written_s": written});
     println!("fan-in: {fan}");
 
-    let (fresh, _fresh_owner, _fresh_dir) = bench_node(&nats.url, &cancel);
+    let (fresh, _fresh_owner, _fresh_dir) = bench_node(servers, &cancel);
     let start = Instant::now();
     until("the new fleet node caught up", || has_all(&fresh, &hosts)).await;
     let secs = start.elapsed().as_secs_f64();
@@ -539,7 +576,7 @@ async fn fan_in_and_catch_up(nats: &nats::NatsServer, opts: &Opts) -> (Value, Va
         "extrapolated_1m_s": secs * 1e6 / total as f64, "measured_at_1m": total >= 1_000_000});
     println!("catch-up from empty: {catch}");
 
-    let js = async_nats::jetstream::new(async_nats::connect(&nats.url).await.unwrap());
+    let js = async_nats::jetstream::new(servers.client().await);
     let mut stored = 0;
     let mut messages = 0;
     for h in &hosts {
