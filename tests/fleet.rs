@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::fleet::{fleet_node, host_daemon};
-use support::mcp::Mcp;
+use support::mcp::{Mcp, Reply};
 use support::nats::NatsServer;
 use uuid::Uuid;
 use vk_observer_daemon::fleet_node::FleetNode;
@@ -89,7 +89,12 @@ async fn answers(mcp: &Mcp, projects: &[String]) -> BTreeMap<String, Value> {
             .ok();
         for t in tasks["tasks"].as_array().unwrap() {
             let id = t["task_id"].as_str().unwrap();
-            let task = mcp.call("get_task", json!({"task_id": id})).await.ok();
+            // A task listed a moment ago may be gone by now (a snapshot applied in between):
+            // its error is an answer that differs, and the caller reads again.
+            let task = match mcp.call("get_task", json!({"task_id": id})).await {
+                Reply::Ok(task) => task,
+                Reply::Err(error) => error,
+            };
             out.insert(format!("get_task {id}"), comparable(&task));
         }
         out.insert(format!("list_tasks {p}"), comparable(&tasks));
