@@ -13,34 +13,23 @@ mod board_support;
 #[path = "support/nats.rs"]
 mod nats;
 
+#[path = "support/term_on_drop.rs"]
+mod term_on_drop;
+
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use board_support::browser;
 use serde_json::Value;
-use tokio::process::{Child, Command};
+use term_on_drop::TermOnDrop;
+use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vk-observer");
 const HOSTS: usize = 3;
 const SHOWN: Duration = Duration::from_secs(90);
 
 /// The demo process, stopped with SIGTERM (so it stops its nats-server child) when dropped.
-struct Demo(Child);
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let Some(pid) = self.0.id() else { return };
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        let start = Instant::now();
-        while self.0.try_wait().ok().flatten().is_none()
-            && start.elapsed() < Duration::from_secs(15)
-        {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
+type Demo = TermOnDrop;
 
 /// `vk-observer demo --hosts 3` on a free loopback port, with no `VK_OBSERVER_*` of the
 /// caller's shell but the nats-server it is given.
@@ -64,7 +53,7 @@ fn start_demo(nats: &std::path::Path, dir: &std::path::Path) -> (Demo, std::net:
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    (Demo(c.spawn().expect("the demo starts")), addr)
+    (TermOnDrop(c.spawn().expect("the demo starts")), addr)
 }
 
 /// The hosts named on the cards' meta lines, per project heading.

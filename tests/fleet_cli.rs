@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::mcp::Mcp;
-use tokio::process::{Child, Command};
+use support::term_on_drop::TermOnDrop;
+use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vk-observer");
 
@@ -28,25 +29,6 @@ fn cli() -> Command {
     }
     c.env("COLUMNS", "200").kill_on_drop(true);
     c
-}
-
-/// The demo process, stopped with SIGTERM (so it stops its nats-server child) when dropped.
-struct Demo(Child);
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.id() {
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-            let start = Instant::now();
-            while self.0.try_wait().ok().flatten().is_none()
-                && start.elapsed() < Duration::from_secs(15)
-            {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-    }
 }
 
 fn free_addr() -> std::net::SocketAddr {
@@ -83,7 +65,7 @@ async fn demo_with_three_hosts_serves_a_fleet_and_status_shows_each_host() {
     .env("VK_OBSERVER_NATS_SERVER", &nats)
     .stdout(Stdio::null())
     .stderr(Stdio::null());
-    let _demo = Demo(c.spawn().expect("the demo starts"));
+    let _demo = TermOnDrop(c.spawn().expect("the demo starts"));
 
     let http = reqwest::Client::new();
     let start = Instant::now();

@@ -18,17 +18,15 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::fleet::{
-    fleet_node_with, host_daemon_with, host_truth, panic_text, play_seeded, watch_token,
-};
+use support::fleet::{fleet_node_with, host_daemon_with, host_truth, play_seeded, watch_token};
 use support::nats_cluster::Cluster;
+use support::seeded::Seeds;
 use uuid::Uuid;
 use vk_observer_config::FleetSettings;
 use vk_observer_daemon::Daemon;
@@ -53,13 +51,6 @@ enum Fault {
 }
 
 const FAULTS: [Fault; 3] = [Fault::KillAny, Fault::KillLeader, Fault::LoseQuorum];
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 struct Host {
     name: String,
@@ -305,44 +296,19 @@ async fn converge_fleet(world: &World) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_cluster_fault_schedules_converge() {
-    use futures::StreamExt;
     let Some(binary) = support::nats::binary_or_skip("fleet cluster fault schedules") else {
         return;
     };
-    if std::env::var("VK_FAULT_TRACE").is_ok() {
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| "vk_observer_fleet=info,vk_observer_daemon=info".into());
-        let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
-    }
-    let n = env_u64("VK_FLEET_CLUSTER_SEEDS", 50);
-    let base = env_u64("VK_FLEET_CLUSTER_SEED_BASE", 0);
-    let started = Instant::now();
-    let tally: Arc<Mutex<BTreeMap<Fault, usize>>> = Default::default();
-    futures::stream::iter(base..base + n)
-        .for_each_concurrent(5, |seed| {
-            let (tally, binary) = (tally.clone(), binary.clone());
-            async move {
-                let run = tokio::spawn(run_schedule(seed, binary));
-                let played = run.await.unwrap_or_else(|e| {
-                    panic!(
-                        "cluster fault seed {seed} failed: {}\nreplay: \
-                         VK_FLEET_CLUSTER_SEED_BASE={seed} VK_FLEET_CLUSTER_SEEDS=1 VK_FAULT_TRACE=1 {REPLAY}",
-                        panic_text(e)
-                    )
-                });
-                let mut tally = tally.lock().unwrap();
-                for f in played {
-                    *tally.entry(f).or_default() += 1;
-                }
-            }
-        })
-        .await;
-    let tally = tally.lock().unwrap();
-    eprintln!(
-        "cluster fault schedules: {n} seeds from {base} converged in {:.0?}; faults played: {tally:?}",
-        started.elapsed()
-    );
-    if n >= 20 {
+    support::seeded::trace_if_asked();
+    let seeds = Seeds {
+        name: "cluster fault",
+        count_var: "VK_FLEET_CLUSTER_SEEDS",
+        base_var: "VK_FLEET_CLUSTER_SEED_BASE",
+        default_count: 50,
+        replay: REPLAY,
+    };
+    let tally = seeds.run(|seed| run_schedule(seed, binary.clone())).await;
+    if seeds.count() >= 20 {
         for f in FAULTS {
             assert!(tally.contains_key(&f), "{f:?} was never played");
         }

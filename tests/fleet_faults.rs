@@ -19,15 +19,15 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use support::fleet::{fleet_node, host_daemon, host_truth, panic_text, play_seeded};
+use support::fleet::{fleet_node, host_daemon, host_truth, play_seeded};
 use support::nats::NatsServer;
+use support::seeded::Seeds;
 use uuid::Uuid;
 use vk_observer_daemon::Daemon;
 use vk_observer_daemon::fleet_node::FleetNode;
@@ -60,13 +60,6 @@ const FAULTS: [Fault; 7] = [
     Fault::Duplicates,
     Fault::StreamLost,
 ];
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 struct Host {
     name: String,
@@ -357,15 +350,10 @@ async fn converge_fleet(world: &World) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeded_fleet_fault_schedules_converge() {
-    use futures::StreamExt;
     if NatsServer::start("fleet fault schedules").is_none() {
         return;
     }
-    if std::env::var("VK_FAULT_TRACE").is_ok() {
-        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| "vk_observer_fleet=info,vk_observer_daemon=info".into());
-        let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
-    }
+    support::seeded::trace_if_asked();
     // `VK_OBSERVER_FLEET_PIPELINING=1` (pipelined) or `0` (serial): the way every host daemon
     // and fleet node of the run publishes and follows (fleet::Pipelining); unset, the default.
     let way = std::env::var("VK_OBSERVER_FLEET_PIPELINING").ok();
@@ -377,34 +365,15 @@ async fn seeded_fleet_fault_schedules_converge() {
         "fleet fault schedules: pipelining {:?}",
         vk_observer_fleet::Pipelining::process_default()
     );
-    let n = env_u64("VK_FLEET_FAULT_SEEDS", 100);
-    let base = env_u64("VK_FLEET_FAULT_SEED_BASE", 0);
-    let started = Instant::now();
-    let tally: Arc<Mutex<BTreeMap<Fault, usize>>> = Default::default();
-    futures::stream::iter(base..base + n)
-        .for_each_concurrent(5, |seed| {
-            let tally = tally.clone();
-            async move {
-                let played = tokio::spawn(run_schedule(seed)).await.unwrap_or_else(|e| {
-                    panic!(
-                        "fleet fault seed {seed} failed: {}\nreplay: \
-                         VK_FLEET_FAULT_SEED_BASE={seed} VK_FLEET_FAULT_SEEDS=1 VK_FAULT_TRACE=1 {REPLAY}",
-                        panic_text(e)
-                    )
-                });
-                let mut tally = tally.lock().unwrap();
-                for f in played {
-                    *tally.entry(f).or_default() += 1;
-                }
-            }
-        })
-        .await;
-    let tally = tally.lock().unwrap();
-    eprintln!(
-        "fleet fault schedules: {n} seeds from {base} converged in {:.0?}; faults played: {tally:?}",
-        started.elapsed()
-    );
-    if n >= 30 {
+    let seeds = Seeds {
+        name: "fleet fault",
+        count_var: "VK_FLEET_FAULT_SEEDS",
+        base_var: "VK_FLEET_FAULT_SEED_BASE",
+        default_count: 100,
+        replay: REPLAY,
+    };
+    let tally = seeds.run(run_schedule).await;
+    if seeds.count() >= 30 {
         for f in FAULTS
             .into_iter()
             .filter(|f| *f != Fault::StreamLost || stream_loss_on())

@@ -67,8 +67,11 @@ async fn start_answers_the_branch_and_reuses_a_running_attempt() {
     assert_eq!(f["workspace_branch"], branch_of(&sim, started), "{f}");
     assert!(f["workspace_branch"].is_string(), "{f}");
     // VK starts the first process before it answers: the new attempt is running, not idle
-    // (an idle one would route the orchestrator to follow_up).
-    assert_eq!(f["status"]["state"], "running", "{f}");
+    // (an idle one would route the orchestrator to follow_up). The simulator's agent may
+    // already have finished by the time the daemon read it (~30 ms): completed then.
+    let state = f["status"]["state"].as_str();
+    assert!(matches!(state, Some("running" | "completed")), "{f}");
+    assert!(f["status"]["latest_execution_process_id"].is_string(), "{f}");
     assert_eq!(sim.counters().attempt_creations, 1);
 
     // Without the flag a second attempt of the busy task is started, as VK would.

@@ -18,7 +18,9 @@ pub mod nats_cluster;
 pub mod nats_deploy;
 pub mod nats_tls;
 pub mod recorded_v01;
+pub mod seeded;
 pub mod sim_common;
+pub mod term_on_drop;
 pub mod workspaces;
 pub mod world;
 

@@ -243,6 +243,8 @@ pub struct IngestConfig {
     pub ws_stall_after: Duration,
     /// Consecutive failed connects before the upstream is reported `down`.
     pub down_after_failures: u32,
+    /// A task's first SSE hint is refreshed at once; further hints for it within this window
+    /// (a burst) cost one more refresh when it closes.
     pub hint_debounce: Duration,
     pub changes_debounce: Duration,
     /// While a coding agent runs, its attempt's change summary is re-read at most this long

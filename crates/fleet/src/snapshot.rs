@@ -211,6 +211,7 @@ fn logs(
             DomainEvent::LogsComplete {
                 process_id,
                 channel,
+                attempt_id: Some(attempt_id),
             },
             0,
         );

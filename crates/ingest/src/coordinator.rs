@@ -1,6 +1,7 @@
 //! The ingest coordinator: one task that decides what to fetch, open and close. It reacts to
-//! signals from the stream followers and jobs, coalesces task hints (VK sends a burst per
-//! change), persists the SSE seq only once every hint before it is handled, keeps a process
+//! signals from the stream followers and jobs, refreshes a task at its first hint and once
+//! more after the rest of its burst (VK sends a burst per change: `refreshes::HintWindow`),
+//! persists the SSE seq only once every hint before it is handled, keeps a process
 //! stream open per active attempt and a log follower per running, non-dev-server process,
 //! schedules change-summary re-reads (after process ends and a running agent's tool calls,
 //! see `fresh_changes`), and says when bootstrap is done. It never writes projections itself except the seq.
@@ -20,7 +21,7 @@ use super::jobs::Jobs;
 use super::logs::LogFollower;
 use super::objects::{ObjectFollower, ObjectStream};
 use super::process_streams::ProcessStreams;
-use super::refreshes::Refreshes;
+use super::refreshes::{HintWindow, Refreshes};
 use super::signal::Signal;
 use vk_observer_store::events::{Channel, DomainEvent};
 use vk_observer_telemetry::{ResyncCause, ResyncScope};
@@ -41,8 +42,7 @@ pub(crate) struct Coordinator {
     /// Ended processes' logs waiting to be read from history, at most `log_backfills` at once.
     histories: Histories,
     running_seen: HashSet<Uuid>,
-    hinted: HashSet<Uuid>,
-    hint_deadline: Option<Instant>,
+    hints: HintWindow,
     refreshes: Refreshes,
     pending_seq: Option<u64>,
     /// When the seq was last persisted: at most one seq write per `tick`.
@@ -75,8 +75,7 @@ impl Coordinator {
             log_followers: HashSet::new(),
             histories,
             running_seen: HashSet::new(),
-            hinted: HashSet::new(),
-            hint_deadline: None,
+            hints: HintWindow::default(),
             refreshes: Refreshes::default(),
             pending_seq: None,
             seq_written_at: Instant::now(),
@@ -111,10 +110,11 @@ impl Coordinator {
         // store, not this task (`ProcessStreams::close_quiet`).
         let streams = self.process_streams.next_wake(now);
         // The seq waits for quiet hints; the signal that makes them quiet wakes us anyway.
-        let quiet_hints = self.hinted.is_empty() && self.refreshes.is_empty();
+        let quiet_hints = self.hints.is_quiet() && self.refreshes.is_empty();
         let seq = (self.pending_seq.is_some() && quiet_hints).then(|| self.seq_written_at + tick);
         let bootstrap = (!self.ctx.health.bootstrapped()).then(|| now + tick);
-        self.hint_deadline
+        self.hints
+            .closes()
             .into_iter()
             .chain(self.changes.next_wake())
             .chain(streams)
@@ -126,9 +126,12 @@ impl Coordinator {
     fn handle(&mut self, sig: Signal) {
         match sig {
             Signal::TaskHints { task_ids } => {
-                self.hinted.extend(task_ids);
-                self.hint_deadline
-                    .get_or_insert_with(|| Instant::now() + self.ctx.cfg.hint_debounce);
+                let now = Instant::now();
+                for t in task_ids {
+                    if self.hints.hint(t, now, self.ctx.cfg.hint_debounce) {
+                        self.start_refresh(t, true);
+                    }
+                }
             }
             Signal::SseSeq { seq } => self.pending_seq = Some(seq),
             Signal::ResyncAll { reason, watermark } => self.resync_all(&reason, watermark),
@@ -477,20 +480,17 @@ impl Coordinator {
         self.flush_hints(now);
         self.refresh_due_changes(now);
         self.close_quiet_process_streams(now);
-        let quiet_hints = self.hinted.is_empty() && self.refreshes.is_empty();
+        let quiet_hints = self.hints.is_quiet() && self.refreshes.is_empty();
         if quiet_hints {
             self.persist_seq(now).await;
         }
         self.check_bootstrap(quiet_hints);
     }
 
-    /// Hinted tasks whose coalescing window closed are refreshed.
+    /// Tasks hinted again within the hint window are refreshed once it closed.
     fn flush_hints(&mut self, now: Instant) {
-        if self.hint_deadline.is_some_and(|d| d <= now) {
-            self.hint_deadline = None;
-            for t in std::mem::take(&mut self.hinted) {
-                self.start_refresh(t, true);
-            }
+        for t in self.hints.close_due(now) {
+            self.start_refresh(t, true);
         }
     }
 

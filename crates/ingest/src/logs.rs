@@ -200,6 +200,7 @@ impl Follower for LogFollower {
                 .write(vec![DomainEvent::LogsComplete {
                     process_id: self.process_id,
                     channel: self.channel,
+                    attempt_id: Some(self.attempt_id),
                 }])
                 .await;
         }
@@ -361,12 +362,8 @@ impl LogFollower {
 
     /// The usage event to write with `entries`, when they changed the coding agent's usage.
     fn usage_read(&self, entries: &[(u64, Box<RawValue>)]) -> Option<DomainEvent> {
-        let mut tap = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-        if matches!(*tap, UsageTap::Off) {
-            return None;
-        }
-        let reader = self.ctx.store.read();
-        tap.observe(&reader, self.attempt_id, self.process_id, entries)
+        let (attempt, process) = (self.attempt_id, self.process_id);
+        UsageTap::observe_locked(&self.usage, &self.ctx.store, attempt, process, entries)
     }
 
     /// A live `tool_use` entry may mean changed files: tell the coordinator, which re-reads the

@@ -347,6 +347,21 @@ pub(crate) struct Reading {
 }
 
 impl UsageTap {
+    /// [`UsageTap::observe`] through a follower's lock (an off tap reads no store).
+    pub(crate) fn observe_locked(
+        tap: &std::sync::Mutex<UsageTap>,
+        store: &vk_observer_store::Store,
+        attempt_id: Uuid,
+        process_id: Uuid,
+        entries: &[(u64, Box<RawValue>)],
+    ) -> Option<DomainEvent> {
+        let mut tap = tap.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*tap, UsageTap::Off) {
+            return None;
+        }
+        tap.observe(&store.read(), attempt_id, process_id, entries)
+    }
+
     /// A tap for `channel`'s log: only the raw channel carries stdout.
     pub(crate) fn for_channel(channel: Channel) -> UsageTap {
         match channel {

@@ -37,6 +37,8 @@ pub mod until;
 pub mod usage;
 pub(crate) mod verdict;
 pub mod wait;
+#[cfg(test)]
+mod wait_tests;
 pub(crate) mod workspaces;
 
 use std::collections::BTreeMap;

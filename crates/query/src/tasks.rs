@@ -472,20 +472,26 @@ pub(crate) const TASK_RULES: Rules = Rules {
     nested: &[],
 };
 
+/// A task's own fields of seed 003, at every level.
+const TASK_OWN_FIELDS: [&str; 5] = ["task_id", "title", "status", "created_at", "updated_at"];
+
 /// A task's fields at every level: seed 003's task and seed 002's attempt summary.
-const TASK_KEPT: &[&str] = &[
-    "task_id",
-    "title",
-    "status",
-    "created_at",
-    "updated_at",
-    "latest_attempt_id",
-    "latest_workspace_branch",
-    "latest_session_id",
-    "latest_session_executor",
-    "has_in_progress_attempt",
-    "last_attempt_failed",
-];
+const TASK_KEPT: &[&str] = &joined::<5, 6, 11>(TASK_OWN_FIELDS, ATTEMPT_SUMMARY_FIELDS);
+
+/// `a` then `b`, as one array (at compile time; `N` must be their lengths' sum).
+const fn joined<const A: usize, const B: usize, const N: usize>(
+    a: [&'static str; A],
+    b: [&'static str; B],
+) -> [&'static str; N] {
+    assert!(A + B == N, "N is the sum of the lengths");
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < A { a[i] } else { b[i - A] };
+        i += 1;
+    }
+    out
+}
 
 /// The task of `get_task` (and of create_task / update_task answers): its description at
 /// every level.

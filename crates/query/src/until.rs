@@ -171,6 +171,39 @@ pub struct FinalMessage {
     pub truncated: bool,
 }
 
+/// How long after a run's end a wait that reached a finished state holds its answer while the
+/// run's log is not read to its end: VK reports the end (REST, the process stream) and streams
+/// the agent's last lines (the log socket) apart, and the final message is among those lines.
+/// The store's "log complete" ends the hold at once (it wakes the wait); this bounds it when a
+/// log is never read to its end.
+const LOG_SETTLE_MS: i64 = 2_000;
+
+/// When a wait may answer `attempt`'s final message: None when it may now (no coding-agent run,
+/// its normalized log read to its end, or its end `LOG_SETTLE_MS` ago); else the moment the hold
+/// ends.
+pub(crate) fn log_settles_at(
+    reader: &StoreReader,
+    attempt: Uuid,
+) -> Result<Option<tokio::time::Instant>, ToolError> {
+    let processes = reader.processes_of_attempt_as::<ProcessRow>(attempt)?;
+    let Some((pid, p)) = vk::log_process(&processes) else {
+        return Ok(None);
+    };
+    if !vk::RunReason::CodingAgent.is(p.reason())
+        || reader.logs_complete(*pid, Channel::Normalized)?
+    {
+        return Ok(None);
+    }
+    let Some(ended) = p.completed_at.or(p.updated_at) else {
+        return Ok(None);
+    };
+    let settle = chrono::TimeDelta::milliseconds(LOG_SETTLE_MS);
+    let left = (ended + settle - chrono::Utc::now()).to_std().ok();
+    Ok(left
+        .filter(|d| !d.is_zero())
+        .map(|d| tokio::time::Instant::now() + d))
+}
+
 /// True for the states an attempt ends a run in (a final message makes sense).
 pub(crate) fn finished(s: &AttemptStatus) -> bool {
     matches!(s.state, AttemptState::Completed | AttemptState::Failed)

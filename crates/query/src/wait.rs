@@ -22,7 +22,9 @@ use super::activity::{ActivityPage, ActivityScope};
 use super::detail::Rules;
 use super::status::{AttemptStatus, STATUS_RULES};
 use super::status_memo::StatusItem;
-use super::until::{FINAL_MESSAGES_MAX, FinalMessage, Until, final_message, finished};
+use super::until::{
+    FINAL_MESSAGES_MAX, FinalMessage, Until, final_message, finished, log_settles_at,
+};
 use super::{Freshness, Query, Since};
 use vk_observer_store::Store;
 use vk_observer_store::feed::FeedScope;
@@ -155,6 +157,23 @@ const FINAL_MESSAGE_RULES: Rules = Rules {
     verbatim: &[],
     nested: &[],
 };
+
+/// What one look at the watched attempts found.
+enum Looked {
+    /// The wait answers this now.
+    Answer(WaitOutcome, Changes),
+    /// Nothing to answer yet: park. `Some`: an answer is held until a finished attempt's log is
+    /// read to its end (the store wakes the wait then), at the latest until this moment.
+    Park(Option<tokio::time::Instant>),
+}
+
+/// Whether a look may hold a reached answer for a finished run's log (`Looked::Park`): not when
+/// the wait's own time is up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    ForWholeLogs,
+    Never,
+}
 
 #[derive(Default)]
 struct Changes {
@@ -323,30 +342,54 @@ impl Query {
     }
 
     /// One look at the watched attempts changed after `since` (None: all of them): what the
-    /// wait answers now, or None to park.
+    /// wait answers now, or to park. With `until`, an answer listing a finished attempt whose
+    /// run's log is still being read is held (`Hold`), so its final message is the run's last.
     fn look(
         &self,
         scope: &WaitScope,
         until: Option<&Until>,
         since: Option<u64>,
         initial: &[Uuid],
-    ) -> Result<Option<(WaitOutcome, Changes)>, ToolError> {
+        hold: Hold,
+    ) -> Result<Looked, ToolError> {
         let mut c = self.changed_since(&self.watched_since_start(scope, initial)?, since)?;
         let Some(until) = until else {
             return Ok(match (c.is_empty(), c.removed.is_empty()) {
-                (true, _) => None,
-                (false, true) => Some((WaitOutcome::Changed, c)),
-                (false, false) => Some((WaitOutcome::Deleted, c)),
+                (true, _) => Looked::Park(None),
+                (false, true) => Looked::Answer(WaitOutcome::Changed, c),
+                (false, false) => Looked::Answer(WaitOutcome::Deleted, c),
             });
         };
         c.attempts.retain(|s| until.reached_by(s));
-        Ok(if !c.attempts.is_empty() {
-            Some((WaitOutcome::Reached, c))
-        } else if !c.removed.is_empty() {
-            Some((WaitOutcome::Deleted, c))
+        if !c.attempts.is_empty() {
+            let held = match hold {
+                Hold::ForWholeLogs => self.logs_settle_at(&c.attempts)?,
+                Hold::Never => None,
+            };
+            return Ok(match held {
+                Some(at) => Looked::Park(Some(at)),
+                None => Looked::Answer(WaitOutcome::Reached, c),
+            });
+        }
+        Ok(if !c.removed.is_empty() {
+            Looked::Answer(WaitOutcome::Deleted, c)
         } else {
-            None
+            Looked::Park(None)
         })
+    }
+
+    /// The latest moment a finished attempt's log among `attempts` may still be read to its end
+    /// (`until::log_settles_at`); None when every one is whole.
+    fn logs_settle_at(
+        &self,
+        attempts: &[StatusItem],
+    ) -> Result<Option<tokio::time::Instant>, ToolError> {
+        let reader = self.read();
+        let mut latest = None;
+        for s in attempts.iter().filter(|s| finished(s)) {
+            latest = latest.max(log_settles_at(&reader, s.attempt_id)?);
+        }
+        Ok(latest)
     }
 
     /// The parking half of a wait, without building any answer: returns as soon as the wait
@@ -367,16 +410,24 @@ impl Query {
         let mut reg = self.register(scope)?;
         let initial = self.watched(scope)?;
         loop {
-            let ready = match until {
-                None => self.any_changed(scope, since.unwrap_or_default(), &initial)?,
-                Some(_) => self.look(scope, until, since, &initial)?.is_some(),
+            let (ready, held) = match until {
+                None => (
+                    self.any_changed(scope, since.unwrap_or_default(), &initial)?,
+                    None,
+                ),
+                Some(_) => match self.look(scope, until, since, &initial, Hold::ForWholeLogs)? {
+                    Looked::Answer(..) => (true, None),
+                    Looked::Park(held) => (false, held),
+                },
             };
             if ready {
                 return Ok(initial.into());
             }
+            let wake = held.map_or(deadline, |h| h.min(deadline));
             tokio::select! {
                 _ = reg.next_change() => {}
-                _ = tokio::time::sleep_until(deadline) => return Ok(initial.into()),
+                // The deadline, or a held answer's (the tool answers it without holding).
+                _ = tokio::time::sleep_until(wake) => return Ok(initial.into()),
             }
         }
     }
@@ -415,15 +466,19 @@ impl Query {
             Since::None => Some(self.store.current_token()),
         };
         let fed_since = Since::After(since_n.unwrap_or_else(|| self.store.current_token()));
+        let mut hold = Hold::ForWholeLogs;
         tokio::pin!(cancelled);
         loop {
             let token = self.token();
-            let looked = self.look(&scope, until.as_ref(), since_n, &initial)?;
+            let looked = self.look(&scope, until.as_ref(), since_n, &initial, hold)?;
             let activity = self.wait_activity(&scope, fed_since)?;
             let fed = activity.as_ref().is_some_and(|a| !a.items.is_empty());
-            if let Some((outcome, changes)) = looked {
-                return self.wait_result(outcome, true, changes, token, started, activity);
-            }
+            let held = match looked {
+                Looked::Answer(outcome, changes) => {
+                    return self.wait_result(outcome, true, changes, token, started, activity);
+                }
+                Looked::Park(held) => held,
+            };
             if fed && until.is_none() {
                 let changed = WaitOutcome::Changed;
                 return self.wait_result(
@@ -437,18 +492,43 @@ impl Query {
             }
             tokio::select! {
                 _ = reg.next_change() => {}
+                // A held answer is answered as it stands once its hold ends.
+                _ = tokio::time::sleep_until(held.unwrap_or(clock.deadline)), if held.is_some() => hold = Hold::Never,
                 _ = tokio::time::sleep_until(clock.deadline) => {
-                    let token = self.token();
-                    let activity = self.wait_activity(&scope, fed_since)?;
-                    let fed = activity.as_ref().is_some_and(|a| !a.items.is_empty());
-                    let outcome = if fed && until.is_none() { WaitOutcome::Changed } else { WaitOutcome::Timeout };
-                    return self.wait_result(outcome, fed, Changes::default(), token, started, activity);
+                    return self.answer_at_deadline(&scope, until.as_ref(), since_n, &initial, fed_since, started);
                 }
                 _ = &mut cancelled => {
                     return Err(ToolError::new(ErrorCode::Cancelled, true, "The wait was cancelled by the client."));
                 }
             }
         }
+    }
+
+    /// The wait's time is up: one last look without holding (an answer held for a run's log is
+    /// answered as it stands: its attempts changed before the token a timeout would name), else
+    /// a timeout (or, without `until`, the activity that came in).
+    fn answer_at_deadline(
+        &self,
+        scope: &WaitScope,
+        until: Option<&Until>,
+        since: Option<u64>,
+        initial: &[Uuid],
+        fed_since: Since,
+        started: Instant,
+    ) -> Result<WaitResult, ToolError> {
+        let token = self.token();
+        let activity = self.wait_activity(scope, fed_since)?;
+        if let Looked::Answer(outcome, changes) =
+            self.look(scope, until, since, initial, Hold::Never)?
+        {
+            return self.wait_result(outcome, true, changes, token, started, activity);
+        }
+        let fed = activity.as_ref().is_some_and(|a| !a.items.is_empty());
+        let outcome = match (fed, until) {
+            (true, None) => WaitOutcome::Changed,
+            _ => WaitOutcome::Timeout,
+        };
+        self.wait_result(outcome, fed, Changes::default(), token, started, activity)
     }
 
     fn wait_result(

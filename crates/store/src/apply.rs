@@ -33,6 +33,8 @@ pub(crate) struct Pending<'t, 'c> {
     pub next: u64,
     pub changed: bool,
     pub attempts: BTreeSet<Uuid>,
+    /// Attempts whose waits are woken though their token does not move (a log read to its end).
+    pub nudged: BTreeSet<Uuid>,
     pub notes: Vec<String>,
     pub max_index: &'c mut MaxIndexCache,
     /// The writer's entry compressor; `None`: entries are stored plain.
@@ -98,7 +100,11 @@ impl<'t, 'c> Pending<'t, 'c> {
             DomainEvent::LogsComplete {
                 process_id,
                 channel,
-            } => self.logs_complete(process_id, channel),
+                attempt_id,
+            } => {
+                self.nudged.extend(attempt_id);
+                self.logs_complete(process_id, channel)
+            }
             DomainEvent::LogHistoryLost {
                 attempt_id,
                 process_id,

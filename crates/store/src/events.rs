@@ -63,10 +63,14 @@ pub enum DomainEvent {
         channel: Channel,
         entries: Vec<(u64, Box<RawValue>)>,
     },
-    /// The process has ended and its whole log is stored (meta only: moves no token).
+    /// The process has ended and its whole log is stored (meta only: moves no token, but wakes
+    /// the waits on `attempt_id`, so a wait holding a run's final message answers at once).
     LogsComplete {
         process_id: Uuid,
         channel: Channel,
+        /// The process's attempt (absent in batches replicated by hosts of before 2026-11-29).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt_id: Option<Uuid>,
     },
     /// VK's log history answered `history_truncated`: it no longer has this log's entries below
     /// `oldest_available` (u64::MAX when it had none at all). Recorded only if the cache lacks

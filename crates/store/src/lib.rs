@@ -458,6 +458,11 @@ impl Store {
             .store(chrono::Utc::now().timestamp_millis(), Ordering::Relaxed);
         self.inner.hub.publish(token, attempts, projects);
     }
+
+    /// Wake the waits on these attempts and projects though no token moved.
+    pub(crate) fn nudged(&self, attempts: &[uuid::Uuid], projects: &[uuid::Uuid]) {
+        self.inner.hub.nudge(attempts, projects);
+    }
 }
 
 /// What one table of the projection tree holds (`Store::bytes_by_table`).

@@ -85,6 +85,19 @@ impl NotifyHub {
         }
     }
 
+    /// Wake the waits on these attempts and projects without a new token: they look again and,
+    /// finding no token moved, park again unless what they wait for is complete now (a run's
+    /// log read to its end, `query::until`).
+    pub(crate) fn nudge(&self, attempts: &[Uuid], projects: &[Uuid]) {
+        let token = self.current();
+        for id in attempts {
+            fire(&self.attempts, id, token);
+        }
+        for id in projects {
+            fire(&self.projects, id, token);
+        }
+    }
+
     /// Number of per-attempt and per-project channels currently held (for metrics and tests).
     pub fn channel_count(&self) -> usize {
         self.attempts.len() + self.projects.len()

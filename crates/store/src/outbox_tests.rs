@@ -71,6 +71,7 @@ fn meta_only_batches_follow_their_token_in_the_outbox() {
     let complete = |n: u128| DomainEvent::LogsComplete {
         process_id: Uuid::from_u128(n),
         channel: super::events::Channel::Raw,
+        attempt_id: None,
     };
     let seq = DomainEvent::UpstreamSeq { seq: 3 };
     assert_eq!(w.apply(vec![complete(7), seq.clone()]).unwrap().token, None);

@@ -36,6 +36,9 @@ pub struct Applied {
 #[derive(Default)]
 struct Staged {
     applied: Applied,
+    /// Attempts whose waits this batch wakes: those whose token moved, and those nudged (a log
+    /// read to its end moves no token).
+    woken: Vec<Uuid>,
     /// Projects whose waits this batch wakes.
     projects: Vec<Uuid>,
     /// It wrote activity items: flush before publishing.
@@ -179,9 +182,10 @@ impl Writer {
             .into_iter()
             .map(|s| {
                 s.map(|s| {
-                    if let Some(token) = s.applied.token {
-                        self.store
-                            .committed(token, &s.applied.attempts, &s.projects);
+                    match s.applied.token {
+                        Some(token) => self.store.committed(token, &s.woken, &s.projects),
+                        None if !s.woken.is_empty() => self.store.nudged(&s.woken, &s.projects),
+                        None => {}
                     }
                     s.applied
                 })
@@ -198,6 +202,7 @@ impl Writer {
             next,
             changed: false,
             attempts: BTreeSet::new(),
+            nudged: BTreeSet::new(),
             notes: Vec::new(),
             max_index: &mut self.max_index,
             packer: self.packer.as_mut(),
@@ -230,17 +235,24 @@ impl Writer {
             if let Some(json) = meta_only {
                 self.last_meta = outbox_meta(&mut p.ov, self.token, self.last_meta, json);
             }
+            let woken: Vec<Uuid> = p.nudged.iter().copied().collect();
+            let projects = projects_of(&p.ov, tree, &woken);
             if !p.ov.is_empty() {
                 tree.apply_batch(p.ov.into_batch())?; // meta only (upstream seq, logs complete)
             }
-            return Ok(Staged::default());
+            return Ok(Staged {
+                woken,
+                projects,
+                ..Staged::default()
+            });
         }
         let replicated = outbox::join_events(&encoded, |_| true);
         super::list_index::restate(&mut p.ov)?;
         super::task_digest::restate(&mut p.ov)?;
         let attempts: Vec<Uuid> = p.attempts.iter().copied().collect();
         stamp(&mut p.ov, next, &attempts, n_events, &p.notes, replicated)?;
-        let mut projects = projects_of(&p.ov, tree, &attempts);
+        let woken: Vec<Uuid> = p.attempts.union(&p.nudged).copied().collect();
+        let mut projects = projects_of(&p.ov, tree, &woken);
         let fed = !p.feed.is_empty();
         for project in feed::write(&mut p.ov, next, &mut p.feed)? {
             if !projects.contains(&project) {
@@ -256,6 +268,7 @@ impl Writer {
                 token: Some(next),
                 attempts,
             },
+            woken,
             projects,
             // An activity item a client can see must survive a crash (`store::feed`): flushed
             // before the token is published (`apply_group`).

@@ -158,6 +158,7 @@ impl Follower for LogFollower {
             let done = DomainEvent::LogsComplete {
                 process_id: self.process,
                 channel: self.channel,
+                attempt_id: Some(self.workspace),
             };
             let _ = self.ctx.writer.write(vec![done]).await;
         }
@@ -293,12 +294,8 @@ impl LogFollower {
 impl LogFollower {
     /// The usage event to write with `entries`, when they changed the coding agent's usage.
     fn usage_read(&self, entries: &[(u64, Box<RawValue>)]) -> Option<DomainEvent> {
-        let mut tap = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-        if matches!(*tap, UsageTap::Off) {
-            return None;
-        }
-        let reader = self.ctx.store.read();
-        tap.observe(&reader, self.workspace, self.process, entries)
+        let (attempt, process) = (self.workspace, self.process);
+        UsageTap::observe_locked(&self.usage, &self.ctx.store, attempt, process, entries)
     }
 }
 
