@@ -130,6 +130,7 @@ impl Coordinator {
                 for t in task_ids {
                     if self.hints.hint(t, now, self.ctx.cfg.hint_debounce) {
                         self.start_refresh(t, true);
+                        self.open_known_process_streams(t);
                     }
                 }
             }
@@ -296,6 +297,16 @@ impl Coordinator {
     fn start_refresh(&mut self, task: Uuid, deep: bool) {
         if self.refreshes.ask(task, deep) {
             self.jobs.refresh_task(task, deep);
+        }
+    }
+
+    /// The process streams of the attempts of `task` the store knows, opened at its hint
+    /// rather than after its refresh (which ends by opening them, `Signal::TaskRefreshed`): a
+    /// new process of a known attempt (a follow-up's) is then not behind the refresh's reads.
+    fn open_known_process_streams(&mut self, task: Uuid) {
+        let known = self.ctx.store.read().attempts_of_task(task);
+        for a in known.unwrap_or_default() {
+            self.ensure_process_stream(a.id);
         }
     }
 
