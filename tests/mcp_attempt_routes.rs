@@ -71,7 +71,10 @@ async fn start_answers_the_branch_and_reuses_a_running_attempt() {
     // already have finished by the time the daemon read it (~30 ms): completed then.
     let state = f["status"]["state"].as_str();
     assert!(matches!(state, Some("running" | "completed")), "{f}");
-    assert!(f["status"]["latest_execution_process_id"].is_string(), "{f}");
+    assert!(
+        f["status"]["latest_execution_process_id"].is_string(),
+        "{f}"
+    );
     assert_eq!(sim.counters().attempt_creations, 1);
 
     // Without the flag a second attempt of the busy task is started, as VK would.
