@@ -85,6 +85,17 @@ fn running() -> (StoreOwner, Writer, Query, Run) {
     (owner, writer, query, run)
 }
 
+/// The run's end as VK reports it, `ago` before now by VK's clock.
+fn end_run(writer: &mut Writer, run: &Run, ago: Duration) {
+    let end = process(run, "completed", Some(at(ago)));
+    writer
+        .apply(vec![DomainEvent::ProcessUpserted {
+            attempt_id: run.attempt,
+            process: end,
+        }])
+        .unwrap();
+}
+
 /// A wait until `completed` on the run's attempt, parked in a task of its own.
 fn wait_until_completed(
     query: &Query,
@@ -116,13 +127,7 @@ async fn a_reached_answer_waits_for_the_runs_last_log_lines() {
     let wait = wait_until_completed(&query, &run, Duration::from_secs(30));
     tokio::time::sleep(Duration::from_millis(50)).await;
     // The end is read before the last line (REST at the SSE hint, the log socket behind it).
-    let end = process(&run, "completed", Some(at(Duration::ZERO)));
-    writer
-        .apply(vec![DomainEvent::ProcessUpserted {
-            attempt_id: run.attempt,
-            process: end,
-        }])
-        .unwrap();
+    end_run(&mut writer, &run, Duration::ZERO);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !wait.is_finished(),
@@ -153,13 +158,7 @@ async fn a_reached_answer_waits_for_the_runs_last_log_lines() {
 async fn a_log_never_read_to_its_end_holds_the_answer_only_until_the_settle() {
     let (_owner, mut writer, query, run) = running();
     // Ended 1.7 s ago by VK's clock: at most 0.3 s of the 2 s settle is left.
-    let end = process(&run, "completed", Some(at(Duration::from_millis(1_700))));
-    writer
-        .apply(vec![DomainEvent::ProcessUpserted {
-            attempt_id: run.attempt,
-            process: end,
-        }])
-        .unwrap();
+    end_run(&mut writer, &run, Duration::from_millis(1_700));
     let r = tokio::time::timeout(
         Duration::from_secs(10),
         wait_until_completed(&query, &run, Duration::from_secs(30)),
@@ -170,13 +169,7 @@ async fn a_log_never_read_to_its_end_holds_the_answer_only_until_the_settle() {
     assert_eq!(r.outcome, WaitOutcome::Reached);
     assert_eq!(final_text(&r), "working");
     // Ended long ago: no hold at all.
-    let old = process(&run, "completed", Some(at(Duration::from_secs(60))));
-    writer
-        .apply(vec![DomainEvent::ProcessUpserted {
-            attempt_id: run.attempt,
-            process: old,
-        }])
-        .unwrap();
+    end_run(&mut writer, &run, Duration::from_secs(60));
     let r = wait_until_completed(&query, &run, Duration::from_secs(30))
         .await
         .unwrap();
@@ -186,13 +179,7 @@ async fn a_log_never_read_to_its_end_holds_the_answer_only_until_the_settle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_whose_time_is_up_answers_what_it_holds_not_a_timeout() {
     let (_owner, mut writer, query, run) = running();
-    let end = process(&run, "completed", Some(at(Duration::ZERO)));
-    writer
-        .apply(vec![DomainEvent::ProcessUpserted {
-            attempt_id: run.attempt,
-            process: end,
-        }])
-        .unwrap();
+    end_run(&mut writer, &run, Duration::ZERO);
     let r = wait_until_completed(&query, &run, Duration::from_millis(300))
         .await
         .unwrap();
