@@ -257,7 +257,7 @@ fn spawn_waiter(
         q.wait_for_change(
             WaitScope::Project(project),
             None,
-            Since::After(since),
+            Since::After(vk_observer_query::Cut::local(since)),
             vk_observer_query::wait::WaitClock::start(Duration::from_secs(600)),
             None,
             std::future::pending::<()>(),

@@ -52,7 +52,7 @@ use vk_observer_fleet::Pipelining;
 use vk_observer_fleet::node::{Node, NodeEvents};
 use vk_observer_fleet::publisher::Publisher;
 use vk_observer_query::wait::{WaitClock, WaitScope};
-use vk_observer_query::{Query, Since};
+use vk_observer_query::{Cut, Query, Since};
 use vk_observer_sim::{Channel, RunReason, Sim, SimConfig};
 use vk_observer_store::events::DomainEvent;
 use vk_observer_store::outbox::OutboxConfig;
@@ -219,7 +219,7 @@ fn waiter(store: Store, attempt: Uuid) -> tokio::task::JoinHandle<Instant> {
             .wait_for_change(
                 WaitScope::Attempts(vec![attempt]),
                 None,
-                Since::After(since),
+                Since::After(Cut::local(since)),
                 WaitClock::start(Duration::from_secs(20)),
                 None,
                 std::future::pending::<()>(),

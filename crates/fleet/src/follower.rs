@@ -1,6 +1,7 @@
 //! One host's stream into the fleet node's store (design-notes §23): an ordered consumer from
-//! the stream sequence after the last one applied, the messages already received taken as one
-//! writer batch with the position after them, two batches in flight on one `Chain`.
+//! the stream sequence after the last one applied, the messages already received queued
+//! together, one writer batch each with the position after it, two such groups in flight on
+//! one `Chain`.
 //! Duplicates (same host epoch, token not above the last applied) and garbage are skipped,
 //! counted and recorded as read.
 
@@ -20,7 +21,7 @@ use vk_observer_store::events::{DomainEvent, FleetPosition};
 use vk_observer_store::writer::{Chain, WriterHandle};
 use vk_observer_telemetry::fleet_metrics as m;
 
-/// Payload bytes one writer batch takes at most (a single larger message is still taken).
+/// Payload bytes one group of messages takes at most (a single larger message is still taken).
 const GROUP_BYTES: usize = 4 << 20;
 
 /// A queued writer batch: resolves once committed to the last message's stream sequence and
@@ -295,20 +296,22 @@ impl Follower {
         })
     }
 
-    /// A group of host messages as ONE writer batch (their events in stream order, then the
-    /// position after the last), queued in `chain` without waiting for its commit. Each message
-    /// is first checked to be of the followed stream (`identity`; one of another stream ends the
-    /// group before it, and `true` says so), then admitted on its own (`admit`), so duplicates
-    /// and garbage are skipped exactly as one message a batch would; the position is written in
-    /// the same batch as the events it covers. The batch resolves to the last message's stream
-    /// sequence and lag once committed.
+    /// A group of host messages, each ONE writer batch (its events, then the position after
+    /// it), all queued in `chain` without waiting for their commits: the writer commits what is
+    /// queued together with one flush, and each message keeps a token of its own, so a token
+    /// of this node names a place in one host's stream that every node can read
+    /// (`store::fleet_clock`). Each message is first checked to be of the followed stream
+    /// (`identity`; one of another stream ends the group before it, and `true` says so), then
+    /// admitted on its own (`admit`: duplicates and garbage skipped); the position is written
+    /// in the same batch as the events it covers. Resolves to the last message's stream
+    /// sequence and lag once all of them committed.
     async fn queue_group(
         &self,
         group: Vec<jetstream::Message>,
         open: &mut Open,
         chain: &Chain,
     ) -> anyhow::Result<(Option<Committing>, bool)> {
-        let mut events = Vec::new();
+        let mut queued = Vec::with_capacity(group.len());
         let mut last = None;
         let mut changed = false;
         for message in &group {
@@ -325,19 +328,21 @@ impl Follower {
                 message.headers.as_ref(),
                 &message.payload,
             );
-            events.extend(self.admit(decoded, seq, &mut open.position));
+            let mut events = self.admit(decoded, seq, &mut open.position);
+            events.push(DomainEvent::FleetPosition {
+                host: self.host.clone(),
+                position: open.position.clone(),
+            });
+            metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
+            queued.push(self.writer.queue_chained(events, chain).await?);
         }
         let Some((last_seq, lag)) = last else {
             return Ok((None, changed));
         };
-        events.push(DomainEvent::FleetPosition {
-            host: self.host.clone(),
-            position: open.position.clone(),
-        });
-        metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
-        let queued = self.writer.queue_chained(events, chain).await?;
         let commit: Committing = Box::pin(async move {
-            queued.committed().await?;
+            for batch in queued {
+                batch.committed().await?;
+            }
             Ok((last_seq, lag))
         });
         Ok((Some(commit), changed))

@@ -155,6 +155,11 @@ fn own_answer(result: CallToolResult, host: &str, query: &Query) -> CallToolResu
     for key in ["task", "status"] {
         if let Some(Value::Object(o)) = m.get_mut(key) {
             o.insert(HOST_ARG.into(), host.into());
+            // The host's own token means nothing here; this node's covers the change, as it
+            // applied the host's stream up to the answer before answering.
+            if o.contains_key("attempt_token") {
+                o.insert("attempt_token".into(), query.token().into());
+            }
         }
     }
     answer::success(Value::Object(m))

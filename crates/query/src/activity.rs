@@ -24,7 +24,6 @@ use super::{Freshness, Query, Since};
 use vk_observer_store::StoreReader;
 use vk_observer_store::audit::{AuditEntry, AuditFilter};
 use vk_observer_store::feed::{ActivityKind, FeedEntry, FeedScope};
-use vk_observer_store::token::{Epoch, Token};
 use vk_observer_tool_error::ToolError;
 
 /// Most audit entries one activity page carries.
@@ -226,17 +225,13 @@ pub struct ActivityPage {
     pub audit: Option<Vec<AuditEntry>>,
 }
 
-fn item(epoch: Epoch, e: FeedEntry, detail: Detail) -> ActivityItem {
+fn item(token: String, e: FeedEntry, detail: Detail) -> ActivityItem {
     let i = e.item;
     let full = detail != Detail::Compact;
     let keep = |v| if full { v } else { None };
     ActivityItem {
         kind: i.kind,
-        token: Token {
-            epoch,
-            seq: e.token,
-        }
-        .to_string(),
+        token,
         project_id: i.project,
         task_id: i.task,
         attempt_id: i.attempt,
@@ -297,7 +292,7 @@ impl Query {
         let reader = self.read();
         let freshness = self.freshness();
         self.check_activity_scope(&reader, req.scope)?;
-        let epoch = cap.epoch;
+        let after = since.clone().unwrap_or(Since::None);
         let mut page = match (&req.position, since) {
             (_, Some(since)) => forward(&reader, req, since, cap.seq)?,
             (Position::After(_), None) => unreachable_position()?,
@@ -319,14 +314,14 @@ impl Query {
             items: page
                 .entries
                 .drain(..)
-                .map(|e| item(epoch, e, req.detail))
+                .map(|e| item(self.token_at(e.token), e, req.detail))
                 .collect(),
             order: page.order,
-            next_since_token: Token { epoch, seq: next }.to_string(),
+            next_since_token: self.token_after(&after, next),
             has_more: page.has_more,
             next_cursor: page.next_cursor,
             token_reset: page.token_reset,
-            token: cap.to_string(),
+            token: self.token_after(&after, cap.seq),
             freshness,
             audit,
         })
@@ -392,12 +387,14 @@ fn forward(
     cap: u64,
 ) -> Result<Found, ToolError> {
     let floor = reader.activity_floor()?;
-    let (after, token_reset) = match since {
-        Since::After(t) if t >= floor => (t, false),
+    let (after, token_reset) = match &since {
+        Since::After(cut) if cut.floor() >= floor => (cut.floor(), false),
         Since::None => (floor, false),
         _ => (floor, true),
     };
-    let (entries, has_more) = reader.activity_after(req.scope.feed(), after, cap, req.limit)?;
+    let unseen = |t| since.cut().is_none_or(|cut| !cut.saw(t));
+    let (entries, has_more) =
+        reader.activity_after_where(req.scope.feed(), after, cap, req.limit, unseen)?;
     let next_since = match entries.last() {
         Some(last) if has_more => Some(last.token),
         _ => None,

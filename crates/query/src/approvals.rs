@@ -293,6 +293,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         let (attempts, not_found) = attempts_in(&reader, &scope)?;
         let mut items = Vec::new();

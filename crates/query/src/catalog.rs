@@ -226,6 +226,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         let list = ListId {
             tool: "list_projects",
@@ -267,6 +268,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         super::target::project(&reader, project)?;
         let list = ListId {
@@ -310,6 +312,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         // A host daemon's own VK, or on a fleet node every host's (each entry names its host).
         let infos: Vec<(Option<String>, Value)> = match reader.server_info()? {

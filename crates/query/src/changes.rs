@@ -164,6 +164,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         let host = super::target::attempt(&reader, attempt)?
             .value
@@ -213,13 +214,7 @@ impl Query {
             files,
             file_stats,
             guard,
-            changes_token: Some(
-                vk_observer_store::token::Token {
-                    epoch: self.store.epoch(),
-                    seq: stored.token,
-                }
-                .to_string(),
-            ),
+            changes_token: Some(self.token_at(stored.token)),
             as_of: v
                 .get(vk_observer_store::events::CHANGES_AS_OF)
                 .and_then(Value::as_str)

@@ -12,6 +12,7 @@ pub(crate) mod compact_log;
 pub mod context;
 pub mod conversation;
 pub mod detail;
+pub(crate) mod fleet_token;
 pub(crate) mod hosts;
 pub(crate) mod last_error;
 pub mod logs;
@@ -32,6 +33,7 @@ pub mod tasks;
 #[cfg(test)]
 mod tasks_tests;
 pub mod timeline;
+pub(crate) mod tokens;
 pub mod transcript;
 pub mod until;
 pub mod usage;
@@ -47,10 +49,9 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use vk_observer_store::token::{Token, TokenCheck};
+pub use fleet_token::Cut;
 use vk_observer_store::{Store, StoreReader};
 use vk_observer_telemetry::health::{Health, UpstreamState};
-use vk_observer_tool_error::ToolError;
 
 /// Shared handle for the read side: cheap to clone.
 #[derive(Clone)]
@@ -64,6 +65,8 @@ pub struct Query {
     pub status_memo: Arc<status_memo::StatusMemo>,
     /// Workspace directories of tokenless clients and their attempts (`workspaces`).
     pub workspaces: Arc<workspaces::WorkspaceMemo>,
+    /// A fleet node: tokens are printed as places in the hosts' streams (`fleet_token`).
+    pub fleet_tokens: bool,
 }
 
 /// How current the cache is; part of every tool response at detail 1 and 2, and at detail 0
@@ -118,24 +121,34 @@ pub struct HostFreshness {
 /// starts from `Query::view()`.
 pub(crate) struct View {
     pub token: String,
+    /// The local token `token` prints.
+    pub at: u64,
     pub reader: StoreReader,
     pub freshness: Freshness,
 }
 
 /// Where a client-supplied `since_token` stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Since {
     /// No token given: answer in full.
     None,
-    /// Changes after this token are well defined.
-    After(u64),
+    /// Changes after this cut are well defined (`Cut::saw`).
+    After(Cut),
     /// The token is from another store epoch or from the future: answer in full, flag a reset.
     Reset,
 }
 
 impl Since {
-    pub(crate) fn token_reset(self) -> bool {
-        self == Since::Reset
+    pub(crate) fn token_reset(&self) -> bool {
+        *self == Since::Reset
+    }
+
+    /// The cut, when the token was judged well defined.
+    pub(crate) fn cut(&self) -> Option<&Cut> {
+        match self {
+            Since::After(cut) => Some(cut),
+            _ => None,
+        }
     }
 }
 
@@ -148,7 +161,14 @@ impl Query {
             max_waiters: vk_observer_config::DEFAULT_MAX_WAITERS,
             status_memo: Arc::default(),
             workspaces: Arc::default(),
+            fleet_tokens: false,
         }
+    }
+
+    /// A fleet node's query: tokens every node of the fleet understands (`fleet_token`).
+    pub fn with_fleet_tokens(mut self) -> Self {
+        self.fleet_tokens = true;
+        self
     }
 
     pub fn with_max_waiters(mut self, max: usize) -> Self {
@@ -162,13 +182,25 @@ impl Query {
 
     /// Token, then reader, then freshness: the start of every read tool (see [`View`]).
     pub(crate) fn view(&self) -> View {
-        let token = self.token();
+        let at = self.store.current_token();
+        let token = self.token_at(at);
         let reader = self.read();
         View {
             token,
+            at,
             reader,
             freshness: self.freshness(),
         }
+    }
+
+    /// [`Query::view`] for an answer read after `since`: on a fleet node its token also keeps
+    /// every place the client had seen (`Query::token_after`).
+    pub(crate) fn view_after(&self, since: &Since) -> View {
+        let mut view = self.view();
+        if self.fleet_tokens && since.cut().is_some() {
+            view.token = self.token_after(since, view.at);
+        }
+        view
     }
 
     pub fn freshness(&self) -> Freshness {
@@ -209,31 +241,5 @@ impl Query {
                 })
                 .collect()
         })
-    }
-
-    /// The store's current token as the opaque string clients pass back.
-    pub fn token(&self) -> String {
-        self.store.token().to_string()
-    }
-
-    /// Judge a `since_token` argument; a string that is not a token is an invalid argument.
-    pub fn since(&self, token: Option<&str>, field: &str) -> Result<Since, ToolError> {
-        let Some(raw) = token else {
-            return Ok(Since::None);
-        };
-        let t = Token::parse(raw).map_err(|e| {
-            ToolError::invalid_field(
-                field,
-                format!(
-                    "{e}. Pass the `token` string from a previous response, or omit `{field}`."
-                ),
-            )
-        })?;
-        Ok(
-            match t.check(self.store.epoch(), self.store.current_token()) {
-                TokenCheck::Valid(n) => Since::After(n),
-                TokenCheck::Stale => Since::Reset,
-            },
-        )
     }
 }

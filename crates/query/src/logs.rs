@@ -182,8 +182,14 @@ impl Query {
             token,
             reader,
             freshness,
-        } = self.view();
-        target::attempt(&reader, req.attempt)?;
+            ..
+        } = self.view_after(&req.since);
+        let attempt = target::attempt(&reader, req.attempt)?;
+        // Every entry of an attempt is of one host: the client's cut is one local token here.
+        let since = req.since.cut().map(|cut| {
+            let host = attempt.value.get(vk_observer_store::events::HOST_FIELD);
+            cut.for_host(host.and_then(serde_json::Value::as_str))
+        });
         let processes = reader.processes_of_attempt(req.attempt)?;
         let process = target::log_process(&processes, req.process)?;
         let limit = req.limit.clamp(1, LOG_PAGE_MAX);
@@ -217,8 +223,8 @@ impl Query {
         page.history_truncated =
             bounds.is_some_and(|(lo, _)| lo > 0) || reader.log_history_lost(pid, ch)?;
         page.log_complete = reader.logs_complete(pid, ch)?;
-        read_page(&reader, &mut page, pid, &req, limit)?;
-        if let Since::After(since) = req.since {
+        read_page(&reader, &mut page, pid, &req, since, limit)?;
+        if let Some(since) = since {
             page.replaced = replaced_entries(&reader, &page, pid, &req, since, limit)?;
             let (earlier, more) =
                 earlier_entries(&reader, &processes, process, &req, since, limit)?;
@@ -229,12 +235,14 @@ impl Query {
     }
 }
 
-/// Fill `entries`, `has_more`, `next_cursor` and `process_changed` of `page` for the mode.
+/// Fill `entries`, `has_more`, `next_cursor` and `process_changed` of `page` for the mode
+/// (`since`: the client's cut as one local token of the attempt's host).
 fn read_page(
     reader: &StoreReader,
     page: &mut LogPage,
     pid: Uuid,
     req: &LogRequest,
+    since: Option<u64>,
     limit: usize,
 ) -> Result<(), ToolError> {
     let ch = req.channel;
@@ -261,7 +269,7 @@ fn read_page(
             // (a follow-up started it): its `after_entry_index` belonged to the old process.
             let first = reader.log_range(pid, ch, 0, u64::MAX, 1)?;
             let new_process =
-                matches!(req.since, Since::After(t) if first.first().is_some_and(|e| e.token > t));
+                since.is_some_and(|t| first.first().is_some_and(|e| e.token > t));
             page.process_changed = new_process;
             let from = if new_process { 0 } else { k.saturating_add(1) };
             let mut got = reader.log_range(pid, ch, from, u64::MAX, limit + 1)?;

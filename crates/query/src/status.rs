@@ -366,7 +366,8 @@ impl Query {
             token,
             reader,
             freshness,
-        } = self.view();
+            ..
+        } = self.view_after(&since);
         let epoch = self.store.epoch();
         let mut attempts = Vec::with_capacity(ids.len());
         let mut not_found = Vec::new();
@@ -377,13 +378,12 @@ impl Query {
                 continue;
             }
             let attempt_token = reader.attempt_token(id)?;
-            if let Since::After(t) = since
-                && attempt_token <= t
-            {
+            if since.cut().is_some_and(|cut| cut.saw(attempt_token)) {
                 unchanged += 1;
                 continue;
             }
-            match self.status_memo.status(&reader, id, attempt_token, epoch)? {
+            let print = |t| self.token_at(t);
+            match self.status_memo.status(&reader, id, attempt_token, epoch, &print)? {
                 Some(s) => attempts.push(s),
                 None => not_found.push(id),
             }
@@ -405,6 +405,21 @@ pub fn attempt_status(
     id: Uuid,
     attempt_token: u64,
     epoch: vk_observer_store::token::Epoch,
+) -> Result<Option<AttemptStatus>, ToolError> {
+    let printed = vk_observer_store::token::Token {
+        epoch,
+        seq: attempt_token,
+    }
+    .to_string();
+    attempt_status_printed(reader, id, printed)
+}
+
+/// [`attempt_status`] with its `attempt_token` already printed (a fleet node prints its hosts'
+/// places, `Query::token_at`).
+pub(crate) fn attempt_status_printed(
+    reader: &StoreReader,
+    id: Uuid,
+    printed_token: String,
 ) -> Result<Option<AttemptStatus>, ToolError> {
     use super::rows::{AttemptRow, ProcessRow, SessionRow};
     let Some(attempt) = reader.attempt_as::<AttemptRow>(id)? else {
@@ -461,11 +476,7 @@ pub fn attempt_status(
         dev_server_running,
         waiting_for: (!pending_approvals.is_empty()).then_some(WaitingFor::Approval),
         pending_approvals,
-        attempt_token: vk_observer_store::token::Token {
-            epoch,
-            seq: attempt_token,
-        }
-        .to_string(),
+        attempt_token: printed_token,
         usage: super::usage::of_processes(reader, &processes)?,
     }))
 }

@@ -25,7 +25,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::detail::{self, Detail};
-use super::status::{AttemptStatus, STATUS_RULES, attempt_status};
+use super::status::{AttemptStatus, STATUS_RULES, attempt_status_printed};
 use vk_observer_store::StoreReader;
 use vk_observer_store::token::Epoch;
 use vk_observer_tool_error::ToolError;
@@ -124,6 +124,7 @@ impl StatusMemo {
         id: Uuid,
         attempt_token: u64,
         epoch: Epoch,
+        print: &dyn Fn(u64) -> String,
     ) -> Result<Option<StatusItem>, ToolError> {
         if let Some(hit) = self.entries.get(&id)
             && hit.epoch == epoch
@@ -131,7 +132,7 @@ impl StatusMemo {
         {
             return Ok(Some(StatusItem(hit.clone())));
         }
-        let Some(status) = attempt_status(reader, id, attempt_token, epoch)? else {
+        let Some(status) = attempt_status_printed(reader, id, print(attempt_token))? else {
             self.entries.remove(&id);
             return Ok(None);
         };
@@ -243,7 +244,7 @@ mod tests {
             .unwrap();
         let after = query.attempt_statuses(&[attempt], Since::None).unwrap();
         assert_eq!(after.attempts[0].state, AttemptState::Completed);
-        let fresh = super::attempt_status(
+        let fresh = crate::status::attempt_status(
             &store.read(),
             attempt,
             store.read().attempt_token(attempt).unwrap(),

@@ -211,6 +211,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         super::target::project(&reader, project)?;
         let list = ListId {
@@ -245,6 +246,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         super::target::project(&reader, project)?;
         let list = ListId {
@@ -276,6 +278,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         let task = super::target::task(&reader, id)?;
         let list = ListId {
@@ -312,6 +315,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         super::target::task(&reader, task)?;
         let latest = vk::latest(&reader.attempts_of_task(task)?).cloned();

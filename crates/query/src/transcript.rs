@@ -96,6 +96,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         let session = target::session(&reader, target)?;
         let attempt_id = vk::uuid_of(&session.value, "workspace_id")

@@ -267,6 +267,7 @@ impl Query {
             token,
             reader,
             freshness,
+            ..
         } = self.view();
         let (attempts, not_found) = attempts_of(&reader, scope)?;
         let mut tallies = Tallies::default();

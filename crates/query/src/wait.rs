@@ -25,7 +25,7 @@ use super::status_memo::StatusItem;
 use super::until::{
     FINAL_MESSAGES_MAX, FinalMessage, Until, final_message, finished, log_settles_at,
 };
-use super::{Freshness, Query, Since};
+use super::{Cut, Freshness, Query, Since};
 use vk_observer_store::Store;
 use vk_observer_store::feed::FeedScope;
 use vk_observer_tool_error::{ErrorCode, ToolError};
@@ -239,16 +239,17 @@ impl Query {
     }
 
     /// Statuses of the watched attempts whose token is above `since` (None: all of them).
-    fn changed_since(&self, ids: &[Uuid], since: Option<u64>) -> Result<Changes, ToolError> {
+    fn changed_since(&self, ids: &[Uuid], since: Option<&Cut>) -> Result<Changes, ToolError> {
         let reader = self.read();
         let epoch = self.store.epoch();
+        let print = |t| self.token_at(t);
         let mut out = Changes::default();
         for &id in ids {
             let t = reader.attempt_token(id)?;
-            if since.is_some_and(|s| t <= s) {
+            if since.is_some_and(|cut| cut.saw(t)) {
                 continue;
             }
-            match self.status_memo.status(&reader, id, t, epoch)? {
+            match self.status_memo.status(&reader, id, t, epoch, &print)? {
                 Some(st) => out.attempts.push(st),
                 // Its token moved but it is gone: deleted after `since`.
                 None if t > 0 => out.removed.push(id),
@@ -307,17 +308,19 @@ impl Query {
     fn any_changed(
         &self,
         scope: &WaitScope,
-        since: u64,
+        since: &Cut,
         initial: &[Uuid],
     ) -> Result<bool, ToolError> {
         let reader = self.read();
         if let WaitScope::ProjectActivity(p) = scope
-            && reader.activity_since(FeedScope::Project(*p), since)?
+            && reader.activity_since_where(FeedScope::Project(*p), since.floor(), |t| {
+                !since.saw(t)
+            })?
         {
             return Ok(true);
         }
         for id in self.watched_since_start(scope, initial)? {
-            if reader.attempt_token(id)? > since {
+            if !since.saw(reader.attempt_token(id)?) {
                 return Ok(true);
             }
         }
@@ -348,7 +351,7 @@ impl Query {
         &self,
         scope: &WaitScope,
         until: Option<&Until>,
-        since: Option<u64>,
+        since: Option<&Cut>,
         initial: &[Uuid],
         hold: Hold,
     ) -> Result<Looked, ToolError> {
@@ -403,7 +406,7 @@ impl Query {
         &self,
         scope: &WaitScope,
         until: Option<&Until>,
-        since: Option<u64>,
+        since: Option<&Cut>,
         deadline: tokio::time::Instant,
     ) -> Result<Arc<[Uuid]>, ToolError> {
         self.check_scope(scope)?;
@@ -412,7 +415,7 @@ impl Query {
         loop {
             let (ready, held) = match until {
                 None => (
-                    self.any_changed(scope, since.unwrap_or_default(), &initial)?,
+                    self.any_changed(scope, since.unwrap_or(&Cut::local(0)), &initial)?,
                     None,
                 ),
                 Some(_) => match self.look(scope, until, since, &initial, Hold::ForWholeLogs)? {
@@ -452,7 +455,7 @@ impl Query {
             Some(ids) => ids.to_vec(),
             None => self.watched(&scope)?,
         };
-        let since_n = match since {
+        let since_n = match &since {
             Since::Reset => {
                 let token = self.token();
                 let attempts = self.changed_since(&initial, None)?;
@@ -460,18 +463,23 @@ impl Query {
                 let outcome = WaitOutcome::TokenReset;
                 return self.wait_result(outcome, true, attempts, token, started, activity);
             }
-            Since::After(n) => Some(n),
+            Since::After(cut) => Some(cut.clone()),
             // With `until`, an attempt already in a target state answers at once.
             Since::None if until.is_some() => None,
-            Since::None => Some(self.store.current_token()),
+            Since::None => Some(Cut::local(self.store.current_token())),
         };
-        let fed_since = Since::After(since_n.unwrap_or_else(|| self.store.current_token()));
+        let fed_since = Since::After(
+            since_n
+                .clone()
+                .unwrap_or_else(|| Cut::local(self.store.current_token())),
+        );
+        let since_n = since_n.as_ref();
         let mut hold = Hold::ForWholeLogs;
         tokio::pin!(cancelled);
         loop {
-            let token = self.token();
+            let token = self.token_after(&since, self.store.current_token());
             let looked = self.look(&scope, until.as_ref(), since_n, &initial, hold)?;
-            let activity = self.wait_activity(&scope, fed_since)?;
+            let activity = self.wait_activity(&scope, fed_since.clone())?;
             let fed = activity.as_ref().is_some_and(|a| !a.items.is_empty());
             let held = match looked {
                 Looked::Answer(outcome, changes) => {
@@ -495,7 +503,7 @@ impl Query {
                 // A held answer is answered as it stands once its hold ends.
                 _ = tokio::time::sleep_until(held.unwrap_or(clock.deadline)), if held.is_some() => hold = Hold::Never,
                 _ = tokio::time::sleep_until(clock.deadline) => {
-                    return self.answer_at_deadline(&scope, until.as_ref(), since_n, &initial, fed_since, started);
+                    return self.answer_at_deadline(&scope, until.as_ref(), since_n, &initial, &since, fed_since, started);
                 }
                 _ = &mut cancelled => {
                     return Err(ToolError::new(ErrorCode::Cancelled, true, "The wait was cancelled by the client."));
@@ -511,12 +519,13 @@ impl Query {
         &self,
         scope: &WaitScope,
         until: Option<&Until>,
-        since: Option<u64>,
+        since: Option<&Cut>,
         initial: &[Uuid],
+        asked: &Since,
         fed_since: Since,
         started: Instant,
     ) -> Result<WaitResult, ToolError> {
-        let token = self.token();
+        let token = self.token_after(asked, self.store.current_token());
         let activity = self.wait_activity(scope, fed_since)?;
         if let Looked::Answer(outcome, changes) =
             self.look(scope, until, since, initial, Hold::Never)?

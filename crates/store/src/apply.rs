@@ -47,6 +47,9 @@ pub(crate) struct Pending<'t, 'c> {
     pub chunks: ChunkCache,
     /// Activity items this batch derived, in order (`store::feed`, `feed_derive`).
     pub feed: Vec<super::feed::FeedItem>,
+    /// Fleet node: the host message this batch applies (its `FleetPosition`), marked in
+    /// `store::fleet_clock` when the batch consumes a token.
+    pub fleet_mark: Option<(String, super::events::FleetPosition)>,
 }
 
 type R<T = ()> = Result<T, StoreError>;
@@ -161,7 +164,9 @@ impl<'t, 'c> Pending<'t, 'c> {
             } => self.host_attempts_snapshot(&host, task_id, attempts),
             DomainEvent::FleetPosition { host, position } => {
                 let value = serde_json::to_vec(&position).map_err(StoreError::Encode)?;
-                self.set_meta(&keys::fleet_position_name(&host), value)
+                self.set_meta(&keys::fleet_position_name(&host), value)?;
+                self.fleet_mark = Some((host, position));
+                Ok(())
             }
             _ => Err(StoreError::Invalid(
                 "a host daemon's event in the fleet's dispatch",

@@ -304,12 +304,29 @@ impl StoreReader {
         upto: u64,
         limit: usize,
     ) -> Result<(Vec<FeedEntry>, bool), StoreError> {
+        self.activity_after_where(scope, after, upto, limit, |_| true)
+    }
+
+    /// [`StoreReader::activity_after`] of the items whose token `keep` keeps (a fleet node's
+    /// reading of another node's token: the items of the hosts' messages the client had not
+    /// seen); items left out count for nothing.
+    pub fn activity_after_where(
+        &self,
+        scope: FeedScope,
+        after: u64,
+        upto: u64,
+        limit: usize,
+        keep: impl Fn(u64) -> bool,
+    ) -> Result<(Vec<FeedEntry>, bool), StoreError> {
         let start = scope.key(after.saturating_add(1), 0);
         let end = scope.key(upto.saturating_add(1), 0);
         let mut out: Vec<FeedEntry> = Vec::new();
         for item in self.tree().range(start..end) {
             let (k, v) = item?;
             let Some(e) = entry(&k, &v) else { continue };
+            if !keep(e.token) {
+                continue;
+            }
             if out.len() >= limit && out.last().is_some_and(|l| l.token != e.token) {
                 return Ok((out, true));
             }
@@ -347,9 +364,25 @@ impl StoreReader {
 
     /// True when `scope` holds an item with a token above `after` (a cheap key probe).
     pub fn activity_since(&self, scope: FeedScope, after: u64) -> Result<bool, StoreError> {
+        self.activity_since_where(scope, after, |_| true)
+    }
+
+    /// True when `scope` holds an item with a token above `after` that `keep` keeps.
+    pub fn activity_since_where(
+        &self,
+        scope: FeedScope,
+        after: u64,
+        keep: impl Fn(u64) -> bool,
+    ) -> Result<bool, StoreError> {
         let start = scope.key(after.saturating_add(1), 0);
         let end = scope.key(u64::MAX, u32::MAX);
-        Ok(self.tree().range(start..end).next().transpose()?.is_some())
+        for item in self.tree().range(start..end) {
+            let (k, v) = item?;
+            if entry(&k, &v).is_some_and(|e| keep(e.token)) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// True when `scope` has any item stored.

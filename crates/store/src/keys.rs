@@ -61,6 +61,8 @@ pub(crate) mod table {
     /// (`store::usage`), token-stamped like entities. Additive (an old store has none), so no
     /// schema bump.
     pub(crate) const PROCESS_USAGE: u8 = 0x1F;
+    /// A fleet node's clock in its hosts' coordinates (`store::fleet_clock`). Additive.
+    pub(crate) const FLEET_CLOCK: u8 = 0x20;
 }
 
 /// Names of the `META` entries.

@@ -27,6 +27,9 @@ pub(crate) mod disk_format;
 #[cfg(test)]
 mod disk_format_tests;
 pub mod events;
+pub mod fleet_clock;
+#[cfg(test)]
+mod fleet_clock_tests;
 pub mod feed;
 mod feed_derive;
 #[cfg(test)]

@@ -210,6 +210,7 @@ impl Writer {
             chunk_entries: self.chunk_entries,
             chunks: Default::default(),
             feed: Vec::new(),
+            fleet_mark: None,
         };
         let n_events = events.len();
         let encoded = match self.outbox {
@@ -251,6 +252,9 @@ impl Writer {
         super::task_digest::restate(&mut p.ov)?;
         let attempts: Vec<Uuid> = p.attempts.iter().copied().collect();
         stamp(&mut p.ov, next, &attempts, n_events, &p.notes, replicated)?;
+        if let Some((host, position)) = p.fleet_mark.take() {
+            super::fleet_clock::mark(&mut p.ov, next, &host, &position);
+        }
         let woken: Vec<Uuid> = p.attempts.union(&p.nudged).copied().collect();
         let mut projects = projects_of(&p.ov, tree, &woken);
         let fed = !p.feed.is_empty();
@@ -296,6 +300,7 @@ impl Writer {
                 b.remove(item?.0);
             }
             tree.apply_batch(b)?;
+            super::fleet_clock::prune(tree, self.token - self.retention.events_kept)?;
         }
         if !self.retention.activity_horizon.is_zero() {
             let horizon = chrono::Duration::from_std(self.retention.activity_horizon)

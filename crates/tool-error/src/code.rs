@@ -186,12 +186,16 @@ pub enum InvalidReason {
     /// A fleet node was asked to create on a project that lives on several hosts without
     /// `host` (`details.field`, `hosts`: the project's hosts).
     HostRequired,
+    /// A token of another kind of daemon or another fleet: a host daemon's token given to a
+    /// fleet node, a fleet node's to a host daemon, or one naming no host stream this fleet
+    /// holds (`details.field`, `expected`: the kind this daemon issues).
+    ForeignToken,
 }
 
 impl InvalidReason {
     /// Every reason, in the order of the declaration.
     #[cfg(test)]
-    pub(crate) const ALL: [InvalidReason; 9] = [
+    pub(crate) const ALL: [InvalidReason; 10] = [
         InvalidReason::AmbiguousTarget,
         InvalidReason::MixedPagination,
         InvalidReason::TitleLength,
@@ -201,6 +205,7 @@ impl InvalidReason {
         InvalidReason::EmptySet,
         InvalidReason::WrongType,
         InvalidReason::HostRequired,
+        InvalidReason::ForeignToken,
     ];
 
     /// The reason as clients see it in `details.reason`.
@@ -215,6 +220,7 @@ impl InvalidReason {
             InvalidReason::EmptySet => "empty_set",
             InvalidReason::WrongType => "wrong_type",
             InvalidReason::HostRequired => "host_required",
+            InvalidReason::ForeignToken => "foreign_token",
         }
     }
 }
@@ -306,6 +312,7 @@ mod tests {
             (InvalidReason::EmptySet, "empty_set"),
             (InvalidReason::WrongType, "wrong_type"),
             (InvalidReason::HostRequired, "host_required"),
+            (InvalidReason::ForeignToken, "foreign_token"),
         ];
         let listed: Vec<InvalidReason> = table.iter().map(|(r, _)| *r).collect();
         assert_eq!(listed, InvalidReason::ALL);

@@ -94,7 +94,7 @@ pub(crate) async fn stream(
         .or(args.since);
     let current = state.query.store.current_token();
     let (since, first) = match resume.map(|raw| state.query.since(Some(&raw), "Last-Event-ID")) {
-        Some(Ok(Since::After(n))) => (n, None),
+        Some(Ok(Since::After(cut))) => (cut.floor(), None),
         None | Some(Ok(Since::None)) => (current, Some(hello(&state.query))),
         // Another epoch, the future, or not a token: the page reloads from now.
         Some(Ok(Since::Reset)) | Some(Err(_)) => (current, Some(reset(&state.query))),
@@ -284,16 +284,13 @@ fn changes(
         .filter(|p| within.is_none_or(|w| w.contains(p)))
         .collect();
     known.retain(|p, _| visible.contains(p));
-    let after = vk_observer_store::token::Token {
-        epoch: cap.epoch,
-        seq: since,
-    };
+    let after = query.token_at(since);
     let mut change = Change {
-        token: cap.to_string(),
+        token: query.token_at(cap.seq),
         ..Change::default()
     };
     for &project in &visible {
-        let (items, reset) = project_activity(query, project, &after.to_string(), cap.seq)?;
+        let (items, reset) = project_activity(query, project, &after, cap.seq)?;
         change.reset |= reset;
         if !items.is_empty() || !known.contains_key(&project) {
             known.insert(project, attempts_of_project(&reader, project)?);

@@ -151,7 +151,7 @@ pub(crate) async fn board(
     };
     // A token of this store the page has seen; anything else asks for the current one.
     let at_least = match args.seen.map(|raw| state.query.since(Some(&raw), "seen")) {
-        Some(Ok(Since::After(seen))) => seen,
+        Some(Ok(Since::After(seen))) => seen.floor(),
         _ => token,
     };
     if let Some(body) = state.board_memo.get(&whose, at_least) {

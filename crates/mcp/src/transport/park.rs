@@ -28,7 +28,7 @@ use serde::Deserialize;
 use super::progress::{Cancels, ProgressCall};
 use crate::tools::observe::{Parked, WaitArgs, WaitPlan, plan};
 use vk_observer_query::wait::WaitClock;
-use vk_observer_query::{Query, Since};
+use vk_observer_query::{Cut, Query, Since};
 
 /// Bodies larger than this are never parked (a wait call is a few hundred bytes; 100 ids
 /// about 4 KB).
@@ -183,10 +183,11 @@ async fn hold(query: &Query, args: WaitArgs, with_progress: bool) -> Option<Park
     } = plan(query, args, with_progress).ok()?;
     let now = query.store.current_token();
     // With `until` and no token, attempts already in a target state count: no baseline.
+    // `since` of the park: its baseline, used by the tool only when the call had no token.
     let (since, compared) = match since {
-        Since::After(n) => (n, Some(n)),
+        Since::After(cut) => (now, Some(cut)),
         Since::None if until.is_some() => (now, None),
-        Since::None => (now, Some(now)),
+        Since::None => (now, Some(Cut::local(now))),
         Since::Reset => return None,
     };
     let clock = WaitClock::start(timeout);
@@ -197,7 +198,7 @@ async fn hold(query: &Query, args: WaitArgs, with_progress: bool) -> Option<Park
     metrics::counter!(vk_observer_telemetry::WAITS_PARKED).increment(1);
     // Errors (unknown project, too many waiters) are the tool's to report.
     let watched = query
-        .park_until_changed(&scope, until.as_ref(), compared, clock.deadline)
+        .park_until_changed(&scope, until.as_ref(), compared.as_ref(), clock.deadline)
         .await
         .ok()?;
     Some(Parked {
