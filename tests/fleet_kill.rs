@@ -209,10 +209,10 @@ async fn run_fleet_node_kills(seed: u64) {
     let mut union = Truth::default();
     host_truth(&daemon.store, &host, &mut union);
     let owner = converged_fleet_store(&nats, dir_f.path(), addr, node, &union, seed).await;
-    let last = owner.store().current_token();
     drop(owner);
     // Up again, so the follower reads the feed to its end before it is checked.
     let node = spawn_fleet_node(&nats, dir_f.path(), addr);
+    let last = support::fleet_tokens::progress(&support::fleet_feed::first_token(addr).await);
     let start = Instant::now();
     while progress.load(Ordering::Relaxed) < last {
         assert!(

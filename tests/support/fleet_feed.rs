@@ -20,7 +20,7 @@ use super::feed::{FeedSeen, item_ident};
 /// How long one call may take before the session is given up and a new one opened.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Where a follower is: the sequence of its last `next_since_token`.
+/// Where a follower is: the progress of its last `next_since_token` (`fleet_tokens::progress`).
 pub type Progress = Arc<AtomicU64>;
 
 async fn connect(addr: std::net::SocketAddr) -> Option<RunningService<RoleClient, ()>> {
@@ -90,12 +90,6 @@ pub async fn first_token(addr: std::net::SocketAddr) -> String {
     }
 }
 
-fn seq_of(token: &str) -> u64 {
-    vk_observer_store::token::Token::parse(token)
-        .expect("a token")
-        .seq
-}
-
 /// Follow `project`'s feed at `addr` from `since` until `stop`, across restarts of the server.
 pub fn follow(
     addr: std::net::SocketAddr,
@@ -134,11 +128,11 @@ pub fn follow(
             }
             let next = page["next_since_token"].as_str().expect("next_since_token");
             assert!(
-                seq_of(next) >= seq_of(&since),
+                !super::fleet_tokens::went_back(&since, next),
                 "the fleet's feed token went back from {since} to {next}"
             );
             since = next.to_owned();
-            progress.store(seq_of(&since), Ordering::Relaxed);
+            progress.store(super::fleet_tokens::progress(&since), Ordering::Relaxed);
             if page["has_more"] != true {
                 tokio::time::sleep(Duration::from_millis(3)).await;
             }

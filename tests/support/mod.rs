@@ -9,6 +9,7 @@ pub mod approvals;
 pub mod feed;
 pub mod fleet;
 pub mod fleet_feed;
+pub mod fleet_tokens;
 pub mod mcp;
 pub mod mistakes;
 pub mod mistakes_scopes;

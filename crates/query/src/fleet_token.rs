@@ -222,7 +222,9 @@ pub(crate) fn judge(
 fn malformed(field: &str) -> ToolError {
     ToolError::invalid_field(
         field,
-        format!("Malformed token. Pass the `token` string from a previous response, or omit `{field}`."),
+        format!(
+            "Malformed token. Pass the `token` string from a previous response, or omit `{field}`."
+        ),
     )
 }
 

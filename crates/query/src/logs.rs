@@ -268,8 +268,7 @@ fn read_page(
             // A process none of whose entries existed at `since_token` is new to the client
             // (a follow-up started it): its `after_entry_index` belonged to the old process.
             let first = reader.log_range(pid, ch, 0, u64::MAX, 1)?;
-            let new_process =
-                since.is_some_and(|t| first.first().is_some_and(|e| e.token > t));
+            let new_process = since.is_some_and(|t| first.first().is_some_and(|e| e.token > t));
             page.process_changed = new_process;
             let from = if new_process { 0 } else { k.saturating_add(1) };
             let mut got = reader.log_range(pid, ch, from, u64::MAX, limit + 1)?;

@@ -383,7 +383,10 @@ impl Query {
                 continue;
             }
             let print = |t| self.token_at(t);
-            match self.status_memo.status(&reader, id, attempt_token, epoch, &print)? {
+            match self
+                .status_memo
+                .status(&reader, id, attempt_token, epoch, &print)?
+            {
                 Some(s) => attempts.push(s),
                 None => not_found.push(id),
             }

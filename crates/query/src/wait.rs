@@ -313,9 +313,8 @@ impl Query {
     ) -> Result<bool, ToolError> {
         let reader = self.read();
         if let WaitScope::ProjectActivity(p) = scope
-            && reader.activity_since_where(FeedScope::Project(*p), since.floor(), |t| {
-                !since.saw(t)
-            })?
+            && reader
+                .activity_since_where(FeedScope::Project(*p), since.floor(), |t| !since.saw(t))?
         {
             return Ok(true);
         }

@@ -151,7 +151,10 @@ impl StoreReader {
             let prefix = by_token_prefix(host);
             let mut end = prefix.clone();
             end.extend_from_slice(&t.to_be_bytes());
-            let last = self.tree().range(prefix.as_slice()..=end.as_slice()).next_back();
+            let last = self
+                .tree()
+                .range(prefix.as_slice()..=end.as_slice())
+                .next_back();
             if let Some(item) = last {
                 let (_, v) = item?;
                 if let Some((created, seq)) = decode_place(&v) {
@@ -172,7 +175,11 @@ impl StoreReader {
         let prefix = by_place_prefix(&mark.host, &mark.created);
         let mut end = prefix.clone();
         end.extend_from_slice(&mark.seq.to_be_bytes());
-        if let Some(item) = self.tree().range(prefix.as_slice()..=end.as_slice()).next_back() {
+        if let Some(item) = self
+            .tree()
+            .range(prefix.as_slice()..=end.as_slice())
+            .next_back()
+        {
             let (_, v) = item?;
             return Ok(tail_u64(&v).map_or(MarkCut::UnknownGeneration, MarkCut::At));
         }

@@ -97,7 +97,10 @@ fn a_place_before_a_generations_first_message_cuts_at_the_generation_before() {
     let mut fw = fresh.take_writer().unwrap();
     message(&mut fw, "a", "g2", 3, "new").unwrap();
     assert_eq!(
-        fresh_store.read().fleet_cut_of(&mark("a", "g2", 1)).unwrap(),
+        fresh_store
+            .read()
+            .fleet_cut_of(&mark("a", "g2", 1))
+            .unwrap(),
         MarkCut::At(0)
     );
 }

@@ -27,13 +27,13 @@ pub(crate) mod disk_format;
 #[cfg(test)]
 mod disk_format_tests;
 pub mod events;
-pub mod fleet_clock;
-#[cfg(test)]
-mod fleet_clock_tests;
 pub mod feed;
 mod feed_derive;
 #[cfg(test)]
 mod feed_tests;
+pub mod fleet_clock;
+#[cfg(test)]
+mod fleet_clock_tests;
 pub mod keys;
 pub mod list_index;
 #[cfg(test)]

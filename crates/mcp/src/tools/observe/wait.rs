@@ -55,9 +55,10 @@ impl VkTools {
         let (clock, since) = match (parked, since) {
             // Without `until`, a wait without a token waits for changes after the park began;
             // with it, attempts already in a target state count (no baseline).
-            (Some(p), Since::None) if until.is_none() => {
-                (p.clock, Since::After(vk_observer_query::Cut::local(p.since)))
-            }
+            (Some(p), Since::None) if until.is_none() => (
+                p.clock,
+                Since::After(vk_observer_query::Cut::local(p.since)),
+            ),
             (Some(p), since) => (p.clock, since),
             (None, since) => (WaitClock::start(timeout), since),
         };
