@@ -21,7 +21,9 @@
 //! times one host store's writes of a quarter of the entries with the outbox off and on),
 //! `VK_BENCH_OUT=dir` (default target/perf; writes `fleet.json`),
 //! `VK_BENCH_FLEET_WAYS=serial,pipelined` (default both: each phase runs the way before the
-//! pipelining, `fleet::Pipelining::serial`, then the default, each on a fresh nats-server),
+//! pipelining, `fleet::Pipelining::serial`, then the default, each on a fresh nats-server;
+//! `grouped`: the default with a follower's group of messages as one writer batch, the way
+//! before tokens every node reads alike),
 //! `VK_BENCH_FLEET_TOPOLOGIES=single,tls,cluster3` (default `single`: one plain server; `tls`:
 //! one server over mutual TLS; `cluster3`: three servers in one JetStream cluster, each host
 //! stream at three replicas; `servers.rs`). Each phase runs on each topology side by side.
@@ -143,7 +145,7 @@ fn run_phase(
     for topology in &opts.topologies {
         for way in &opts.ways {
             Pipelining::set_process_default(Some(
-                Pipelining::named(way).expect("VK_BENCH_FLEET_WAYS: serial or pipelined"),
+                Pipelining::named(way).expect("VK_BENCH_FLEET_WAYS: serial, pipelined or grouped"),
             ));
             let servers = runtime.block_on(Servers::start(topology));
             println!("--- {phase}, {topology}, {way}");

@@ -312,6 +312,8 @@ impl Follower {
         chain: &Chain,
     ) -> anyhow::Result<(Option<Committing>, bool)> {
         let mut queued = Vec::with_capacity(group.len());
+        // The bench's `batch_per_group` way: every message's events in one batch.
+        let mut grouped = Vec::new();
         let mut last = None;
         let mut changed = false;
         for message in &group {
@@ -329,16 +331,22 @@ impl Follower {
                 &message.payload,
             );
             let mut events = self.admit(decoded, seq, &mut open.position);
-            events.push(DomainEvent::FleetPosition {
-                host: self.host.clone(),
-                position: open.position.clone(),
-            });
+            if self.pipelining.batch_per_group {
+                grouped.append(&mut events);
+                continue;
+            }
+            events.push(self.position_event(&open.position));
             metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
             queued.push(self.writer.queue_chained(events, chain).await?);
         }
         let Some((last_seq, lag)) = last else {
             return Ok((None, changed));
         };
+        if self.pipelining.batch_per_group {
+            grouped.push(self.position_event(&open.position));
+            metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
+            queued.push(self.writer.queue_chained(grouped, chain).await?);
+        }
         let commit: Committing = Box::pin(async move {
             for batch in queued {
                 batch.committed().await?;
@@ -346,6 +354,13 @@ impl Follower {
             Ok((last_seq, lag))
         });
         Ok((Some(commit), changed))
+    }
+
+    fn position_event(&self, position: &FleetPosition) -> DomainEvent {
+        DomainEvent::FleetPosition {
+            host: self.host.clone(),
+            position: position.clone(),
+        }
     }
 
     /// The events to apply for one message (none for a duplicate or garbage), moving `position`.

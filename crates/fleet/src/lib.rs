@@ -36,6 +36,10 @@ pub struct Pipelining {
     pub publish_window: bool,
     /// Flush the publisher's cursor to disk at each step (else sled's periodic flush).
     pub flush_cursor: bool,
+    /// A follower's group of messages as ONE writer batch (the way before tokens every node
+    /// reads alike, which need a token per host message): kept only so `benches/fleet`
+    /// measures what a batch per message costs, side by side. Daemons never set it.
+    pub batch_per_group: bool,
 }
 
 impl Pipelining {
@@ -52,6 +56,16 @@ impl Pipelining {
             in_flight: 2,
             publish_window: true,
             flush_cursor: false,
+            batch_per_group: false,
+        }
+    }
+
+    /// [`Pipelining::pipelined`] with each group of messages one writer batch (see
+    /// `batch_per_group`): for the bench only.
+    pub fn grouped() -> Self {
+        Pipelining {
+            batch_per_group: true,
+            ..Pipelining::pipelined()
         }
     }
 }
@@ -86,11 +100,12 @@ impl Pipelining {
         *PROCESS_DEFAULT.lock().unwrap_or_else(|e| e.into_inner()) = way;
     }
 
-    /// The way named `pipelined` or `serial` (`VK_BENCH_FLEET_WAYS`,
+    /// The way named `pipelined`, `serial` or (the bench's) `grouped` (`VK_BENCH_FLEET_WAYS`,
     /// `VK_OBSERVER_FLEET_PIPELINING`), also as `1`/`0`.
     pub fn named(name: &str) -> Option<Self> {
         match name.trim() {
             "pipelined" | "1" => Some(Pipelining::pipelined()),
+            "grouped" => Some(Pipelining::grouped()),
             "serial" | "0" => Some(Pipelining::serial()),
             _ => None,
         }
@@ -103,6 +118,7 @@ impl Pipelining {
             in_flight: 1,
             publish_window: false,
             flush_cursor: true,
+            batch_per_group: false,
         }
     }
 }
