@@ -62,7 +62,13 @@ impl BoardState {
     /// From the MCP endpoint the daemon serves (its tokens, handler and settings).
     pub(crate) fn of(mcp: &vk_observer_mcp::McpEndpoint) -> BoardState {
         BoardState {
-            query: mcp.handler.query.clone(),
+            // The board's tokens are this daemon's own, also on a fleet node: a page is served
+            // by one node (its event ids and `?seen=` compared as local tokens); a page that
+            // reconnects to another node is told to reload (another epoch).
+            query: vk_observer_query::Query {
+                fleet_tokens: false,
+                ..mcp.handler.query.clone()
+            },
             tools: mcp.handler.clone(),
             tokens: mcp.guard.tokens.clone(),
             allowed_origins: Arc::new(mcp.guard.settings.allowed_origins.clone()),
