@@ -13,7 +13,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::fleet::{fleet_node, host_daemon};
+use support::fleet::{fleet_node, fleet_node_started, host_daemon};
 use support::fleet_tokens::went_back;
 use support::mcp::{Mcp, Reply};
 use support::nats::NatsServer;
@@ -465,4 +465,38 @@ fn fleet_token(places: &[(&str, &str, u64)]) -> String {
         "f1.{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
     )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_node_answers_not_ready_until_it_has_caught_up_never_an_empty_board() {
+    let Some(mut w) = world("two fleet nodes: a new node catching up").await else {
+        return;
+    };
+    w.nats.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = vk_observer_config::FleetSettings {
+        urls: vec![w.nats.url.clone()],
+        node: true,
+        ..Default::default()
+    };
+    let fresh = fleet_node_started(dir.path(), fleet.clone()).await;
+    let mcp = Mcp::connect(fresh.addr).await;
+    let refused = mcp.call("list_projects", json!({})).await.err();
+    assert_eq!(refused["code"], "not_ready", "{refused}");
+    assert_eq!(refused["retryable"], true);
+    assert_eq!(
+        refused["details"]["reason"], "fleet_catching_up",
+        "{refused}"
+    );
+    w.nats.start_again();
+    let listed = answer(&mcp, "list_projects", json!({})).await;
+    assert_eq!(listed["projects"].as_array().unwrap().len(), 2, "{listed}");
+    fresh.shutdown().await;
+    // A node restarted on a store that holds its hosts serves its cache at once.
+    let again = fleet_node_started(dir.path(), fleet).await;
+    let mcp = Mcp::connect(again.addr).await;
+    let listed = mcp.call("list_projects", json!({})).await.ok();
+    assert_eq!(listed["projects"].as_array().unwrap().len(), 2, "{listed}");
+    again.shutdown().await;
+    w.shutdown().await;
 }

@@ -53,8 +53,16 @@ pub async fn fleet_node(dir: &std::path::Path, url: &str) -> FleetNode {
     fleet_node_with(dir, fleet).await
 }
 
-/// A fleet node on `dir` with these `[fleet]` settings, retried while the store's lock is held.
+/// A fleet node on `dir` with these `[fleet]` settings, retried while the store's lock is held,
+/// once it has caught up (waited for 20 s at most).
 pub async fn fleet_node_with(dir: &std::path::Path, fleet: FleetSettings) -> FleetNode {
+    let node = fleet_node_started(dir, fleet).await;
+    caught_up(&node).await;
+    node
+}
+
+/// [`fleet_node_with`] without waiting for its first catch-up.
+pub async fn fleet_node_started(dir: &std::path::Path, fleet: FleetSettings) -> FleetNode {
     let start = Instant::now();
     loop {
         let s = Settings {
@@ -70,6 +78,15 @@ pub async fn fleet_node_with(dir: &std::path::Path, fleet: FleetSettings) -> Fle
             }
             Err(e) => panic!("fleet node starts: {e:#}"),
         }
+    }
+}
+
+/// Wait (at most 20 s, without failing: NATS may be down on purpose) for a fleet node's first
+/// catch-up: a new node answers reads `not_ready` until then.
+async fn caught_up(node: &FleetNode) {
+    let start = Instant::now();
+    while !node.health.bootstrapped() && start.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

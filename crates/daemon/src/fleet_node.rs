@@ -79,10 +79,15 @@ impl FleetNode {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", s.listen))?;
         let addr = listener.local_addr()?;
-        // Tokens every node of the fleet reads alike (`query::fleet_token`).
-        let query = vk_observer_query::Query::new(store.clone(), health.clone())
+        // Tokens every node of the fleet reads alike (`query::fleet_token`); a node that never
+        // applied a host answers reads only once it has caught up.
+        let new_node = store.read().fleet_positions()?.is_empty();
+        let mut query = vk_observer_query::Query::new(store.clone(), health.clone())
             .with_max_waiters(s.mcp.max_waiters)
             .with_fleet_tokens();
+        if new_node {
+            query = query.new_node_until_caught_up();
+        }
         // Mutations go to the owning host over NATS (`fleet_rpc`).
         let forward = crate::fleet_rpc::NatsForward::new(s.fleet.clone(), store.clone());
         let fleet = vk_observer_mcp::FleetRole::Node(Arc::new(forward));

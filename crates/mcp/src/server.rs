@@ -294,6 +294,17 @@ impl ServerHandler for VkTools {
                 let audit = mutates.then(|| {
                     super::access::audit_context(&grant, request.arguments.as_ref(), &self.query)
                 });
+                // A new fleet node answers no read before its first catch-up.
+                if audit.is_none()
+                    && let Err(e) = self.query.first_catch_up()
+                {
+                    let refused = tools::answer::error_result(&e);
+                    return self.counted(
+                        tool,
+                        started,
+                        Ok(rmcp::model::CallToolResponse::Complete(refused)),
+                    );
+                }
                 let as_task = super::tasks::wanted(&request, &context);
                 let name = request.name.to_string();
                 let answered = match (audit, &self.fleet) {

@@ -52,6 +52,7 @@ use serde::Serialize;
 pub use fleet_token::Cut;
 use vk_observer_store::{Store, StoreReader};
 use vk_observer_telemetry::health::{Health, UpstreamState};
+use vk_observer_tool_error::ToolError;
 
 /// Shared handle for the read side: cheap to clone.
 #[derive(Clone)]
@@ -67,6 +68,9 @@ pub struct Query {
     pub workspaces: Arc<workspaces::WorkspaceMemo>,
     /// A fleet node: tokens are printed as places in the hosts' streams (`fleet_token`).
     pub fleet_tokens: bool,
+    /// A fleet node that had applied nothing of any host when it started: reads answer
+    /// `not_ready` until its first catch-up (`Query::first_catch_up`), never an empty board.
+    pub new_node: bool,
 }
 
 /// How current the cache is; part of every tool response at detail 1 and 2, and at detail 0
@@ -162,6 +166,7 @@ impl Query {
             status_memo: Arc::default(),
             workspaces: Arc::default(),
             fleet_tokens: false,
+            new_node: false,
         }
     }
 
@@ -169,6 +174,26 @@ impl Query {
     pub fn with_fleet_tokens(mut self) -> Self {
         self.fleet_tokens = true;
         self
+    }
+
+    /// A fleet node that starts on a store holding no host yet (see `new_node`).
+    pub fn new_node_until_caught_up(mut self) -> Self {
+        self.new_node = true;
+        self
+    }
+
+    /// A new fleet node still reading its hosts' streams for the first time: a read answers
+    /// `not_ready` (retryable) rather than a board that looks empty.
+    pub fn first_catch_up(&self) -> Result<(), ToolError> {
+        if !self.new_node || self.health.bootstrapped() {
+            return Ok(());
+        }
+        Err(ToolError::new(
+            vk_observer_tool_error::ErrorCode::NotReady,
+            true,
+            "This fleet node is reading its hosts' streams for the first time and would answer from a partial cache. Retry in a few seconds (its /readyz answers 200 once it has caught up).",
+        )
+        .with_details(serde_json::json!({"reason": "fleet_catching_up"})))
     }
 
     pub fn with_max_waiters(mut self, max: usize) -> Self {
