@@ -184,6 +184,9 @@ pub(crate) fn judge(
                 by_host.insert(mark.host.clone(), t);
             }
             MarkCut::UnknownGeneration if here.is_some() => reset = true,
+            // A host this node has not found (when no host is known: another fleet's token).
+            // Not waited for: its stream may be gone for good; its changes, once found, are
+            // told as new (twice, never missed).
             MarkCut::UnknownGeneration => {}
         }
     }
