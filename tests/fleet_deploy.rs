@@ -128,7 +128,12 @@ async fn the_deploy_config_lets_each_host_publish_its_own_stream_only() {
     let fleet = Mcp::connect(node.addr).await;
     let start = Instant::now();
     loop {
-        let r = fleet.call("list_projects", json!({})).await.ok();
+        // A new node answers `not_ready` until its first catch-up: asked again.
+        let r = match fleet.call("list_projects", json!({})).await {
+            support::mcp::Reply::Ok(r) => r,
+            support::mcp::Reply::Err(e) if e["retryable"] == true => json!({"projects": []}),
+            support::mcp::Reply::Err(e) => panic!("list_projects on the fleet node: {e}"),
+        };
         let mut hosts: Vec<String> = r["projects"]
             .as_array()
             .unwrap()
