@@ -60,6 +60,20 @@ where
     (group, None)
 }
 
+/// The bench's `batch_per_group` way: every message's events in one batch, the position of
+/// the last message after them (each message's batch ends with its position).
+fn one_batch(batches: Vec<Vec<DomainEvent>>) -> Vec<DomainEvent> {
+    let n = batches.len();
+    let mut all = Vec::new();
+    for (i, mut events) in batches.into_iter().enumerate() {
+        if i + 1 < n {
+            events.pop();
+        }
+        all.append(&mut events);
+    }
+    all
+}
+
 /// The creation time of the stream a follower follows, shared with discovery: a follower that
 /// found its stream recreated (`identity`) and started over on the new one is not restarted again.
 #[derive(Clone)]
@@ -311,9 +325,7 @@ impl Follower {
         open: &mut Open,
         chain: &Chain,
     ) -> anyhow::Result<(Option<Committing>, bool)> {
-        let mut queued = Vec::with_capacity(group.len());
-        // The bench's `batch_per_group` way: every message's events in one batch.
-        let mut grouped = Vec::new();
+        let mut batches = Vec::with_capacity(group.len());
         let mut last = None;
         let mut changed = false;
         for message in &group {
@@ -331,21 +343,22 @@ impl Follower {
                 &message.payload,
             );
             let mut events = self.admit(decoded, seq, &mut open.position);
-            if self.pipelining.batch_per_group {
-                grouped.append(&mut events);
-                continue;
-            }
-            events.push(self.position_event(&open.position));
-            metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
-            queued.push(self.writer.queue_chained(events, chain).await?);
+            events.push(DomainEvent::FleetPosition {
+                host: self.host.clone(),
+                position: open.position.clone(),
+            });
+            batches.push(events);
         }
         let Some((last_seq, lag)) = last else {
             return Ok((None, changed));
         };
         if self.pipelining.batch_per_group {
-            grouped.push(self.position_event(&open.position));
+            batches = vec![one_batch(batches)];
+        }
+        let mut queued = Vec::with_capacity(batches.len());
+        for events in batches {
             metrics::counter!(m::FLEET_WRITER_BATCHES).increment(1);
-            queued.push(self.writer.queue_chained(grouped, chain).await?);
+            queued.push(self.writer.queue_chained(events, chain).await?);
         }
         let commit: Committing = Box::pin(async move {
             for batch in queued {
@@ -354,13 +367,6 @@ impl Follower {
             Ok((last_seq, lag))
         });
         Ok((Some(commit), changed))
-    }
-
-    fn position_event(&self, position: &FleetPosition) -> DomainEvent {
-        DomainEvent::FleetPosition {
-            host: self.host.clone(),
-            position: position.clone(),
-        }
     }
 
     /// The events to apply for one message (none for a duplicate or garbage), moving `position`.

@@ -307,6 +307,7 @@ impl Query {
             Order::OldestFirst => !page.has_more,
             Order::NewestFirst => req.position == Position::Newest,
         };
+        let print = self.token_printer();
         let audit = (req.detail != Detail::Compact)
             .then(|| self.audit_of_page(req.scope, &page.entries, newest))
             .transpose()?;
@@ -314,7 +315,7 @@ impl Query {
             items: page
                 .entries
                 .drain(..)
-                .map(|e| item(self.token_at(e.token), e, req.detail))
+                .map(|e| item(print(e.token), e, req.detail))
                 .collect(),
             order: page.order,
             next_since_token: self.token_after(&after, next),

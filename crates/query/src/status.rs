@@ -373,6 +373,7 @@ impl Query {
         let mut not_found = Vec::new();
         let mut unchanged = 0;
         let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        let print = self.token_printer();
         for &id in ids {
             if !seen.insert(id) {
                 continue;
@@ -382,7 +383,6 @@ impl Query {
                 unchanged += 1;
                 continue;
             }
-            let print = |t| self.token_at(t);
             match self
                 .status_memo
                 .status(&reader, id, attempt_token, epoch, &print)?

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use vk_observer_store::fleet_clock::HostMark;
+use vk_observer_store::StoreReader;
 use vk_observer_store::token::{Token, TokenCheck};
 use vk_observer_tool_error::ToolError;
 
@@ -19,14 +19,27 @@ impl Query {
 
     /// Local token `t` as clients see it: on a fleet node, every host's place as of `t`.
     pub fn token_at(&self, t: u64) -> String {
-        if !self.fleet_tokens {
-            return Token {
+        self.token_printer()(t)
+    }
+
+    /// Prints local tokens as [`Query::token_at`] does, reading a fleet node's hosts once: for
+    /// an answer that prints many (a feed page's items, a batch of statuses).
+    pub(crate) fn token_printer(&self) -> impl Fn(u64) -> String + '_ {
+        let fleet = self.fleet_tokens.then(|| {
+            let reader = self.read();
+            let hosts = fleet_hosts(&reader);
+            (reader, hosts)
+        });
+        move |t| match &fleet {
+            None => Token {
                 epoch: self.store.epoch(),
                 seq: t,
             }
-            .to_string();
+            .to_string(),
+            Some((reader, hosts)) => {
+                fleet_token::print(&reader.fleet_marks_at(t, hosts).unwrap_or_default())
+            }
         }
-        fleet_token::print(&self.marks_at(t))
     }
 
     /// Local token `t` as the token of an answer read after `since`: on a fleet node, also
@@ -34,21 +47,14 @@ impl Query {
     pub(crate) fn token_after(&self, since: &Since, t: u64) -> String {
         match since.cut() {
             Some(cut) if self.fleet_tokens => {
-                fleet_token::print(&fleet_token::merge(cut.marks(), self.marks_at(t)))
+                let reader = self.read();
+                let mine = reader
+                    .fleet_marks_at(t, &fleet_hosts(&reader))
+                    .unwrap_or_default();
+                fleet_token::print(&fleet_token::merge(cut.marks(), mine))
             }
             _ => self.token_at(t),
         }
-    }
-
-    fn marks_at(&self, t: u64) -> Vec<HostMark> {
-        let reader = self.read();
-        let hosts: Vec<String> = reader
-            .fleet_positions()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(host, _)| host)
-            .collect();
-        reader.fleet_marks_at(t, &hosts).unwrap_or_default()
     }
 
     /// Judge a `since_token` argument; a string that is not a token is an invalid argument.
@@ -91,4 +97,14 @@ impl Query {
             Judged::Reset => Since::Reset,
         })
     }
+}
+
+/// The hosts a fleet node follows (those it holds a position for).
+fn fleet_hosts(reader: &StoreReader) -> Vec<String> {
+    reader
+        .fleet_positions()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(host, _)| host)
+        .collect()
 }

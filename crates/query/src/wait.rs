@@ -242,7 +242,7 @@ impl Query {
     fn changed_since(&self, ids: &[Uuid], since: Option<&Cut>) -> Result<Changes, ToolError> {
         let reader = self.read();
         let epoch = self.store.epoch();
-        let print = |t| self.token_at(t);
+        let print = self.token_printer();
         let mut out = Changes::default();
         for &id in ids {
             let t = reader.attempt_token(id)?;

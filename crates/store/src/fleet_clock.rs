@@ -101,25 +101,31 @@ pub(crate) fn mark(ov: &mut Overlay<'_>, t: u64, host: &str, position: &FleetPos
 }
 
 /// Drop the clock's entries of tokens below `floor` (the event records' retention), keeping
-/// each host's newest entry so the places of later tokens stay readable.
+/// each host's newest entry so the places of later tokens stay readable. One sled batch.
 pub(crate) fn prune(tree: &sled::Tree, floor: u64) -> Result<(), StoreError> {
     let mut newest_per_host = std::collections::HashMap::new();
+    let mut batch = sled::Batch::default();
     for item in tree.range(host_of_key(0)..host_of_key(floor)) {
         let (k, host) = item?;
-        if let Some(t) = tail_u64(&k) {
-            if let Some(older) = newest_per_host.insert(host.to_vec(), t) {
-                remove_entry(tree, older, &host)?;
-            }
+        if let Some(t) = tail_u64(&k)
+            && let Some(older) = newest_per_host.insert(host.to_vec(), t)
+        {
+            remove_entry(tree, &mut batch, older, &host)?;
         }
     }
+    tree.apply_batch(batch)?;
     Ok(())
 }
 
-fn remove_entry(tree: &sled::Tree, t: u64, host: &[u8]) -> Result<(), StoreError> {
+fn remove_entry(
+    tree: &sled::Tree,
+    batch: &mut sled::Batch,
+    t: u64,
+    host: &[u8],
+) -> Result<(), StoreError> {
     let host = String::from_utf8_lossy(host);
     let mut by_token = by_token_prefix(&host);
     by_token.extend_from_slice(&t.to_be_bytes());
-    let mut batch = sled::Batch::default();
     if let Some(v) = tree.get(&by_token)?
         && let Some((created, seq)) = decode_place(&v)
     {
@@ -129,7 +135,6 @@ fn remove_entry(tree: &sled::Tree, t: u64, host: &[u8]) -> Result<(), StoreError
     }
     batch.remove(by_token);
     batch.remove(host_of_key(t));
-    tree.apply_batch(batch)?;
     Ok(())
 }
 

@@ -120,3 +120,33 @@ fn a_position_that_changes_nothing_marks_no_token() {
         [mark("a", "g1", 1)]
     );
 }
+
+#[test]
+fn pruning_keeps_each_hosts_newest_place_below_the_floor() {
+    let mut owner = StoreOwner::open_temporary(Retention::default()).unwrap();
+    let store = owner.store();
+    let mut w = owner.take_writer().unwrap();
+    let a1 = message(&mut w, "a", "g1", 1, "a1").unwrap();
+    let b1 = message(&mut w, "bb", "g1", 1, "b1").unwrap();
+    let a2 = message(&mut w, "a", "g1", 2, "a2").unwrap();
+    let a3 = message(&mut w, "a", "g1", 3, "a3").unwrap();
+    super::fleet_clock::prune(store.tree(), a3).unwrap();
+    let r = store.read();
+    assert_eq!(
+        r.fleet_host_of(a1).unwrap(),
+        None,
+        "an older place of a is gone"
+    );
+    assert_eq!(
+        r.fleet_host_of(a2).unwrap().as_deref(),
+        Some("a"),
+        "a's newest below the floor"
+    );
+    assert_eq!(r.fleet_host_of(b1).unwrap().as_deref(), Some("bb"));
+    assert_eq!(r.fleet_cut_of(&mark("a", "g1", 1)).unwrap(), MarkCut::At(0));
+    let hosts = ["a".to_string(), "bb".to_string()];
+    assert_eq!(
+        r.fleet_marks_at(a3, &hosts).unwrap(),
+        [mark("a", "g1", 3), mark("bb", "g1", 1)]
+    );
+}
