@@ -13,7 +13,9 @@
 //! again. Before the fix those acknowledgements were dropped with the session, so every session
 //! resumed from the same cursor and was refused the same way: the host's stream never got its
 //! next batch (the fault schedule saw the fleet's position stuck below the host's token for
-//! 40 s). Played deterministically for both ways (`fleet::Pipelining`).
+//! 40 s). Played deterministically for both ways (`fleet::Pipelining`), one batch a message;
+//! and with packs (`fleet::pack`), where the next session packs differently from the one
+//! before, so its first pack overlaps what the stream holds and says so in `Vko-Pack`.
 
 #[allow(dead_code)]
 #[path = "support/nats.rs"]
@@ -27,7 +29,7 @@ use uuid::Uuid;
 use vk_observer_config::FleetSettings;
 use vk_observer_fleet::Pipelining;
 use vk_observer_fleet::publisher::Publisher;
-use vk_observer_fleet::wire;
+use vk_observer_fleet::{pack, wire};
 use vk_observer_store::events::DomainEvent;
 use vk_observer_store::outbox::{FleetCursor, OutboxConfig};
 use vk_observer_store::writer::WriterHandle;
@@ -162,10 +164,134 @@ async fn on_a_server(host: &str, way: Pipelining) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pipelined_publisher_goes_on_after_a_refused_chained_publish() {
-    on_a_server("pipelined", Pipelining::pipelined()).await;
+    on_a_server("pipelined", Pipelining::unpacked()).await;
+}
+
+/// The stream's messages as `(Vko-Token, Vko-Pack)`, in order.
+async fn packs_in_order(js: &jetstream::Context, host: &str) -> Vec<(u64, Option<String>)> {
+    let stream = js.get_stream(wire::stream_name(host)).await.unwrap();
+    let mut out = Vec::new();
+    let mut seq = 1;
+    while let Ok(m) = stream.get_raw_message(seq).await {
+        let token = m
+            .headers
+            .get(wire::HEADER_TOKEN)
+            .unwrap()
+            .as_str()
+            .parse()
+            .unwrap();
+        let pack = m
+            .headers
+            .get(pack::HEADER_PACK)
+            .map(|v| v.as_str().to_owned());
+        out.push((token, pack));
+        seq += 1;
+    }
+    out
+}
+
+/// Packs: three batches waiting go out as one message; after the same crash (cursor back at
+/// token 1) and a foreign copy, the next session packs 2, 3 and 4 into one message, which
+/// JetStream cannot tell from the one before (its id is 4's) and stores: its `Vko-Pack` names
+/// every batch in it, so a fleet node skips 2 and 3, which it applied from the first message
+/// (`pack::applied_prefix`), and applies 4. A node follows the stream to the host's token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_packing_publisher_resumes_with_a_pack_that_names_its_overlap() {
+    let Some(server) = nats::NatsServer::start("fleet publish resume, packs") else {
+        return;
+    };
+    let (url, host) = (server.url.as_str(), "packed");
+    let js = jetstream::new(async_nats::connect(url).await.unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
+    owner.enable_outbox(OutboxConfig {
+        max_backlog: u64::MAX,
+    });
+    let (writer, _writer_task) = owner.spawn_writer().unwrap();
+    for token in 1..=3 {
+        commit(&writer, token).await;
+    }
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let first = publisher(&owner, url, host, Pipelining::pipelined(), &cancel);
+    published(&owner, &js, host, &[3]).await;
+    cancel.cancel();
+    first.await.unwrap();
+    assert_eq!(
+        packs_in_order(&js, host).await,
+        [(3, Some("1:0:1,2:0:1,3:0:1".to_owned()))]
+    );
+    let cursor = owner.fleet_cursor().get().unwrap();
+    owner
+        .fleet_cursor()
+        .set(&FleetCursor {
+            token: 1,
+            meta: 0,
+            stream_seq: 1,
+            ..cursor
+        })
+        .unwrap();
+    foreign_copy(&js, host, 1).await;
+    commit(&writer, 4).await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let second = publisher(&owner, url, host, Pipelining::pipelined(), &cancel);
+    published(&owner, &js, host, &[3, 3, 4]).await;
+    cancel.cancel();
+    second.await.unwrap();
+    let stream = packs_in_order(&js, host).await;
+    assert_eq!(stream[2], (4, Some("2:0:1,3:0:1,4:0:1".to_owned())));
+
+    // A fleet node reads the three messages to the host's token, its projects those of 4.
+    let node_dir = tempfile::tempdir().unwrap();
+    let mut node_owner = StoreOwner::open(node_dir.path(), Retention::default()).unwrap();
+    let (node_writer, _node_task) = node_owner.spawn_writer().unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let settings = FleetSettings {
+        urls: vec![url.to_owned()],
+        host: "node".into(),
+        ..FleetSettings::default()
+    };
+    let events = std::sync::Arc::new(Quiet);
+    let node =
+        vk_observer_fleet::node::Node::new(settings, node_owner.store(), node_writer, events);
+    let _node = node.spawn(cancel.child_token());
+    let start = Instant::now();
+    loop {
+        let positions = node_owner
+            .store()
+            .read()
+            .fleet_positions()
+            .unwrap_or_default();
+        let at = positions
+            .iter()
+            .find(|(h, _)| h == host)
+            .map(|(_, p)| p.token);
+        if at == Some(4) {
+            break;
+        }
+        assert!(
+            start.elapsed() < PUBLISHED_WITHIN,
+            "the node is at {at:?}, not 4"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let projects = node_owner.store().read().projects().unwrap();
+    assert_eq!(projects.len(), 4, "the host's four projects, each once");
+    cancel.cancel();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_serial_publisher_goes_on_after_a_refused_chained_publish() {
     on_a_server("serial", Pipelining::serial()).await;
+}
+
+/// A node's events, unheard.
+struct Quiet;
+
+impl vk_observer_fleet::node::NodeEvents for Quiet {
+    fn connected(&self, _: bool) {}
+    fn caught_up(&self) {}
+    fn following(&self, _: &str, _: bool) {}
+    fn message(&self, _: &str, _: u64, _: u64) {}
+    fn stream(&self, _: &str, _: u64, _: Option<u64>) {}
+    fn heartbeat(&self, _: &str, _: &vk_observer_fleet::heartbeat::Heartbeat) {}
 }

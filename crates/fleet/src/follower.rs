@@ -387,16 +387,25 @@ impl Follower {
         };
         let same_epoch = incoming.epoch == position.epoch;
         let at = (incoming.token, incoming.meta);
+        let applied = (position.token, position.meta);
         // A batch at or below the last applied (token, meta), or a snapshot cut below the last
         // applied token (a stale copy: a real snapshot of this epoch is cut at or above every
-        // batch before it), is a duplicate.
+        // batch before it), is a duplicate; so are a pack's batches at or below it (`pack`).
         let stale = match incoming.kind {
-            Kind::Batch => at <= (position.token, position.meta),
+            Kind::Batch => at <= applied,
             Kind::Snapshot => incoming.token < position.token,
         };
         if same_epoch && stale {
             metrics::counter!(m::FLEET_DUPLICATES).increment(1);
             return Vec::new();
+        }
+        let mut events = incoming.events;
+        if same_epoch && incoming.kind == Kind::Batch {
+            let (batches, skipped) = super::pack::applied_prefix(&incoming.parts, applied);
+            if batches > 0 {
+                metrics::counter!(m::FLEET_DUPLICATES).increment(batches as u64);
+                events.drain(..skipped);
+            }
         }
         (position.token, position.meta) = if same_epoch {
             (position.token, position.meta).max(at)
@@ -405,7 +414,7 @@ impl Follower {
         };
         position.epoch = incoming.epoch;
         metrics::counter!(m::FLEET_APPLIED).increment(1);
-        super::tag::tag(&self.host, incoming.events)
+        super::tag::tag(&self.host, events)
     }
 }
 

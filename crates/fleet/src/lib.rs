@@ -2,7 +2,7 @@
 //! stream of its own (`publisher`, fed by the store's outbox), and a fleet node (`serve
 //! --fleet`) follows every host's stream into its own store through its one writer (`node`),
 //! tagging projects, tasks and attempts with their `host` (`tag`). `wire` is what a message
-//! looks like, `identity` which stream (generation) a message is of; `snapshot` is what a host
+//! looks like (`pack`: several outbox batches in one), `identity` which stream (generation) a message is of; `snapshot` is what a host
 //! sends when its stream cannot be resumed. `rpc` carries the fleet's mutations to the owning host and `heartbeat` says which hosts are alive.
 
 pub mod certs;
@@ -10,6 +10,7 @@ mod follower;
 pub mod heartbeat;
 pub(crate) mod identity;
 pub mod node;
+pub mod pack;
 pub mod publisher;
 pub mod rpc;
 pub(crate) mod snapshot;
@@ -40,6 +41,9 @@ pub struct Pipelining {
     /// reads alike, which need a token per host message): kept only so `benches/fleet`
     /// measures what a batch per message costs, side by side. Daemons never set it.
     pub batch_per_group: bool,
+    /// A host's outbox batches waiting together go out as one message (`pack`), else one
+    /// message a batch (the way before; `unpacked` in `benches/fleet`).
+    pub pack_batches: bool,
 }
 
 impl Pipelining {
@@ -57,6 +61,15 @@ impl Pipelining {
             publish_window: true,
             flush_cursor: false,
             batch_per_group: false,
+            pack_batches: true,
+        }
+    }
+
+    /// [`Pipelining::pipelined`] with one host message a batch (no `pack`): for the bench.
+    pub fn unpacked() -> Self {
+        Pipelining {
+            pack_batches: false,
+            ..Pipelining::pipelined()
         }
     }
 
@@ -65,6 +78,7 @@ impl Pipelining {
     pub fn grouped() -> Self {
         Pipelining {
             batch_per_group: true,
+            pack_batches: false,
             ..Pipelining::pipelined()
         }
     }
@@ -100,12 +114,13 @@ impl Pipelining {
         *PROCESS_DEFAULT.lock().unwrap_or_else(|e| e.into_inner()) = way;
     }
 
-    /// The way named `pipelined`, `serial` or (the bench's) `grouped` (`VK_BENCH_FLEET_WAYS`,
+    /// The way named `pipelined`, `serial` or (the bench's) `grouped` or `unpacked` (`VK_BENCH_FLEET_WAYS`,
     /// `VK_OBSERVER_FLEET_PIPELINING`), also as `1`/`0`.
     pub fn named(name: &str) -> Option<Self> {
         match name.trim() {
             "pipelined" | "1" => Some(Pipelining::pipelined()),
             "grouped" => Some(Pipelining::grouped()),
+            "unpacked" => Some(Pipelining::unpacked()),
             "serial" | "0" => Some(Pipelining::serial()),
             _ => None,
         }
@@ -119,6 +134,7 @@ impl Pipelining {
             publish_window: false,
             flush_cursor: true,
             batch_per_group: false,
+            pack_batches: false,
         }
     }
 }

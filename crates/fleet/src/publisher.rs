@@ -13,6 +13,7 @@ use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use super::pack;
 use super::wire::{self, Kind};
 use vk_observer_config::FleetSettings;
 use vk_observer_store::Store;
@@ -30,21 +31,27 @@ const META_TICK: Duration = Duration::from_millis(250);
 /// How often an idle publisher looks at its stream (deleted, recreated or purged).
 const IDLE_TICK: Duration = Duration::from_secs(5);
 
-/// A publish's place in the outbox and JetStream's answer.
-type Acked =
-    std::pin::Pin<Box<dyn Future<Output = (OutboxAt, Result<PublishAck, PublishError>)> + Send>>;
+/// Outbox batches read at most in one step: enough for [`GROUP`] messages of one batch, or
+/// for a few packs (`pack`).
+const READ_AT_MOST: usize = 256;
+
+/// A publish's place in the outbox (its last batch's), how many batches it carries, and
+/// JetStream's answer.
+type Acked = std::pin::Pin<
+    Box<dyn Future<Output = ((OutboxAt, usize), Result<PublishAck, PublishError>)> + Send>,
+>;
 
 /// Move the cursor to an acknowledged publish (acknowledgements come in publish order); a
 /// refused one ends the session, which resumes after the last acknowledged one (`follow_outbox`
 /// records the cursor however the session ends).
 fn record_ack(
     cursor: &mut FleetCursor,
-    (at, ack): (OutboxAt, Result<PublishAck, PublishError>),
+    ((at, batches), ack): ((OutboxAt, usize), Result<PublishAck, PublishError>),
 ) -> Ended {
     let ack = ack?;
     (cursor.token, cursor.meta) = at;
     cursor.stream_seq = ack.sequence;
-    metrics::counter!(m::FLEET_PUBLISHED).increment(1);
+    metrics::counter!(m::FLEET_PUBLISHED).increment(batches as u64);
     Ok(())
 }
 
@@ -99,6 +106,8 @@ async fn reconcile_stream(
 struct Published {
     at: OutboxAt,
     last_id: Option<String>,
+    /// How large a message may grow (`pack`), by the server this session speaks to.
+    limits: pack::Limits,
 }
 
 /// A host's publisher.
@@ -232,6 +241,10 @@ impl Publisher {
         let mut published = Published {
             at: (cursor.token, cursor.meta),
             last_id: None,
+            limits: pack::Limits::for_server(
+                self.pipelining.pack_batches,
+                js.client().server_info().max_payload,
+            ),
         };
         let mut acks: FuturesOrdered<Acked> = FuturesOrdered::new();
         loop {
@@ -296,10 +309,11 @@ impl Publisher {
         }
     }
 
-    /// Publish up to `room` outbox batches after `published` (without awaiting their
-    /// acknowledgements, which go to `acks` in order), each chained to the one before
-    /// (`wire::chain_after`), moving `published`; how many were sent. `stamp`: the store's epoch
-    /// and the stream's generation.
+    /// Publish up to `room` messages of the outbox batches after `published` (without awaiting
+    /// their acknowledgements, which go to `acks` in order), each a pack of the batches that
+    /// wait (`pack`; one batch when the host keeps up) chained to the one before
+    /// (`wire::chain_after`), moving `published`; how many were sent. `stamp`: the store's
+    /// epoch and the stream's generation.
     async fn publish_after(
         &self,
         js: &jetstream::Context,
@@ -312,28 +326,30 @@ impl Publisher {
             return Ok(0);
         }
         let host = &self.settings.host;
-        let batches = self
-            .store
-            .read()
-            .outbox_after(published.at, room.min(GROUP))?;
-        let sent = batches.len();
-        for entry in batches {
-            let mut headers = wire::batch_headers(host, epoch, entry.token, entry.meta);
+        let read = (room.min(GROUP) * published.limits.batches).min(READ_AT_MOST);
+        let entries = self.store.read().outbox_after(published.at, read)?;
+        let packs = pack::pack(&entries, published.limits, room.min(GROUP))?;
+        drop(entries);
+        let sent = packs.len();
+        for pack in packs {
+            let (token, meta) = pack.at;
+            let mut headers = wire::batch_headers(host, epoch, token, meta);
+            if let Some(parts) = pack.header() {
+                headers.insert(pack::HEADER_PACK, parts.as_str());
+            }
             super::identity::stamp(&mut headers, generation);
             let id = wire::chain_after(&mut headers, published.last_id.as_deref());
             let ack = js
                 .publish_with_headers(
                     wire::subject(host, Kind::Batch),
                     headers,
-                    Bytes::from(entry.json),
+                    Bytes::from(pack.json),
                 )
                 .await?;
-            let at = (entry.token, entry.meta);
-            *published = Published {
-                at,
-                last_id: Some(id),
-            };
-            acks.push_back(Box::pin(async move { (at, ack.await) }));
+            published.at = pack.at;
+            published.last_id = Some(id);
+            let place = (pack.at, pack.parts.len());
+            acks.push_back(Box::pin(async move { (place, ack.await) }));
         }
         Ok(sent)
     }

@@ -143,6 +143,9 @@ pub(crate) struct Incoming {
     /// 0, or the number of a meta-only batch after `token` (`Vko-Meta`).
     pub meta: u32,
     pub events: Vec<DomainEvent>,
+    /// The outbox batches the events are of, in order (`pack`): one, at `(token, meta)`,
+    /// unless the message is a pack.
+    pub parts: Vec<super::pack::Part>,
 }
 
 /// Why a message was not applied.
@@ -156,6 +159,8 @@ pub(crate) enum Garbage {
     BadPayload(serde_json::Error),
     #[error("an event of kind {0} may not come from a host")]
     ForbiddenEvent(&'static str),
+    #[error(transparent)]
+    BadPack(#[from] super::pack::BadPack),
 }
 
 /// Decode a message read from `host`'s stream.
@@ -201,12 +206,18 @@ pub(crate) fn decode(
     }) {
         return Err(Garbage::ForbiddenEvent(e.kind()));
     }
+    let pack = headers.and_then(|h| h.get(super::pack::HEADER_PACK));
+    if pack.is_some() && kind == Kind::Snapshot {
+        return Err(Garbage::BadHeader(super::pack::HEADER_PACK));
+    }
+    let parts = super::pack::parts_of(pack.map(|v| v.as_str()), (token, meta), &events)?;
     Ok(Incoming {
         kind,
         epoch,
         token,
         meta,
         events,
+        parts,
     })
 }
 

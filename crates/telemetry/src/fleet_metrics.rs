@@ -16,7 +16,8 @@ pub const FLEET_BACKLOG_DROPPED: &str = "vk_observer_fleet_backlog_dropped_total
 pub const FLEET_SNAPSHOTS: &str = "vk_observer_fleet_snapshots_total";
 /// Fleet node: host messages applied.
 pub const FLEET_APPLIED: &str = "vk_observer_fleet_messages_applied_total";
-/// Fleet node: host messages skipped as already applied (same epoch, token not above).
+/// Fleet node: host messages skipped as already applied (same epoch, token not above), and
+/// the batches of a pack skipped so (`fleet::pack`).
 pub const FLEET_DUPLICATES: &str = "vk_observer_fleet_duplicates_total";
 /// Fleet node: malformed or foreign messages, counted, logged and skipped.
 pub const FLEET_GARBAGE: &str = "vk_observer_fleet_garbage_total";
@@ -58,7 +59,7 @@ pub fn register_fleet() {
         (FLEET_APPLIED, "Host messages applied by this fleet node."),
         (
             FLEET_DUPLICATES,
-            "Host messages skipped as already applied.",
+            "Host messages, and batches of a pack, skipped as already applied.",
         ),
         (
             FLEET_GARBAGE,
