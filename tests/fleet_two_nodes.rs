@@ -43,20 +43,32 @@ async fn world(name: &str) -> Option<World> {
         host_daemon(&sims[0], dirs[0].path(), &nats.url, "alpha").await,
         host_daemon(&sims[1], dirs[1].path(), &nats.url, "beta").await,
     ];
+    // Node A follows live from the start, message by message as each host publishes; node B
+    // starts later and reads both backlogs at once (packed: `fleet::pack`), so the two nodes
+    // interleave the hosts' messages in different local orders.
+    let a = fleet_node(dirs[2].path(), &nats.url).await;
     let mut projects = [Uuid::nil(); 2];
     let mut attempts = [Uuid::nil(); 2];
-    for (i, sim) in sims.iter().enumerate() {
-        projects[i] = sim.add_project(&format!("project {i}"), &["repo"]);
-        let task = sim.add_task(projects[i], &format!("task {i}"), None);
+    // Both hosts work at once, so A's live order alternates between them.
+    let runs = sims.iter().enumerate().map(|(i, sim)| async move {
+        let project = sim.add_project(&format!("project {i}"), &["repo"]);
+        let task = sim.add_task(project, &format!("task {i}"), None);
         let script = AttemptScript {
             normalized_entries: 12,
             ..AttemptScript::default()
         };
-        attempts[i] = sim.run_attempt_script(task, script).await.attempt_id;
+        (
+            project,
+            sim.run_attempt_script(task, script).await.attempt_id,
+        )
+    });
+    for (i, (project, attempt)) in futures::future::join_all(runs)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        (projects[i], attempts[i]) = (project, attempt);
     }
-    // Node A follows live; node B starts later and reads both backlogs at once, so the two
-    // nodes interleave the hosts' messages in different local orders.
-    let a = fleet_node(dirs[2].path(), &nats.url).await;
     for (i, sim) in sims.iter().enumerate() {
         support::converge(&hosts[i].store, sim, CONVERGE, "host").await;
     }

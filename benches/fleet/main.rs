@@ -23,7 +23,8 @@
 //! `VK_BENCH_FLEET_WAYS=serial,pipelined` (default both: each phase runs the way before the
 //! pipelining, `fleet::Pipelining::serial`, then the default, each on a fresh nats-server;
 //! `grouped`: the default with a follower's group of messages as one writer batch, the way
-//! before tokens every node reads alike),
+//! before tokens every node reads alike; `unpacked`: the default with one message per outbox
+//! batch, the way before `fleet::pack`),
 //! `VK_BENCH_FLEET_TOPOLOGIES=single,tls,cluster3` (default `single`: one plain server; `tls`:
 //! one server over mutual TLS; `cluster3`: three servers in one JetStream cluster, each host
 //! stream at three replicas; `servers.rs`). Each phase runs on each topology side by side.
@@ -145,7 +146,8 @@ fn run_phase(
     for topology in &opts.topologies {
         for way in &opts.ways {
             Pipelining::set_process_default(Some(
-                Pipelining::named(way).expect("VK_BENCH_FLEET_WAYS: serial, pipelined or grouped"),
+                Pipelining::named(way)
+                    .expect("VK_BENCH_FLEET_WAYS: serial, pipelined, grouped or unpacked"),
             ));
             let servers = runtime.block_on(Servers::start(topology));
             println!("--- {phase}, {topology}, {way}");
