@@ -306,8 +306,28 @@ impl StoreReader {
         limit: usize,
         load: impl Fn(Uuid) -> R<Option<Stored>>,
     ) -> R<IndexPage> {
-        let tree = self.tree();
         let total = self.index_count(prefix)?;
+        let (ids, has_more) = self.ordered_ids(prefix, after, limit)?;
+        let mut items = Vec::with_capacity(ids.len());
+        for id in ids {
+            items.extend(load(id)?);
+        }
+        Ok(IndexPage {
+            items,
+            total,
+            has_more,
+        })
+    }
+
+    /// A task's newest `limit` attempt ids from the index alone (no row read), and whether it
+    /// has more: for readers that keep what they made of each attempt by its token (the board).
+    pub fn attempt_ids_newest_first(&self, task: Uuid, limit: usize) -> R<(Vec<Uuid>, bool)> {
+        self.ordered_ids(&key(ATTEMPTS_BY_CREATED, &[task.as_bytes()]), None, limit)
+    }
+
+    /// The ids of an index page (see [`Self::ordered_page`]) and whether more follow.
+    fn ordered_ids(&self, prefix: &[u8], after: After, limit: usize) -> R<(Vec<Uuid>, bool)> {
+        let tree = self.tree();
         let start = match after {
             Some((rank, id)) => {
                 let mut k = prefix.to_vec();
@@ -327,15 +347,7 @@ impl StoreReader {
         }
         let has_more = ids.len() > limit;
         ids.truncate(limit);
-        let mut items = Vec::with_capacity(ids.len());
-        for id in ids {
-            items.extend(load(id)?);
-        }
-        Ok(IndexPage {
-            items,
-            total,
-            has_more,
-        })
+        Ok((ids, has_more))
     }
 }
 

@@ -9,7 +9,7 @@
 //!   HttpOnly, SameSite=Strict cookie; an `Authorization: Bearer` header works too) — and the
 //!   Origin check in front of every POST.
 //! - `model`: the board's read model: hosts and freshness, attempts by project, grouped by
-//!   what needs a person. `detail`: one attempt (status, log, changes) and the activity feed.
+//!   what needs a person (`cards`: one attempt's card, kept per attempt token). `detail`: one attempt (status, log, changes) and the activity feed.
 //! - `events`: Server-Sent Events driven by the store's change tokens, resumable by
 //!   `Last-Event-ID` with no gap. `actions`: approve / deny and stop.
 //!
@@ -21,6 +21,7 @@
 mod actions;
 mod assets;
 mod auth;
+mod cards;
 mod detail;
 mod events;
 mod model;
@@ -56,6 +57,8 @@ pub(crate) struct BoardState {
     pub board_memo: Arc<model::BoardMemo>,
     /// The last event round computed (`events::RoundMemo`).
     pub rounds: Arc<events::RoundMemo>,
+    /// The cards made, per attempt token (`cards::CardMemo`).
+    pub cards: Arc<cards::CardMemo>,
 }
 
 impl BoardState {
@@ -82,6 +85,7 @@ impl BoardState {
             shutdown: mcp.guard.parking.shutdown.clone(),
             board_memo: Arc::default(),
             rounds: Arc::default(),
+            cards: Arc::default(),
         }
     }
 }

@@ -4,9 +4,9 @@
 //! summary), running (with its last activity and last log line), completed, idle.
 //!
 //! Built from the same read models the tools answer from — `list_projects` (filtered to the
-//! caller's projects as the tool's listing is), `list_tasks`, `list_task_attempts` and
-//! `get_attempt_status` (memoized per attempt token, `query::status_memo`) — so the board and
-//! an orchestrator's tools never disagree. Bounded: at most [`MAX_TASKS`] tasks per project
+//! caller's projects as the tool's listing is), `list_tasks`, and per attempt `cards` (from
+//! `list_task_attempts` and `get_attempt_status`, each card kept per attempt token) — so the
+//! board and an orchestrator's tools never disagree. Bounded: at most [`MAX_TASKS`] tasks per project
 //! (newest first) and [`MAX_ATTEMPTS`] attempts per task; `truncated` says when more exist.
 //! The chart of attempts started / finished / failed over time (`query::timeline`) counts the
 //! attempts shown. Every open page re-reads the board after the same change, so the last answer
@@ -20,15 +20,14 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::cards::CardMemo;
 use super::{BoardError, BoardState, auth};
 use vk_observer_config::access::Scope;
 use vk_observer_mcp::access::Caller;
 use vk_observer_query::approvals::PendingApproval;
-use vk_observer_query::logs::{LogMode, LogRequest};
 use vk_observer_query::paging::PageArgs;
-use vk_observer_query::status::{AttemptState, AttemptStatus};
-use vk_observer_query::tasks::{AttemptSummary, TaskFilter, TaskSummary};
-use vk_observer_query::timeline::{AttemptTimes, Timeline, timeline};
+use vk_observer_query::status::AttemptState;
+use vk_observer_query::timeline::{Timeline, timeline};
 use vk_observer_query::{Freshness, Query, Since};
 use vk_observer_tool_error::ToolError;
 
@@ -104,7 +103,7 @@ pub(crate) struct ProjectBoard {
 }
 
 /// One attempt on the board.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub(crate) struct Card {
     pub attempt_id: Uuid,
     pub task_id: Option<Uuid>,
@@ -159,9 +158,11 @@ pub(crate) async fn board(
     }
     let query = state.query.clone();
     let within = caller.projects.clone();
-    let built = tokio::task::spawn_blocking(move || read_board(&query, within.as_deref(), session))
-        .await
-        .map_err(|e| BoardError::tool(ToolError::internal(e)))??;
+    let memo = state.cards.clone();
+    let built =
+        tokio::task::spawn_blocking(move || read_board(&query, &memo, within.as_deref(), session))
+            .await
+            .map_err(|e| BoardError::tool(ToolError::internal(e)))??;
     let body = bytes::Bytes::from(serde_json::to_vec(&built).map_err(ToolError::internal)?);
     state.board_memo.put(whose, token, body.clone());
     Ok(json_body(body))
@@ -206,6 +207,7 @@ impl BoardMemo {
 /// The board as `within` (None: every project) sees it.
 pub(crate) fn read_board(
     query: &Query,
+    memo: &CardMemo,
     within: Option<&[Uuid]>,
     session: Session,
 ) -> Result<Board, ToolError> {
@@ -218,7 +220,7 @@ pub(crate) fn read_board(
     let mut projects = Vec::with_capacity(list.projects.len());
     let mut times = Vec::new();
     for p in list.projects {
-        let (cards, cut) = project_cards(query, p.project_id, &mut times)?;
+        let (cards, cut) = super::cards::project_cards(query, memo, p.project_id, &mut times)?;
         truncated |= cut;
         let mut board = ProjectBoard {
             project_id: p.project_id,
@@ -268,119 +270,6 @@ fn sort_groups(b: &mut ProjectBoard) {
             .unwrap_or(0)
     };
     b.approval.sort_by_key(|c| std::cmp::Reverse(waited(c)));
-}
-
-/// Every shown attempt of a project as a card (and its times in `times`, for the chart); true
-/// when some were left out.
-fn project_cards(
-    query: &Query,
-    project: Uuid,
-    times: &mut Vec<AttemptTimes>,
-) -> Result<(Vec<Card>, bool), ToolError> {
-    let tasks = query.list_tasks(
-        project,
-        &TaskFilter::default(),
-        &PageArgs {
-            cursor: None,
-            limit: MAX_TASKS,
-        },
-    )?;
-    let mut truncated = tasks.has_more;
-    let mut listed: Vec<(AttemptSummary, &TaskSummary)> = Vec::new();
-    for task in &tasks.tasks {
-        if task.latest_attempt_id.is_none() {
-            continue;
-        }
-        let page = PageArgs {
-            cursor: None,
-            limit: MAX_ATTEMPTS,
-        };
-        let attempts = match query.list_task_attempts(task.task_id, &page) {
-            Ok(a) => a,
-            // Deleted between the two reads: the next change event redraws the board.
-            Err(e) if e.code == vk_observer_tool_error::ErrorCode::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        truncated |= attempts.has_more;
-        listed.extend(attempts.attempts.into_iter().map(|a| (a, task)));
-    }
-    let ids: Vec<Uuid> = listed.iter().map(|(a, _)| a.attempt_id).collect();
-    let statuses = query.attempt_statuses(&ids, Since::None)?;
-    let mut cards = Vec::with_capacity(ids.len());
-    for item in &statuses.attempts {
-        let status = &item.0.status;
-        let Some((summary, task)) = listed
-            .iter()
-            .find(|(a, _)| a.attempt_id == status.attempt_id)
-        else {
-            continue;
-        };
-        times.push(AttemptTimes::of(status));
-        cards.push(card(query, status, summary, task)?);
-    }
-    Ok((cards, truncated))
-}
-
-fn card(
-    query: &Query,
-    s: &AttemptStatus,
-    summary: &AttemptSummary,
-    task: &TaskSummary,
-) -> Result<Card, ToolError> {
-    let last_line = match s.state {
-        AttemptState::Running => last_line(query, s.attempt_id)?,
-        _ => None,
-    };
-    Ok(Card {
-        attempt_id: s.attempt_id,
-        task_id: s.task_id,
-        task_title: task.title.clone(),
-        host: s.host.clone(),
-        executor: summary.latest_session_executor.clone(),
-        branch: s.workspace_branch.clone(),
-        state: s.state,
-        created_at: s.created_at.clone(),
-        last_activity_at: s.last_activity_at.clone(),
-        summary: s.result.summary.clone(),
-        last_error_code: s
-            .result
-            .last_error_code
-            .and_then(|c| serde_json::to_value(c).ok())
-            .and_then(|v| v.as_str().map(str::to_string)),
-        failure_summary: s.failure_summary.clone(),
-        approvals: s.pending_approvals.clone(),
-        last_line,
-        cost_usd: s.usage.as_ref().and_then(|u| u.cost_usd),
-        attempt_token: s.attempt_token.clone(),
-    })
-}
-
-/// The text of the attempt's newest normalized log entry (clipped as detail 0 clips it).
-fn last_line(query: &Query, attempt: Uuid) -> Result<Option<String>, ToolError> {
-    let page = query.tail_logs(LogRequest {
-        attempt,
-        channel: vk_observer_store::keys::Channel::Normalized,
-        mode: LogMode::Tail,
-        limit: 1,
-        since: Since::None,
-        process: None,
-        detail: vk_observer_query::detail::Detail::Compact,
-    })?;
-    Ok(page
-        .entries
-        .last()
-        .and_then(|e| e.compact.as_ref())
-        .and_then(|c| {
-            let tool = c.tool.as_ref().map(|t| {
-                let what = t
-                    .command
-                    .as_deref()
-                    .or(t.path.as_deref())
-                    .or(t.target.as_deref());
-                super::detail::tool_line(&t.name, what, &t.status)
-            });
-            tool.or_else(|| c.text.clone())
-        }))
 }
 
 #[cfg(test)]
