@@ -200,8 +200,23 @@ pub struct TaskFilter {
 }
 
 impl Query {
-    /// The page from the writer's task digests (`store::task_digest`): one row per task.
+    /// The page from the writer's task digests (`store::task_digest`): one row per task, with
+    /// each task's usage summed (`query::usage`).
     pub fn list_tasks(
+        &self,
+        project: Uuid,
+        filter: &TaskFilter,
+        args: &PageArgs,
+    ) -> Result<TaskPage, ToolError> {
+        let mut page = self.list_tasks_without_usage(project, filter, args)?;
+        super::usage::fill_tasks(&self.read(), &mut page.tasks)?;
+        Ok(page)
+    }
+
+    /// [`Query::list_tasks`] without the usage sums (every task's `usage` absent), which walk
+    /// each task's processes: for a reader that does not show them (the board's cards carry
+    /// each attempt's cost from its status).
+    pub fn list_tasks_without_usage(
         &self,
         project: Uuid,
         filter: &TaskFilter,
@@ -220,8 +235,7 @@ impl Query {
             scope: Some(project),
         };
         let page = super::task_digests::page(&reader, project, filter, list, args)?;
-        let mut tasks: Vec<TaskSummary> = page.items.into_iter().map(summary_of_digest).collect();
-        super::usage::fill_tasks(&reader, &mut tasks)?;
+        let tasks: Vec<TaskSummary> = page.items.into_iter().map(summary_of_digest).collect();
         Ok(TaskPage {
             count: tasks.len(),
             tasks,

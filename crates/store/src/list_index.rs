@@ -319,6 +319,12 @@ impl StoreReader {
         })
     }
 
+    /// A project's newest `limit` task ids from the index alone (no row read), and whether it
+    /// has more.
+    pub fn task_ids_newest_first(&self, project: Uuid, limit: usize) -> R<(Vec<Uuid>, bool)> {
+        self.ordered_ids(&key(TASKS_BY_CREATED, &[project.as_bytes()]), None, limit)
+    }
+
     /// A task's newest `limit` attempt ids from the index alone (no row read), and whether it
     /// has more: for readers that keep what they made of each attempt by its token (the board).
     pub fn attempt_ids_newest_first(&self, task: Uuid, limit: usize) -> R<(Vec<Uuid>, bool)> {

@@ -82,7 +82,7 @@ pub(crate) fn project_cards(
         cursor: None,
         limit: MAX_TASKS,
     };
-    let tasks = query.list_tasks(project, &TaskFilter::default(), &all)?;
+    let tasks = query.list_tasks_without_usage(project, &TaskFilter::default(), &all)?;
     let (shown, cut) = shown_attempts(query, &tasks.tasks)?;
     let epoch = query.store.epoch();
     let kept: Vec<Option<Kept>> = shown

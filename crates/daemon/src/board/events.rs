@@ -340,15 +340,20 @@ fn project_activity(
     Ok((Vec::new(), true))
 }
 
-/// Every attempt of a project, as the store lists them (tasks, then their attempts).
+/// Every attempt of a project (tasks, then their attempts), from the list indexes alone.
 fn attempts_of_project(
     reader: &vk_observer_store::StoreReader,
     project: Uuid,
 ) -> Result<Vec<Uuid>, ToolError> {
     let mut ids = Vec::new();
-    for task in reader.tasks_of_project(project).map_err(ToolError::from)? {
-        let attempts = reader.attempts_of_task(task.id).map_err(ToolError::from)?;
-        ids.extend(attempts.into_iter().map(|a| a.id));
+    let (tasks, _) = reader
+        .task_ids_newest_first(project, usize::MAX)
+        .map_err(ToolError::from)?;
+    for task in tasks {
+        let (attempts, _) = reader
+            .attempt_ids_newest_first(task, usize::MAX)
+            .map_err(ToolError::from)?;
+        ids.extend(attempts);
     }
     Ok(ids)
 }
