@@ -87,6 +87,62 @@ async fn published(owner: &StoreOwner, js: &jetstream::Context, host: &str, toke
     }
 }
 
+/// A host store with its outbox on, its writer, and batches 1 to 3 committed.
+struct HostStore {
+    _dir: tempfile::TempDir,
+    owner: StoreOwner,
+    writer: WriterHandle,
+    _writer_task: tokio::task::JoinHandle<()>,
+}
+
+async fn host_store() -> HostStore {
+    let dir = tempfile::tempdir().unwrap();
+    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
+    owner.enable_outbox(OutboxConfig {
+        max_backlog: u64::MAX,
+    });
+    let (writer, writer_task) = owner.spawn_writer().unwrap();
+    for token in 1..=3 {
+        commit(&writer, token).await;
+    }
+    HostStore {
+        _dir: dir,
+        owner,
+        writer,
+        _writer_task: writer_task,
+    }
+}
+
+/// A publisher session of `way` until the stream holds `tokens` (`published`), then stopped.
+async fn publish_until(
+    owner: &StoreOwner,
+    js: &jetstream::Context,
+    (url, host): (&str, &str),
+    way: Pipelining,
+    tokens: &[u64],
+) {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let running = publisher(owner, url, host, way, &cancel);
+    published(owner, js, host, tokens).await;
+    cancel.cancel();
+    running.await.unwrap();
+}
+
+/// What a crash before sled flushed the cursor's last records leaves: the cursor back at
+/// token 1 (stream sequence 1) while the stream holds more.
+fn cursor_back_to_one(owner: &StoreOwner) {
+    let cursor = owner.fleet_cursor().get().unwrap();
+    owner
+        .fleet_cursor()
+        .set(&FleetCursor {
+            token: 1,
+            meta: 0,
+            stream_seq: 1,
+            ..cursor
+        })
+        .unwrap();
+}
+
 /// Another client's copy of the stream's message `seq` under a fresh `Nats-Msg-Id`: stored as
 /// the stream's last message, so a publish chained to the host's own last one is refused.
 async fn foreign_copy(js: &jetstream::Context, host: &str, seq: u64) {
@@ -115,43 +171,17 @@ async fn foreign_copy(js: &jetstream::Context, host: &str, seq: u64) {
 /// a foreign copy stored last; token 4 committed; a new publisher must publish it.
 async fn resumes_after_refused_chain(url: &str, host: &str, way: Pipelining) {
     let js = jetstream::new(async_nats::connect(url).await.unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
-    owner.enable_outbox(OutboxConfig {
-        max_backlog: u64::MAX,
-    });
-    let (writer, _writer_task) = owner.spawn_writer().unwrap();
-    for token in 1..=3 {
-        commit(&writer, token).await;
-    }
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let first = publisher(&owner, url, host, way, &cancel);
-    published(&owner, &js, host, &[1, 2, 3]).await;
-    cancel.cancel();
-    first.await.unwrap();
+    let h = host_store().await;
+    publish_until(&h.owner, &js, (url, host), way, &[1, 2, 3]).await;
 
-    // What a crash before sled flushed the cursor's last records leaves: the cursor at token 1
-    // while the stream holds 1, 2 and 3.
-    let cursor = owner.fleet_cursor().get().unwrap();
-    owner
-        .fleet_cursor()
-        .set(&FleetCursor {
-            token: 1,
-            meta: 0,
-            stream_seq: 1,
-            ..cursor
-        })
-        .unwrap();
+    // The stream holds 1, 2 and 3; the cursor goes back to 1.
+    cursor_back_to_one(&h.owner);
     foreign_copy(&js, host, 2).await;
-    commit(&writer, 4).await;
+    commit(&h.writer, 4).await;
 
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let second = publisher(&owner, url, host, way, &cancel);
     // 2 and 3 again are duplicates (not stored); 4, chained to 3, is refused once (the copy is
     // last); the next session resumes after 3 and stores 4 unchained.
-    published(&owner, &js, host, &[1, 2, 3, 2, 4]).await;
-    cancel.cancel();
-    second.await.unwrap();
+    publish_until(&h.owner, &js, (url, host), way, &[1, 2, 3, 2, 4]).await;
 }
 
 /// One way on a server of its own.
@@ -202,41 +232,23 @@ async fn a_packing_publisher_resumes_with_a_pack_that_names_its_overlap() {
     };
     let (url, host) = (server.url.as_str(), "packed");
     let js = jetstream::new(async_nats::connect(url).await.unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let mut owner = StoreOwner::open(dir.path(), Retention::default()).unwrap();
-    owner.enable_outbox(OutboxConfig {
-        max_backlog: u64::MAX,
-    });
-    let (writer, _writer_task) = owner.spawn_writer().unwrap();
-    for token in 1..=3 {
-        commit(&writer, token).await;
-    }
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let first = publisher(&owner, url, host, Pipelining::pipelined(), &cancel);
-    published(&owner, &js, host, &[3]).await;
-    cancel.cancel();
-    first.await.unwrap();
+    let h = host_store().await;
+    publish_until(&h.owner, &js, (url, host), Pipelining::pipelined(), &[3]).await;
     assert_eq!(
         packs_in_order(&js, host).await,
         [(3, Some("1:0:1,2:0:1,3:0:1".to_owned()))]
     );
-    let cursor = owner.fleet_cursor().get().unwrap();
-    owner
-        .fleet_cursor()
-        .set(&FleetCursor {
-            token: 1,
-            meta: 0,
-            stream_seq: 1,
-            ..cursor
-        })
-        .unwrap();
+    cursor_back_to_one(&h.owner);
     foreign_copy(&js, host, 1).await;
-    commit(&writer, 4).await;
-    let cancel = tokio_util::sync::CancellationToken::new();
-    let second = publisher(&owner, url, host, Pipelining::pipelined(), &cancel);
-    published(&owner, &js, host, &[3, 3, 4]).await;
-    cancel.cancel();
-    second.await.unwrap();
+    commit(&h.writer, 4).await;
+    publish_until(
+        &h.owner,
+        &js,
+        (url, host),
+        Pipelining::pipelined(),
+        &[3, 3, 4],
+    )
+    .await;
     let stream = packs_in_order(&js, host).await;
     assert_eq!(stream[2], (4, Some("2:0:1,3:0:1,4:0:1".to_owned())));
 
@@ -250,7 +262,7 @@ async fn a_packing_publisher_resumes_with_a_pack_that_names_its_overlap() {
         host: "node".into(),
         ..FleetSettings::default()
     };
-    let events = std::sync::Arc::new(Quiet);
+    let events = std::sync::Arc::new(vk_observer_fleet::node::Unheard);
     let node =
         vk_observer_fleet::node::Node::new(settings, node_owner.store(), node_writer, events);
     let _node = node.spawn(cancel.child_token());
@@ -282,16 +294,4 @@ async fn a_packing_publisher_resumes_with_a_pack_that_names_its_overlap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_serial_publisher_goes_on_after_a_refused_chained_publish() {
     on_a_server("serial", Pipelining::serial()).await;
-}
-
-/// A node's events, unheard.
-struct Quiet;
-
-impl vk_observer_fleet::node::NodeEvents for Quiet {
-    fn connected(&self, _: bool) {}
-    fn caught_up(&self) {}
-    fn following(&self, _: &str, _: bool) {}
-    fn message(&self, _: &str, _: u64, _: u64) {}
-    fn stream(&self, _: &str, _: u64, _: Option<u64>) {}
-    fn heartbeat(&self, _: &str, _: &vk_observer_fleet::heartbeat::Heartbeat) {}
 }

@@ -52,7 +52,7 @@ use vk_observer_config::{FleetSettings, Settings};
 use vk_observer_daemon::Daemon;
 use vk_observer_daemon::fleet_node::FleetNode;
 use vk_observer_fleet::Pipelining;
-use vk_observer_fleet::node::{Node, NodeEvents};
+use vk_observer_fleet::node::{Node, Unheard};
 use vk_observer_fleet::publisher::Publisher;
 use vk_observer_query::wait::{WaitClock, WaitScope};
 use vk_observer_query::{Cut, Query, Since};
@@ -338,17 +338,6 @@ async fn wake(servers: &Servers, wakes: usize) -> Value {
 
 // ------------------------------------------------------------------------- fan-in and catch-up
 
-struct Quiet;
-
-impl NodeEvents for Quiet {
-    fn connected(&self, _: bool) {}
-    fn caught_up(&self) {}
-    fn following(&self, _: &str, _: bool) {}
-    fn message(&self, _: &str, _: u64, _: u64) {}
-    fn stream(&self, _: &str, _: u64, _: Option<u64>) {}
-    fn heartbeat(&self, _: &str, _: &vk_observer_fleet::heartbeat::Heartbeat) {}
-}
-
 /// A host store with its outbox, writer and publisher.
 struct BenchHost {
     name: String,
@@ -410,7 +399,7 @@ fn bench_node(
         node: true,
         ..servers.fleet()
     };
-    Node::new(settings, owner.store(), writer, Arc::new(Quiet)).spawn(cancel.child_token());
+    Node::new(settings, owner.store(), writer, Arc::new(Unheard)).spawn(cancel.child_token());
     (owner.store(), owner, dir)
 }
 

@@ -46,6 +46,18 @@ pub trait NodeEvents: Send + Sync + 'static {
     fn heartbeat(&self, host: &str, beat: &super::heartbeat::Heartbeat);
 }
 
+/// Node events nobody listens to: for benches and tests that start a bare [`Node`].
+pub struct Unheard;
+
+impl NodeEvents for Unheard {
+    fn connected(&self, _: bool) {}
+    fn caught_up(&self) {}
+    fn following(&self, _: &str, _: bool) {}
+    fn message(&self, _: &str, _: u64, _: u64) {}
+    fn stream(&self, _: &str, _: u64, _: Option<u64>) {}
+    fn heartbeat(&self, _: &str, _: &super::heartbeat::Heartbeat) {}
+}
+
 /// A fleet node's follower of every host.
 pub struct Node {
     settings: FleetSettings,

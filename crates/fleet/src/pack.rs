@@ -38,13 +38,28 @@ pub struct Part {
 /// A message's worth of outbox batches.
 #[derive(Debug)]
 pub(crate) struct Pack {
-    /// The last batch's place: the message's token, meta and id.
-    pub at: OutboxAt,
+    /// Never empty.
     pub parts: Vec<Part>,
     pub json: Vec<u8>,
 }
 
 impl Pack {
+    /// The last batch's place: the message's token, meta and id.
+    pub(crate) fn at(&self) -> OutboxAt {
+        self.parts.last().map_or((0, 0), |p| p.at)
+    }
+
+    /// One outbox entry as it is, `events` its events' count.
+    fn verbatim(entry: &OutboxEntry, events: usize) -> Pack {
+        Pack {
+            parts: vec![Part {
+                at: (entry.token, entry.meta),
+                events,
+            }],
+            json: entry.json.clone(),
+        }
+    }
+
     /// The `Vko-Pack` value, for a pack of more than one batch.
     pub(crate) fn header(&self) -> Option<String> {
         (self.parts.len() > 1).then(|| {
@@ -89,64 +104,57 @@ pub(crate) fn pack(
     limits: Limits,
     limit: usize,
 ) -> Result<Vec<Pack>, serde_json::Error> {
-    let mut packs: Vec<Pack> = Vec::new();
-    let mut events: Vec<&RawValue> = Vec::new();
-    let mut parts: Vec<Part> = Vec::new();
+    let mut packs = Vec::new();
+    let mut run: Vec<(&OutboxEntry, Vec<&RawValue>)> = Vec::new();
     let mut bytes = 0usize;
     for entry in entries {
-        let Ok(own) = serde_json::from_slice::<Vec<&RawValue>>(&entry.json) else {
-            if !parts.is_empty() {
-                packs.push(close(&mut parts, &mut events)?);
-                bytes = 0;
-            }
-            if packs.len() < limit {
-                packs.push(lone(entry));
-            }
-            if packs.len() >= limit {
-                return Ok(packs);
-            }
-            continue;
-        };
-        let full = parts.len() >= limits.batches
-            || (!parts.is_empty() && bytes + entry.json.len() > limits.bytes);
-        if full {
-            packs.push(close(&mut parts, &mut events)?);
+        if packs.len() >= limit {
+            break;
+        }
+        let events = serde_json::from_slice::<Vec<&RawValue>>(&entry.json).ok();
+        let fits = events.is_some()
+            && run.len() < limits.batches
+            && (run.is_empty() || bytes + entry.json.len() <= limits.bytes);
+        if !fits && !run.is_empty() {
+            packs.push(close(std::mem::take(&mut run))?);
             bytes = 0;
             if packs.len() >= limit {
-                return Ok(packs);
+                break;
             }
         }
-        parts.push(Part {
-            at: (entry.token, entry.meta),
-            events: own.len(),
-        });
-        events.extend(own);
-        bytes += entry.json.len();
+        match events {
+            Some(events) => {
+                bytes += entry.json.len();
+                run.push((entry, events));
+            }
+            None => packs.push(Pack::verbatim(entry, 0)),
+        }
     }
-    if !parts.is_empty() && packs.len() < limit {
-        packs.push(close(&mut parts, &mut events)?);
+    if !run.is_empty() && packs.len() < limit {
+        packs.push(close(run)?);
     }
     Ok(packs)
 }
 
-/// An entry sent as it is (not an array: see [`pack`]).
-fn lone(entry: &OutboxEntry) -> Pack {
-    let at = (entry.token, entry.meta);
-    Pack {
-        at,
-        parts: vec![Part { at, events: 0 }],
-        json: entry.json.clone(),
+/// A run of entries as one message: a lone batch as it is, several with their events joined.
+fn close(run: Vec<(&OutboxEntry, Vec<&RawValue>)>) -> Result<Pack, serde_json::Error> {
+    if let [(entry, events)] = run.as_slice() {
+        return Ok(Pack::verbatim(entry, events.len()));
     }
-}
-
-fn close(parts: &mut Vec<Part>, events: &mut Vec<&RawValue>) -> Result<Pack, serde_json::Error> {
-    let json = serde_json::to_vec(&events)?;
-    events.clear();
-    let parts = std::mem::take(parts);
+    let parts = run
+        .iter()
+        .map(|(entry, events)| Part {
+            at: (entry.token, entry.meta),
+            events: events.len(),
+        })
+        .collect();
+    let joined: Vec<&RawValue> = run
+        .iter()
+        .flat_map(|(_, events)| events.iter().copied())
+        .collect();
     Ok(Pack {
-        at: parts.last().map_or((0, 0), |p| p.at),
         parts,
-        json,
+        json: serde_json::to_vec(&joined)?,
     })
 }
 

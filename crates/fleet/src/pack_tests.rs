@@ -35,7 +35,7 @@ fn batches_are_packed_in_order_up_to_the_bounds() {
         places,
         vec![vec![(1, 0), (2, 0)], vec![(3, 0), (4, 0)], vec![(5, 0)]]
     );
-    assert_eq!(packs[1].at, (4, 0));
+    assert_eq!(packs[1].at(), (4, 0));
     // The payload is the batches' events in order, and the header lists them.
     let events = decode(&packs[1]);
     assert_eq!(events.len(), 7);
@@ -65,7 +65,7 @@ fn a_pack_ends_at_its_byte_bound_and_a_large_batch_goes_alone() {
         vec![1, 1, 2],
         "the large batch alone, then the two small ones"
     );
-    assert_eq!(packs[2].at, (3, 1));
+    assert_eq!(packs[2].at(), (3, 1));
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn an_entry_that_is_not_an_array_goes_alone_and_verbatim() {
     let packs = pack(&entries, Limits::for_server(true, 0), 10).unwrap();
     assert_eq!(packs.len(), 3);
     assert_eq!(packs[1].json, b"not json");
-    assert_eq!(packs[1].at, (2, 0));
+    assert_eq!(packs[1].at(), (2, 0));
 }
 
 #[test]

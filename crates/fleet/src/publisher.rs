@@ -332,7 +332,7 @@ impl Publisher {
         drop(entries);
         let sent = packs.len();
         for pack in packs {
-            let (token, meta) = pack.at;
+            let (token, meta) = pack.at();
             let mut headers = wire::batch_headers(host, epoch, token, meta);
             if let Some(parts) = pack.header() {
                 headers.insert(pack::HEADER_PACK, parts.as_str());
@@ -346,9 +346,9 @@ impl Publisher {
                     Bytes::from(pack.json),
                 )
                 .await?;
-            published.at = pack.at;
+            published.at = (token, meta);
             published.last_id = Some(id);
-            let place = (pack.at, pack.parts.len());
+            let place = ((token, meta), pack.parts.len());
             acks.push_back(Box::pin(async move { (place, ack.await) }));
         }
         Ok(sent)

@@ -97,12 +97,14 @@ pub(crate) fn project_cards(
     let mut made = make_cards(query, &missed)?;
     let mut cards = Vec::with_capacity(shown.len());
     for (s, k) in shown.iter().zip(kept) {
-        let Some(k) = k.or_else(|| made.remove(&s.attempt)) else {
-            continue; // gone between the reads: the next change event redraws the board
-        };
-        times.push(k.times.clone());
-        cards.push(k.card.clone());
-        memo.put(s.attempt, k);
+        if let Some(k) = k {
+            times.push(k.times);
+            cards.push(k.card);
+        } else if let Some(k) = made.remove(&s.attempt) {
+            times.push(k.times.clone());
+            cards.push(k.card.clone());
+            memo.put(s.attempt, k);
+        } // else gone between the reads: the next change event redraws the board
     }
     Ok((cards, tasks.has_more || cut))
 }
@@ -155,11 +157,12 @@ fn make_cards(query: &Query, missed: &[&Shown]) -> Result<HashMap<Uuid, Kept>, T
     let ids: Vec<Uuid> = missed.iter().map(|s| s.attempt).collect();
     let statuses = query.attempt_statuses(&ids, Since::None)?;
     let epoch = query.store.epoch();
+    let shown: HashMap<Uuid, &Shown> = missed.iter().map(|s| (s.attempt, *s)).collect();
     let mut made = HashMap::new();
     for item in &statuses.attempts {
         let status = &item.0.status;
         let (Some(s), Some(summary)) = (
-            missed.iter().find(|s| s.attempt == status.attempt_id),
+            shown.get(&status.attempt_id),
             summaries.get(&status.attempt_id),
         ) else {
             continue;
