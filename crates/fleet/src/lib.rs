@@ -6,6 +6,7 @@
 //! sends when its stream cannot be resumed. `rpc` carries the fleet's mutations to the owning host and `heartbeat` says which hosts are alive.
 
 pub mod certs;
+pub(crate) mod discovery;
 mod follower;
 pub mod heartbeat;
 pub(crate) mod identity;

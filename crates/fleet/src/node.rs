@@ -3,7 +3,8 @@
 //! once from the position it committed (its ordered consumer died with the server, and would
 //! find out only after two missed 15 s heartbeats). At each discovery it tells the daemon each
 //! stream's last sequence, so the lag it shows counts what waits in a stream even while nothing
-//! arrives.
+//! arrives. It discovers every [`DISCOVER_EVERY`], and at once when a host announces its stream
+//! (`discovery`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,12 +12,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_nats::jetstream;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use super::discovery::{self, HostStream};
 use super::follower::{CatchUp, FollowedStream, Follower};
-use super::wire;
-use vk_observer_config::{FleetSettings, is_subject_token};
+use vk_observer_config::FleetSettings;
 use vk_observer_store::Store;
 use vk_observer_store::writer::WriterHandle;
 use vk_observer_telemetry::fleet_metrics as m;
@@ -65,12 +66,7 @@ pub struct Node {
     writer: WriterHandle,
     events: Arc<dyn NodeEvents>,
     pipelining: super::Pipelining,
-}
-
-/// A host stream as discovery lists it.
-struct HostStream {
-    created: String,
-    last_seq: u64,
+    discover_every: Duration,
 }
 
 impl Node {
@@ -86,7 +82,15 @@ impl Node {
             writer,
             events,
             pipelining: super::Pipelining::process_default(),
+            discover_every: DISCOVER_EVERY,
         }
+    }
+
+    /// Discover every `every` instead of [`DISCOVER_EVERY`] (a test that must see a new host
+    /// found through its announcement alone sets it past the test's length).
+    pub fn discovering_every(mut self, every: Duration) -> Self {
+        self.discover_every = every;
+        self
     }
 
     /// Follow every host until `cancel`.
@@ -139,6 +143,7 @@ impl Node {
             }
         });
         let _stop_heartbeats = AbortOnDrop(heartbeats);
+        let mut announced = discovery::announcements(&client).await?;
         let stats = client.statistics();
         let mut connects = stats.connects.load(Ordering::Relaxed);
         let js = super::jetstream(client, &self.settings);
@@ -148,7 +153,7 @@ impl Node {
         let mut unanswered = HashMap::new();
         let mut catch_up_watch = None;
         loop {
-            match host_streams(&js).await {
+            match discovery::host_streams(&js).await {
                 Ok(found) => {
                     let catching_up = self
                         .follow_found(&js, &cancel, found, followed, &mut unanswered)
@@ -164,7 +169,12 @@ impl Node {
             }
             tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
-                _ = tokio::time::sleep(DISCOVER_EVERY) => {}
+                _ = tokio::time::sleep(self.discover_every) => {}
+                // A host's stream is ready: look now (announcements that came meanwhile
+                // are answered by the same discovery).
+                Some(()) = announced.next() => {
+                    while let Some(Some(())) = announced.next().now_or_never() {}
+                }
                 changed = link.changed() => {
                     changed?;
                     let up = *link.borrow_and_update();
@@ -193,8 +203,9 @@ impl Node {
         }))
     }
 
-    /// Tell each listed stream's last sequence; stop followers that ended, stalled or whose
-    /// stream was recreated; start one for each host not followed, with the catch-up signal a
+    /// Tell each listed stream's last sequence; stop followers that ended, stalled, whose
+    /// stream is gone or was recreated (a stream listed without its info keeps its follower);
+    /// start one for each host not followed, with the catch-up signal a
     /// stopped one handed back (kept in `unanswered`) or a new one, whose waits are returned.
     async fn follow_found(
         &self,
@@ -205,14 +216,17 @@ impl Node {
         unanswered: &mut HashMap<String, CatchUp>,
     ) -> Vec<CatchUpWait> {
         for (host, stream) in &found {
-            self.events.stream(host, stream.last_seq, None);
+            if let Some(at) = &stream.at {
+                self.events.stream(host, at.last_seq, None);
+            }
         }
         let now = tokio::time::Instant::now();
         let mut stopping = Vec::new();
         followed.retain(|host, f| {
             let listed = found.get(host);
-            let same = listed.map(|s| &s.created) == Some(&f.created.get());
-            let stalled = listed.is_some_and(|s| f.stalled(s.last_seq, now));
+            let at = listed.and_then(|s| s.at.as_ref());
+            let same = listed.is_some() && at.is_none_or(|at| f.follows(&at.created));
+            let stalled = at.is_some_and(|at| f.stalled(at.last_seq, now));
             if stalled {
                 metrics::counter!(m::FLEET_STALLED_RESTARTS).increment(1);
                 tracing::warn!(host = %host, applied = f.progress.load(Ordering::Relaxed), "fleet follower received nothing while its stream holds more; starting it over");
@@ -249,7 +263,8 @@ impl Node {
         stream: &HostStream,
         done: CatchUp,
     ) -> Followed {
-        let following = FollowedStream::new(&stream.created);
+        let created = stream.at.as_ref().map_or("", |at| at.created.as_str());
+        let following = FollowedStream::new(created);
         let progress = Arc::new(AtomicU64::new(0));
         let follower = Follower {
             host: host.to_owned(),
@@ -324,6 +339,13 @@ struct Followed {
 }
 
 impl Followed {
+    /// Whether it follows the stream created at `created` (or has not opened one yet: its
+    /// stream was listed without its info).
+    fn follows(&self, created: &str) -> bool {
+        let followed = self.created.get();
+        followed.is_empty() || followed == created
+    }
+
     /// True once the follower has applied nothing for [`STALL_AFTER`] while its stream's last
     /// sequence (`last_seq`, as discovery listed it) is past what it applied.
     fn stalled(&mut self, last_seq: u64, now: tokio::time::Instant) -> bool {
@@ -340,26 +362,6 @@ impl Followed {
             }
         }
     }
-}
-
-/// Every host stream (`VKO_<host>`) by host, with its creation time and last sequence.
-async fn host_streams(js: &jetstream::Context) -> anyhow::Result<HashMap<String, HostStream>> {
-    let mut streams = js.streams();
-    let mut found = HashMap::new();
-    while let Some(info) = streams.next().await {
-        let info = info?;
-        match info.config.name.strip_prefix(wire::STREAM_PREFIX) {
-            Some(host) if is_subject_token(host) => {
-                let stream = HostStream {
-                    created: info.created.to_string(),
-                    last_seq: info.state.last_sequence,
-                };
-                found.insert(host.to_owned(), stream);
-            }
-            _ => {}
-        }
-    }
-    Ok(found)
 }
 
 #[cfg(test)]

@@ -138,10 +138,11 @@ impl TokenBook {
     /// in use at all every request is the loopback caller, header or not, as before tokens had
     /// scopes (a non-loopback listen address needs `[mcp] token`: `McpSettings::check_exposure`).
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, Unauthorized> {
-        if !self.in_use() {
+        // The file is looked at once per request (a `stat`; read again only when it changed).
+        let file = self.tokens();
+        if self.config_token.is_none() && file.tokens.is_empty() {
             return Ok(Caller::loopback());
         }
-        let file = self.tokens();
         let secret = authorization
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)

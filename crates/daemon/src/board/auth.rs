@@ -36,24 +36,19 @@ pub(crate) fn caller(state: &BoardState, headers: &HeaderMap) -> Result<Caller, 
             .authenticate(auth.to_str().ok())
             .map_err(|_| refused("The bearer token was not accepted (unknown or revoked)."));
     }
-    if !state.tokens.in_use() {
-        return state
-            .tokens
-            .authenticate(None)
-            .map_err(|_| refused("no caller"));
-    }
-    let Some(secret) = cookie(headers) else {
-        return Err(BoardError::new(
-            StatusCode::UNAUTHORIZED,
-            "login_required",
-            "This daemon needs a token: sign in with one (`vk-observer token create`, or the [mcp] token).",
-        ));
-    };
+    // With no token in use every request is the loopback caller, cookie or not.
+    let secret = cookie(headers);
+    let bearer = secret.as_ref().map(|s| format!("Bearer {s}"));
     state
         .tokens
-        .authenticate(Some(&format!("Bearer {secret}")))
-        .map_err(|_| {
-            refused("The token saved in this browser is no longer accepted (revoked or replaced). Sign in again with a current token.")
+        .authenticate(bearer.as_deref())
+        .map_err(|_| match secret {
+            None => BoardError::new(
+                StatusCode::UNAUTHORIZED,
+                "login_required",
+                "This daemon needs a token: sign in with one (`vk-observer token create`, or the [mcp] token).",
+            ),
+            Some(_) => refused("The token saved in this browser is no longer accepted (revoked or replaced). Sign in again with a current token."),
         })
 }
 
