@@ -32,7 +32,11 @@ answer's bytes, the pieces of the SDK's intake (CPU time), each as the installed
 - `surface`: `mcp_types.methods.validate_server_result("tools/call", version, result)`;
 - `model`: the session's `_call_tool_adapter.validate_python(result)` (the `CallToolResult`);
 - `jsonschema`: `best_match(validator.iter_errors(structuredContent))` with the session's own
-  compiled validator for the tool (`_output_schema_validator`).
+  compiled validator for the tool (`_output_schema_validator`);
+
+and at detail 0 the same pieces (`floor_*`) on the answer cut to seed 002's "SHALL include" fields
+(each item only those ten, the schema only their subschemas, as typed today): the least any typed
+answer carrying the seed's fields costs the SDK, whatever the shape of the rest.
 
 It prints the p50 and p90 (ms) of each, the answer's sizes and a summary of the output schema's
 shape, as one JSON line per measure and a Markdown table. `--profile N` adds a cProfile of N more
@@ -62,6 +66,10 @@ from mcp_types.jsonrpc import jsonrpc_message_adapter
 
 TOOL = "get_attempt_status"
 PIECES = ("parse", "debug_fmt", "surface", "model", "jsonschema")
+# Seed 002's "SHALL include" list for an attempt's status: what any answer must carry.
+SEED_FIELDS = ("attempt_id", "task_id", "workspace_branch", "created_at", "updated_at", "latest_session_id",
+               "latest_execution_process_id", "state", "last_activity_at", "failure_summary")
+FLOOR = ("floor_parse", "floor_debug_fmt", "floor_surface", "floor_model", "floor_jsonschema")
 
 
 class Capture(httpx2.AsyncBaseTransport):
@@ -147,15 +155,16 @@ def schema_shape(schema: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def intake_pieces(client: Client, message: bytes) -> dict[str, Callable[[], Any]]:
-    """Each piece of the SDK's intake of `message`, as a call doing just that piece."""
+def intake_pieces(client: Client, message: bytes, tool: str = TOOL, prefix: str = "") -> dict[str, Callable[[], Any]]:
+    """Each piece of the SDK's intake of `message` (checked against `tool`'s cached output
+    schema), as a call doing just that piece, named with `prefix`."""
     session = client.session
     version = session.protocol_version or "2025-11-25"
     parsed = jsonrpc_message_adapter.validate_json(message, by_name=False)
     raw = parsed.result
     result = session._call_tool_adapter.validate_python(raw, by_name=False)
-    schema = session._tool_output_schemas[TOOL]
-    validator = session._output_schema_validator(TOOL, schema)
+    schema = session._tool_output_schemas[tool]
+    validator = session._output_schema_validator(tool, schema)
     structured = result.structured_content
 
     def check() -> None:
@@ -163,13 +172,34 @@ def intake_pieces(client: Client, message: bytes) -> dict[str, Callable[[], Any]
         if error is not None:
             raise SystemExit(f"the answer does not validate: {error}")
 
-    return {
+    pieces: dict[str, Callable[[], Any]] = {
         "parse": lambda: jsonrpc_message_adapter.validate_json(message, by_name=False),
         "debug_fmt": lambda: f"SSE message: {parsed}",
         "surface": lambda: mcp_methods.validate_server_result("tools/call", version, raw),
         "model": lambda: session._call_tool_adapter.validate_python(raw, by_name=False),
         "jsonschema": check,
     }
+    return {prefix + name: piece for name, piece in pieces.items()}
+
+
+def seed_floor(client: Client, message: bytes) -> bytes:
+    """`message` cut to the floor of any typed answer: each item keeps only seed 002's fields, and
+    the tool's cached output schema (as the SDK validates with it) keeps only their (unchanged)
+    subschemas; the pieces timed on it are what no shaping of today's schema could go below."""
+    session = client.session
+    whole = json.loads(message)
+    structured = whole["result"]["structuredContent"]
+    structured["attempts"] = [{k: a.get(k) for k in SEED_FIELDS} for a in structured["attempts"]]
+    whole["result"]["content"] = [{"type": "text", "text": json.dumps(structured, separators=(",", ":"))}]
+    schema = json.loads(json.dumps(session._tool_output_schemas[TOOL]))
+    item = schema["properties"]["attempts"]["items"]
+    item["properties"] = {k: v for k, v in item["properties"].items() if k in SEED_FIELDS}
+    item["required"] = [k for k in item.get("required", []) if k in SEED_FIELDS]
+    session._tool_output_schemas[FLOOR_TOOL] = schema
+    return json.dumps(whole, separators=(",", ":")).encode()
+
+
+FLOOR_TOOL = TOOL + "@seed-floor"
 
 
 async def measure(client: Client, capture: Capture, ids: list[str], args: argparse.Namespace) -> None:
@@ -204,6 +234,9 @@ async def measure(client: Client, capture: Capture, ids: list[str], args: argpar
             answer = (content, resp.headers.get("content-type", ""))
     message = sse_message(*answer)
     pieces = intake_pieces(client, message)
+    if args.detail == 0:
+        floor = seed_floor(client, message)
+        pieces.update(intake_pieces(client, floor, FLOOR_TOOL, "floor_"))
     for name in pieces:
         times[name] = []
     for _ in range(args.calls):
@@ -236,6 +269,9 @@ def report(client: Client, times: dict[str, list[float]], answer: tuple[bytes, s
     for name, p50, p90 in rows:
         print(f"| {name} | {p50:.2f} | {p90:.2f} |")
     print(f"| pieces' sum (p50s) | {pieces:.2f} | |")
+    floor = sum(p50 for name, p50, _ in rows if name in FLOOR)
+    if floor:
+        print(f"| floor pieces' sum (p50s): seed 002's fields only, typed | {floor:.2f} | |")
 
 
 async def profile(client: Client, call: dict[str, Any], calls: int) -> None:

@@ -193,7 +193,8 @@ def lint_nats_conf():
     writes = [s for s in pub if re.search(r"STREAM\.(CREATE|UPDATE|DELETE|PURGE)", s)
               or (s.startswith("vko.") and s != "vko.*.rpc")]
     c("nats-server.conf: the fleet user requests vko.*.rpc and reads streams, never writes them",
-      "vko.*.rpc" in pub and "$JS.API.STREAM.LIST" in pub and not writes, f"writes {writes}")
+      "vko.*.rpc" in pub and "$JS.API.STREAM.NAMES" in pub and "$JS.API.STREAM.INFO.*" in pub
+      and not writes, f"writes {writes}")
     plain = [u for u, b in users.items()
              if not re.search(r'password:\s*(\$[A-Z_]+|"\$2[aby]\$)', b)]
     c("nats-server.conf: no plaintext password (an environment variable or a bcrypt hash)",
