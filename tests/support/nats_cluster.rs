@@ -4,6 +4,20 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Clusters made by this process so far (for their names).
+static CLUSTERS: AtomicU64 = AtomicU64::new(0);
+
+/// A cluster name no other cluster of this process has. Seeds run side by side, and a port that
+/// one cluster's killed server leaves free can be taken by a new cluster; the old cluster's live
+/// servers then route to the newcomer on that port, and with one shared name (and the same
+/// server names) the two would merge. The suspected cause of a new cluster that never answered
+/// JetStream (twice in 50-seed runs); a route to a cluster of another name is refused.
+fn unique_cluster_name() -> String {
+    let n = CLUSTERS.fetch_add(1, Ordering::Relaxed);
+    format!("vko_{}_{n}", std::process::id())
+}
 
 /// A loopback port free when asked (it may be taken before it is bound: callers retry).
 pub fn free_port() -> u16 {
@@ -48,6 +62,7 @@ impl Cluster {
             .map(|p| format!("\"nats-route://127.0.0.1:{p}\""))
             .collect::<Vec<_>>()
             .join(", ");
+        let name = unique_cluster_name();
         let mut configs = Vec::new();
         for i in 0..3 {
             let home = dir.path().join(format!("n{i}"));
@@ -55,7 +70,7 @@ impl Cluster {
             let store = home.join("js");
             let conf = format!(
                 "server_name: n{i}\nlisten: 127.0.0.1:{}\njetstream {{ store_dir: {store:?} }}\n\
-                 cluster {{\n  name: vko\n  listen: 127.0.0.1:{}\n  routes: [ {routes_line} ]\n}}\n",
+                 cluster {{\n  name: {name}\n  listen: 127.0.0.1:{}\n  routes: [ {routes_line} ]\n}}\n",
                 clients[i], routes[i]
             );
             let path = home.join("nats-server.conf");
