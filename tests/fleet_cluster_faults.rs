@@ -72,11 +72,10 @@ struct World {
 
 impl World {
     async fn start(binary: &std::path::Path) -> World {
-        let cluster = Cluster::start(binary);
         // Faults start on a formed cluster, as a deployment's do. (In CI, under load, seed 2 once
         // ended with a fleet node that had applied nothing in 60 s; its faults had begun while
         // the cluster still elected its first leader.)
-        cluster.ready().await;
+        let cluster = Cluster::start_formed(binary).await;
         let fleet_dir = tempfile::tempdir().unwrap();
         let node = FleetSettings {
             urls: cluster.urls.clone(),
