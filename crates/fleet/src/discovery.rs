@@ -80,11 +80,14 @@ pub(crate) async fn host_streams(
     Ok(futures::future::join_all(asked).await.into_iter().collect())
 }
 
-/// Say on core NATS that `host`'s stream (created at `created`) is ready to be followed. Not
-/// sent is not lost: the node's periodic discovery finds the stream anyway.
-pub(crate) async fn announce(client: &async_nats::Client, host: &str, created: &str) {
-    let payload = Bytes::from(created.to_owned());
-    if let Err(e) = client.publish(announcement_subject(host), payload).await {
+/// Say on core NATS that `host`'s stream is ready to be followed (an empty message: the node
+/// reads the stream itself). Not sent is not lost: the node's periodic discovery finds the
+/// stream anyway.
+pub(crate) async fn announce(client: &async_nats::Client, host: &str) {
+    if let Err(e) = client
+        .publish(announcement_subject(host), Bytes::new())
+        .await
+    {
         tracing::debug!(host, error = %e, "fleet stream announcement not sent");
     }
 }

@@ -193,7 +193,7 @@ impl Publisher {
             }
         };
         tracing::info!(host = %host, token = cursor.token, stream_seq = cursor.stream_seq, "fleet publishing");
-        super::discovery::announce(&js.client(), host, &info.created.to_string()).await;
+        super::discovery::announce(&js.client(), host).await;
         self.follow_outbox(&js, &mut stream, (epoch, &generation), cursor)
             .await
     }

@@ -131,7 +131,12 @@ impl TokenBook {
     /// Whether any token is in use (`[mcp] token` or the tokens file): then every request
     /// needs one, the board's included (its login form).
     pub fn in_use(&self) -> bool {
-        self.config_token.is_some() || !self.tokens().tokens.is_empty()
+        self.in_use_with(&self.tokens())
+    }
+
+    /// `in_use` for the tokens file as `tokens` read it.
+    fn in_use_with(&self, file: &TokenFile) -> bool {
+        self.config_token.is_some() || !file.tokens.is_empty()
     }
 
     /// The caller a request's `Authorization` header makes, or `Unauthorized`. With no token
@@ -140,7 +145,7 @@ impl TokenBook {
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, Unauthorized> {
         // The file is looked at once per request (a `stat`; read again only when it changed).
         let file = self.tokens();
-        if self.config_token.is_none() && file.tokens.is_empty() {
+        if !self.in_use_with(&file) {
             return Ok(Caller::loopback());
         }
         let secret = authorization
