@@ -2,7 +2,8 @@
 //! against the simulator and a real daemon: a dropped stream resumed with `Last-Event-ID`
 //! carries exactly what the project's activity feed holds after that token (nothing missing,
 //! nothing twice) and names the attempts that changed meanwhile; a token it cannot resume from
-//! gets `reset`; a token revoked while the stream is open ends it with `auth`.
+//! gets `reset`; a token revoked while the stream is open ends it with `auth`; a log line comes
+//! as the attempt's card, the one the board shows, with no activity to make the page re-read.
 
 mod board_support;
 
@@ -219,5 +220,67 @@ async fn streams_open_together_each_see_every_new_attempt() {
             .await;
         assert!(got.iter().all(|e| e.0 == "change" && e.2["reset"] == false));
     }
+    w.shutdown().await;
+}
+
+/// The newest card that `events` carried for `attempt`.
+fn carried(events: &[Sse], attempt: uuid::Uuid) -> Option<Value> {
+    let id = json!(attempt);
+    let cards = events
+        .iter()
+        .flat_map(|e| e.2["cards"].as_array().cloned().unwrap_or_default());
+    cards.filter(|c| c["attempt_id"] == id).last()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_line_comes_as_the_attempts_card_without_new_activity() {
+    use vk_observer_sim::{Channel, RunReason};
+    let w = World::start(Duration::from_millis(5)).await;
+    let task = w.sim.add_task(w.project, "Logging", None);
+    let ids = w.sim.create_attempt(task, "CLAUDE_CODE");
+    let pid = w.sim.start_process(ids.session_id, RunReason::CodingAgent);
+    let line = |text: &str| {
+        json!({"type": "NORMALIZED_ENTRY", "content": {"timestamp": null,
+               "entry_type": {"type": "assistant_message"}, "content": text}})
+    };
+    w.sim
+        .append_log(pid, Channel::Normalized, line("first line"));
+    until("the first line on the card", WAIT, || async {
+        let b = board_support::get(&w, "/board/api/board", Some(&w.tokens.reader)).await;
+        let c = board_support::card(&b.json, "running", "Logging")?;
+        (c["last_line"] == "first line").then_some(())
+    })
+    .await;
+    let since = settled(&w).await;
+    let mut stream = Stream::open(&w, &w.tokens.reader, Some(("last-event-id", &since))).await;
+    w.sim
+        .append_log(pid, Channel::Normalized, line("second line"));
+    let got = stream
+        .until(|got| carried(got, ids.attempt_id).is_some_and(|c| c["last_line"] == "second line"))
+        .await;
+    // A log line is no activity: the page patches the card in and reads no board.
+    assert!(got.iter().all(|e| e.2["projects"] == json!([])), "{got:?}");
+    // Every event brings a card for each attempt it names, and a hosts line.
+    for e in &got {
+        let named = e.2["attempts"].as_array().unwrap();
+        let cards = e.2["cards"].as_array().unwrap();
+        let ids: Vec<&Value> = cards.iter().map(|c| &c["attempt_id"]).collect();
+        assert_eq!(named.len(), cards.len(), "{e:?}");
+        assert!(named.iter().all(|a| ids.contains(&a)), "{e:?}");
+        assert!(e.2["freshness"]["upstream"].is_string(), "{e:?}");
+    }
+    // Once nothing moves, the card the last event carried is the one the board shows.
+    let now = settled(&w).await;
+    let mut got = got;
+    if got.last().is_none_or(|e| e.1 != now) {
+        got.extend(
+            stream
+                .until(|more| more.last().is_some_and(|e| e.1 == now))
+                .await,
+        );
+    }
+    let board = board_support::get(&w, "/board/api/board", Some(&w.tokens.reader)).await;
+    let shown = board_support::card(&board.json, "running", "Logging").unwrap();
+    assert_eq!(carried(&got, ids.attempt_id).unwrap(), shown);
     w.shutdown().await;
 }

@@ -12,8 +12,9 @@
 //! of them logging every 0.3 s, and a new task every 2 s), reads that process's CPU time from
 //! `/proc` over a window (20 s; `VK_BOARD_LOAD_WINDOW_S`) with no page open, then over the same window with [`PAGES`] pages
 //! open, then again with none. Each page does what the board's script does: follow
-//! `/board/api/events`, re-read `/board/api/board` after events that name a change (at most once
-//! a second), and (one page) follow the long-running attempt's log with `?after=`. The demo
+//! `/board/api/events`, re-read `/board/api/board` after events whose cards cannot be patched in
+//! (new activity, an attempt not shown; at most once a second), and (one page) follow the
+//! long-running attempt's log with `?after=`. The demo
 //! grows, so its own cost does too: the pages' cost is their window minus the mean of the two
 //! windows around it. Linux only.
 
@@ -49,19 +50,43 @@ async fn share(pid: u32, window: Duration) -> f64 {
     (cpu_seconds(pid) - c0) / t0.elapsed().as_secs_f64() * 100.0
 }
 
-/// One page: the event stream, a board read after each event that names a change, and the log
-/// of `follow` (if given) after each event naming it. Runs until aborted.
+/// The attempts a board shows, by id.
+fn shown(board: &Value) -> std::collections::HashSet<String> {
+    let groups = ["approval", "failed", "running", "completed", "idle"];
+    let projects = board["projects"].as_array().into_iter().flatten();
+    projects
+        .flat_map(|p| groups.iter().filter_map(move |g| p[*g].as_array()))
+        .flatten()
+        .filter_map(|c| c["attempt_id"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Whether a change event makes the page read the board again, as the script decides: new
+/// activity in a project, or an attempt named that the page does not show or that came without
+/// its card (else the event's cards are patched in).
+fn board_needed(change: &Value, shown: &std::collections::HashSet<String>) -> bool {
+    let attempts = change["attempts"].as_array().cloned().unwrap_or_default();
+    let cards = change["cards"].as_array().cloned().unwrap_or_default();
+    let patched = cards.len() == attempts.len()
+        && cards
+            .iter()
+            .all(|c| c["attempt_id"].as_str().is_some_and(|a| shown.contains(a)));
+    change["projects"].as_array().is_some_and(|p| !p.is_empty()) || !patched
+}
+
+/// One page: the event stream, a board read after each event that needs one (at most once a
+/// second, as the script reads it), and the log of `follow` (if given) after each event naming
+/// it. Runs until aborted.
 async fn page(base: String, follow: Option<String>) {
     let http = reqwest::Client::new();
-    let board: Value = http
-        .get(format!("{base}/board/api/board"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let read_board = |seen: Option<String>| {
+        let q = seen.map(|s| format!("?seen={s}")).unwrap_or_default();
+        let request = http.get(format!("{base}/board/api/board{q}")).send();
+        async move { request.await.ok()?.json::<Value>().await.ok() }
+    };
+    let board = read_board(None).await.expect("the board answers");
     let token = board["token"].as_str().unwrap().to_string();
+    let mut on_page = shown(&board);
     let mut events = http
         .get(format!("{base}/board/api/events?since={token}"))
         .send()
@@ -71,12 +96,10 @@ async fn page(base: String, follow: Option<String>) {
     let mut after: Option<u64> = None;
     // The last change's token, sent as the page sends it (`?seen=`).
     let mut seen = token.clone();
-    // As the script does: the board at most once a second after changes.
     let mut board_at = Instant::now();
     let mut board_due = false;
     while let Ok(Some(chunk)) = events.chunk().await {
         buf.push_str(&String::from_utf8_lossy(&chunk));
-        let mut changed = false;
         let mut named = false;
         while let Some(end) = buf.find("\n\n") {
             let block: String = buf.drain(..end + 2).collect();
@@ -89,22 +112,18 @@ async fn page(base: String, follow: Option<String>) {
             if let Some(t) = c["token"].as_str() {
                 seen = t.to_string();
             }
+            board_due |= board_needed(&c, &on_page);
             let attempts = c["attempts"].as_array().cloned().unwrap_or_default();
-            changed |=
-                !attempts.is_empty() || c["projects"].as_array().is_some_and(|p| !p.is_empty());
             named |= follow
                 .as_ref()
                 .is_some_and(|f| attempts.iter().any(|a| a == f.as_str()));
         }
-        board_due |= changed;
         if board_due && board_at.elapsed() >= Duration::from_secs(1) {
             board_at = Instant::now();
             board_due = false;
-            let _ = http
-                .get(format!("{base}/board/api/board?seen={seen}"))
-                .send()
-                .await
-                .map(|r| r.bytes());
+            if let Some(b) = read_board(Some(seen.clone())).await {
+                on_page = shown(&b);
+            }
         }
         if let (true, Some(id)) = (named, &follow) {
             let q = after.map(|a| format!("?after={a}")).unwrap_or_default();

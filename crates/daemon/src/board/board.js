@@ -16,6 +16,8 @@ const S = {
   open: null, openView: null, lastIndex: null,
   boardBusy: false, boardAgain: false, attemptBusy: false, attemptAgain: false, down: false,
   tasks: new Map(),
+  // Cards patched in from change events since the last board read began (by attempt id).
+  patches: new Map(),
 };
 
 const $ = (id) => document.getElementById(id);
@@ -196,7 +198,12 @@ async function loadBoard() {
       S.boardAgain = false;
       // The last change seen: a board the daemon read for another page since covers it.
       const seen = S.token ? `?seen=${encodeURIComponent(S.token)}` : '';
-      S.board = await api(`/board/api/board${seen}`);
+      const patched = S.patches;
+      S.patches = new Map();
+      const board = await api(`/board/api/board${seen}`);
+      // A card an event brought while this read was on its way may be newer than the board's.
+      for (const card of [...patched.values(), ...S.patches.values()]) placeCard(board, card);
+      S.board = board;
       if (!S.token) S.token = S.board.token;
       renderBoard();
     } while (S.boardAgain);
@@ -217,6 +224,60 @@ function scheduleBoard() {
   if (boardTimer) return;
   const wait = Math.max(0, BOARD_EVERY_MS - (Date.now() - boardAt));
   boardTimer = setTimeout(() => { boardTimer = null; boardAt = Date.now(); loadBoard(); }, wait);
+}
+
+// The store token's sequence number (`<epoch>.<seq>`), to order cards of one attempt.
+const seqOf = (token) => Number(String(token).split('.').pop()) || 0;
+
+function groupOf(card) {
+  return card.approvals.length ? 'approval' : card.state;
+}
+
+// Newest first everywhere but approvals, where the one waiting longest leads (as the daemon sorts).
+function sortGroup(p, g) {
+  if (g === 'approval') {
+    const waited = (c) => Math.max(0, ...c.approvals.map((a) => a.age_ms || 0));
+    p[g].sort((a, b) => waited(b) - waited(a));
+  } else {
+    const at = (c) => c.last_activity_at || '';
+    p[g].sort((a, b) => (at(a) < at(b) ? 1 : at(a) > at(b) ? -1 : 0));
+  }
+}
+
+// Puts `card` in its group of `board` in place of its attempt's card, unless the card shown is
+// newer; false when the board does not show the attempt.
+function placeCard(board, card) {
+  for (const p of board.projects) {
+    for (const [g] of GROUPS) {
+      const i = p[g].findIndex((c) => c.attempt_id === card.attempt_id);
+      if (i < 0) continue;
+      if (seqOf(p[g][i].attempt_token) > seqOf(card.attempt_token)) return true;
+      p[g].splice(i, 1);
+      const to = groupOf(card);
+      p[to].push(card);
+      sortGroup(p, to);
+      return true;
+    }
+  }
+  return false;
+}
+
+// A change's cards patched into the board the page holds; false when the event names an
+// attempt the page does not show (or brings no card for one): then the board is read again.
+function patchCards(c) {
+  const b = S.board;
+  const cards = c.cards || [];
+  if (!b || cards.length !== c.attempts.length) return false;
+  const shown = new Set();
+  for (const p of b.projects) for (const [g] of GROUPS) for (const card of p[g]) shown.add(card.attempt_id);
+  if (!cards.every((card) => shown.has(card.attempt_id))) return false;
+  for (const card of cards) {
+    placeCard(b, card);
+    S.patches.set(card.attempt_id, card);
+  }
+  if (c.freshness) b.freshness = c.freshness;
+  renderBoard();
+  return true;
 }
 
 // ---- the chart: attempts started / finished / failed per bucket (the board's `chart`) ----
@@ -494,7 +555,10 @@ function onChange(ev) {
     return;
   }
   if (c.activity.length) addActivity(c.activity);
-  if (c.attempts.length || c.projects.length) scheduleBoard();
+  // New activity moves the chart and what is in each group: the board is read again (at most
+  // once a second); the cards the event brings show at once either way.
+  const patched = c.attempts.length === 0 || patchCards(c);
+  if (c.projects.length || !patched) scheduleBoard();
   if (S.open && c.attempts.includes(S.open)) followAttempt();
 }
 

@@ -1,6 +1,7 @@
 //! The board's cards: one per attempt shown (`model::Card`), made from the attempt's status
 //! (`get_attempt_status`), its listing (`list_task_attempts`: the executor) and its newest log
-//! line, and kept per attempt token (`CardMemo`).
+//! line, and kept per attempt token (`CardMemo`): for a board read (`project_cards`) and for
+//! the attempts a change event names (`changed_cards`, which the event carries).
 //!
 //! Why kept: every change event makes every open page re-read the board, and most attempts did
 //! not change: re-making their cards (the listing's session and process rows, the status) was
@@ -63,11 +64,12 @@ impl CardMemo {
     }
 }
 
-/// An attempt the board shows: its id, its token read before its rows, its task.
-struct Shown<'t> {
+/// An attempt the board shows: its id, its token read before its rows, its task's id and title.
+struct Shown {
     attempt: Uuid,
     token: u64,
-    task: &'t TaskSummary,
+    task_id: Uuid,
+    title: String,
 }
 
 /// Every shown attempt of a project as a card, tasks newest first and each task's attempts
@@ -87,7 +89,7 @@ pub(crate) fn project_cards(
     let epoch = query.store.epoch();
     let kept: Vec<Option<Kept>> = shown
         .iter()
-        .map(|s| memo.get(s.attempt, epoch, s.token, &s.task.title))
+        .map(|s| memo.get(s.attempt, epoch, s.token, &s.title))
         .collect();
     let missed: Vec<&Shown> = shown
         .iter()
@@ -109,12 +111,59 @@ pub(crate) fn project_cards(
     Ok((cards, tasks.has_more || cut))
 }
 
+/// The task an attempt's row names.
+#[derive(serde::Deserialize)]
+struct OfTask {
+    task_id: Option<Uuid>,
+}
+
+/// The cards of `attempts` as a board read would make them now (kept ones reused), for a change
+/// event to carry: the page patches them in and reads the whole board only for what they cannot
+/// say (`events`). An attempt whose row or task is gone has no card.
+pub(crate) fn changed_cards(
+    query: &Query,
+    memo: &CardMemo,
+    attempts: &[Uuid],
+) -> Result<Vec<Card>, ToolError> {
+    let reader = query.read();
+    let epoch = query.store.epoch();
+    let mut shown = Vec::with_capacity(attempts.len());
+    for &attempt in attempts {
+        let token = reader.attempt_token(attempt).map_err(ToolError::from)?;
+        let of: Option<OfTask> = reader.attempt_as(attempt).map_err(ToolError::from)?;
+        let Some(task_id) = of.and_then(|o| o.task_id) else {
+            continue;
+        };
+        let Some(task) = reader.task(task_id).map_err(ToolError::from)? else {
+            continue;
+        };
+        // As the task listing reads it (`TaskSummary::title`), so kept cards match.
+        let title = task.value.get("title").and_then(|t| t.as_str());
+        shown.push(Shown {
+            attempt,
+            token,
+            task_id,
+            title: title.unwrap_or_default().to_string(),
+        });
+    }
+    let mut cards = Vec::with_capacity(shown.len());
+    let mut missed = Vec::new();
+    for s in &shown {
+        match memo.get(s.attempt, epoch, s.token, &s.title) {
+            Some(k) => cards.push(k.card),
+            None => missed.push(s),
+        }
+    }
+    for (attempt, k) in make_cards(query, &missed)? {
+        cards.push(k.card.clone());
+        memo.put(attempt, k);
+    }
+    Ok(cards)
+}
+
 /// The newest [`MAX_ATTEMPTS`] attempts of each task that has one, from the list index, each
 /// with its token; true when a task has more.
-fn shown_attempts<'t>(
-    query: &Query,
-    tasks: &'t [TaskSummary],
-) -> Result<(Vec<Shown<'t>>, bool), ToolError> {
+fn shown_attempts(query: &Query, tasks: &[TaskSummary]) -> Result<(Vec<Shown>, bool), ToolError> {
     let reader = query.read();
     let mut shown = Vec::new();
     let mut cut = false;
@@ -128,7 +177,8 @@ fn shown_attempts<'t>(
             shown.push(Shown {
                 attempt,
                 token,
-                task,
+                task_id: task.task_id,
+                title: task.title.clone(),
             });
         }
     }
@@ -140,15 +190,15 @@ fn make_cards(query: &Query, missed: &[&Shown]) -> Result<HashMap<Uuid, Kept>, T
     let mut summaries: HashMap<Uuid, AttemptSummary> = HashMap::new();
     let mut listed_tasks: Vec<Uuid> = Vec::new();
     for s in missed {
-        if listed_tasks.contains(&s.task.task_id) {
+        if listed_tasks.contains(&s.task_id) {
             continue;
         }
-        listed_tasks.push(s.task.task_id);
+        listed_tasks.push(s.task_id);
         let page = PageArgs {
             cursor: None,
             limit: MAX_ATTEMPTS,
         };
-        match query.list_task_attempts(s.task.task_id, &page) {
+        match query.list_task_attempts(s.task_id, &page) {
             Ok(a) => summaries.extend(a.attempts.into_iter().map(|a| (a.attempt_id, a))),
             Err(e) if e.code == ErrorCode::NotFound => {} // deleted meanwhile
             Err(e) => return Err(e),
@@ -170,8 +220,8 @@ fn make_cards(query: &Query, missed: &[&Shown]) -> Result<HashMap<Uuid, Kept>, T
         let kept = Kept {
             epoch,
             token: s.token,
-            title: s.task.title.clone(),
-            card: card(query, status, summary, s.task)?,
+            title: s.title.clone(),
+            card: card(query, status, summary, &s.title)?,
             times: AttemptTimes::of(status),
         };
         made.insert(s.attempt, kept);
@@ -183,7 +233,7 @@ fn card(
     query: &Query,
     s: &AttemptStatus,
     summary: &AttemptSummary,
-    task: &TaskSummary,
+    title: &str,
 ) -> Result<Card, ToolError> {
     let last_line = match s.state {
         AttemptState::Running => last_line(query, s.attempt_id)?,
@@ -192,7 +242,7 @@ fn card(
     Ok(Card {
         attempt_id: s.attempt_id,
         task_id: s.task_id,
-        task_title: task.title.clone(),
+        task_title: title.to_string(),
         host: s.host.clone(),
         executor: summary.latest_session_executor.clone(),
         branch: s.workspace_branch.clone(),

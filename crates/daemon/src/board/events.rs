@@ -2,9 +2,13 @@
 //! store's change tokens — the same token order every tool answers in.
 //!
 //! Each event is `change`, its `id` the store token it covers, its data what changed after the
-//! previous one: the attempts whose token moved (`attempts`, among those the caller may read),
-//! the projects with new activity (`projects`) and those activity items, oldest first. The page
-//! re-reads what an event names.
+//! previous one: the attempts whose token moved (`attempts`, among those the caller may read)
+//! with their cards as a board read makes them (`cards`; none when more than [`MAX_CARDS`]
+//! moved), the projects with new activity (`projects`), those activity items oldest first, and
+//! the board's `freshness`. The page patches the cards into the board it holds and re-reads the
+//! board only when a project has new activity (a task or attempt added, a process started or
+//! ended, an approval: what moves the chart and the groups' membership) or an event names an
+//! attempt it does not show; a log line, the commonest change, costs no request.
 //!
 //! Why there is no gap: the stream starts after a token the page holds — `Last-Event-ID` (the
 //! browser sends the last `id` it received when it reconnects) or `?since=` (the token of the
@@ -35,11 +39,13 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::cards::{CardMemo, changed_cards};
 use super::detail::token_seq;
+use super::model::Card;
 use super::{BoardError, BoardState, auth};
 use vk_observer_query::activity::{ActivityItem, ActivityRequest, ActivityScope};
 use vk_observer_query::detail::Detail;
-use vk_observer_query::{Query, Since};
+use vk_observer_query::{Freshness, Query, Since};
 use vk_observer_tool_error::ToolError;
 
 /// Commits closer together than this are reported in one event.
@@ -50,6 +56,9 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 const RETRY: Duration = Duration::from_millis(1000);
 /// Activity pages read per project per round (200 items each) before `reset` is sent instead.
 const MAX_PAGES: usize = 5;
+/// Most cards an event carries; a round that moved more attempts sends none (the page reads the
+/// board).
+const MAX_CARDS: usize = 64;
 
 #[derive(Deserialize)]
 pub(crate) struct EventArgs {
@@ -63,8 +72,13 @@ pub(crate) struct Change {
     /// True when the page must reload everything (a gap could not be told).
     pub reset: bool,
     pub attempts: Vec<Uuid>,
+    /// The cards of `attempts` (module doc); fewer when an attempt is gone, none past [`MAX_CARDS`].
+    pub cards: Vec<Card>,
     pub projects: Vec<Uuid>,
     pub activity: Vec<ActivityItem>,
+    /// The board's hosts line, as of this round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<Freshness>,
 }
 
 /// One stream's position and what it knows of the visible attempts.
@@ -180,11 +194,12 @@ impl Follow {
             return shared.event();
         }
         let query = self.state.query.clone();
+        let cards = self.state.cards.clone();
         let since = self.since;
         let mut known = std::mem::take(&mut self.known);
         let within = caller.projects.clone();
         let read = tokio::task::spawn_blocking(move || {
-            let c = changes(&query, within.as_deref(), since, &mut known);
+            let c = changes(&query, &cards, within.as_deref(), since, &mut known);
             (c, known)
         })
         .await;
@@ -270,6 +285,7 @@ fn failed(query: &Query, why: &str) -> Change {
 /// What changed after `since` for a caller limited to `within` (module doc).
 fn changes(
     query: &Query,
+    cards: &CardMemo,
     within: Option<&[Uuid]>,
     since: u64,
     known: &mut BTreeMap<Uuid, Vec<Uuid>>,
@@ -306,6 +322,10 @@ fn changes(
             change.attempts.push(*attempt);
         }
     }
+    if change.attempts.len() <= MAX_CARDS {
+        change.cards = changed_cards(query, cards, &change.attempts)?;
+    }
+    change.freshness = Some(query.freshness());
     Ok(change)
 }
 
