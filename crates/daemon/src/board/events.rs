@@ -184,20 +184,37 @@ impl Follow {
             }
         };
         let key = (self.since, caller.projects.clone());
-        if let Some(shared) = self.state.rounds.get(&key) {
-            // Another stream answered this very question: its projects with new activity are
-            // re-listed here on the next own round (`known` must not miss a new attempt).
+        let (cell, ours) = self.state.rounds.slot(&key);
+        if !ours {
+            // Another stream asks (or asked) this very question: its answer is this one's too.
+            // Its projects with new activity are re-listed here on the next own round (`known`
+            // must not miss a new attempt).
+            let shared = cell
+                .get_or_init(|| self.read_round(caller.projects.clone()))
+                .await;
             for p in &shared.projects {
                 self.known.remove(p);
             }
             self.since = shared.seq.max(self.since);
             return shared.event();
         }
+        let shared = cell
+            .get_or_init(|| self.read_round(caller.projects.clone()))
+            .await
+            .clone();
+        if shared.reset {
+            self.state.rounds.forget(&key);
+        }
+        self.since = shared.seq.max(self.since);
+        shared.event()
+    }
+
+    /// This stream's round read from the store (module doc), for every stream that asks it.
+    async fn read_round(&mut self, within: Option<Vec<Uuid>>) -> Arc<Shared> {
         let query = self.state.query.clone();
         let cards = self.state.cards.clone();
         let since = self.since;
         let mut known = std::mem::take(&mut self.known);
-        let within = caller.projects.clone();
         let read = tokio::task::spawn_blocking(move || {
             let c = changes(&query, &cards, within.as_deref(), since, &mut known);
             (c, known)
@@ -211,12 +228,7 @@ impl Follow {
             Ok((Err(e), _)) => failed(&self.state.query, &e.to_string()),
             Err(e) => failed(&self.state.query, &e.to_string()),
         };
-        self.since = token_seq(&change.token).max(self.since);
-        let shared = Shared::of(&change);
-        if !change.reset {
-            self.state.rounds.put(key, shared.clone());
-        }
-        shared.event()
+        Shared::of(&change)
     }
 }
 
@@ -224,6 +236,8 @@ impl Follow {
 pub(crate) struct Shared {
     seq: u64,
     token: String,
+    /// A round that asks the page to reload: never kept for later askers.
+    reset: bool,
     projects: Vec<Uuid>,
     data: String,
 }
@@ -233,6 +247,7 @@ impl Shared {
         Arc::new(Shared {
             seq: token_seq(&change.token),
             token: change.token.clone(),
+            reset: change.reset,
             projects: change.projects.clone(),
             data: serde_json::to_string(change).unwrap_or_else(|_| "{}".into()),
         })
@@ -248,24 +263,41 @@ impl Shared {
 
 type RoundKey = (u64, Option<Vec<Uuid>>);
 
-/// The last round computed, by (the token it starts after, the caller's projects): every open
-/// page wakes on the same commit and asks from the same token, so one reads and the others
-/// send its answer. Kept [`ROUND_FOR`] at most; the answer stays exact (it covers exactly the
-/// tokens after the key's up to its own, and a stream goes on from there).
+/// One round's answer, read once by the stream that asked first and awaited by the rest.
+type RoundCell = Arc<tokio::sync::OnceCell<Arc<Shared>>>;
+
+/// The last round asked, by (the token it starts after, the caller's projects): every open
+/// page wakes on the same commit and asks from the same token at the same moment, so the first
+/// reads and the others wait for its answer and send it (single flight: before, each stream
+/// that asked while the first was still reading read the same round again). Kept
+/// [`ROUND_FOR`] at most; the answer stays exact (it covers exactly the tokens after the key's
+/// up to its own, and a stream goes on from there).
 #[derive(Default)]
-pub(crate) struct RoundMemo(Mutex<Option<(RoundKey, Instant, Arc<Shared>)>>);
+pub(crate) struct RoundMemo(Mutex<Option<(RoundKey, Instant, RoundCell)>>);
 
 const ROUND_FOR: Duration = Duration::from_secs(1);
 
 impl RoundMemo {
-    fn get(&self, key: &RoundKey) -> Option<Arc<Shared>> {
-        let memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (k, at, shared) = memo.as_ref()?;
-        (k == key && at.elapsed() < ROUND_FOR).then(|| shared.clone())
+    /// The round for `key`, and true when the caller is the first to ask it (it reads it).
+    fn slot(&self, key: &RoundKey) -> (RoundCell, bool) {
+        let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((k, at, cell)) = memo.as_ref()
+            && k == key
+            && at.elapsed() < ROUND_FOR
+        {
+            return (cell.clone(), false);
+        }
+        let cell = RoundCell::default();
+        *memo = Some((key.clone(), Instant::now(), cell.clone()));
+        (cell, true)
     }
 
-    fn put(&self, key: RoundKey, shared: Arc<Shared>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((key, Instant::now(), shared));
+    /// Drops `key`'s round (a reset: later askers read their own).
+    fn forget(&self, key: &RoundKey) {
+        let mut memo = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if memo.as_ref().is_some_and(|(k, _, _)| k == key) {
+            *memo = None;
+        }
     }
 }
 
@@ -376,4 +408,41 @@ fn attempts_of_project(
         ids.extend(attempts);
     }
     Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(seq: u64) -> Arc<Shared> {
+        Shared::of(&Change {
+            token: format!("e.{seq}"),
+            ..Change::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn a_round_is_read_once_for_every_stream_that_asks_it() {
+        let memo = RoundMemo::default();
+        let key: RoundKey = (5, None);
+        let (first, ours) = memo.slot(&key);
+        assert!(ours, "the first to ask reads");
+        let (second, ours) = memo.slot(&key);
+        assert!(!ours, "the next waits for that read");
+        let reads = std::sync::atomic::AtomicUsize::new(0);
+        let read = || async {
+            reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            shared(9)
+        };
+        let (a, b) = tokio::join!(first.get_or_init(read), second.get_or_init(read));
+        assert_eq!((a.seq, b.seq), (9, 9));
+        assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Another token or another caller's projects is another question.
+        assert!(memo.slot(&(9, None)).1);
+        assert!(memo.slot(&(9, Some(vec![Uuid::nil()]))).1);
+        // A forgotten round (a reset) is read again by the next to ask.
+        let again: RoundKey = (9, Some(vec![Uuid::nil()]));
+        memo.forget(&again);
+        assert!(memo.slot(&again).1);
+    }
 }
