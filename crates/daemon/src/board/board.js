@@ -186,7 +186,25 @@ function renderBoard() {
       sections));
   }
   if (!projects.length) projects.push(el('p', { class: 'group-empty' }, 'No project this token may read is cached yet.'));
+  const focused = focusedControl();
   $('projects').replaceChildren(...projects);
+  if (focused) refocus(focused);
+}
+
+// The card control that has the keyboard focus (its attempt, class and text), so a redraw
+// (several a second on a busy board) hands the focus back to the same control of the new card.
+function focusedControl() {
+  const f = document.activeElement;
+  const card = f && f.closest ? f.closest('#projects [data-attempt]') : null;
+  if (!card) return null;
+  return { attempt: card.dataset.attempt, tag: f.tagName, cls: f.className, text: f.textContent };
+}
+
+function refocus(c) {
+  const card = document.querySelector(`#projects [data-attempt="${CSS.escape(c.attempt)}"]`);
+  const controls = card ? card.querySelectorAll(c.tag) : [];
+  const same = [...controls].find((e) => e.className === c.cls && e.textContent === c.text);
+  if (same) same.focus({ preventScroll: true });
 }
 
 // One board read at a time; a change meanwhile asks for one more after it.

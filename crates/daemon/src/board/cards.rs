@@ -1,6 +1,6 @@
 //! The board's cards: one per attempt shown (`model::Card`), made from the attempt's status
-//! (`get_attempt_status`), its listing (`list_task_attempts`: the executor) and its newest log
-//! line, and kept per attempt token (`CardMemo`): for a board read (`project_cards`) and for
+//! (`get_attempt_status`), its newest session's executor (as `list_task_attempts` says it) and
+//! its newest log line, and kept per attempt token (`CardMemo`): for a board read (`project_cards`) and for
 //! the attempts a change event names (`changed_cards`, which the event carries).
 //!
 //! Why kept: every change event makes every open page re-read the board, and most attempts did
@@ -20,12 +20,13 @@ use uuid::Uuid;
 use super::model::{Card, MAX_ATTEMPTS, MAX_TASKS};
 use vk_observer_query::logs::{LogMode, LogRequest};
 use vk_observer_query::paging::PageArgs;
+use vk_observer_query::rows::SessionRow;
 use vk_observer_query::status::{AttemptState, AttemptStatus};
-use vk_observer_query::tasks::{AttemptSummary, TaskFilter, TaskSummary};
+use vk_observer_query::tasks::{TaskFilter, TaskSummary};
 use vk_observer_query::timeline::AttemptTimes;
 use vk_observer_query::{Query, Since};
 use vk_observer_store::token::Epoch;
-use vk_observer_tool_error::{ErrorCode, ToolError};
+use vk_observer_tool_error::ToolError;
 
 /// Cards kept before the memo is emptied and refilled (a few MB at most).
 const CAPACITY: usize = 4096;
@@ -64,11 +65,10 @@ impl CardMemo {
     }
 }
 
-/// An attempt the board shows: its id, its token read before its rows, its task's id and title.
+/// An attempt the board shows: its id, its token read before its rows, its task's title.
 struct Shown {
     attempt: Uuid,
     token: u64,
-    task_id: Uuid,
     title: String,
 }
 
@@ -142,7 +142,6 @@ pub(crate) fn changed_cards(
         shown.push(Shown {
             attempt,
             token,
-            task_id,
             title: title.unwrap_or_default().to_string(),
         });
     }
@@ -177,7 +176,6 @@ fn shown_attempts(query: &Query, tasks: &[TaskSummary]) -> Result<(Vec<Shown>, b
             shown.push(Shown {
                 attempt,
                 token,
-                task_id: task.task_id,
                 title: task.title.clone(),
             });
         }
@@ -185,25 +183,8 @@ fn shown_attempts(query: &Query, tasks: &[TaskSummary]) -> Result<(Vec<Shown>, b
     Ok((shown, cut))
 }
 
-/// Cards for attempts not kept: their tasks' listings (the executor) and one status batch.
+/// Cards for attempts not kept: one status batch, and each attempt's newest session's executor.
 fn make_cards(query: &Query, missed: &[&Shown]) -> Result<HashMap<Uuid, Kept>, ToolError> {
-    let mut summaries: HashMap<Uuid, AttemptSummary> = HashMap::new();
-    let mut listed_tasks: Vec<Uuid> = Vec::new();
-    for s in missed {
-        if listed_tasks.contains(&s.task_id) {
-            continue;
-        }
-        listed_tasks.push(s.task_id);
-        let page = PageArgs {
-            cursor: None,
-            limit: MAX_ATTEMPTS,
-        };
-        match query.list_task_attempts(s.task_id, &page) {
-            Ok(a) => summaries.extend(a.attempts.into_iter().map(|a| (a.attempt_id, a))),
-            Err(e) if e.code == ErrorCode::NotFound => {} // deleted meanwhile
-            Err(e) => return Err(e),
-        }
-    }
     let ids: Vec<Uuid> = missed.iter().map(|s| s.attempt).collect();
     let statuses = query.attempt_statuses(&ids, Since::None)?;
     let epoch = query.store.epoch();
@@ -211,17 +192,14 @@ fn make_cards(query: &Query, missed: &[&Shown]) -> Result<HashMap<Uuid, Kept>, T
     let mut made = HashMap::new();
     for item in &statuses.attempts {
         let status = &item.0.status;
-        let (Some(s), Some(summary)) = (
-            shown.get(&status.attempt_id),
-            summaries.get(&status.attempt_id),
-        ) else {
+        let Some(s) = shown.get(&status.attempt_id) else {
             continue;
         };
         let kept = Kept {
             epoch,
             token: s.token,
             title: s.title.clone(),
-            card: card(query, status, summary, &s.title)?,
+            card: card(query, status, executor_of(query, status)?, &s.title)?,
             times: AttemptTimes::of(status),
         };
         made.insert(s.attempt, kept);
@@ -229,10 +207,21 @@ fn make_cards(query: &Query, missed: &[&Shown]) -> Result<HashMap<Uuid, Kept>, T
     Ok(made)
 }
 
+/// The executor of the attempt's newest session, as `list_task_attempts` says it (the status's
+/// `latest_session_id` is that session).
+fn executor_of(query: &Query, status: &AttemptStatus) -> Result<Option<String>, ToolError> {
+    let Some(session) = status.latest_session_id else {
+        return Ok(None);
+    };
+    let row = query.read().session(session).map_err(ToolError::from)?;
+    let row = row.and_then(|r| serde_json::from_value::<SessionRow>(r.value).ok());
+    Ok(row.and_then(|r| r.executor))
+}
+
 fn card(
     query: &Query,
     s: &AttemptStatus,
-    summary: &AttemptSummary,
+    executor: Option<String>,
     title: &str,
 ) -> Result<Card, ToolError> {
     let last_line = match s.state {
@@ -244,7 +233,7 @@ fn card(
         task_id: s.task_id,
         task_title: title.to_string(),
         host: s.host.clone(),
-        executor: summary.latest_session_executor.clone(),
+        executor,
         branch: s.workspace_branch.clone(),
         state: s.state,
         created_at: s.created_at.clone(),
