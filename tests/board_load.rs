@@ -137,6 +137,17 @@ async fn page(base: String, follow: Option<String>) {
     }
 }
 
+/// The newest log entry's index of `attempt`, as the board's attempt view reads it.
+async fn latest_entry(base: &str, attempt: &str) -> u64 {
+    let view: Value = reqwest::get(format!("{base}/board/api/attempts/{attempt}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    view["log"]["latest_entry_index"].as_u64().unwrap_or(0)
+}
+
 /// The long-running road's attempt, once the board shows it running.
 async fn long_running(base: &str) -> String {
     let started = Instant::now();
@@ -209,15 +220,23 @@ async fn ten_open_boards_cost_the_daemon_little() {
         .map(|i| tokio::spawn(page(base.clone(), (i == 0).then(|| follow.clone()))))
         .collect();
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let logged_before = latest_entry(&base, &follow).await;
     let open = share(pid, window()).await;
+    let logged = latest_entry(&base, &follow).await - logged_before;
     pages.iter().for_each(|p| p.abort());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = share(pid, window()).await;
     let _ = demo.kill();
     let _ = demo.wait();
+    // A demo whose long-running road stopped logging is not busy: that run measures nothing.
+    let expected = window().as_secs_f64() / 0.3;
+    assert!(
+        logged as f64 > expected / 2.0,
+        "the long-running road logged {logged} entries in the pages' window (about {expected:.0} expected): not a busy demo"
+    );
     let idle = (before + after) / 2.0;
     println!(
-        "demo process: {before:.1} % then {after:.1} % of a core with no page open, {open:.1} % with {PAGES} pages open between: the pages cost {:.1} % of a core ({})",
+        "demo process: {before:.1} % then {after:.1} % of a core with no page open, {open:.1} % with {PAGES} pages open between ({logged} log entries): the pages cost {:.1} % of a core ({})",
         open - idle,
         build
     );
