@@ -41,12 +41,12 @@ async fn the_page_and_its_assets_carry_a_strict_policy() {
     assert!(!csp.contains("unsafe"), "{csp}");
     assert_eq!(page.headers["x-content-type-options"], "nosniff");
     assert_eq!(page.headers["cache-control"], "no-store");
-    // No inline script or style: one script and one stylesheet, both by URL.
-    assert_eq!(page.text.matches("<script").count(), 1);
-    assert!(
-        page.text
-            .contains(r#"<script src="/board/board.js" defer></script>"#)
-    );
+    // No inline script or style: two scripts and one stylesheet, all by URL.
+    assert_eq!(page.text.matches("<script").count(), 2);
+    for script in ["board-chart.js", "board.js"] {
+        let tag = format!(r#"<script src="/board/{script}" defer></script>"#);
+        assert!(page.text.contains(&tag), "{tag}");
+    }
     assert!(!page.text.contains("<style") && !page.text.contains("style="));
     for handler in [
         "onclick=",
@@ -70,6 +70,7 @@ async fn the_page_and_its_assets_carry_a_strict_policy() {
     assert_eq!(body["code"], "host_refused", "{body}");
     for (path, kind) in [
         ("/board/board.js", "text/javascript"),
+        ("/board/board-chart.js", "text/javascript"),
         ("/board/board.css", "text/css"),
     ] {
         let a = get(&w, path, None).await;

@@ -137,14 +137,14 @@ async fn page(base: String, follow: Option<String>) {
     }
 }
 
+/// A JSON answer of the board's API.
+async fn get_json(url: String) -> Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
 /// The newest log entry's index of `attempt`, as the board's attempt view reads it.
 async fn latest_entry(base: &str, attempt: &str) -> u64 {
-    let view: Value = reqwest::get(format!("{base}/board/api/attempts/{attempt}"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let view = get_json(format!("{base}/board/api/attempts/{attempt}")).await;
     view["log"]["latest_entry_index"].as_u64().unwrap_or(0)
 }
 
@@ -152,12 +152,7 @@ async fn latest_entry(base: &str, attempt: &str) -> u64 {
 async fn long_running(base: &str) -> String {
     let started = Instant::now();
     loop {
-        let b: Value = reqwest::get(format!("{base}/board/api/board"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let b = get_json(format!("{base}/board/api/board")).await;
         let found = b["projects"]
             .as_array()
             .into_iter()

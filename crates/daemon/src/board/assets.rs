@@ -2,7 +2,7 @@
 //! the headers every board answer carries.
 //!
 //! The Content-Security-Policy allows scripts, styles and connections from the daemon's own
-//! origin only: the page has no inline script or style (the HTML links its one JS and one CSS
+//! origin only: the page has no inline script or style (the HTML links its two scripts and one CSS
 //! file), so an injected `<script>` or `style=` attribute does not run, and nothing the page
 //! shows (task titles, log lines: written by agents) is ever inserted as HTML — the script
 //! sets `textContent` only. `frame-ancestors 'none'` keeps it out of other sites' frames
@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 
 const PAGE: &str = include_str!("board.html");
 const SCRIPT: &str = include_str!("board.js");
+const CHART: &str = include_str!("board-chart.js");
 const STYLE: &str = include_str!("board.css");
 
 /// The policy of every board answer (see the module doc).
@@ -24,6 +25,10 @@ pub(crate) async fn page() -> Response {
 
 pub(crate) async fn script() -> Response {
     with_type(SCRIPT, "text/javascript; charset=utf-8")
+}
+
+pub(crate) async fn chart() -> Response {
+    with_type(CHART, "text/javascript; charset=utf-8")
 }
 
 pub(crate) async fn style() -> Response {

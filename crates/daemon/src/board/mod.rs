@@ -3,7 +3,7 @@
 //! through the `query` layer, the same read models the tools answer from; it changes nothing
 //! but through the tools' own handlers (`VkTools::call_as`: grant, audit, proxy).
 //!
-//! - `assets`: the page (one HTML, one JS, one CSS, embedded: no build step, nothing fetched
+//! - `assets`: the page (one HTML, two scripts, one CSS, embedded: no build step, nothing fetched
 //!   from elsewhere) and the headers every board answer carries (a strict CSP, no caching).
 //! - `auth`: who is looking — the tokens of `/mcp` (a login form puts the token in an
 //!   HttpOnly, SameSite=Strict cookie; an `Authorization: Bearer` header works too) — and the
@@ -97,6 +97,7 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(state: BoardState) -> Rou
         .route("/board", get(assets::page))
         .route("/board/", get(|| async { Redirect::to("/board") }))
         .route("/board/board.js", get(assets::script))
+        .route("/board/board-chart.js", get(assets::chart))
         .route("/board/board.css", get(assets::style))
         .route("/board/login", post(auth::login))
         .route("/board/logout", post(auth::logout))
