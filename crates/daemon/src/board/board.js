@@ -262,22 +262,26 @@ function sortGroup(p, g) {
   }
 }
 
-// Puts `card` in its group of `board` in place of its attempt's card, unless the card shown is
-// newer; false when the board does not show the attempt.
-function placeCard(board, card) {
+// Where `board` shows attempt `id`: its project, group and place; null where it does not.
+function findCard(board, id) {
   for (const p of board.projects) {
     for (const [g] of GROUPS) {
-      const i = p[g].findIndex((c) => c.attempt_id === card.attempt_id);
-      if (i < 0) continue;
-      if (seqOf(p[g][i].attempt_token) > seqOf(card.attempt_token)) return true;
-      p[g].splice(i, 1);
-      const to = groupOf(card);
-      p[to].push(card);
-      sortGroup(p, to);
-      return true;
+      const i = p[g].findIndex((c) => c.attempt_id === id);
+      if (i >= 0) return { p, g, i };
     }
   }
-  return false;
+  return null;
+}
+
+// Puts `card` in its group of `board` in place of its attempt's card, unless the card shown is
+// newer (or the board does not show the attempt).
+function placeCard(board, card) {
+  const at = findCard(board, card.attempt_id);
+  if (!at || seqOf(at.p[at.g][at.i].attempt_token) > seqOf(card.attempt_token)) return;
+  at.p[at.g].splice(at.i, 1);
+  const to = groupOf(card);
+  at.p[to].push(card);
+  sortGroup(at.p, to);
 }
 
 // A change's cards patched into the board the page holds; false when the event names an
@@ -286,9 +290,7 @@ function patchCards(c) {
   const b = S.board;
   const cards = c.cards || [];
   if (!b || cards.length !== c.attempts.length) return false;
-  const shown = new Set();
-  for (const p of b.projects) for (const [g] of GROUPS) for (const card of p[g]) shown.add(card.attempt_id);
-  if (!cards.every((card) => shown.has(card.attempt_id))) return false;
+  if (!cards.every((card) => findCard(b, card.attempt_id))) return false;
   for (const card of cards) {
     placeCard(b, card);
     S.patches.set(card.attempt_id, card);

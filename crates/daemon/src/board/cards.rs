@@ -20,11 +20,12 @@ use uuid::Uuid;
 use super::model::{Card, MAX_ATTEMPTS, MAX_TASKS};
 use vk_observer_query::logs::{LogMode, LogRequest};
 use vk_observer_query::paging::PageArgs;
-use vk_observer_query::rows::SessionRow;
+use vk_observer_query::rows::{AttemptRow, SessionRow};
 use vk_observer_query::status::{AttemptState, AttemptStatus};
 use vk_observer_query::tasks::{TaskFilter, TaskSummary};
 use vk_observer_query::timeline::AttemptTimes;
 use vk_observer_query::{Query, Since};
+use vk_observer_store::StoreReader;
 use vk_observer_store::token::Epoch;
 use vk_observer_tool_error::ToolError;
 
@@ -86,52 +87,29 @@ pub(crate) fn project_cards(
     };
     let tasks = query.list_tasks_without_usage(project, &TaskFilter::default(), &all)?;
     let (shown, cut) = shown_attempts(query, &tasks.tasks)?;
-    let epoch = query.store.epoch();
-    let kept: Vec<Option<Kept>> = shown
-        .iter()
-        .map(|s| memo.get(s.attempt, epoch, s.token, &s.title))
-        .collect();
-    let missed: Vec<&Shown> = shown
-        .iter()
-        .zip(&kept)
-        .filter_map(|(s, k)| k.is_none().then_some(s))
-        .collect();
-    let mut made = make_cards(query, &missed)?;
     let mut cards = Vec::with_capacity(shown.len());
-    for (s, k) in shown.iter().zip(kept) {
-        if let Some(k) = k {
-            times.push(k.times);
-            cards.push(k.card);
-        } else if let Some(k) = made.remove(&s.attempt) {
-            times.push(k.times.clone());
-            cards.push(k.card.clone());
-            memo.put(s.attempt, k);
-        } // else gone between the reads: the next change event redraws the board
+    // None: gone between the reads (the next change event redraws the board).
+    for k in kept_or_made(query, memo, &shown)?.into_iter().flatten() {
+        times.push(k.times);
+        cards.push(k.card);
     }
     Ok((cards, tasks.has_more || cut))
 }
 
-/// The task an attempt's row names.
-#[derive(serde::Deserialize)]
-struct OfTask {
-    task_id: Option<Uuid>,
-}
-
-/// The cards of `attempts` as a board read would make them now (kept ones reused), for a change
-/// event to carry: the page patches them in and reads the whole board only for what they cannot
-/// say (`events`). An attempt whose row or task is gone has no card.
+/// The cards of `moved` (attempts with the token read before their rows) as a board read would
+/// make them now, for a change event to carry: the page patches them in and reads the whole
+/// board only for what they cannot say (`events`). An attempt whose row or task is gone has no
+/// card.
 pub(crate) fn changed_cards(
     query: &Query,
     memo: &CardMemo,
-    attempts: &[Uuid],
+    moved: &[(Uuid, u64)],
 ) -> Result<Vec<Card>, ToolError> {
     let reader = query.read();
-    let epoch = query.store.epoch();
-    let mut shown = Vec::with_capacity(attempts.len());
-    for &attempt in attempts {
-        let token = reader.attempt_token(attempt).map_err(ToolError::from)?;
-        let of: Option<OfTask> = reader.attempt_as(attempt).map_err(ToolError::from)?;
-        let Some(task_id) = of.and_then(|o| o.task_id) else {
+    let mut shown = Vec::with_capacity(moved.len());
+    for &(attempt, token) in moved {
+        let row: Option<AttemptRow> = reader.attempt_as(attempt).map_err(ToolError::from)?;
+        let Some(task_id) = row.and_then(|r| r.task_id) else {
             continue;
         };
         let Some(task) = reader.task(task_id).map_err(ToolError::from)? else {
@@ -145,19 +123,36 @@ pub(crate) fn changed_cards(
             title: title.unwrap_or_default().to_string(),
         });
     }
-    let mut cards = Vec::with_capacity(shown.len());
-    let mut missed = Vec::new();
-    for s in &shown {
-        match memo.get(s.attempt, epoch, s.token, &s.title) {
-            Some(k) => cards.push(k.card),
-            None => missed.push(s),
-        }
-    }
-    for (attempt, k) in make_cards(query, &missed)? {
-        cards.push(k.card.clone());
-        memo.put(attempt, k);
-    }
-    Ok(cards)
+    let cards = kept_or_made(query, memo, &shown)?.into_iter().flatten();
+    Ok(cards.map(|k| k.card).collect())
+}
+
+/// Each of `shown`'s cards, in order: the kept one, else made now (and kept); None for an
+/// attempt gone meanwhile.
+fn kept_or_made(
+    query: &Query,
+    memo: &CardMemo,
+    shown: &[Shown],
+) -> Result<Vec<Option<Kept>>, ToolError> {
+    let epoch = query.store.epoch();
+    let kept: Vec<Option<Kept>> = shown
+        .iter()
+        .map(|s| memo.get(s.attempt, epoch, s.token, &s.title))
+        .collect();
+    let missed: Vec<&Shown> = shown
+        .iter()
+        .zip(&kept)
+        .filter_map(|(s, k)| k.is_none().then_some(s))
+        .collect();
+    let mut made = make_cards(query, &missed)?;
+    let cards = shown.iter().zip(kept).map(|(s, k)| {
+        k.or_else(|| {
+            let k = made.remove(&s.attempt)?;
+            memo.put(s.attempt, k.clone());
+            Some(k)
+        })
+    });
+    Ok(cards.collect())
 }
 
 /// The newest [`MAX_ATTEMPTS`] attempts of each task that has one, from the list index, each
@@ -189,6 +184,7 @@ fn make_cards(query: &Query, missed: &[&Shown]) -> Result<HashMap<Uuid, Kept>, T
     let statuses = query.attempt_statuses(&ids, Since::None)?;
     let epoch = query.store.epoch();
     let shown: HashMap<Uuid, &Shown> = missed.iter().map(|s| (s.attempt, *s)).collect();
+    let reader = query.read();
     let mut made = HashMap::new();
     for item in &statuses.attempts {
         let status = &item.0.status;
@@ -199,7 +195,7 @@ fn make_cards(query: &Query, missed: &[&Shown]) -> Result<HashMap<Uuid, Kept>, T
             epoch,
             token: s.token,
             title: s.title.clone(),
-            card: card(query, status, executor_of(query, status)?, &s.title)?,
+            card: card(query, status, executor_of(&reader, status)?, &s.title)?,
             times: AttemptTimes::of(status),
         };
         made.insert(s.attempt, kept);
@@ -209,11 +205,11 @@ fn make_cards(query: &Query, missed: &[&Shown]) -> Result<HashMap<Uuid, Kept>, T
 
 /// The executor of the attempt's newest session, as `list_task_attempts` says it (the status's
 /// `latest_session_id` is that session).
-fn executor_of(query: &Query, status: &AttemptStatus) -> Result<Option<String>, ToolError> {
+fn executor_of(reader: &StoreReader, status: &AttemptStatus) -> Result<Option<String>, ToolError> {
     let Some(session) = status.latest_session_id else {
         return Ok(None);
     };
-    let row = query.read().session(session).map_err(ToolError::from)?;
+    let row = reader.session(session).map_err(ToolError::from)?;
     let row = row.and_then(|r| serde_json::from_value::<SessionRow>(r.value).ok());
     Ok(row.and_then(|r| r.executor))
 }

@@ -184,24 +184,18 @@ impl Follow {
             }
         };
         let key = (self.since, caller.projects.clone());
-        let (cell, ours) = self.state.rounds.slot(&key);
-        if !ours {
-            // Another stream asks (or asked) this very question: its answer is this one's too.
-            // Its projects with new activity are re-listed here on the next own round (`known`
-            // must not miss a new attempt).
-            let shared = cell
-                .get_or_init(|| self.read_round(caller.projects.clone()))
-                .await;
-            for p in &shared.projects {
-                self.known.remove(p);
-            }
-            self.since = shared.seq.max(self.since);
-            return shared.event();
-        }
+        let (cell, first) = self.state.rounds.slot(&key);
         let shared = cell
             .get_or_init(|| self.read_round(caller.projects.clone()))
             .await
             .clone();
+        if !first {
+            // Another stream asked this very question first: its projects with new activity
+            // are re-listed here on the next own round (`known` must not miss a new attempt).
+            for p in &shared.projects {
+                self.known.remove(p);
+            }
+        }
         if shared.reset {
             self.state.rounds.forget(&key);
         }
@@ -349,13 +343,16 @@ fn changes(
         change.activity.extend(items);
     }
     change.activity.sort_by_key(|i| token_seq(&i.token));
-    for attempt in known.values().flatten() {
-        if reader.attempt_token(*attempt).map_err(ToolError::from)? > since {
-            change.attempts.push(*attempt);
+    let mut moved = Vec::new();
+    for &attempt in known.values().flatten() {
+        let token = reader.attempt_token(attempt).map_err(ToolError::from)?;
+        if token > since {
+            moved.push((attempt, token));
         }
     }
-    if change.attempts.len() <= MAX_CARDS {
-        change.cards = changed_cards(query, cards, &change.attempts)?;
+    change.attempts = moved.iter().map(|(a, _)| *a).collect();
+    if moved.len() <= MAX_CARDS {
+        change.cards = changed_cards(query, cards, &moved)?;
     }
     change.freshness = Some(query.freshness());
     Ok(change)
